@@ -1,0 +1,29 @@
+# `make demo` and `make test` bootstrap .venv themselves on a fresh machine (idempotent: the stamp
+# is keyed on pyproject.toml and the pinned CPU set, so a second run installs nothing).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test venv bench clean
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml constraints-cpu.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "[midtrain] installing the pinned CPU set into $(VENV) (first run only)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt torch==2.13.0
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/midtrain demo
+
+test: $(STAMP)
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .demo build *.egg-info

@@ -1,0 +1,155 @@
+"""`midtrain` command line: one subcommand per stage of the flow.
+
+Each stage's command lives next to its code as a module with ``add_arguments(parser)`` and
+``run(args) -> int``; this file only wires them up, so a stage is added without touching the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+import textwrap
+from dataclasses import dataclass
+
+from midtrain.config import ConfigError
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    module: str  # provides add_arguments(parser) and run(args) -> int
+    help: str
+    capability: str  # which capability (issue) provides it, shown while it is not built
+    example: str
+
+
+COMMANDS = [
+    Command("prep", "midtrain.sources.command", "turn raw SWE data into curated documents (datatrove)",
+            "data sources + curation", "midtrain prep repos --input ~/src/myrepo --output out/prep/repos"),
+    Command("pack", "midtrain.pack.command", "tokenize documents and pack them into long-context shards",
+            "tokenize and pack", "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards "
+            "--seq-length 262144"),
+    Command("inspect", "midtrain.pack.inspect_command", "show fill, padding, splits and samples of packed shards",
+            "tokenize and pack", "midtrain inspect out/shards --json"),
+    Command("train", "midtrain.train.command", "midtrain a model on packed shards (megatron-core)",
+            "long-context trainer", "midtrain train demo_tiny optim.train_steps=20 run_dir=runs/try"),
+    Command("sft", "midtrain.sft.command", "run the fixed short SFT probe on a checkpoint",
+            "evaluation protocol", "midtrain sft sft_probe_demo --from runs/demo_tiny"),
+    Command("eval", "midtrain.eval.command", "proxy metrics and SWE-bench runs for a checkpoint",
+            "evaluation protocol", "midtrain eval proxy --checkpoint runs/demo_tiny --shards out/shards"),
+    Command("report", "midtrain.eval.report_command", "compare checkpoints side by side (Markdown + PNG)",
+            "evaluation protocol", "midtrain report runs/base runs/midtrained --output report/"),
+    Command("submit", "midtrain.launch.command", "submit training or the protocol to Slurm",
+            "Slurm launch", "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run"),
+    Command("convert", "midtrain.train.convert_command", "convert checkpoints between Hugging Face and megatron-core",
+            "HF checkpoints", "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2"),
+    Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
+            "foundation", "midtrain demo --workdir .demo"),
+]
+
+
+def _add_recipes(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recipes", help="list the registered recipes",
+                       description="List every recipe by name, kind and one-line description.",
+                       epilog="example:\n  midtrain recipes --kind train",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kind", help="only recipes of this kind (train, sft, mixture, protocol)")
+    p.set_defaults(_run=_run_recipes)
+
+
+def _run_recipes(args: argparse.Namespace) -> int:
+    from recipes import all_recipes
+
+    rows = [r for r in all_recipes().values() if not args.kind or r.kind == args.kind]
+    width = max((len(r.name) for r in rows), default=10)
+    for r in rows:
+        print(f"{r.name:<{width}}  {r.kind:<8}  {r.doc}")
+    return 0
+
+
+def _add_config(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "config", help="print a recipe's resolved config as YAML",
+        description="Build RECIPE, apply key=value overrides (typed; unknown keys rejected), validate, and "
+                    "print the resolved YAML. Recipes that describe a model also print its size and memory "
+                    "estimate.",
+        epilog="examples:\n  midtrain config demo_tiny optim.lr=1e-3 data.seq_length=4096\n"
+               "  midtrain config demo_tiny --yaml-only > run.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("recipe", help="recipe name (see `midtrain recipes`)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted field overrides")
+    p.add_argument("--yaml-only", action="store_true", help="print only the YAML, no estimates")
+    p.set_defaults(_run=_run_config)
+
+
+def _run_config(args: argparse.Namespace) -> int:
+    from recipes import get_recipe
+
+    cfg = get_recipe(args.recipe).build(args.overrides).validate()
+    print(cfg.to_yaml(), end="")
+    if not args.yaml_only:
+        summary = getattr(cfg, "summary", None)
+        if callable(summary):
+            print(textwrap.indent(summary(), "# "))
+    return 0
+
+
+def _add_stage(sub: argparse._SubParsersAction, cmd: Command) -> None:
+    epilog = f"example:\n  {cmd.example}"
+    try:
+        module = importlib.import_module(cmd.module)
+    except ModuleNotFoundError as e:
+        if e.name != cmd.module:
+            raise
+        p = sub.add_parser(cmd.name, help=f"{cmd.help} [not built yet]",
+                           description=f"{cmd.help}.\n\nNot built yet: the '{cmd.capability}' capability "
+                                       "provides this command.",
+                           epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        p.set_defaults(_run=lambda args, c=cmd: _not_built(c))
+        return
+    p = sub.add_parser(cmd.name, help=cmd.help, description=(module.__doc__ or cmd.help).strip(),
+                       epilog=getattr(module, "EPILOG", epilog),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(p)
+    p.set_defaults(_run=module.run)
+
+
+def _not_built(cmd: Command) -> int:
+    print(f"midtrain {cmd.name}: not built yet — the '{cmd.capability}' capability provides it.",
+          file=sys.stderr)
+    return 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="midtrain",
+        description="Midtraining stack: prep -> pack -> train -> sft probe -> eval -> report.",
+        epilog="Run `midtrain COMMAND --help` for each command's arguments and an example.\n"
+               "Start with `make demo`: the whole flow on the embedded sample data, on CPU.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for cmd in COMMANDS:
+        _add_stage(sub, cmd)
+    _add_recipes(sub)
+    _add_config(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    try:
+        return int(args._run(args) or 0)
+    except ConfigError as e:
+        print(f"midtrain {args.command}: config error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""midtrain.sft"""

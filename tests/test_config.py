@@ -1,0 +1,77 @@
+from dataclasses import dataclass, field
+
+import pytest
+
+from midtrain.config import Config, ConfigError, require
+
+
+@dataclass
+class Inner(Config):
+    lr: float = 1e-3
+    steps: int = 10
+    style: str = "wsd"
+    tags: list[str] = field(default_factory=list)
+
+    def check(self) -> None:
+        require(self.steps > 0, "steps", "must be positive")
+
+
+@dataclass
+class Outer(Config):
+    name: str = "x"
+    flag: bool = False
+    maybe: int | None = None
+    inner: Inner = field(default_factory=Inner)
+
+
+def test_override_nested_typed():
+    cfg = Outer().apply_overrides(["inner.lr=3e-4", "inner.steps=5", "flag=true", "maybe=7", "inner.tags=[a, b]"])
+    assert cfg.inner.lr == pytest.approx(3e-4) and isinstance(cfg.inner.lr, float)
+    assert cfg.inner.steps == 5 and cfg.flag is True and cfg.maybe == 7
+    assert cfg.inner.tags == ["a", "b"]
+    assert Outer().inner.lr == 1e-3  # original untouched
+
+
+def test_int_promotes_to_float_and_null_to_none():
+    cfg = Outer(maybe=3).apply_overrides(["inner.lr=1", "maybe=null"])
+    assert cfg.inner.lr == 1.0 and isinstance(cfg.inner.lr, float)
+    assert cfg.maybe is None
+
+
+def test_unknown_field_suggests_closest():
+    with pytest.raises(ConfigError, match=r"unknown field 'inner.stpes'.*did you mean 'steps'"):
+        Outer().apply_overrides(["inner.stpes=3"])
+    with pytest.raises(ConfigError, match=r"unknown field 'inr'.*did you mean 'inner'"):
+        Outer().apply_overrides(["inr.lr=3"])
+
+
+def test_wrong_type_names_field_and_type():
+    with pytest.raises(ConfigError, match=r"inner.steps: expected int, got 'many'"):
+        Outer().apply_overrides(["inner.steps=many"])
+    with pytest.raises(ConfigError, match=r"flag: expected bool"):
+        Outer().apply_overrides(["flag=3"])
+    with pytest.raises(ConfigError, match=r"not of the form key=value"):
+        Outer().apply_overrides(["flag"])
+
+
+def test_validate_names_field():
+    cfg = Outer().apply_overrides(["inner.steps=0"])
+    with pytest.raises(ConfigError, match=r"^inner.steps: must be positive"):
+        cfg.validate()
+    cfg = Outer()
+    cfg.inner.lr = "fast"  # set behind the parser's back: validate still catches it
+    with pytest.raises(ConfigError, match=r"inner.lr: expected float"):
+        cfg.validate()
+
+
+def test_yaml_round_trip():
+    cfg = Outer(name="run", flag=True, maybe=2, inner=Inner(lr=2e-5, steps=3, tags=["t"]))
+    text = cfg.to_yaml()
+    back = Outer.from_yaml(text)
+    assert back == cfg
+    assert back.to_yaml() == text
+
+
+def test_from_dict_rejects_unknown_keys():
+    with pytest.raises(ConfigError, match="unknown field 'inner.lrr'"):
+        Outer.from_dict({"inner": {"lrr": 1.0}})
