@@ -1,0 +1,77 @@
+"""Configs of the evals a protocol runs: proxy metrics (held-out loss, retrieval probe) and SWE-bench."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from midtrain.config import Config, require
+
+RETRIEVAL_TASKS = ("function", "file_constant")
+BENCHMARKS = ("verified", "multilingual", "pro")
+
+
+@dataclass
+class RetrievalConfig(Config):
+    """Long-context retrieval in code: a needle planted at each depth of a packed repository of each length."""
+
+    repos: str | None = None  # `midtrain prep repos` output dir (haystack material); None = skip the probe
+    lengths: list[int] = field(default_factory=lambda: [512, 1024, 2048])  # context lengths in tokens
+    depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])  # needle position 0..1
+    tasks: list[str] = field(default_factory=lambda: list(RETRIEVAL_TASKS))
+    samples: int = 4  # needles per (task, length, depth) cell
+    seed: int = 0
+
+    def check(self) -> None:
+        require(len(self.lengths) > 0 and all(n >= 128 for n in self.lengths), "lengths",
+                "needs at least one context length, each >= 128 tokens")
+        require(len(self.depths) > 0 and all(0.0 <= d <= 1.0 for d in self.depths), "depths",
+                "needs at least one depth, each in [0, 1]")
+        bad = [t for t in self.tasks if t not in RETRIEVAL_TASKS]
+        require(not bad and len(self.tasks) > 0, "tasks", f"unknown {bad}; choose from {list(RETRIEVAL_TASKS)}")
+        require(self.samples >= 1, "samples", "must be >= 1")
+
+
+@dataclass
+class ProxyConfig(Config):
+    """Base-model proxy metrics: held-out loss per source on validation shards + the retrieval probe."""
+
+    shards: str | None = None  # a `midtrain pack` output dir; its 'valid' split is scored per source
+    max_sequences: int | None = 64  # cap on validation sequences scored (None = all)
+    tokenizer: str | None = None  # for the retrieval probe; None = the checkpoint's (HF dir) or the default
+    retrieval: RetrievalConfig = field(default_factory=RetrievalConfig)
+
+    def check(self) -> None:
+        require(self.max_sequences is None or self.max_sequences > 0, "max_sequences", "must be positive or null")
+
+
+@dataclass
+class SweBenchConfig(Config):
+    """One checkpoint on SWE-bench: vLLM server + mini-swe-agent + the `swebench` harness, per benchmark."""
+
+    benchmarks: list[Literal["verified", "multilingual", "pro"]] = field(
+        default_factory=lambda: list(BENCHMARKS))
+    split: str = "test"
+    max_steps: int = 100  # agent step limit per instance
+    max_context: int = 131072  # vLLM --max-model-len
+    max_output_tokens: int = 8192  # per model call
+    temperature: float = 0.0
+    served_model_name: str = "midtrain"
+    port: int = 8000
+    tensor_parallel: int = 8  # vLLM --tensor-parallel-size
+    agent_workers: int = 16  # instances run concurrently by the agent
+    grading_workers: int = 8  # swebench harness --max_workers
+    instance_slice: str = ""  # e.g. '0:20' for a smoke run; '' = every instance
+    environment: Literal["docker", "singularity"] = "docker"
+    vllm_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
+
+    def check(self) -> None:
+        require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS)}")
+        require(len(set(self.benchmarks)) == len(self.benchmarks), "benchmarks", "lists a benchmark twice")
+        require(self.max_steps > 0, "max_steps", "must be positive")
+        require(self.max_context >= 4096, "max_context", "must be >= 4096 tokens for an agent run")
+        require(0 < self.max_output_tokens < self.max_context, "max_output_tokens", "must be in (0, max_context)")
+        require(self.temperature >= 0, "temperature", "must be >= 0")
+        require(0 < self.port < 65536, "port", "must be a TCP port")
+        require(self.tensor_parallel >= 1, "tensor_parallel", "must be >= 1")
+        require(self.agent_workers >= 1 and self.grading_workers >= 1, "agent_workers", "workers must be >= 1")

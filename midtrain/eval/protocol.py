@@ -1,0 +1,137 @@
+"""The evaluation protocol (interface 6): the same SFT probe, then the same evals, for every checkpoint.
+
+A protocol recipe names the checkpoints to compare (baseline first), the SFT probe recipe and the evals.
+:func:`protocol_steps` turns it into, per checkpoint, the ordered ``(step_name, argv)`` commands, where
+``argv`` is what follows ``midtrain`` on the command line (``midtrain.cli.main(argv)`` runs it). The Slurm
+launcher submits each checkpoint's list as an afterok chain; :func:`run_protocol` runs them here in order.
+:func:`report_argv` is the final cross-checkpoint step (after every chain).
+
+Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/swebench/``,
+``sft_data/`` (rendered + packed traces, shared so every probe sees the identical data), ``report/``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+from midtrain.config import Config, require
+from midtrain.eval.config import ProxyConfig, SweBenchConfig
+
+log = logging.getLogger(__name__)
+
+EVALS = ("proxy", "swebench")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass
+class ProtocolConfig(Config):
+    """Checkpoints to compare (name -> midtrain run/checkpoint dir or HF model dir), probe recipe, evals."""
+
+    name: str = "protocol"
+    output: str = "runs/protocol"
+    checkpoints: dict[str, str] = field(default_factory=dict)
+    baseline: str | None = None  # the name deltas are taken against; None = the first checkpoint
+    sft_recipe: str = "sft_probe_demo"
+    # Applied identically to every checkpoint's probe (e.g. a cluster path for the traces).
+    sft_overrides: list[str] = field(default_factory=list)
+    evals: list[Literal["proxy", "swebench"]] = field(default_factory=lambda: ["proxy"])
+    # Proxy metrics on the checkpoint itself (before the probe), as the paper reports them beside SWE-bench.
+    proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    swebench: SweBenchConfig = field(default_factory=SweBenchConfig)
+    report_dir: str | None = None  # None = OUTPUT/report
+
+    def check(self) -> None:
+        require(len(self.checkpoints) > 0, "checkpoints", "name at least one checkpoint (name -> path)")
+        for name in self.checkpoints:
+            require(bool(_NAME.match(name)), "checkpoints",
+                    f"name '{name}' must be letters, digits, '_', '-', '.' (it becomes a directory)")
+        require(self.baseline is None or self.baseline in self.checkpoints, "baseline",
+                f"'{self.baseline}' is not one of the checkpoints {sorted(self.checkpoints)}")
+        require(len(set(self.evals)) == len(self.evals), "evals", "lists an eval twice")
+        for item in self.sft_overrides:
+            require("=" in item, "sft_overrides", f"'{item}' is not of the form key=value")
+            require(not item.split("=", 1)[0].strip().startswith(("train.init_from", "train.run_dir")),
+                    "sft_overrides", "the protocol sets the probe's start checkpoint and run dir itself")
+
+    @property
+    def baseline_name(self) -> str:
+        return self.baseline or next(iter(self.checkpoints))
+
+
+def _overrides(cfg: Config, prefix: str = "") -> list[str]:
+    """``key=value`` overrides (YAML flow values) that turn ``type(cfg)()`` into ``cfg``: changed fields only."""
+    default = type(cfg)()
+    out = []
+    for key in cfg.field_names():
+        value, base = getattr(cfg, key), getattr(default, key)
+        if isinstance(value, Config):
+            out += _overrides(value, f"{prefix}{key}.")
+        elif value != base:
+            text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
+            text = text.removesuffix("...").strip()
+            out.append(f"{prefix}{key}={text}")
+    return out
+
+
+def checkpoint_dirs(cfg: ProtocolConfig, name: str) -> dict[str, Path]:
+    """Where each step of checkpoint ``name`` writes."""
+    root = Path(cfg.output) / name
+    return {"root": root, "sft": root / "sft", "hf": root / "sft" / "hf", "proxy": root / "proxy",
+            "swebench": root / "swebench"}
+
+
+def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]]:
+    """Per checkpoint name, the ordered ``(step_name, midtrain argv)``: ``sft``, then each eval in order."""
+    cfg.validate()
+    data_dir = str(Path(cfg.output) / "sft_data")
+    steps: dict[str, list[tuple[str, list[str]]]] = {}
+    for name, path in cfg.checkpoints.items():
+        d = checkpoint_dirs(cfg, name)
+        chain = [("sft", ["sft", cfg.sft_recipe, "--from", path, "--output", str(d["sft"]),
+                          f"data_dir={data_dir}", *cfg.sft_overrides])]
+        for ev in cfg.evals:
+            if ev == "proxy":
+                chain.append(("eval_proxy", ["eval", "proxy", "--checkpoint", path, "--output", str(d["proxy"]),
+                                             *_overrides(cfg.proxy)]))
+            elif ev == "swebench":
+                chain.append(("eval_swebench", ["eval", "swebench", "--checkpoint", str(d["hf"]),
+                                                "--output", str(d["swebench"]), "--run",
+                                                *_overrides(cfg.swebench)]))
+        steps[name] = chain
+    return steps
+
+
+def report_argv(cfg: ProtocolConfig) -> list[str]:
+    """The last step, after every checkpoint's chain: the side-by-side report under OUTPUT/report."""
+    cfg.validate()
+    runs = [f"{name}={checkpoint_dirs(cfg, name)['root']}" for name in cfg.checkpoints]
+    out = cfg.report_dir or str(Path(cfg.output) / "report")
+    return ["report", *runs, "--baseline", cfg.baseline_name, "--output", out, "--title", cfg.name]
+
+
+def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:
+    """Run every checkpoint's chain here, in order, then the report. Stops a chain at its first failure."""
+    from midtrain.cli import main
+
+    failed = []
+    for name, chain in protocol_steps(cfg).items():
+        if only and name not in only:
+            continue
+        for step, argv in chain:
+            log.info("protocol %s: %s: midtrain %s", name, step, " ".join(argv))
+            rc = main(argv)
+            if rc != 0:
+                log.error("protocol %s: step %s failed (exit %d); skipping the rest of its chain", name, step, rc)
+                failed.append(f"{name}/{step}")
+                break
+    rc = main(report_argv(cfg))
+    if failed:
+        log.error("protocol: failed steps: %s", ", ".join(failed))
+        return 1
+    return rc

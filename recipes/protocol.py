@@ -1,0 +1,67 @@
+"""The fixed SFT probe and the evaluation protocols that run it on every checkpoint they compare.
+
+A probe recipe pins data, steps, LR schedule, batch and seed; a protocol names the checkpoints (baseline
+first) and reuses one probe recipe for all of them, so differences come from midtraining alone.
+"""
+
+from midtrain.eval.protocol import ProtocolConfig
+from midtrain.sft.config import SFTConfig
+from recipes import recipe
+from recipes.demo import demo_tiny
+
+
+@recipe("sft")
+def sft_probe_demo() -> SFTConfig:
+    """Fixed SFT probe for the tiny demo model: demo traces, 16 steps, assistant-only loss (CPU, ~1 min)."""
+    train = demo_tiny()
+    train.name = "sft_probe_demo"
+    train.run_dir = ".demo/runs/sft_probe_demo"
+    train.seed = 4321
+    train.data.seed = 4321
+    train.optim.train_steps = 16
+    train.optim.warmup_steps = 2
+    train.optim.lr = 1e-3
+    train.optim.min_lr = 1e-4
+    train.optim.decay_style = "cosine"
+    train.optim.global_batch_size = 2
+    train.checkpoint.save_interval = 16
+    train.checkpoint.keep_last = 1
+    return SFTConfig(name="sft_probe_demo", traces=[".demo/prep/traces"], valid_fraction=0.2, train=train)
+
+
+@recipe("protocol")
+def protocol_demo() -> ProtocolConfig:
+    """Demo protocol: probe + proxy evals of the tiny model before (step 0) and after midtraining."""
+    cfg = ProtocolConfig(
+        name="demo",
+        output=".demo/runs/protocol",
+        checkpoints={"base": ".demo/runs/demo_tiny_base", "midtrained": ".demo/runs/demo_tiny"},
+        baseline="base",
+        sft_recipe="sft_probe_demo",
+        evals=["proxy"],
+        report_dir=".demo/report",
+    )
+    cfg.proxy.shards = ".demo/shards"
+    cfg.proxy.max_sequences = 16
+    cfg.proxy.retrieval.repos = ".demo/prep/repos"
+    cfg.proxy.retrieval.lengths = [256, 512, 1024, 2048]
+    cfg.proxy.retrieval.depths = [0.0, 0.25, 0.5, 0.75, 1.0]
+    cfg.proxy.retrieval.samples = 2
+    return cfg
+
+
+@recipe("protocol")
+def protocol_swebench() -> ProtocolConfig:
+    """Cluster protocol: probe, proxy evals and SWE-bench (Verified, Multilingual, Pro) per checkpoint."""
+    cfg = protocol_demo()
+    cfg.name = "swebench"
+    cfg.output = "runs/protocol_swebench"
+    cfg.report_dir = None
+    cfg.checkpoints = {"base": "runs/base", "midtrained": "runs/midtrained"}  # override with checkpoints.NAME=PATH
+    cfg.evals = ["proxy", "swebench"]
+    cfg.proxy.shards = "out/shards"
+    cfg.proxy.max_sequences = 512
+    cfg.proxy.retrieval.repos = "out/prep/repos"
+    cfg.proxy.retrieval.lengths = [8192, 32768, 65536, 131072, 262144]
+    cfg.proxy.retrieval.samples = 8
+    return cfg
