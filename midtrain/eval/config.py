@@ -63,6 +63,8 @@ class SweBenchConfig(Config):
     grading_workers: int = 8  # swebench harness --max_workers
     instance_slice: str = ""  # e.g. '0:20' for a smoke run; '' = every instance
     environment: Literal["docker", "singularity"] = "docker"
+    agent_base: str = "swebench.yaml"  # mini-swe-agent builtin config we derive from (tool calls)
+    tool_call_parser: str = "hermes"  # vLLM parser for the chat template's <tool_call> blocks (Qwen)
     vllm_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
 
     def check(self) -> None:

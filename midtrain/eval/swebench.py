@@ -1,0 +1,309 @@
+"""SWE-bench for one exported checkpoint: generate the cluster run, then collect the graders' reports.
+
+Per benchmark (Verified, Multilingual, Pro) the run is: a vLLM OpenAI-compatible server for the HF checkpoint,
+mini-swe-agent's batch runner against it (``agent.yaml`` derived from its builtin SWE-bench config), the
+predictions converted to the harness's JSONL, and the grading job: the ``swebench`` harness for Verified and
+Multilingual; SWE-bench Pro ships its own grader (Scale's ``swe_bench_pro_eval.py``, a checkout named by
+``$SWEBENCH_PRO_DIR``), because the ``swebench`` package has no specs for Pro's repositories.
+:func:`collect_results` reads the graders' reports into resolved rates per benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from midtrain.eval.config import SweBenchConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    name: str
+    dataset: str  # Hugging Face dataset id
+    grader: str  # "swebench" (the harness) or "pro" (Scale's grader)
+    workdir: str  # where the repository lives inside the instance image
+
+
+BENCHMARKS = {
+    "verified": Benchmark("verified", "SWE-bench/SWE-bench_Verified", "swebench", "/testbed"),
+    "multilingual": Benchmark("multilingual", "SWE-bench/SWE-bench_Multilingual", "swebench", "/testbed"),
+    "pro": Benchmark("pro", "ScaleAI/SWE-bench_Pro", "pro", "/app"),
+}
+PRO_IMAGE_REPO = "jefzda/sweap-images"  # Scale's public per-instance images (dockerhub_tag column)
+RESULTS_FILE = "swebench_results.json"
+
+
+def model_id(cfg: SweBenchConfig) -> str:
+    """The litellm model name mini-swe-agent uses for the vLLM server (provider prefix + served name)."""
+    return f"hosted_vllm/{cfg.served_model_name}"
+
+
+def agent_config(cfg: SweBenchConfig, bench: Benchmark) -> dict[str, Any]:
+    """mini-swe-agent config: its builtin SWE-bench config + our model endpoint, limits and environment."""
+    from minisweagent.config import get_config_from_spec
+    from minisweagent.utils.serialize import recursive_merge
+
+    base = get_config_from_spec(cfg.agent_base)
+    ours: dict[str, Any] = {
+        "agent": {"step_limit": cfg.max_steps, "cost_limit": 0.0},  # a local model has no cost: steps bound it
+        "environment": {"environment_class": cfg.environment, "cwd": bench.workdir},
+        "model": {
+            "model_name": model_id(cfg),
+            "cost_tracking": "ignore_errors",
+            "model_kwargs": {
+                "api_base": f"http://localhost:{cfg.port}/v1",
+                "api_key": "EMPTY",
+                "temperature": cfg.temperature,
+                "max_tokens": cfg.max_output_tokens,
+            },
+        },
+    }
+    merged = recursive_merge(base, ours)
+    if bench.workdir != "/testbed":  # the builtin prompt names SWE-bench's checkout dir
+        agent = merged.get("agent", {})
+        for key in ("instance_template", "system_template"):
+            if isinstance(agent.get(key), str):
+                agent[key] = agent[key].replace("/testbed", bench.workdir)
+    return merged
+
+
+def _sh(*parts: str) -> str:
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path) -> dict[str, Path]:
+    """Write everything a cluster run needs under OUTPUT; returns the script paths by name.
+
+    OUTPUT/serve.sh (vLLM), OUTPUT/<bench>/agent.yaml + agent.sh (mini-swe-agent -> preds.jsonl),
+    OUTPUT/<bench>/grade.sh (harness), OUTPUT/run.sh (all of it in one GPU allocation, then collect) and
+    OUTPUT/swebench.sbatch (run.sh as a Slurm job).
+    """
+    cfg.validate()
+    out = Path(output).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt = str(Path(checkpoint).resolve())
+    files: dict[str, Path] = {}
+
+    serve = ["vllm", "serve", ckpt, "--served-model-name", cfg.served_model_name, "--port", str(cfg.port),
+             "--tensor-parallel-size", str(cfg.tensor_parallel), "--max-model-len", str(cfg.max_context),
+             "--enable-auto-tool-choice", "--tool-call-parser", cfg.tool_call_parser, *cfg.vllm_args]
+    files["serve"] = _script(out / "serve.sh", f"exec {_sh(*serve)}")
+
+    py = "${MIDTRAIN_PYTHON:-python}"
+    for name in cfg.benchmarks:
+        bench = BENCHMARKS[name]
+        bdir = out / name
+        bdir.mkdir(exist_ok=True)
+        (bdir / "agent.yaml").write_text(yaml.dump(agent_config(cfg, bench), Dumper=_BlockDumper, sort_keys=False,
+                                                   width=120, allow_unicode=True))
+        files[f"{name}/agent.yaml"] = bdir / "agent.yaml"
+        subset = bench.dataset
+        lines = []
+        if bench.grader == "pro":  # mini-swe-agent reads the image from `image_name`; Pro names it dockerhub_tag
+            subset = str(bdir / "dataset")
+            lines.append(f"{py} -m midtrain.eval.swebench prepare-pro {_sh(bench.dataset, cfg.split, subset)}")
+        agent = ["mini-extra", "swebench", "--subset", subset, "--split", cfg.split, "--config",
+                 str(bdir / "agent.yaml"), "--output", str(bdir / "agent"), "--workers", str(cfg.agent_workers),
+                 "--environment-class", cfg.environment]
+        if cfg.instance_slice:
+            agent += ["--slice", cfg.instance_slice]
+        lines.append(_sh(*agent))
+        lines.append(f"{py} -m midtrain.eval.swebench predictions {_sh(str(bdir / 'agent' / 'preds.json'), str(bdir / 'preds.jsonl'))}")
+        files[f"{name}/agent"] = _script(bdir / "agent.sh", "\n".join(lines))
+
+        grading = bdir / "grading"
+        if bench.grader == "swebench":
+            harness = _sh("-m", "swebench.harness.run_evaluation", "--dataset_name", bench.dataset, "--split",
+                          cfg.split, "--predictions_path", str(bdir / "preds.jsonl"), "--max_workers",
+                          str(cfg.grading_workers), "--run_id", f"midtrain-{name}", "--report_dir", str(grading))
+            if cfg.instance_slice:  # grade over the instances the agent ran, not the whole benchmark
+                harness += f" --instance_ids $({py} -m midtrain.eval.swebench ids {_sh(str(bdir / 'preds.jsonl'))})"
+            grade = [f"mkdir -p {_sh(str(grading))} && cd {_sh(str(grading))}",  # the harness logs under cwd
+                     f"{py} {harness}"]
+        else:
+            grade = [
+                ': "${SWEBENCH_PRO_DIR:?set SWEBENCH_PRO_DIR to a checkout of scaleapi/SWE-bench_Pro-os}"',
+                f"{py} -m midtrain.eval.swebench pro-patches {_sh(str(bdir / 'preds.jsonl'), str(bdir / 'patches.json'))}",
+                f'{py} "$SWEBENCH_PRO_DIR/swe_bench_pro_eval.py" --raw_sample_path="$SWEBENCH_PRO_DIR/swe_bench_pro_full.csv" '
+                f"--patch_path={_sh(str(bdir / 'patches.json'))} --output_dir={_sh(str(grading))} "
+                f'--scripts_dir="$SWEBENCH_PRO_DIR/run_scripts" --num_workers={cfg.grading_workers} '
+                f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]}"]
+        files[f"{name}/grade"] = _script(bdir / "grade.sh", "\n".join(grade))
+
+    run = [
+        f'bash {_sh(str(out / "serve.sh"))} > {_sh(str(out / "vllm.log"))} 2>&1 &',
+        "SERVER=$!",
+        "trap 'kill $SERVER 2>/dev/null || true' EXIT",
+        f"for i in $(seq 1 360); do curl -sf http://localhost:{cfg.port}/v1/models >/dev/null && break; "
+        'kill -0 $SERVER || { echo "vLLM exited, see vllm.log" >&2; exit 1; }; sleep 5; done',
+        *[f"bash {_sh(str(out / n / 'agent.sh'))}" for n in cfg.benchmarks],
+        "kill $SERVER; wait $SERVER 2>/dev/null || true",
+        *[f"bash {_sh(str(out / n / 'grade.sh'))}" for n in cfg.benchmarks],
+        f"{py} -m midtrain.eval.swebench collect {_sh(str(out))}",
+    ]
+    files["run"] = _script(out / "run.sh", "\n".join(run))
+    sbatch = "\n".join([
+        "#!/bin/bash",
+        f"#SBATCH --job-name=swebench-{cfg.served_model_name}",
+        f"#SBATCH --gpus-per-node={cfg.tensor_parallel}",
+        "#SBATCH --nodes=1",
+        f"#SBATCH --output={out}/slurm-%j.out",
+        f"bash {_sh(str(out / 'run.sh'))}",
+    ]) + "\n"
+    (out / "swebench.sbatch").write_text(sbatch)
+    files["sbatch"] = out / "swebench.sbatch"
+    (out / "swebench_config.yaml").write_text(cfg.to_yaml())
+    return files
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (the agent's prompt templates) as readable `|` blocks."""
+
+
+_BlockDumper.add_representer(str, lambda d, s: d.represent_scalar(
+    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+
+
+def _script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/bash\nset -euo pipefail\n" + body + "\n")
+    path.chmod(0o755)
+    return path
+
+
+# -- predictions ------------------------------------------------------------------------------------
+def convert_predictions(preds_json: str | Path, out_jsonl: str | Path) -> dict[str, int]:
+    """mini-swe-agent's preds.json ({id: prediction}) -> the harness's JSONL (one prediction per line).
+
+    Instances the agent failed on keep an empty patch (the harness counts them as empty, not as missing).
+    """
+    data = json.loads(Path(preds_json).read_text())
+    rows = list(data.values()) if isinstance(data, dict) else data
+    counts = {"predictions": 0, "empty_patch": 0, "dropped_no_instance_id": 0}
+    with open(out_jsonl, "w") as f:
+        for row in rows:
+            if not isinstance(row, dict) or not row.get("instance_id"):
+                counts["dropped_no_instance_id"] += 1
+                log.warning("predictions %s: dropped an entry without instance_id: %.80r", preds_json, row)
+                continue
+            patch = row.get("model_patch") or ""
+            counts["empty_patch"] += not patch.strip()
+            counts["predictions"] += 1
+            f.write(json.dumps({"instance_id": row["instance_id"], "model_name_or_path":
+                                row.get("model_name_or_path") or "midtrain", "model_patch": patch}) + "\n")
+    return counts
+
+
+def pro_patches(preds_jsonl: str | Path, out_json: str | Path) -> int:
+    """Harness JSONL -> the list Scale's Pro grader reads ([{instance_id, patch, prefix}])."""
+    rows = [json.loads(line) for line in Path(preds_jsonl).read_text().splitlines() if line.strip()]
+    Path(out_json).write_text(json.dumps([{"instance_id": r["instance_id"], "patch": r["model_patch"],
+                                           "prefix": ""} for r in rows]))
+    return len(rows)
+
+
+def prepare_pro(dataset: str, split: str, out_dir: str | Path) -> int:
+    """Write SWE-bench Pro as a local dataset dir (SPLIT.jsonl) with `image_name` set (cluster, needs the hub)."""
+    from datasets import load_dataset
+
+    rows = list(load_dataset(dataset, split=split))
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / f"{split}.jsonl", "w") as f:
+        for row in rows:
+            row = dict(row)
+            row.setdefault("image_name", f"{PRO_IMAGE_REPO}:{row['dockerhub_tag']}")
+            f.write(json.dumps(row) + "\n")
+    return len(rows)
+
+
+# -- results ----------------------------------------------------------------------------------------
+def parse_harness_report(path: str | Path) -> dict[str, Any]:
+    """The `swebench` harness's final run report -> counts and the resolved rate over all instances run."""
+    rep = json.loads(Path(path).read_text())
+    missing = [k for k in ("total_instances", "resolved_instances") if k not in rep]
+    if missing:
+        raise ValueError(f"{path}: not a swebench run report (missing {missing})")
+    total = int(rep["total_instances"])
+    resolved = int(rep["resolved_instances"])
+    return {"resolved": resolved, "total": total, "rate": resolved / total if total else 0.0,
+            "submitted": int(rep.get("submitted_instances", 0)), "completed": int(rep.get("completed_instances", 0)),
+            "empty_patch": int(rep.get("empty_patch_instances", 0)), "errors": int(rep.get("error_instances", 0)),
+            "report": str(path)}
+
+
+def parse_pro_results(path: str | Path, predictions: str | Path | None = None) -> dict[str, Any]:
+    """Scale's Pro grader output ({instance_id: passed}) -> counts; instances without a result count as failed."""
+    res = json.loads(Path(path).read_text())
+    if not isinstance(res, dict) or not all(isinstance(v, bool) for v in res.values()):
+        raise ValueError(f"{path}: not a SWE-bench Pro eval_results.json ({{instance_id: bool}})")
+    ids = set(res)
+    if predictions is not None and Path(predictions).exists():
+        ids |= {json.loads(l)["instance_id"] for l in Path(predictions).read_text().splitlines() if l.strip()}
+    resolved = sum(bool(res.get(i)) for i in ids)
+    return {"resolved": resolved, "total": len(ids), "rate": resolved / len(ids) if ids else 0.0,
+            "submitted": len(ids), "completed": len(res), "errors": len(ids) - len(res), "report": str(path)}
+
+
+def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
+    """Find each benchmark's grading report under OUTPUT and write OUTPUT/swebench_results.json."""
+    out = Path(output)
+    results: dict[str, dict[str, Any]] = {}
+    for name, bench in BENCHMARKS.items():
+        grading = out / name / "grading"
+        if not grading.is_dir():
+            continue
+        try:
+            if bench.grader == "swebench":
+                reports = sorted(grading.glob(f"*.midtrain-{name}.json"))
+                if not reports:
+                    log.warning("swebench %s: no harness report in %s", name, grading)
+                    continue
+                results[name] = parse_harness_report(reports[-1])
+            else:
+                if not (grading / "eval_results.json").exists():
+                    log.warning("swebench %s: no eval_results.json in %s", name, grading)
+                    continue
+                results[name] = parse_pro_results(grading / "eval_results.json", out / name / "preds.jsonl")
+        except (ValueError, json.JSONDecodeError) as e:
+            log.error("swebench %s: unreadable report, skipped: %s", name, e)
+    (out / RESULTS_FILE).write_text(json.dumps(results, indent=2))
+    return results
+
+
+def _main(argv: list[str] | None = None) -> int:
+    """Helpers the generated scripts call: predictions | pro-patches | prepare-pro | collect."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m midtrain.eval.swebench", description=_main.__doc__)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("predictions"); a.add_argument("preds_json"); a.add_argument("out_jsonl")
+    a = sub.add_parser("pro-patches"); a.add_argument("preds_jsonl"); a.add_argument("out_json")
+    a = sub.add_parser("prepare-pro"); a.add_argument("dataset"); a.add_argument("split"); a.add_argument("out_dir")
+    a = sub.add_parser("ids"); a.add_argument("preds_jsonl")
+    a = sub.add_parser("collect"); a.add_argument("output")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.cmd == "predictions":
+        print(json.dumps(convert_predictions(args.preds_json, args.out_jsonl)))
+    elif args.cmd == "pro-patches":
+        print(pro_patches(args.preds_jsonl, args.out_json))
+    elif args.cmd == "ids":
+        print(" ".join(json.loads(l)["instance_id"] for l in Path(args.preds_jsonl).read_text().splitlines()
+                       if l.strip()))
+    elif args.cmd == "prepare-pro":
+        print(prepare_pro(args.dataset, args.split, args.out_dir))
+    else:
+        print(json.dumps(collect_results(args.output), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())

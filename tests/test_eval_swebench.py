@@ -1,0 +1,135 @@
+"""SWE-bench orchestration: generated files pass mini-swe-agent's and swebench's own loaders; reports parse."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from midtrain.eval.config import SweBenchConfig
+from midtrain.eval.swebench import (collect_results, convert_predictions, parse_harness_report, parse_pro_results,
+                                    write_run)
+
+
+@pytest.fixture()
+def run_dir(tmp_path):
+    cfg = SweBenchConfig(max_steps=42, max_context=32768, max_output_tokens=2048, port=8123, instance_slice="0:3")
+    files = write_run(cfg, tmp_path / "hf", tmp_path / "swebench")
+    return cfg, files, tmp_path / "swebench"
+
+
+def test_agent_config_loads_with_mini_swe_agent(run_dir):
+    from minisweagent.agents.default import AgentConfig
+    from minisweagent.config import get_config_from_spec
+    from minisweagent.environments.docker import DockerEnvironmentConfig
+    from minisweagent.models import get_model
+
+    cfg, files, _ = run_dir
+    for bench, workdir in (("verified", "/testbed"), ("pro", "/app")):
+        conf = get_config_from_spec(str(files[f"{bench}/agent.yaml"]))
+        agent = AgentConfig(**conf["agent"])
+        assert agent.step_limit == 42 and agent.cost_limit == 0.0
+        assert workdir in agent.instance_template
+        model = get_model(config=conf["model"])
+        assert model.config.model_name == "hosted_vllm/midtrain"
+        assert model.config.model_kwargs["api_base"] == "http://localhost:8123/v1"
+        assert model.config.model_kwargs["max_tokens"] == 2048
+        env = {k: v for k, v in conf["environment"].items() if k != "environment_class"}
+        assert DockerEnvironmentConfig(image="swebench/sweb.eval.x86_64.x:latest", **env).cwd == workdir
+
+
+def test_generated_scripts_are_valid_bash_and_wire_the_pieces(run_dir):
+    cfg, files, out = run_dir
+    for name, path in files.items():
+        if path.suffix in (".sh", ".sbatch"):
+            subprocess.run(["bash", "-n", str(path)], check=True)
+    serve = files["serve"].read_text()
+    assert "vllm serve" in serve and str(out.parent / "hf") in serve and "--max-model-len 32768" in serve
+    agent = files["verified/agent"].read_text()
+    assert "mini-extra swebench --subset SWE-bench/SWE-bench_Verified" in agent and "--slice 0:3" in agent
+    grade = files["verified/grade"].read_text()
+    assert "swebench.harness.run_evaluation" in grade and "--instance_ids" in grade
+    run = files["run"].read_text()
+    assert run.index("verified/agent.sh") < run.index("kill $SERVER;") < run.index("verified/grade.sh")
+    assert "SWEBENCH_PRO_DIR" in files["pro/grade"].read_text()
+
+
+def test_predictions_from_mini_swe_agent_load_in_the_harness(tmp_path):
+    from minisweagent.run.benchmarks.swebench import update_preds_file
+    from swebench.harness.utils import get_predictions_from_file
+
+    preds = tmp_path / "preds.json"
+    update_preds_file(preds, "django__django-11099", "hosted_vllm/midtrain", "diff --git a/x b/x\n")
+    update_preds_file(preds, "astropy__astropy-12907", "hosted_vllm/midtrain", "")  # agent failed: empty
+    out = tmp_path / "preds.jsonl"
+    counts = convert_predictions(preds, out)
+    assert counts == {"predictions": 2, "empty_patch": 1, "dropped_no_instance_id": 0}
+    loaded = get_predictions_from_file(str(out), "SWE-bench/SWE-bench_Verified", "test")
+    assert {p["instance_id"] for p in loaded} == {"django__django-11099", "astropy__astropy-12907"}
+    assert all(p["model_name_or_path"] == "hosted_vllm/midtrain" for p in loaded)
+
+
+def _harness_report(tmp_path, monkeypatch, outcomes: dict[str, bool | None]):
+    """Run swebench's own make_run_report over per-instance reports (None = no prediction)."""
+    from swebench.harness.constants import LOG_REPORT, RUN_EVALUATION_LOG_DIR
+    from swebench.harness.reporting import make_run_report
+
+    grading = tmp_path / "swebench" / "verified" / "grading"
+    grading.mkdir(parents=True)
+    monkeypatch.chdir(grading)
+    model = "hosted_vllm/midtrain"
+    preds = {}
+    for iid, resolved in outcomes.items():
+        if resolved is None:
+            continue
+        preds[iid] = {"instance_id": iid, "model_name_or_path": model, "model_patch": "diff --git a/f b/f"}
+        d = RUN_EVALUATION_LOG_DIR / "midtrain-verified" / model.replace("/", "__") / iid
+        d.mkdir(parents=True)
+        (d / LOG_REPORT).write_text(json.dumps({iid: {"patch_is_None": False, "patch_exists": True,
+                                                      "patch_successfully_applied": True, "resolved": resolved}}))
+    dataset = [{"instance_id": iid} for iid in outcomes]
+    return make_run_report(preds, dataset, "midtrain-verified", None, str(grading))
+
+
+def test_harness_report_parses_into_resolved_rate(tmp_path, monkeypatch):
+    path = _harness_report(tmp_path, monkeypatch, {"a__a-1": True, "b__b-2": False, "c__c-3": True, "d__d-4": None})
+    r = parse_harness_report(path)
+    assert (r["resolved"], r["total"], r["submitted"], r["completed"]) == (2, 4, 3, 3)
+    assert r["rate"] == pytest.approx(0.5)
+    # collect finds it by run id and writes the results file
+    pro = tmp_path / "swebench" / "pro" / "grading"
+    pro.mkdir(parents=True)
+    (pro / "eval_results.json").write_text(json.dumps({"instance_x": True, "instance_y": False}))
+    (tmp_path / "swebench" / "pro" / "preds.jsonl").write_text(
+        "".join(json.dumps({"instance_id": i, "model_patch": ""}) + "\n" for i in ("instance_x", "instance_y", "instance_z")))
+    results = collect_results(tmp_path / "swebench")
+    assert results["verified"]["rate"] == pytest.approx(0.5)
+    assert (results["pro"]["resolved"], results["pro"]["total"]) == (1, 3)  # instance_z never graded: failed
+    assert json.loads((tmp_path / "swebench" / "swebench_results.json").read_text()) == results
+
+
+def test_bad_reports_are_rejected_with_the_path(tmp_path):
+    bad = tmp_path / "r.json"
+    bad.write_text(json.dumps({"resolved": 3}))
+    with pytest.raises(ValueError, match="r.json"):
+        parse_harness_report(bad)
+    bad.write_text(json.dumps({"x": "yes"}))
+    with pytest.raises(ValueError, match="eval_results"):
+        parse_pro_results(bad)
+    # collect skips an unreadable report instead of failing the whole run
+    g = tmp_path / "out" / "verified" / "grading"
+    g.mkdir(parents=True)
+    (g / "m.midtrain-verified.json").write_text("{not json")
+    assert collect_results(tmp_path / "out") == {}
+
+
+def test_helper_cli_converts_predictions(tmp_path):
+    preds = tmp_path / "preds.json"
+    preds.write_text(json.dumps({"i1": {"instance_id": "i1", "model_name_or_path": "m", "model_patch": "p"},
+                                 "bad": {"model_patch": "p"}}))
+    out = subprocess.run([sys.executable, "-m", "midtrain.eval.swebench", "predictions", str(preds),
+                          str(tmp_path / "p.jsonl")], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1])["dropped_no_instance_id"] == 1
+    assert (tmp_path / "p.jsonl").read_text().count("\n") == 1
