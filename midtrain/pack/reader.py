@@ -1,0 +1,190 @@
+"""Trainer-side reader of packed shards (interface 4): a memory-mapped dataset and a resumable loader.
+
+``PackedDataset(shard_dir, split)`` serves one packed sequence per index as THD tensors (micro-batch 1):
+tokens, next-token labels, a loss mask (0 on padding, on the last position of every document piece — its
+next token belongs to another document — and outside ``loss_spans`` when the shards carry masks),
+cu_seqlens over the pieces (padding piece included), per-piece position ids and per-token source ids.
+
+``PackedLoader(dataset, seed, dp_rank, dp_size)`` walks a seeded permutation per epoch, the ranks taking
+interleaved slices; ``state_dict()`` holds the epoch and the number of samples consumed by all ranks, so a
+resume continues exactly where it stopped (even with a different data-parallel size when the count
+divides) and the next epoch reshuffles from the seed alone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from midtrain.pack.shards import PADDING_SOURCE
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+
+
+def load_manifest(shard_dir: str | Path) -> dict:
+    path = Path(shard_dir) / MANIFEST
+    if not path.exists():
+        raise FileNotFoundError(f"{shard_dir}: no {MANIFEST} (not a `midtrain pack` output, or packing did not finish)")
+    return json.loads(path.read_text())
+
+
+class _Shard:
+    def __init__(self, prefix: Path, masks: bool) -> None:
+        from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+        self.prefix = prefix
+        self.ids = IndexedDataset(str(prefix), mmap=True)
+        self.masks = IndexedDataset(f"{prefix}.mask", mmap=True) if masks else None
+        self.pieces = np.load(f"{prefix}.pieces.npy", mmap_mode="r")
+        self.doc_index = self.ids.document_indices  # sequence (piece) offsets of each packed sequence
+        if len(self.pieces) != len(self.ids.sequence_lengths):
+            raise ValueError(f"{prefix}: piece table has {len(self.pieces)} rows for "
+                             f"{len(self.ids.sequence_lengths)} index sequences (shard corrupt or mixed up)")
+
+    def __len__(self) -> int:
+        return len(self.doc_index) - 1
+
+
+class PackedDataset(torch.utils.data.Dataset):
+    """Packed sequences of one split, memory-mapped from the shard files listed in manifest.json."""
+
+    def __init__(self, shard_dir: str | Path, split: str = "train") -> None:
+        self.shard_dir = Path(shard_dir)
+        self.manifest = load_manifest(self.shard_dir)
+        splits = self.manifest.get("splits", {})
+        if split not in splits:
+            raise KeyError(f"{shard_dir}: no split '{split}' (has {sorted(splits)})")
+        self.split = split
+        self.seq_length = int(self.manifest["seq_length"])
+        self.pad_id = int(self.manifest["pad_id"])
+        masks = bool(self.manifest.get("masks", False))
+        self._shards = [_Shard(self.shard_dir / s, masks) for s in splits[split]["shards"]]
+        self._shards = [s for s in self._shards if len(s)]
+        self._offsets = np.cumsum([0] + [len(s) for s in self._shards])
+
+    def __len__(self) -> int:
+        return int(self._offsets[-1])
+
+    def locate(self, index: int) -> tuple[Any, int]:
+        """(shard, index within it) of a global sequence index."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"sequence {index} out of range [0, {len(self)}) in {self.shard_dir} ({self.split})")
+        k = int(np.searchsorted(self._offsets, index, side="right")) - 1
+        return self._shards[k], index - int(self._offsets[k])
+
+    def pieces(self, index: int) -> np.ndarray:
+        """The piece table rows (source, tokens, doc, part, parts) of one packed sequence, padding piece included."""
+        shard, j = self.locate(index)
+        return np.asarray(shard.pieces[shard.doc_index[j]:shard.doc_index[j + 1]])
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        shard, j = self.locate(int(index))
+        first, last = int(shard.doc_index[j]), int(shard.doc_index[j + 1])
+        S = self.seq_length
+        tokens = np.asarray(shard.ids.get(first, 0, S), dtype=np.int64)
+        lengths = np.asarray(shard.ids.sequence_lengths[first:last], dtype=np.int64)  # padded piece lengths
+        rows = np.asarray(shard.pieces[first:last])
+        real = rows["tokens"].astype(np.int64)
+        if tokens.shape[0] != S or lengths.sum() != S:
+            raise ValueError(f"{shard.prefix}: packed sequence {j} has {lengths.sum()} tokens, expected {S}")
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        piece_of = np.repeat(np.arange(len(lengths)), lengths)
+        offset = np.arange(S) - starts[piece_of]
+        is_real = (offset < real[piece_of]) & (rows["source"][piece_of] != PADDING_SOURCE)
+
+        labels = np.empty(S, np.int64)
+        labels[:-1] = tokens[1:]
+        labels[-1] = self.pad_id
+        # A position is trained when it and its next token are real tokens of the same piece.
+        loss_mask = np.zeros(S, np.float32)
+        loss_mask[:-1] = is_real[:-1] & is_real[1:] & (piece_of[:-1] == piece_of[1:])
+        if shard.masks is not None:
+            target = np.asarray(shard.masks.get(first, 0, S), dtype=np.float32)
+            loss_mask[:-1] *= target[1:]  # the label at p is token p+1: train only on target tokens
+        source_ids = np.where(is_real, rows["source"][piece_of].astype(np.int64), PADDING_SOURCE)
+        cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
+        cu_unpadded_lengths = np.where(rows["source"] == PADDING_SOURCE, lengths, real)
+        return {
+            "tokens": torch.from_numpy(tokens),
+            "labels": torch.from_numpy(labels),
+            "loss_mask": torch.from_numpy(loss_mask),
+            "cu_seqlens": torch.from_numpy(cu),
+            # Real tokens per piece (TE THD with pad_multiple > 1 takes both padded and unpadded bounds).
+            "cu_seqlens_unpadded": torch.from_numpy(np.concatenate([[0], np.cumsum(cu_unpadded_lengths)]).astype(np.int32)),
+            "position_ids": torch.from_numpy(offset.astype(np.int64)),
+            "source_ids": torch.from_numpy(source_ids),
+        }
+
+
+class PackedLoader:
+    """Deterministic, resumable iteration over a PackedDataset for one data-parallel rank (micro-batch 1).
+
+    Every epoch is a permutation drawn from (seed, epoch); rank r takes positions r, r + dp_size, ... of it,
+    and every rank gets the same count per epoch (the remainder ``len % dp_size`` is left for that epoch
+    only). Iterates forever; ``epoch`` and ``consumed`` (samples of this epoch taken by all ranks) are the state.
+    """
+
+    def __init__(self, dataset: PackedDataset, seed: int, dp_rank: int = 0, dp_size: int = 1) -> None:
+        if not 0 <= dp_rank < dp_size:
+            raise ValueError(f"dp_rank={dp_rank} must be in [0, dp_size={dp_size})")
+        if len(dataset) < dp_size:
+            raise ValueError(f"{len(dataset)} packed sequences cannot feed dp_size={dp_size} ranks "
+                             f"({dataset.shard_dir}, split {dataset.split}); pack more data or a shorter seq_length")
+        self.dataset, self.seed, self.dp_rank, self.dp_size = dataset, int(seed), dp_rank, dp_size
+        self.per_epoch = len(dataset) // dp_size  # samples per rank per epoch
+        self.epoch = 0
+        self.consumed = 0  # samples of the current epoch taken by all ranks together
+        self._perm: np.ndarray | None = None
+        self._perm_epoch = -1
+
+    def __len__(self) -> int:
+        return self.per_epoch
+
+    def _permutation(self) -> np.ndarray:
+        if self._perm_epoch != self.epoch:
+            rng = np.random.Generator(np.random.PCG64([self.seed, self.epoch]))
+            self._perm = rng.permutation(len(self.dataset))
+            self._perm_epoch = self.epoch
+        return self._perm
+
+    def next_index(self) -> int:
+        """The dataset index this rank reads next, advancing the state."""
+        if self.consumed >= self.per_epoch * self.dp_size:
+            self.epoch += 1
+            self.consumed = 0
+        index = int(self._permutation()[self.consumed + self.dp_rank])
+        self.consumed += self.dp_size
+        return index
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        while True:
+            index = self.next_index()
+            sample = self.dataset[index]
+            sample["index"] = torch.tensor(index)
+            yield sample
+
+    def state_dict(self) -> dict[str, int]:
+        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed, "dp_size": self.dp_size,
+                "num_sequences": len(self.dataset)}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if int(state["seed"]) != self.seed:
+            raise ValueError(f"loader state has seed {state['seed']}, this loader {self.seed}: resuming would "
+                             "change the sample order")
+        if int(state["num_sequences"]) != len(self.dataset):
+            raise ValueError(f"loader state is for {state['num_sequences']} sequences, the dataset has "
+                             f"{len(self.dataset)}: the shards changed since the checkpoint")
+        consumed = int(state["consumed"])
+        if consumed % self.dp_size:
+            raise ValueError(f"{consumed} samples consumed this epoch do not split over dp_size={self.dp_size} "
+                             f"(checkpoint taken with dp_size={state['dp_size']})")
+        self.epoch, self.consumed = int(state["epoch"]), consumed
+        if self.consumed > self.per_epoch * self.dp_size:  # fewer ranks' worth of samples left than before
+            self.epoch, self.consumed = self.epoch + 1, 0
