@@ -26,6 +26,16 @@ class ModelConfig(Config):
     tie_embeddings: bool = True
     norm_epsilon: float = 1e-6
     init_method_std: float = 0.02
+    # Context extension (HF team): RoPE scaling as Hugging Face's rope_parameters name it, so the exported
+    # config.json makes inference engines compute the same positions. midtrain/train/hf_rope.py maps these
+    # onto megatron-core (GPTModel kwargs + TransformerConfig yarn_* attributes) and onto HF.
+    rope_scaling: Literal["none", "yarn", "llama3"] = "none"
+    rope_scaling_factor: float = 1.0
+    rope_original_max_position_embeddings: int | None = None  # context the RoPE base was trained at
+    rope_low_freq_factor: float = 1.0  # llama3 only
+    rope_high_freq_factor: float = 4.0  # llama3 only
+    yarn_beta_fast: float = 32.0
+    yarn_beta_slow: float = 1.0
 
     def check(self) -> None:
         require(self.num_layers > 0, "num_layers", "must be positive")
@@ -35,6 +45,10 @@ class ModelConfig(Config):
         require(self.num_attention_heads % self.num_query_groups == 0, "num_query_groups",
                 f"num_attention_heads={self.num_attention_heads} must be a multiple of num_query_groups="
                 f"{self.num_query_groups}")
+        if self.rope_scaling != "none":
+            from midtrain.train.hf_rope import check_rope_scaling
+
+            check_rope_scaling(self)
 
 
 @dataclass
@@ -42,6 +56,7 @@ class ParallelConfig(Config):
     tensor: int = 1
     pipeline: int = 1
     context: int = 1
+    data: int | None = None  # None = world_size // (tensor * pipeline * context), checked at launch
     sequence_parallel: bool = False
     distributed_optimizer: bool = False
     recompute: Literal["none", "selective", "full"] = "none"
@@ -49,7 +64,40 @@ class ParallelConfig(Config):
     def check(self) -> None:
         for name in ("tensor", "pipeline", "context"):
             require(getattr(self, name) >= 1, name, "must be >= 1")
+        require(self.data is None or self.data >= 1, "data", "must be >= 1 (or null: derived from world size)")
         require(not self.sequence_parallel or self.tensor > 1, "sequence_parallel", "needs tensor > 1")
+
+    @property
+    def model_parallel_size(self) -> int:
+        return self.tensor * self.pipeline * self.context
+
+
+@dataclass
+class PrecisionConfig(Config):
+    """Numerics: parameter dtype, and FP8 through Transformer Engine (GPU only)."""
+
+    dtype: Literal["bf16", "fp32"] = "bf16"
+    # Transformer layer implementation: auto = TE when it imports (GPU), else the local spec with the
+    # portable document-masked attention.
+    transformer_impl: Literal["auto", "transformer_engine", "local"] = "auto"
+    fp8: Literal["none", "e4m3", "hybrid"] = "none"  # FP8 format (hybrid = e4m3 fwd, e5m2 bwd)
+    fp8_recipe: Literal["delayed", "tensorwise", "blockwise", "mxfp8"] = "tensorwise"  # scaling recipe
+    fp8_amax_history_len: int = 1024  # delayed scaling only
+    fp8_bf16_first_layers: int = 1  # layers kept in BF16 at the start of the stack (0 = none)
+    fp8_bf16_last_layers: int = 1  # ... and at the end
+
+    def check(self) -> None:
+        fp8 = self.fp8 != "none"
+        require(not fp8 or self.transformer_impl != "local", "fp8",
+                "FP8 needs Transformer Engine (transformer_impl=auto or transformer_engine), not local")
+        require(not fp8 or self.dtype == "bf16", "dtype", "FP8 training keeps master weights in bf16: set dtype=bf16")
+        require(self.fp8_bf16_first_layers >= 0 and self.fp8_bf16_last_layers >= 0, "fp8_bf16_first_layers",
+                "must be >= 0")
+        require(not (fp8 and self.fp8_recipe == "delayed"
+                     and (self.fp8_bf16_first_layers or self.fp8_bf16_last_layers)),
+                "fp8_recipe", "delayed scaling cannot keep first/last layers in BF16 (megatron-core): set "
+                "fp8_bf16_first_layers=0 fp8_bf16_last_layers=0 or use tensorwise/blockwise/mxfp8")
+        require(self.fp8_amax_history_len >= 1, "fp8_amax_history_len", "must be >= 1")
 
 
 @dataclass
@@ -65,7 +113,7 @@ class OptimConfig(Config):
     decay_style: Literal["wsd", "cosine", "constant"] = "wsd"
     wsd_decay_fraction: float = 0.2
     train_steps: int = 100
-    global_batch_size: int = 4
+    global_batch_size: int = 4  # sequences per step over all data-parallel ranks (micro-batch is 1, THD)
 
     def check(self) -> None:
         require(self.lr > 0, "lr", "must be positive")
@@ -90,6 +138,7 @@ class DataConfig(Config):
 class CheckpointConfig(Config):
     save_interval: int = 50
     keep_last: int = 2
+    save_final: bool = True  # also save at the last step
 
     def check(self) -> None:
         require(self.save_interval > 0, "save_interval", "must be positive")
@@ -97,21 +146,52 @@ class CheckpointConfig(Config):
 
 
 @dataclass
+class LogConfig(Config):
+    interval: int = 1  # console line every N steps (metrics.jsonl and TensorBoard get every step)
+    tensorboard: bool = True
+    wandb_project: str | None = None  # W&B is optional: logged only when set and wandb imports
+    peak_tflops: float | None = None  # per device, for MFU; None = looked up from the GPU name (CPU: none)
+
+    def check(self) -> None:
+        require(self.interval >= 1, "interval", "must be >= 1")
+
+
+@dataclass
+class GuardConfig(Config):
+    on_nonfinite: Literal["stop", "skip"] = "stop"  # NaN/Inf loss or grad norm: stop, or skip the update
+    max_skipped: int = 10  # stop anyway after this many skipped steps in a row
+
+    def check(self) -> None:
+        require(self.max_skipped >= 1, "max_skipped", "must be >= 1")
+
+
+@dataclass
 class TrainConfig(Config):
     name: str = "run"
     run_dir: str = "runs/run"
     seed: int = 1234
-    init_from: str | None = None  # a Hugging Face model directory to start from
+    # Weights only (fresh optimizer and step): a midtrain run dir / checkpoint dir, or a Hugging Face
+    # model directory (one with config.json).
+    init_from: str | None = None
     model: ModelConfig = field(default_factory=ModelConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     data: DataConfig = field(default_factory=DataConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+    guard: GuardConfig = field(default_factory=GuardConfig)
+
+    def summary(self) -> str:
+        """Parameters, FLOPs/token and memory per GPU with a verdict (printed by `midtrain config`)."""
+        from midtrain.train.estimate import summary
+
+        return summary(self)
 
     def check(self) -> None:
         require(self.data.seq_length <= self.model.max_position_embeddings, "data.seq_length",
                 f"{self.data.seq_length} exceeds model.max_position_embeddings="
                 f"{self.model.max_position_embeddings}")
-        require(self.model.num_attention_heads % self.parallel.tensor == 0, "parallel.tensor",
-                f"num_attention_heads={self.model.num_attention_heads} is not divisible by "
-                f"tensor={self.parallel.tensor}")
+        from midtrain.train.layout import check_layout
+
+        check_layout(self)

@@ -1,0 +1,159 @@
+"""CPU mode: the one place that lets megatron-core run without CUDA (development, tests, the demo).
+
+megatron-core 0.16 assumes CUDA in a handful of places. On a machine without CUDA those calls can only
+raise, so redirecting them to the CPU changes nothing where CUDA exists. What is covered:
+
+* device placement: ``device='cuda'`` / ``torch.cuda.current_device()`` in the global memory buffer,
+  RoPE's ``inv_freq``, DDP's grad buffers and the optimizer's scalars — a TorchFunctionMode maps CUDA
+  devices to the CPU, and ``Tensor.cuda()`` is the identity;
+* the CUDA RNG tracker (model-parallel RNG forks, activation recompute) — a tracker over the CPU generator;
+* gradient clipping, which asserts ``torch.cuda.FloatTensor`` grads — a CPU version of the same math.
+
+Every monkey-patch of the project lives in this module. ``enable()`` is idempotent and a no-op when
+CUDA is available, so the training loop calls it unconditionally: the loop is the same code on CPU and GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+log = logging.getLogger(__name__)
+
+_ENABLED = False
+_MODE: "_CpuDevices | None" = None
+
+
+def _is_cuda(device: Any) -> bool:
+    if isinstance(device, int) and not isinstance(device, bool):
+        return True  # a bare int means a CUDA ordinal to torch
+    if isinstance(device, (str, torch.device)):
+        try:
+            return torch.device(device).type == "cuda"
+        except (RuntimeError, TypeError):
+            return False
+    return False
+
+
+class _CpuDevices(TorchFunctionMode):
+    """Map every CUDA device argument of a torch call to the CPU."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch protocol
+        kwargs = kwargs or {}
+        if func is torch.Tensor.cuda:
+            return args[0]
+        if "device" in kwargs and _is_cuda(kwargs["device"]):
+            kwargs = {**kwargs, "device": torch.device("cpu")}
+        if func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):
+            args = (args[0], torch.device("cpu"), *args[2:])
+        return func(*args, **kwargs)
+
+
+class CpuRNGStatesTracker:
+    """Named RNG states over the CPU generator, with the interface of megatron's CudaRNGStatesTracker."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.reset()
+
+    def is_initialized(self) -> bool:
+        return self._is_initialized
+
+    def reset(self) -> None:
+        self._is_initialized = False
+        self.states_: dict[str, torch.Tensor] = {}
+        self.seeds_: set[int] = set()
+
+    def get_states(self) -> dict[str, torch.Tensor]:
+        return {k: v.clone() for k, v in self.states_.items()}
+
+    def set_states(self, states: dict[str, torch.Tensor]) -> None:
+        self._is_initialized = True
+        self.states_ = {k: v.clone() for k, v in states.items()}
+
+    def add(self, name: str, seed: int) -> None:
+        self._is_initialized = True
+        if seed in self.seeds_:
+            raise RuntimeError(f"seed {seed} already exists")
+        if name in self.states_:
+            raise RuntimeError(f"rng state {name} already exists")
+        self.seeds_.add(seed)
+        orig = torch.get_rng_state()
+        torch.manual_seed(seed)
+        self.states_[name] = torch.get_rng_state()
+        torch.set_rng_state(orig)
+
+    @contextlib.contextmanager
+    def fork(self, name: str = "model-parallel-rng"):
+        if name not in self.states_:
+            raise RuntimeError(f"rng state {name} is not added")
+        orig = torch.get_rng_state()
+        torch.set_rng_state(self.states_[name])
+        try:
+            yield
+        finally:
+            self.states_[name] = torch.get_rng_state()
+            torch.set_rng_state(orig)
+
+
+def _clip_grad_by_total_norm_cpu(parameters, max_norm, total_norm, use_decoupled_grad=False):  # noqa: ANN001
+    """megatron's clip_grad_by_total_norm_fp32 without its CUDA-only assertion and kernel."""
+    if isinstance(parameters, torch.Tensor):
+        parameters = [parameters]
+    clip_coeff = max_norm / (total_norm + 1.0e-6)
+    if clip_coeff >= 1.0:
+        return
+    for p in parameters:
+        grad = getattr(p, "decoupled_grad", None) if use_decoupled_grad else p.grad
+        if grad is not None:
+            grad.detach().mul_(clip_coeff)
+
+
+def enable() -> bool:
+    """Make megatron-core usable on CPU (once per process). Returns True when CPU mode is active."""
+    global _ENABLED, _MODE
+    if torch.cuda.is_available():
+        return False
+    if _ENABLED:
+        return True
+    import megatron.core.optimizer.clip_grads as clip_grads
+    import megatron.core.optimizer.optimizer as optimizer
+    import megatron.core.tensor_parallel.random as tp_random
+
+    _MODE = _CpuDevices()
+    _MODE.__enter__()  # stays active for the life of the process
+    torch.cuda.current_device = lambda: 0  # an ordinal; _CpuDevices maps it to the CPU
+    torch.cuda.synchronize = lambda *a, **k: None
+
+    tp_random._CUDA_RNG_STATE_TRACKER = CpuRNGStatesTracker()
+    tp_random._CUDA_RNG_STATE_TRACKER_INITIALIZED = True
+    tp_random._get_cuda_rng_state = lambda *a, **k: torch.get_rng_state()
+    tp_random._set_cuda_rng_state = lambda state, *a, **k: torch.set_rng_state(state)
+
+    clip_grads.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
+    optimizer.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
+    _ENABLED = True
+    log.info("CPU mode: megatron-core runs on the CPU (no CUDA device)")
+    return True
+
+
+def is_enabled() -> bool:
+    return _ENABLED
+
+
+def seed_model_parallel_rng(seed: int, tp_rank: int = 0) -> None:
+    """Seed torch and megatron's tracked RNG states the way model_parallel_cuda_manual_seed does."""
+    import megatron.core.tensor_parallel.random as tp_random
+
+    torch.manual_seed(seed)
+    if not _ENABLED:
+        tp_random.model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
+        return
+    tracker = tp_random._CUDA_RNG_STATE_TRACKER
+    tracker.reset()
+    tracker.add(tp_random._DATA_PARALLEL_RNG_TRACKER_NAME, seed)
+    tracker.add(tp_random._MODEL_PARALLEL_RNG_TRACKER_NAME, seed + 2718 + tp_rank)
+    tracker.add(tp_random._EXPERT_PARALLEL_RNG_TRACKER_NAME, seed + 1024)

@@ -1,0 +1,90 @@
+"""Process group setup: torchrun / srun environment -> torch.distributed + megatron parallel_state.
+
+Reads RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT, falling back to SLURM_PROCID/SLURM_NTASKS/
+SLURM_LOCALID (the sbatch script exports MASTER_ADDR/PORT). A plain single process (no launcher) gets a
+world of one on a free local port. NCCL on GPUs, gloo on CPU.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import socket
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from midtrain.train import cpu_mode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_env(environ: dict[str, str] | None = None) -> DistEnv:
+    """This process's rank and world from torchrun's variables, else Slurm's, else a world of one."""
+    env = os.environ if environ is None else environ
+
+    def pick(*names: str) -> str | None:
+        return next((env[n] for n in names if env.get(n) not in (None, "")), None)
+
+    rank = pick("RANK", "SLURM_PROCID")
+    world = pick("WORLD_SIZE", "SLURM_NTASKS")
+    local = pick("LOCAL_RANK", "SLURM_LOCALID")
+    addr = env.get("MASTER_ADDR", "127.0.0.1")
+    port = env.get("MASTER_PORT")
+    if world is None or int(world) == 1:
+        return DistEnv(0, 1, 0, addr, int(port) if port else 0)
+    if port is None:
+        raise RuntimeError("distributed launch without MASTER_PORT: export MASTER_ADDR and MASTER_PORT "
+                           "(torchrun sets them; the sbatch template exports them for srun)")
+    return DistEnv(int(rank or 0), int(world), int(local or 0), addr, int(port))
+
+
+def initialize(tensor: int = 1, pipeline: int = 1, context: int = 1, seed: int = 1234,
+               timeout_minutes: int = 30) -> DistEnv:
+    """Initialise torch.distributed (if needed) and megatron's model-parallel groups; seed RNGs."""
+    from megatron.core import parallel_state
+
+    cpu_mode.enable()
+    env = read_env()
+    if not dist.is_initialized():
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        if torch.cuda.is_available():
+            torch.cuda.set_device(env.local_rank)
+        port = env.master_port or _free_port()
+        dist.init_process_group(backend=backend, init_method=f"tcp://{env.master_addr}:{port}",
+                                rank=env.rank, world_size=env.world_size,
+                                timeout=datetime.timedelta(minutes=timeout_minutes))
+    if parallel_state.model_parallel_is_initialized():
+        parallel_state.destroy_model_parallel()
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tensor,
+                                             pipeline_model_parallel_size=pipeline,
+                                             context_parallel_size=context)
+    cpu_mode.seed_model_parallel_rng(seed, parallel_state.get_tensor_model_parallel_rank())
+    return env
+
+
+def destroy() -> None:
+    """Tear down megatron's groups and the default process group (tests run several in one process)."""
+    from megatron.core import parallel_state
+
+    if parallel_state.model_parallel_is_initialized():
+        parallel_state.destroy_model_parallel()
+    if dist.is_initialized():
+        dist.destroy_process_group()

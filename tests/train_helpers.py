@@ -1,0 +1,48 @@
+"""Shared helpers for the trainer tests (tests/test_train_*.py): tiny configs and packed batches."""
+
+from __future__ import annotations
+
+import torch
+
+from midtrain.train.config import TrainConfig
+
+
+def tiny_config(**overrides: object) -> TrainConfig:
+    """A tiny fp32 Qwen3-shaped model with a small vocabulary (fast on CPU)."""
+    cfg = TrainConfig(name="tiny", seed=7)
+    cfg.precision.dtype = "fp32"
+    cfg.precision.transformer_impl = "local"
+    cfg.model.vocab_size = 256
+    cfg.model.hidden_size = 64
+    cfg.model.ffn_hidden_size = 128
+    cfg.model.num_attention_heads = 4
+    cfg.model.num_query_groups = 2
+    cfg.model.max_position_embeddings = 512
+    cfg.data.seq_length = 64
+    cfg.optim.lr = 3e-3
+    cfg.optim.min_lr = 3e-4
+    cfg.optim.warmup_steps = 2
+    cfg.optim.train_steps = 8
+    cfg.optim.global_batch_size = 2
+    cfg.checkpoint.save_interval = 4
+    cfg.log.tensorboard = False
+    return cfg.apply_overrides([f"{k}={v}" for k, v in overrides.items()]).validate()
+
+
+def packed_sample(lengths: list[int], vocab: int, seed: int = 0, n_sources: int = 2) -> dict[str, torch.Tensor]:
+    """One packed sequence in the reader's dict shape (interface 4); the last piece is padding."""
+    g = torch.Generator().manual_seed(seed)
+    S = sum(lengths)
+    tokens = torch.randint(1, vocab, (S + 1,), generator=g)
+    cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32)
+    loss_mask = torch.ones(S, dtype=torch.float32)
+    position_ids = torch.cat([torch.arange(n) for n in lengths])
+    source_ids = torch.cat([torch.full((n,), i % n_sources) for i, n in enumerate(lengths)])
+    loss_mask[(cu[1:] - 1).long()] = 0.0  # last position of each piece predicts across a boundary
+    # treat the final piece as padding
+    pad_start = int(cu[-2])
+    loss_mask[pad_start:] = 0.0
+    source_ids[pad_start:] = -1
+    tokens[pad_start:] = 0
+    return {"tokens": tokens[:S].long(), "labels": tokens[1:].long(), "loss_mask": loss_mask,
+            "cu_seqlens": cu, "position_ids": position_ids.long(), "source_ids": source_ids.long()}
