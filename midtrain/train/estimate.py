@@ -1,0 +1,260 @@
+"""Size, FLOPs and memory-per-GPU estimates for a ``TrainConfig`` (what ``midtrain config`` prints).
+
+Counts are closed-form from the model shape, for the Llama-3 / Qwen3 dense decoder megatron-core builds
+(RMSNorm, SwiGLU, GQA, optional QK-norm, tied or untied output layer); tests/test_estimate_*.py checks the
+parameter count against megatron-core's own model.
+
+FLOPs per token use Megatron's current causal count, 6·N + 6·L·d_attn·S: N is every parameter that takes
+part in a matmul (all linear layers and the output layer, not the input embedding lookup), d_attn =
+heads × head_dim, and attention over a causal S-token sequence costs half the full S². With document
+masking the attention term scales by Σ lᵢ² / S² (documents of lengths lᵢ packed into S).
+
+Memory per GPU assumes megatron-core's usual mixed precision: bf16 weights, fp32 gradient buffers (bf16
+training accumulates and all-reduces grads in fp32), Adam with an fp32 master copy and two fp32 moments
+(12 bytes/param), sharded over data × context parallel ranks with the distributed optimizer.
+Activations assume flash/fused attention (no S² tensor is kept): per token and layer, bf16 copies of the two
+norm inputs and outputs, q/k/v (+ QK-norm inputs), the attention output, fc1's output and the SwiGLU
+output. ``recompute="full"`` keeps only each layer's input plus one layer's working set; ``"selective"``
+recomputes core attention only, which saves nothing once attention is fused, so it is counted like "none".
+The output layer's logits cost 6 bytes per token per vocabulary entry at their peak (the bf16 logits and
+the fp32 softmax the vocab-parallel cross-entropy keeps for backward), divided by TP, on the last stage.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from midtrain.train.config import ModelConfig, TrainConfig
+
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class GPU:
+    name: str
+    memory_bytes: int  # what the driver reports as total memory (nvidia-smi), not the marketing figure
+    peak_bf16_tflops: float  # dense, no sparsity
+    peak_fp8_tflops: float
+
+
+GPUS: dict[str, GPU] = {
+    "h100": GPU("H100 SXM 80GB", 81_559 * 1024**2, 989.0, 1979.0),
+    "h200": GPU("H200 SXM 141GB", 143_771 * 1024**2, 989.0, 1979.0),
+}
+
+# Usable share of GPU memory: the caching allocator fragments, and NCCL/cuBLAS take workspace on top of
+# the fixed overhead below. A plan above this share is reported as "tight", above 100% as "does not fit".
+USABLE_FRACTION = 0.92
+FIXED_OVERHEAD_BYTES = 4 * GIB  # CUDA context, NCCL buffers, cuBLAS/TE workspaces
+
+
+# -- parameters -----------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ParamCount:
+    embedding: int
+    per_layer: int
+    num_layers: int
+    final_norm: int
+    output_layer: int  # 0 when tied to the embedding
+    matmul_per_layer: int  # the linear weights of one layer (what FLOPs count)
+    output_matmul: int  # V × h: the logits matmul costs FLOPs even when its weight is tied
+
+    @property
+    def total(self) -> int:
+        return self.embedding + self.per_layer * self.num_layers + self.final_norm + self.output_layer
+
+    @property
+    def flops_params(self) -> int:
+        """N in 6·N: parameters used in matmuls (every linear layer and the logits projection)."""
+        return self.matmul_per_layer * self.num_layers + self.output_matmul
+
+
+def head_dim(m: "ModelConfig") -> int:
+    return m.kv_channels or m.hidden_size // m.num_attention_heads
+
+
+def param_count(m: "ModelConfig") -> ParamCount:
+    h, f, d = m.hidden_size, m.ffn_hidden_size, head_dim(m)
+    q, kv = m.num_attention_heads * d, m.num_query_groups * d
+    matmul = h * (q + 2 * kv) + q * h + h * 2 * f + f * h  # qkv, proj, fc1 (gate+up), fc2
+    norms = 2 * h + (2 * d if m.qk_layernorm else 0)
+    emb = m.vocab_size * h
+    return ParamCount(embedding=emb, per_layer=matmul + norms, num_layers=m.num_layers, final_norm=h,
+                      output_layer=0 if m.tie_embeddings else emb, matmul_per_layer=matmul,
+                      output_matmul=emb)
+
+
+# -- FLOPs ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Flops:
+    dense: float  # 6·N per token
+    attention: float  # per token, causal over the whole packed sequence (or per document)
+
+    @property
+    def total(self) -> float:
+        return self.dense + self.attention
+
+    @property
+    def attention_fraction(self) -> float:
+        return self.attention / self.total
+
+
+def flops_per_token(m: "ModelConfig", seq_length: int, doc_lengths: list[int] | None = None) -> Flops:
+    """Training FLOPs (fwd + bwd) per token at ``seq_length``; ``doc_lengths`` = document masking.
+
+    Causal attention over S tokens costs 6·L·d_attn·S per token on average; with documents lᵢ packed
+    (Σ lᵢ = S) each attends only inside its own document, i.e. S is replaced by Σ lᵢ² / S.
+    """
+    pc = param_count(m)
+    d_attn = m.num_attention_heads * head_dim(m)
+    if doc_lengths:
+        total = sum(doc_lengths)
+        if total != seq_length:
+            raise ValueError(f"doc_lengths sum to {total}, not seq_length={seq_length}")
+        effective = sum(n * n for n in doc_lengths) / seq_length
+    else:
+        effective = seq_length
+    return Flops(dense=6.0 * pc.flops_params, attention=6.0 * m.num_layers * d_attn * effective)
+
+
+# -- memory ---------------------------------------------------------------------------------------------
+
+def activation_bytes_per_token_layer(m: "ModelConfig", tensor: int, sequence_parallel: bool,
+                                     dtype_bytes: int = 2) -> float:
+    """Activations one layer keeps for backward, per token on one GPU (fused attention)."""
+    h, f, d = m.hidden_size, m.ffn_hidden_size, head_dim(m)
+    q, kv = m.num_attention_heads * d, m.num_query_groups * d
+    norm_terms = 4 * h  # input and output of the two RMSNorms (TE keeps the norm output for wgrad)
+    sharded = 2 * q + 2 * kv + 3 * f  # q,k,v after RoPE + attention output; fc1 out (2f) + SwiGLU out (f)
+    if m.qk_layernorm:
+        sharded += q + kv  # QK-norm inputs
+    replicated = norm_terms / tensor if sequence_parallel else norm_terms
+    return float(dtype_bytes) * (replicated + sharded / tensor)
+
+
+@dataclass
+class MemoryEstimate:
+    weights: float
+    grads: float
+    optimizer: float
+    activations: float
+    logits: float
+    overhead: float = FIXED_OVERHEAD_BYTES
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return self.weights + self.grads + self.optimizer + self.activations + self.logits + self.overhead
+
+    def verdict(self, gpu: GPU) -> str:
+        share = self.total / gpu.memory_bytes
+        if share <= USABLE_FRACTION:
+            return f"fits ({share:.0%} of {gpu.name})"
+        if share <= 1.0:
+            return f"tight ({share:.0%} of {gpu.name}; fragmentation may push it over)"
+        return f"does not fit ({share:.0%} of {gpu.name})"
+
+
+def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEstimate:
+    """Peak memory on the most loaded GPU (first or last pipeline stage) for one micro-batch of 1 sequence.
+
+    ``num_gpus`` sets the data-parallel size that shards the distributed optimizer; the default is the
+    smallest job holding one model replica on whole 8-GPU nodes, so more nodes can only lower the figure.
+    """
+    m, p = cfg.model, cfg.parallel
+    tp, pp, cp = p.tensor, p.pipeline, p.context
+    replica = tp * pp * cp
+    if num_gpus is None:
+        num_gpus = max(8, math.ceil(replica / 8) * 8)
+    dp = p.data or max(1, num_gpus // replica)
+    num_gpus = dp * replica
+    pc = param_count(m)
+    layers_per_stage = math.ceil(m.num_layers / pp)
+    stage_layers = layers_per_stage * pc.per_layer
+    first = stage_layers + pc.embedding
+    last = stage_layers + pc.final_norm + (pc.embedding if (m.tie_embeddings or pp == 1) else 0)
+    if not m.tie_embeddings:
+        last += pc.output_layer
+    if pp == 1:  # one stage holds everything once
+        first = last = pc.total
+    stage_params = max(first, last) / tp
+
+    bf16 = cfg.precision.dtype == "bf16"
+    weights = (2.0 if bf16 else 4.0) * stage_params
+    grads = 4.0 * stage_params
+    opt_shards = dp * cp if p.distributed_optimizer else 1
+    # bf16: fp32 master copy + two moments; fp32: the weights are the master, two moments only
+    optimizer = (12.0 if bf16 else 8.0) * stage_params / opt_shards
+
+    tokens = cfg.data.seq_length / cp
+    act_bytes = 2 if bf16 else 4
+    per_layer = activation_bytes_per_token_layer(m, tp, p.sequence_parallel, act_bytes) * tokens
+    in_flight = pp  # 1F1B: the first stage holds pp micro-batches, i.e. all layers' worth
+    layer_input = act_bytes * m.hidden_size * tokens / (tp if p.sequence_parallel else 1)
+    if p.recompute == "full":
+        acts_first = layer_input * layers_per_stage * in_flight + per_layer
+    else:
+        acts_first = per_layer * layers_per_stage * in_flight
+    acts_last = (layer_input * layers_per_stage + per_layer) if p.recompute == "full" \
+        else per_layer * layers_per_stage
+    logits = 6.0 * tokens * m.vocab_size / tp
+    # The last stage holds 1 micro-batch plus the logits; the first holds pp micro-batches.
+    if pp == 1 or acts_first >= acts_last + logits:
+        activations, logit_bytes = acts_first, (logits if pp == 1 else 0.0)
+    else:
+        activations, logit_bytes = acts_last, logits
+
+    notes = [f"optimizer sharded over {opt_shards} rank(s) (dp={dp} x cp={cp} at {num_gpus} GPUs)"
+             if p.distributed_optimizer else "optimizer replicated (distributed_optimizer=false)"]
+    if p.recompute == "selective":
+        notes.append("selective recompute = core attention only: no saving with fused attention")
+    return MemoryEstimate(weights, grads, optimizer, activations, logit_bytes, notes=notes)
+
+
+# -- the summary `midtrain config` prints ---------------------------------------------------------------
+
+def _gib(x: float) -> str:
+    return f"{x / GIB:7.1f} GiB"
+
+
+def _count(n: float) -> str:
+    for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= div:
+            return f"{n / div:.2f}{unit}"
+    return str(int(n))
+
+
+def summary(cfg: "TrainConfig", num_gpus: int | None = None) -> str:
+    """Human-readable size, FLOPs and memory-per-GPU estimate with a verdict per GPU kind."""
+    m, p, S = cfg.model, cfg.parallel, cfg.data.seq_length
+    pc = param_count(m)
+    fl = flops_per_token(m, S)
+    mem = memory_per_gpu(cfg, num_gpus)
+    lines = [
+        f"model: {m.family}, {_count(pc.total)} parameters ({_count(pc.total - pc.embedding - pc.output_layer)}"
+        f" without embeddings{', tied output' if m.tie_embeddings else ''})",
+        f"FLOPs/token at seq_length={S}: {fl.total / 1e9:.1f} GFLOP (6N = {fl.dense / 1e9:.1f}, causal "
+        f"attention = {fl.attention / 1e9:.1f}, {fl.attention_fraction:.0%} of the total; document masking "
+        f"cuts the attention part by Σlᵢ²/S²)",
+        f"layout: TP={p.tensor} PP={p.pipeline} CP={p.context} SP={p.sequence_parallel} "
+        f"recompute={p.recompute} distributed_optimizer={p.distributed_optimizer}",
+        "memory per GPU (most loaded stage, micro-batch 1):",
+        f"  weights ({cfg.precision.dtype})         {_gib(mem.weights)}",
+        f"  grads (fp32 buffer)    {_gib(mem.grads)}",
+        f"  optimizer (fp32 Adam)  {_gib(mem.optimizer)}",
+        f"  activations            {_gib(mem.activations)}",
+        f"  logits + softmax       {_gib(mem.logits)}",
+        f"  CUDA/NCCL overhead     {_gib(mem.overhead)}",
+        f"  total                  {_gib(mem.total)}",
+    ]
+    lines += [f"  note: {n}" for n in mem.notes]
+    target = next((k for k in GPUS if k in cfg.name.lower()), None)
+    for key, gpu in GPUS.items():
+        mark = "  <- target (from the run name)" if key == target else ""
+        lines.append(f"verdict {gpu.name}: {mem.verdict(gpu)}{mark}")
+    return "\n".join(lines)
