@@ -1,0 +1,280 @@
+"""The comparison report: benchmark x checkpoint with deltas against the baseline, plus plots.
+
+Like the paper's table, SWE-bench resolved rates after the identical SFT probe come first; the probe's own
+held-out loss and the base-model proxy metrics (held-out loss per source, long-context retrieval) follow,
+beside it, not instead of it. Writes report.md, report.html, results.json and PNG figures.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from midtrain.eval.results import CheckpointResults, load_checkpoint_results
+
+log = logging.getLogger(__name__)
+
+BENCH_NAMES = {"verified": "SWE-bench Verified", "multilingual": "SWE-bench Multilingual", "pro": "SWE-bench Pro"}
+
+
+@dataclass
+class Row:
+    group: str
+    metric: str
+    values: dict[str, float | None]  # checkpoint name -> value
+    higher_is_better: bool
+    fmt: str = "{:.3f}"
+    delta_fmt: str = "{:+.3f}"
+
+
+def build_rows(results: list[CheckpointResults]) -> list[Row]:
+    rows: list[Row] = []
+
+    def add(group: str, metric: str, get, higher: bool, fmt="{:.3f}", delta_fmt="{:+.3f}") -> None:
+        values = {}
+        for r in results:
+            try:
+                v = get(r)
+            except (KeyError, TypeError, AttributeError):
+                v = None
+            values[r.name] = float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+        if any(v is not None for v in values.values()):
+            rows.append(Row(group, metric, values, higher, fmt, delta_fmt))
+
+    for bench, title in BENCH_NAMES.items():
+        add("SWE-bench (after the SFT probe), % resolved", title, lambda r, b=bench: 100.0 * r.swebench[b]["rate"],
+            True, "{:.1f}", "{:+.1f}")
+    add("SFT probe", "held-out loss, assistant tokens", lambda r: r.sft["heldout_loss"], False)
+    add("SFT probe", "final train loss", lambda r: r.sft["final_train_loss"], False)
+    sources = sorted({s for r in results if r.proxy for s in (r.proxy.get("heldout") or {}).get("per_source", {})})
+    for src in sources:
+        add("Proxy: held-out loss (before SFT)", src,
+            lambda r, s=src: r.proxy["heldout"]["per_source"][s]["loss"], False)
+    add("Proxy: held-out loss (before SFT)", "all sources", lambda r: r.proxy["heldout"]["all"]["loss"], False)
+    add("Proxy: code retrieval (before SFT)", "accuracy, mean over depth x length",
+        lambda r: 100.0 * r.proxy["retrieval"]["accuracy"], True, "{:.1f}%", "{:+.1f}")
+    add("Proxy: code retrieval (before SFT)", "answer NLL per token, mean", lambda r: r.proxy["retrieval"]["answer_nll"],
+        False)
+    return rows
+
+
+def _cell(row: Row, name: str, baseline: str) -> str:
+    v = row.values.get(name)
+    if v is None:
+        return "—"
+    text = row.fmt.format(v)
+    b = row.values.get(baseline)
+    if name != baseline and b is not None:
+        d = v - b
+        better = (d > 0) == row.higher_is_better if d != 0 else None
+        mark = "" if better is None else (" ▲" if better else " ▼")
+        text += f" ({row.delta_fmt.format(d)}{mark})"
+    return text
+
+
+def markdown_table(rows: list[Row], names: list[str], baseline: str) -> str:
+    head = ["metric", *[f"{n} (baseline)" if n == baseline else n for n in names]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    group = None
+    for row in rows:
+        if row.group != group:
+            group = row.group
+            lines.append("| **" + group + "** |" + " |" * len(names))
+        lines.append("| " + " | ".join([row.metric, *[_cell(row, n, baseline) for n in names]]) + " |")
+    return "\n".join(lines)
+
+
+# -- figures -----------------------------------------------------------------------------------------
+def _loss_key(rows: list[dict[str, Any]]) -> str | None:
+    for key in ("loss", "lm_loss", "train_loss"):
+        if any(key in r for r in rows):
+            return key
+    return None
+
+
+def plot_curves(results: list[CheckpointResults], path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("SFT probe: train loss", "sft_curve"), ("midtraining: train loss", "midtrain_curve")]
+    panels = [(t, a) for t, a in panels if any(getattr(r, a) for r in results)]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 4), squeeze=False)
+    for ax, (title, attr) in zip(axes[0], panels):
+        for r in results:
+            rows = getattr(r, attr)
+            key = _loss_key(rows)
+            if key:
+                pts = [(row["step"], row[key]) for row in rows if isinstance(row.get(key), (int, float))]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=r.name)
+        ax.set_title(title)
+        ax.set_xlabel("step")
+        ax.set_ylabel("loss")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_heldout(results: list[CheckpointResults], path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    have = [r for r in results if r.proxy and (r.proxy.get("heldout") or {}).get("per_source")]
+    if not have:
+        return None
+    sources = sorted({s for r in have for s in r.proxy["heldout"]["per_source"]})
+    width = 0.8 / len(have)
+    fig, ax = plt.subplots(figsize=(max(5, 1.5 * len(sources) + 2), 4))
+    for i, r in enumerate(have):
+        per = r.proxy["heldout"]["per_source"]
+        ys = [per.get(s, {}).get("loss", float("nan")) for s in sources]
+        ax.bar([j + i * width for j in range(len(sources))], ys, width, label=r.name)
+    ax.set_xticks([j + width * (len(have) - 1) / 2 for j in range(len(sources))], sources)
+    ax.set_ylabel("held-out loss (nats/token)")
+    ax.set_title("Held-out loss per source (before SFT)")
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def retrieval_grid(retrieval: dict[str, Any], metric: str) -> tuple[list[float], list[int], list[list[float]]]:
+    """Mean of ``metric`` over tasks and samples per (depth, length): rows = depths, cols = lengths."""
+    depths, lengths = retrieval["depths"], retrieval["lengths"]
+    acc: dict[tuple[float, int], list[float]] = {}
+    for c in retrieval["cells"]:
+        if c.get(metric) is not None:
+            acc.setdefault((c["depth"], c["length"]), []).append(c[metric])
+    grid = [[(sum(acc[(d, n)]) / len(acc[(d, n)])) if acc.get((d, n)) else float("nan") for n in lengths]
+            for d in depths]
+    return depths, lengths, grid
+
+
+def plot_retrieval(results: list[CheckpointResults], path: Path) -> Path | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    have = [r for r in results if r.proxy and (r.proxy.get("retrieval") or {}).get("cells")]
+    if not have:
+        return None
+    nlls = [c["answer_nll"] for r in have for c in r.proxy["retrieval"]["cells"] if c.get("answer_nll") is not None]
+    nll_lim = (min(nlls), max(nlls)) if nlls else None  # one scale for every checkpoint: comparable colours
+    metrics = [("accuracy", "exact-match accuracy", "viridis", (0.0, 1.0)),
+               ("answer_nll", "answer NLL/token", "magma_r", nll_lim)]
+    fig, axes = plt.subplots(len(have), 2, figsize=(11, 3.2 * len(have)), squeeze=False)
+    for i, r in enumerate(have):
+        for j, (metric, label, cmap, lim) in enumerate(metrics):
+            ax = axes[i][j]
+            depths, lengths, grid = retrieval_grid(r.proxy["retrieval"], metric)
+            im = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=lim[0] if lim else None, vmax=lim[1] if lim else None)
+            ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
+            ax.set_yticks(range(len(depths)), [f"{d:.0%}" for d in depths])
+            ax.set_xlabel("context length (tokens)")
+            ax.set_ylabel("needle depth")
+            ax.set_title(f"{r.name}: {label}")
+            for y, row in enumerate(grid):
+                for x, v in enumerate(row):
+                    if not math.isnan(v):
+                        ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
+            fig.colorbar(im, ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# -- the report --------------------------------------------------------------------------------------
+def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str | None = None,
+                 title: str = "midtraining comparison") -> Path:
+    """Compare checkpoints (name -> protocol directory); returns the path of report.md."""
+    if not runs:
+        raise ValueError("no checkpoints to compare")
+    names = list(runs)
+    baseline = baseline or names[0]
+    if baseline not in runs:
+        raise ValueError(f"baseline '{baseline}' is not one of {names}")
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    results = [load_checkpoint_results(n, p) for n, p in runs.items()]
+    rows = build_rows(results)
+    figures = {"curves": plot_curves(results, out / "curves.png"),
+               "heldout": plot_heldout(results, out / "heldout_loss.png"),
+               "retrieval": plot_retrieval(results, out / "retrieval_heatmap.png")}
+
+    md = [f"# {title}", ""]
+    md += [f"Checkpoints compared after the identical SFT probe; deltas against **{baseline}** "
+           "(▲ better, ▼ worse). Base-model proxy metrics are reported beside the probe, not instead of it.", ""]
+    probe = {r.name: r.sft for r in results if r.sft}
+    if probe:
+        recipes = {s.get("recipe") for s in probe.values()}
+        shas = {s.get("probe_sha") for s in probe.values()}
+        same = len(recipes) == 1 and len(shas) == 1
+        md.append(f"SFT probe: recipe `{', '.join(sorted(map(str, recipes)))}`, "
+                  f"{'identical settings for every checkpoint' if same else '**settings differ between checkpoints**'}"
+                  f" (probe hash {', '.join(sorted(map(str, shas)))}).")
+        md.append("")
+    md += [markdown_table(rows, names, baseline) if rows else "_No results found yet._", ""]
+    md += ["| checkpoint | start | probe run |", "|---|---|---|"]
+    for r in results:
+        md.append(f"| {r.name} | `{(r.sft or {}).get('from', '—')}` | `{(r.sft or {}).get('run_dir', '—')}` |")
+    md.append("")
+    captions = {"curves": "Training curves", "heldout": "Held-out loss per source",
+                "retrieval": "Long-context retrieval: needle depth x context length"}
+    for key, path in figures.items():
+        if path:
+            md += [f"## {captions[key]}", "", f"![{captions[key]}]({path.name})", ""]
+    problems = [p for r in results for p in r.problems]
+    if problems:
+        md += ["## Missing results", ""] + [f"- {p}" for p in problems] + [""]
+    (out / "report.md").write_text("\n".join(md))
+    (out / "report.html").write_text(_html(title, md, rows, names, baseline, figures, captions))
+    summary = {"title": title, "baseline": baseline, "checkpoints": {r.name: str(r.root) for r in results},
+               "rows": [{"group": row.group, "metric": row.metric, "higher_is_better": row.higher_is_better,
+                         "values": row.values} for row in rows],
+               "sft": probe, "problems": problems}
+    (out / "results.json").write_text(json.dumps(summary, indent=2))
+    log.info("report: %d rows x %d checkpoints -> %s", len(rows), len(names), out / "report.md")
+    return out / "report.md"
+
+
+def _html(title: str, md: list[str], rows: list[Row], names: list[str], baseline: str,
+          figures: dict[str, Path | None], captions: dict[str, str]) -> str:
+    e = html.escape
+    parts = [f"<!doctype html><meta charset='utf-8'><title>{e(title)}</title>",
+             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
+             ".g td{background:#eee;font-weight:bold;text-align:left}</style>", f"<h1>{e(title)}</h1>",
+             f"<p>Deltas against <b>{e(baseline)}</b> (▲ better, ▼ worse), after the identical SFT probe.</p>",
+             "<table><tr><th>metric</th>" + "".join(f"<th>{e(n)}</th>" for n in names) + "</tr>"]
+    group = None
+    for row in rows:
+        if row.group != group:
+            group = row.group
+            parts.append(f"<tr class='g'><td colspan='{len(names) + 1}'>{e(group)}</td></tr>")
+        parts.append("<tr><td>" + e(row.metric) + "</td>" + "".join(
+            f"<td>{e(_cell(row, n, baseline))}</td>" for n in names) + "</tr>")
+    parts.append("</table>")
+    for key, path in figures.items():
+        if path:
+            parts.append(f"<h2>{e(captions[key])}</h2><img src='{e(path.name)}' style='max-width:100%'>")
+    missing = [line for line in md if line.startswith("- ")]
+    if missing:
+        parts.append("<h2>Missing results</h2><ul>" + "".join(f"<li>{e(m[2:])}</li>" for m in missing) + "</ul>")
+    return "\n".join(parts) + "\n"

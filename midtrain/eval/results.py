@@ -1,0 +1,97 @@
+"""Where each protocol step leaves its numbers, and how the report reads them back.
+
+One checkpoint's protocol directory holds ``sft/sft_result.json`` (the probe), ``proxy/proxy_results.json``
+and ``swebench/swebench_results.json``. Missing or unreadable files are reported, never fatal: a report
+over partial results says what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SFT_RESULT = "sft_result.json"
+PROXY_RESULT = "proxy_results.json"
+SWEBENCH_RESULT = "swebench_results.json"
+
+
+@dataclass
+class CheckpointResults:
+    name: str
+    root: Path
+    sft: dict[str, Any] | None = None
+    proxy: dict[str, Any] | None = None
+    swebench: dict[str, Any] | None = None
+    sft_curve: list[dict[str, Any]] = field(default_factory=list)  # the probe run's metrics.jsonl
+    midtrain_curve: list[dict[str, Any]] = field(default_factory=list)  # the checkpoint's own run, if known
+    problems: list[str] = field(default_factory=list)
+
+
+def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
+    if not path.exists():
+        problems.append(f"missing {path}")
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        problems.append(f"unreadable {path}: {e}")
+        return None
+    if not isinstance(data, dict):
+        problems.append(f"unexpected content in {path} (not an object)")
+        return None
+    return data
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """A trainer metrics.jsonl (one JSON object per step); bad lines are skipped with a warning."""
+    rows = []
+    path = Path(path)
+    if not path.exists():
+        return rows
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            log.warning("%s:%d: not JSON, skipped", path, i)
+            continue
+        if isinstance(row, dict) and "step" in row:
+            rows.append(row)
+    return rows
+
+
+def _run_dir_of(checkpoint: str | Path) -> Path | None:
+    """The run directory a checkpoint path belongs to (run_dir or run_dir/checkpoints/iter_*)."""
+    p = Path(checkpoint)
+    for cand in (p, p.parent.parent):
+        if (cand / "metrics.jsonl").exists():
+            return cand
+    return None
+
+
+def load_checkpoint_results(name: str, root: str | Path) -> CheckpointResults:
+    root = Path(root)
+    res = CheckpointResults(name=name, root=root)
+    if not root.is_dir():
+        res.problems.append(f"no protocol directory {root}")
+        return res
+    # An eval the protocol did not run leaves no directory: that is not a problem, a missing result file is.
+    res.sft = _read_json(root / "sft" / SFT_RESULT, res.problems)
+    if (root / "proxy").exists():
+        res.proxy = _read_json(root / "proxy" / PROXY_RESULT, res.problems)
+    if (root / "swebench").exists():
+        res.swebench = _read_json(root / "swebench" / SWEBENCH_RESULT, res.problems)
+    if res.sft:
+        run_dir = res.sft.get("run_dir")
+        if run_dir:
+            res.sft_curve = read_metrics(Path(run_dir) / "metrics.jsonl")
+        src = _run_dir_of(res.sft.get("from", ""))
+        if src is not None:
+            res.midtrain_curve = read_metrics(src / "metrics.jsonl")
+    return res
