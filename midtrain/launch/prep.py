@@ -1,0 +1,88 @@
+"""datatrove's SlurmPipelineExecutor configured from the site config (for `midtrain prep --executor slurm`).
+
+Each prep stage becomes one job array (one element per datatrove task) plus datatrove's stats-merge job;
+stages chain with afterok through ``depends``. datatrove writes a completion marker per finished task under
+the stage's logging dir, so relaunching the same command submits only the tasks that did not finish.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from midtrain.launch.shell import clean, directive, q
+from midtrain.launch.site import SiteConfig
+
+
+def env_command(site: SiteConfig) -> str:
+    """Shell lines datatrove puts in its array script before ``launch_pickled_pipeline``: the checkout and
+    the venv (datatrove's workers unpickle midtrain's pipeline steps, so they need the same Python)."""
+    lines = [f"cd {q(site.job_workdir(), 'workdir')}"]
+    venv = site.python_env()
+    if venv:
+        lines.append(f"source {q(str(Path(venv) / 'bin' / 'activate'), 'venv')}")
+    if site.env:
+        lines += [f"export {k}={q(v, f'env.{k}')}" for k, v in site.env.items()]
+    return "\n".join(lines)
+
+
+def slurm_executor_kwargs(site: SiteConfig, *, job_name: str, logging_dir: str, tasks: int | None = None,
+                          slurm_logs_dir: str | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``SlurmPipelineExecutor(pipeline, **kwargs)`` from ``site.prep``."""
+    prep = site.prep
+    partition = prep.partition or site.partition
+    sbatch_args: dict[str, Any] = {k: directive(v, f"prep.sbatch_args.{k}") for k, v in prep.sbatch_args.items()}
+    if site.account:
+        sbatch_args["account"] = directive(site.account, "account")
+    if site.container_image:
+        # datatrove runs `srun launch_pickled_pipeline ...`: the image comes in through srun's pyxis flags
+        srun_args = {"container-image": directive(site.container_image, "container_image"),
+                     "container-workdir": directive(site.job_workdir(), "workdir")}
+        if site.container_mounts:
+            srun_args["container-mounts"] = directive(",".join(site.container_mounts), "container_mounts")
+    else:
+        srun_args = None
+    return dict(
+        tasks=tasks or prep.tasks,
+        time=directive(prep.time, "prep.time"),
+        # datatrove always writes --partition; '' would be invalid, so fall back to Slurm's default name
+        partition=directive(partition, "prep.partition") if partition else None,
+        cpus_per_task=prep.cpus_per_task,
+        mem_per_cpu_gb=prep.mem_per_cpu_gb,
+        workers=prep.workers,
+        job_name=directive(job_name, "job name"),
+        qos=directive(prep.qos or site.qos, "prep.qos") if (prep.qos or site.qos) else "",
+        env_command=env_command(site),
+        sbatch_args=sbatch_args,
+        srun_args=srun_args,
+        max_array_size=prep.max_array_size,
+        logging_dir=clean(logging_dir, "logging dir"),
+        slurm_logs_folder=clean(slurm_logs_dir, "slurm logs dir") if slurm_logs_dir else None,
+        mail_user=None,
+    )
+
+
+def slurm_executor(pipeline: list, site: SiteConfig, *, job_name: str, logging_dir: str, tasks: int | None = None,
+                   depends: Any = None, slurm_logs_dir: str | None = None):
+    """A ready SlurmPipelineExecutor; ``.run()`` submits it (only the unfinished tasks on a relaunch)."""
+    from datatrove.executor.slurm import SlurmPipelineExecutor
+
+    kwargs = slurm_executor_kwargs(site, job_name=job_name, logging_dir=logging_dir, tasks=tasks,
+                                   slurm_logs_dir=slurm_logs_dir)
+    if kwargs["partition"] is None:
+        kwargs["partition"] = _default_partition()
+    return SlurmPipelineExecutor(pipeline, depends=depends, **kwargs)
+
+
+def _default_partition() -> str:
+    """The cluster's default partition (sinfo marks it with '*'): datatrove needs a name."""
+    import subprocess
+
+    from midtrain.launch.shell import LaunchError
+
+    proc = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True)
+    for line in proc.stdout.split():
+        if line.endswith("*"):
+            return line[:-1]
+    raise LaunchError("prep.partition: not set and the cluster has no default partition (sinfo shows none "
+                      "marked '*'); set prep.partition or partition in the site config")

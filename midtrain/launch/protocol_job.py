@@ -1,0 +1,97 @@
+"""The evaluation protocol on Slurm: one afterok chain per checkpoint (SFT probe, then each eval), then the report.
+
+The eval team's :func:`midtrain.eval.protocol.protocol_steps` gives, per checkpoint, the ordered
+``(step, argv)`` commands; each becomes one job from slurm/step.sbatch with that step's resources from the
+site config. A failed step cancels the rest of its chain; the report runs after every chain has ended
+(afterany), comparing whatever finished. Scripts and logs go under OUTPUT/slurm/.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from midtrain.launch.render import python_setup, render, sbatch_lines, site_exports, srun_container_args
+from midtrain.launch.sbatch import submit, submit_chain
+from midtrain.launch.shell import directive, qargv
+from midtrain.launch.site import SiteConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepJob:
+    chain: str
+    step: str
+    argv: list[str]
+    script_path: Path
+    log_path: str  # with %j
+    script: str
+
+
+@dataclass
+class ProtocolJobs:
+    chains: dict[str, list[StepJob]]
+    final: StepJob | None = None  # after every chain (the report)
+    job_ids: dict[str, list[str]] = field(default_factory=dict)
+    final_id: str | None = None
+
+
+def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: list[str],
+                job_prefix: str = "mt") -> StepJob:
+    """One step's job script (written by :func:`write_jobs`, not here)."""
+    res = site.step_resources(step).validate()
+    name = f"{job_prefix}-{chain}-{step}" if chain else f"{job_prefix}-{step}"
+    log_path = str(slurm_dir / "logs" / f"{chain or 'all'}-{step}-%j.out")
+    values = {
+        "sbatch": sbatch_lines(site, res, job_name=name, log_file=log_path, gpu=res.gpus_per_node > 0,
+                               requeue=False),
+        "python_setup": python_setup(site),
+        "master_port_base": str(site.master_port_base),
+        "site_env": site_exports(site),
+        "srun_container": srun_container_args(site),
+        "argv": qargv(argv, f"{chain}/{step} argv"),
+        # names also appear in comments and an echo: plain characters only
+        "step": directive(step, "step name"),
+        "chain": directive(chain or "all", "checkpoint name"),
+    }
+    script = render("step.sbatch", values, what=f"step {chain}/{step}")
+    path = slurm_dir / f"{chain or 'all'}-{step}.sbatch"
+    return StepJob(chain, step, list(argv), path, log_path, script)
+
+
+def build_chains(site: SiteConfig, slurm_dir: Path, steps: dict[str, list[tuple[str, list[str]]]],
+                 final: tuple[str, list[str]] | None = None, job_prefix: str = "mt") -> ProtocolJobs:
+    """Render every step: ``steps`` as :func:`protocol_steps` returns it, ``final`` after all chains."""
+    chains = {name: [render_step(site, slurm_dir, name, step, argv, job_prefix) for step, argv in chain]
+              for name, chain in steps.items()}
+    last = render_step(site, slurm_dir, "", final[0], final[1], job_prefix) if final else None
+    return ProtocolJobs(chains, last)
+
+
+def write_jobs(jobs: ProtocolJobs) -> None:
+    for job in [j for chain in jobs.chains.values() for j in chain] + ([jobs.final] if jobs.final else []):
+        job.script_path.parent.mkdir(parents=True, exist_ok=True)
+        (job.script_path.parent / "logs").mkdir(exist_ok=True)
+        job.script_path.write_text(job.script)
+
+
+def submit_jobs(jobs: ProtocolJobs) -> ProtocolJobs:
+    """Write and submit: each chain afterok, then the final step afterany on every chain's last job."""
+    write_jobs(jobs)
+    for name, chain in jobs.chains.items():
+        jobs.job_ids[name] = submit_chain([j.script_path for j in chain])
+    if jobs.final:
+        lasts = [ids[-1] for ids in jobs.job_ids.values() if ids]
+        jobs.final_id = submit(jobs.final.script_path, after=lasts or None, dependency="afterany")
+    return jobs
+
+
+def protocol_jobs(cfg, site: SiteConfig, job_prefix: str | None = None) -> ProtocolJobs:
+    """Render the protocol ``cfg`` (a ProtocolConfig): chains per checkpoint, then the report."""
+    from midtrain.eval.protocol import protocol_steps, report_argv
+
+    slurm_dir = Path(cfg.output).absolute() / "slurm"
+    prefix = job_prefix or f"mt-{cfg.name}"
+    return build_chains(site, slurm_dir, protocol_steps(cfg), ("report", report_argv(cfg)), prefix)

@@ -1,0 +1,169 @@
+"""Site config: what differs between clusters (partitions, account, container or venv, per-job resources).
+
+Recipes say *what* to train; the site config says *where*: a small YAML file (see slurm/site.example.yaml)
+loaded with ``--site PATH`` or ``$MIDTRAIN_SITE``. Every value here ends up in a generated sbatch script,
+so :mod:`midtrain.launch.shell` checks and quotes each one when it is rendered.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from midtrain.config import Config, ConfigError, require
+
+# Slurm's time formats: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
+_TIME = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$")
+
+
+def time_to_seconds(value: str) -> int:
+    """Seconds in a Slurm time limit ("1-02:00:00", "30:00", "90")."""
+    days = 0
+    if "-" in value:
+        d, value = value.split("-", 1)
+        days = int(d)
+        parts = [int(p) for p in value.split(":")]  # D-HH[:MM[:SS]]
+        parts += [0] * (3 - len(parts))
+        h, m, s = parts
+    else:
+        parts = [int(p) for p in value.split(":")]  # MM | MM:SS | HH:MM:SS
+        if len(parts) == 1:
+            h, m, s = 0, parts[0], 0
+        elif len(parts) == 2:
+            h, (m, s) = 0, parts
+        else:
+            h, m, s = parts
+    return ((days * 24 + h) * 60 + m) * 60 + s
+
+
+def _check_time(value: str, name: str) -> None:
+    require(bool(_TIME.match(value)), name, f"'{value}' is not a Slurm time (e.g. 04:00:00, 1-00:00:00, 30)")
+
+
+@dataclass
+class JobResources(Config):
+    """One job's allocation. gpus_per_node=0 makes it a CPU job (the CPU training template, gloo)."""
+
+    partition: str | None = None  # None = the site's partition
+    nodes: int = 1
+    gpus_per_node: int = 8
+    tasks_per_node: int | None = None  # None = one rank per GPU (GPU jobs), 1 (CPU jobs)
+    cpus_per_task: int = 8
+    mem: str | None = None  # sbatch --mem per node ("0" = all of it, "64G"); None = the partition default
+    time: str = "04:00:00"
+
+    @property
+    def ranks_per_node(self) -> int:
+        if self.tasks_per_node is not None:
+            return self.tasks_per_node
+        return self.gpus_per_node if self.gpus_per_node > 0 else 1
+
+    def check(self) -> None:
+        require(self.nodes >= 1, "nodes", "must be >= 1")
+        require(self.gpus_per_node >= 0, "gpus_per_node", "must be >= 0 (0 = CPU job)")
+        require(self.tasks_per_node is None or self.tasks_per_node >= 1, "tasks_per_node", "must be >= 1")
+        require(self.cpus_per_task >= 1, "cpus_per_task", "must be >= 1")
+        require(self.mem is None or bool(re.match(r"^\d+[KMGT]?$", self.mem)), "mem",
+                f"'{self.mem}' is not an sbatch --mem value (e.g. 0, 64G, 512000M)")
+        _check_time(self.time, "time")
+
+
+@dataclass
+class PrepResources(Config):
+    """datatrove SlurmPipelineExecutor job arrays for `midtrain prep --executor slurm`."""
+
+    partition: str | None = None  # None = the site's partition
+    qos: str | None = None  # None = the site's qos
+    tasks: int = 64  # datatrove tasks (array elements) per stage unless the stage fixes it
+    workers: int = -1  # array elements running at once (-1 = no limit)
+    time: str = "04:00:00"
+    cpus_per_task: int = 1
+    mem_per_cpu_gb: int = 2
+    max_array_size: int = 1001  # the cluster's MaxArraySize
+    sbatch_args: dict[str, str] = field(default_factory=dict)  # extra directives, e.g. {constraint: cpu}
+
+    def check(self) -> None:
+        require(self.tasks >= 1, "tasks", "must be >= 1")
+        require(self.workers == -1 or self.workers >= 1, "workers", "must be -1 (no limit) or >= 1")
+        require(self.cpus_per_task >= 1, "cpus_per_task", "must be >= 1")
+        require(self.mem_per_cpu_gb >= 1, "mem_per_cpu_gb", "must be >= 1")
+        require(self.max_array_size >= 1, "max_array_size", "must be >= 1")
+        _check_time(self.time, "time")
+
+
+def _default_protocol() -> dict[str, JobResources]:
+    return {
+        "default": JobResources(gpus_per_node=8, time="04:00:00"),  # sft: one rank per GPU
+        # evals are one process each (proxy metrics on one GPU; SWE-bench drives its own workers)
+        "eval_proxy": JobResources(gpus_per_node=1, time="02:00:00"),
+        "eval_swebench": JobResources(gpus_per_node=8, tasks_per_node=1, time="1-00:00:00"),
+        "report": JobResources(gpus_per_node=0, cpus_per_task=2, time="00:30:00"),
+    }
+
+
+@dataclass
+class SiteConfig(Config):
+    """A cluster: where jobs run, how they get their Python, and how much each kind of job asks for."""
+
+    name: str = "default"
+    partition: str | None = None  # None = the cluster's default partition
+    account: str | None = None
+    qos: str | None = None
+    sbatch_args: list[str] = field(default_factory=list)  # extra directives for every job, e.g. --exclusive
+    # Python on the nodes: a pyxis/enroot container image, or a venv on a shared filesystem.
+    container_image: str | None = None
+    container_mounts: list[str] = field(default_factory=list)  # SRC:DST, passed to srun --container-mounts
+    venv: str | None = None  # None (and no container) = the venv running `midtrain submit`
+    workdir: str | None = None  # the midtrain checkout the jobs run in; None = the submitting directory
+    env: dict[str, str] = field(default_factory=dict)  # exported in every job (after the template's defaults)
+    # Requeue: Slurm sends USR1 this long before the time limit; the trainer checkpoints and exits 75,
+    # the script requeues the job, and the restart resumes from the checkpoint.
+    signal_before_s: int = 300
+    max_requeues: int = 20
+    master_port_base: int = 20000  # MASTER_PORT = base + job id % 20000 (no clash between jobs on a node)
+    train: JobResources = field(default_factory=lambda: JobResources(mem="0"))
+    protocol: dict[str, JobResources] = field(default_factory=_default_protocol)  # per step name, or default
+    prep: PrepResources = field(default_factory=PrepResources)
+
+    def check(self) -> None:
+        require(self.signal_before_s >= 0, "signal_before_s", "must be >= 0")
+        require(self.max_requeues >= 0, "max_requeues", "must be >= 0")
+        require(1024 <= self.master_port_base <= 45000, "master_port_base", "must be in [1024, 45000]")
+        require("default" in self.protocol, "protocol", "needs a 'default' entry (resources of any other step)")
+        for item in self.sbatch_args:
+            require(item.startswith("--"), "sbatch_args", f"'{item}' is not a long sbatch option (--name[=value])")
+        require(not (self.container_image and self.venv), "venv",
+                "set either container_image or venv, not both (the container brings its own Python)")
+
+    def step_resources(self, step: str) -> JobResources:
+        return self.protocol.get(step, self.protocol["default"])
+
+    def python_env(self) -> str | None:
+        """The venv to activate in jobs: the configured one, else the one running now (when in a venv)."""
+        if self.container_image:
+            return None
+        if self.venv:
+            return self.venv
+        return sys.prefix if sys.prefix != sys.base_prefix else None
+
+    def job_workdir(self) -> str:
+        return self.workdir or os.getcwd()
+
+
+def load_site(path: str | Path | None = None, overrides: list[str] | None = None) -> SiteConfig:
+    """The site config from PATH, else $MIDTRAIN_SITE, else the defaults; ``key=value`` overrides applied."""
+    path = path or os.environ.get("MIDTRAIN_SITE")
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"site config '{p}' does not exist (see slurm/site.example.yaml)")
+        try:
+            site = SiteConfig.from_yaml(p)
+        except ConfigError as e:
+            raise ConfigError(f"site config {p}: {e}") from None
+    else:
+        site = SiteConfig()
+    return site.apply_overrides(overrides or []).validate()

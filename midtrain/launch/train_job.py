@@ -1,0 +1,112 @@
+"""The training job: resolve the recipe, render slurm/train_{gpu,cpu}.sbatch, write it into the run directory.
+
+Layout written under RUN_DIR/slurm/: ``train.sbatch`` (what was submitted), ``config.yaml`` (the resolved
+TrainConfig), ``site.yaml`` (the resolved site config), and ``logs/train-<jobid>.out`` (appended across
+requeues). The job runs ``midtrain train RECIPE OVERRIDES`` with the same overrides the user gave, so a
+requeued job rebuilds exactly the config recorded here and resumes from run_dir's newest checkpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from midtrain.config import Config, ConfigError
+from midtrain.launch.render import python_setup, render, sbatch_lines, site_exports, srun_container_args
+from midtrain.launch.shell import clean, qargv
+from midtrain.launch.site import JobResources, SiteConfig
+
+
+@dataclass
+class TrainJob:
+    recipe: str
+    overrides: list[str]
+    config: Config  # the resolved TrainConfig
+    site: SiteConfig
+    resources: JobResources
+    run_dir: Path
+    job_name: str
+    script: str  # rendered sbatch text
+
+    @property
+    def slurm_dir(self) -> Path:
+        return self.run_dir / "slurm"
+
+    @property
+    def script_path(self) -> Path:
+        return self.slurm_dir / "train.sbatch"
+
+    @property
+    def log_pattern(self) -> str:
+        return str(self.slurm_dir / "logs" / "train-%j.out")
+
+    def log_path(self, job_id: str) -> Path:
+        return self.slurm_dir / "logs" / f"train-{job_id}.out"
+
+    def write(self) -> Path:
+        """Write the script and the resolved configs into RUN_DIR/slurm/; returns the script path."""
+        (self.slurm_dir / "logs").mkdir(parents=True, exist_ok=True)
+        self.script_path.write_text(self.script)
+        self.config.save_yaml(self.slurm_dir / "config.yaml")
+        self.site.save_yaml(self.slurm_dir / "site.yaml")
+        return self.script_path
+
+
+def train_argv(recipe: str, overrides: list[str]) -> list[str]:
+    """What each rank runs after ``python -m midtrain.cli``."""
+    return ["train", recipe, *overrides]
+
+
+def world_size(res: JobResources) -> int:
+    return res.nodes * res.ranks_per_node
+
+
+def check_layout(cfg: Config, res: JobResources) -> None:
+    """The parallel layout must fit the allocation: world = nodes x ranks per node = DP x TP x PP x CP."""
+    par = getattr(cfg, "parallel", None)
+    if par is None:
+        return
+    world = world_size(res)
+    mp = par.tensor * par.pipeline * par.context
+    if world % mp:
+        raise ConfigError(f"parallel: tensor*pipeline*context={mp} does not divide the job's {world} ranks "
+                          f"({res.nodes} nodes x {res.ranks_per_node} ranks)")
+    data = getattr(par, "data", None)
+    if data is not None and data * mp != world:
+        raise ConfigError(f"parallel.data: {data} x {mp} (tensor*pipeline*context) != {world} ranks "
+                          f"({res.nodes} nodes x {res.ranks_per_node} ranks)")
+
+
+def build_train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: JobResources | None = None,
+                    job_name: str | None = None) -> TrainJob:
+    """Resolve RECIPE + overrides, check them against the allocation, and render the job script."""
+    from recipes import get_recipe
+
+    for i, item in enumerate(overrides):
+        clean(item, f"override[{i}]")
+    cfg = get_recipe(recipe).build(overrides).validate()
+    res = (resources or site.train).validate()
+    check_layout(cfg, res)
+    run_dir = Path(getattr(cfg, "run_dir")).absolute()
+    name = job_name or f"mt-{getattr(cfg, 'name', recipe)}"
+    gpu = res.gpus_per_node > 0
+    slurm_dir = run_dir / "slurm"
+    values = {
+        "sbatch": sbatch_lines(site, res, job_name=name, log_file=str(slurm_dir / "logs" / "train-%j.out"),
+                               gpu=gpu, requeue=True),
+        "python_setup": python_setup(site),
+        "master_port_base": str(site.master_port_base),
+        "site_env": site_exports(site),
+        "ranks_per_node": str(res.ranks_per_node),
+        "signal_before_s": str(site.signal_before_s),
+        "srun_container": srun_container_args(site),
+        "train_argv": qargv(train_argv(recipe, overrides), "train argv"),
+        "max_requeues": str(site.max_requeues),
+    }
+    script = render("train_gpu.sbatch" if gpu else "train_cpu.sbatch", values, what=f"train job {name}")
+    return TrainJob(recipe, list(overrides), cfg, site, res, run_dir, name, script)
+
+
+def resources_with(base: JobResources, **changes: object) -> JobResources:
+    """``base`` with the given fields changed (None = keep)."""
+    return replace(base, **{k: v for k, v in changes.items() if v is not None})

@@ -1,0 +1,59 @@
+"""Helpers for the Slurm tests: wait for jobs, release requeued jobs, a site config for the test cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+# Final job states (scontrol show job); a requeued job passes through PENDING again.
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
+         "DEADLINE"}
+
+
+def job_state(job_id: str) -> dict[str, str]:
+    from midtrain.launch.sbatch import job_info
+
+    return job_info(job_id)
+
+
+def wait_job(job_id: str, timeout: float, poll: float = 1.0) -> dict[str, str]:
+    """Wait until the job is in a final state; returns its scontrol record. Fails with the job's state on timeout."""
+    t0 = time.time()
+    info: dict[str, str] = {}
+    while time.time() - t0 < timeout:
+        info = job_state(job_id)
+        if info.get("JobState") in FINAL:
+            return info
+        time.sleep(poll)
+    subprocess.run(["scancel", str(job_id)], capture_output=True)
+    pytest.fail(f"job {job_id} not finished after {timeout:.0f}s: {info.get('JobState')} ({info.get('Reason')})")
+
+
+def release_requeued(job_id: str) -> None:
+    """Slurm holds a requeued batch job for ~2 minutes (BeginTime); start it now to keep the test short."""
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True, text=True)
+
+
+def cluster_site(tmp_path: Path, **train: object) -> Path:
+    """A site config for the test cluster: CPU jobs, the repo as workdir, this venv."""
+    import yaml
+
+    site = {
+        "name": "test-cluster",
+        "workdir": str(REPO),
+        "signal_before_s": 30,
+        "max_requeues": 3,
+        "env": {"OMP_NUM_THREADS": "1"},
+        "train": {"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1, "mem": "4G",
+                  "time": "00:20:00", **train},
+        "protocol": {"default": {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "mem": "1G",
+                                 "time": "00:05:00"}},
+        "prep": {"tasks": 2, "time": "00:10:00", "cpus_per_task": 1, "mem_per_cpu_gb": 1},
+    }
+    path = tmp_path / "site.yaml"
+    path.write_text(yaml.safe_dump(site, sort_keys=False))
+    return path

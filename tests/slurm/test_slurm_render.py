@@ -1,0 +1,214 @@
+"""Rendering without a cluster: golden scripts (2 nodes x 8 GPUs), quoting, rejection of unsafe values."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from midtrain.config import ConfigError
+from midtrain.launch.protocol_job import build_chains, protocol_jobs
+from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
+from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
+from midtrain.launch.train_job import build_train_job
+from recipes import get_recipe
+
+GOLDEN = Path(__file__).with_name("golden")
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"  # UPDATE_GOLDEN=1 pytest tests/slurm -k golden: rewrite them
+
+GPU_SITE = {
+    "name": "golden-h200",
+    "partition": "gpu",
+    "account": "proj-swe",
+    "workdir": "/lustre/proj/midtrain",
+    "venv": "/lustre/proj/midtrain/.venv",
+    "sbatch_args": ["--exclusive"],
+    "env": {"NCCL_SOCKET_IFNAME": "^lo,docker", "NCCL_IB_HCA": "mlx5"},
+    "train": {"nodes": 2, "gpus_per_node": 8, "cpus_per_task": 16, "mem": "0", "time": "04:00:00"},
+}
+
+
+def _site(**changes) -> SiteConfig:
+    return SiteConfig.from_dict({**GPU_SITE, **changes}).validate()
+
+
+def _check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert path.is_file(), f"golden file {path} missing (UPDATE_GOLDEN=1 writes it)"
+    assert text == path.read_text(), f"rendered script differs from {path} (UPDATE_GOLDEN=1 to accept)"
+
+
+def test_golden_train_gpu_2x8_venv():
+    job = build_train_job("demo_tiny", ["run_dir=/lustre/proj/runs/golden", "parallel.tensor=2",
+                                        "optim.train_steps=1000"], _site())
+    _check_golden("train_gpu_2x8_venv.sbatch", job.script)
+    # what a cluster engineer checks first
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8" in job.script
+    assert "#SBATCH --requeue" in job.script and "#SBATCH --signal=USR1@300" in job.script
+    assert 'scontrol requeue "${SLURM_JOB_ID}"' in job.script
+
+
+def test_golden_train_gpu_2x8_container():
+    site = _site(venv=None, container_image="nvcr.io#nvidia/pytorch:25.09-py3",
+                 container_mounts=["/lustre:/lustre"])
+    job = build_train_job("demo_tiny", ["run_dir=/lustre/proj/runs/golden"], site)
+    _check_golden("train_gpu_2x8_container.sbatch", job.script)
+    srun = next(line for line in job.script.splitlines() if line.startswith("srun "))
+    assert "--container-image='nvcr.io#nvidia/pytorch:25.09-py3'" in srun
+    assert "--container-mounts=/lustre:/lustre" in srun
+    assert "activate" not in job.script
+
+
+def test_golden_train_cpu():
+    site = _site(train={"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1,
+                        "time": "00:30:00"})
+    job = build_train_job("demo_tiny", ["run_dir=/lustre/proj/runs/cpu"], site)
+    _check_golden("train_cpu_1x2.sbatch", job.script)
+    assert "gpus-per-node" not in job.script and "CUDA_DEVICE_MAX_CONNECTIONS" not in job.script
+
+
+def test_golden_protocol_steps():
+    # fixed steps, so the golden files pin this team's rendering, not the eval team's argv
+    steps = {"base": [("sft", ["sft", "sft_probe", "--from", "/ckpt/base", "--output", "/p/base/sft"]),
+                      ("eval_proxy", ["eval", "proxy", "--checkpoint", "/ckpt/base", "--output", "/p/base/proxy"])]}
+    jobs = build_chains(_site(), Path("/lustre/proj/protocol/slurm"), steps,
+                        ("report", ["report", "base=/p/base", "--output", "/p/report"]), "mt-golden")
+    _check_golden("protocol_base_sft.sbatch", jobs.chains["base"][0].script)
+    _check_golden("protocol_base_eval_proxy.sbatch", jobs.chains["base"][1].script)
+    _check_golden("protocol_report.sbatch", jobs.final.script)
+    # SFT runs one rank per GPU; the proxy eval is a single process on one GPU; the report is a CPU job
+    assert "#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8" in jobs.chains["base"][0].script
+    assert "#SBATCH --ntasks-per-node=1\n#SBATCH --gpus-per-node=1" in jobs.chains["base"][1].script
+    assert "gpus-per-node" not in jobs.final.script
+
+
+def test_protocol_recipe_becomes_one_chain_per_checkpoint():
+    from midtrain.eval.protocol import protocol_steps
+
+    cfg = get_recipe("protocol_demo").build(["output=/lustre/proj/protocol"]).validate()
+    jobs = protocol_jobs(cfg, _site())
+    steps = protocol_steps(cfg)
+    assert list(jobs.chains) == list(steps) == list(cfg.checkpoints)
+    for name, chain in jobs.chains.items():
+        assert [(j.step, j.argv) for j in chain] == [(s, list(a)) for s, a in steps[name]]
+        assert all(j.script_path.parent == Path("/lustre/proj/protocol/slurm") for j in chain)
+    assert jobs.final.argv[0] == "report"
+
+
+def _argv_from_script(script: str, launcher: str) -> list[str]:
+    """Run the rendered launch line with printf instead of the launcher: the words bash really passes."""
+    line = next(line for line in script.splitlines() if line.startswith("srun "))
+    cmd = "printf '%s\\n' " + line.split(launcher, 1)[1]
+    out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True)
+    return out.stdout.splitlines()
+
+
+def test_overrides_reach_the_job_verbatim_and_are_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = f"data.path=/data/a b;$(touch {marker})`touch {marker}`'\"*"
+    job = build_train_job("demo_tiny", ["run_dir=/lustre/proj/runs/q", hostile], _site())
+    argv = _argv_from_script(job.script, "python -m midtrain.cli ")
+    assert argv == ["train", "demo_tiny", "run_dir=/lustre/proj/runs/q", hostile]
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("override", ["data.path=/x\nrm -rf /", "name=a\rb", "data.path=\x1b[31m"])
+def test_control_characters_are_rejected(override):
+    with pytest.raises(LaunchError, match="control character"):
+        build_train_job("demo_tiny", [override], _site())
+
+
+def test_values_that_cannot_go_into_sbatch_lines_name_the_field():
+    with pytest.raises(LaunchError, match="log file"):  # a space in the run dir would split #SBATCH --output
+        build_train_job("demo_tiny", ["run_dir=/lustre/my runs/x"], _site())
+    with pytest.raises(LaunchError, match="job name"):
+        build_train_job("demo_tiny", ["run_dir=/r", "name=x$(id)"], _site())
+    with pytest.raises(LaunchError, match="partition"):
+        build_train_job("demo_tiny", ["run_dir=/r"], _site(partition="gpu;id"))
+    with pytest.raises(LaunchError, match="env: 'BAD-NAME'"):
+        build_train_job("demo_tiny", ["run_dir=/r"], _site(env={"BAD-NAME": "1"}))
+
+
+def test_site_values_in_the_body_are_quoted(tmp_path):
+    site = _site(workdir="/lustre/with space/$(id)", env={"X": "a'b $HOME"})
+    job = build_train_job("demo_tiny", ["run_dir=/r"], site)
+    assert "cd '/lustre/with space/$(id)'" in job.script
+    out = subprocess.run(["bash", "-c", next(line for line in job.script.splitlines() if line.startswith("export X="))
+                          + '; printf %s "$X"'], capture_output=True, text=True, check=True)
+    assert out.stdout == "a'b $HOME"
+
+
+def test_layout_must_fit_the_allocation():
+    with pytest.raises(ConfigError, match="parallel.data"):
+        build_train_job("demo_tiny", ["run_dir=/r", "parallel.data=3"], _site())
+    with pytest.raises(ConfigError, match="tensor\\*pipeline\\*context=3"):
+        build_train_job("demo_tiny", ["run_dir=/r", "model.num_layers=3", "parallel.pipeline=3"], _site())
+
+
+def test_site_config_errors_name_the_field(tmp_path):
+    bad = tmp_path / "site.yaml"
+    bad.write_text(yaml.safe_dump({"train": {"time": "four hours"}}))
+    with pytest.raises(ConfigError, match="train.time: 'four hours' is not a Slurm time"):
+        load_site(bad)
+    bad.write_text(yaml.safe_dump({"partiton": "gpu"}))
+    with pytest.raises(ConfigError, match="did you mean 'partition'"):
+        load_site(bad)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_site(tmp_path / "missing.yaml")
+    with pytest.raises(ConfigError, match="venv"):
+        load_site(None, ["container_image=img", "venv=/v"])
+
+
+def test_example_site_config_loads_and_renders():
+    site = load_site(Path(__file__).resolve().parents[2] / "slurm" / "site.example.yaml")
+    job = build_train_job("demo_tiny", ["run_dir=/r"], site)
+    assert "#SBATCH --partition=gpu" in job.script and "#SBATCH --account=my-project" in job.script
+    assert site.prep.partition == "cpu" and site.step_resources("report").gpus_per_node == 0
+
+
+def test_shell_helpers():
+    assert q("a b", "x") == "'a b'" and clean("ok", "x") == "ok"
+    assert directive("gpu-h200_1:2", "x") == "gpu-h200_1:2"
+    with pytest.raises(LaunchError, match="field: ''"):
+        directive("", "field")
+    with pytest.raises(LaunchError, match="does not parse"):
+        check_bash("if then fi")
+    assert time_to_seconds("1-02:03:04") == 93784 and time_to_seconds("30") == 1800
+    assert time_to_seconds("05:00") == 300 and time_to_seconds("2-03") == 183600
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "midtrain.cli", *args], capture_output=True, text=True,
+                          env={**os.environ, "MIDTRAIN_SITE": ""})
+
+
+def test_cli_dry_run_prints_the_script_and_writes_nothing(tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump(GPU_SITE))
+    run_dir = tmp_path / "run"
+    r = _cli("submit", "train", "demo_tiny", f"run_dir={run_dir}", "--site", str(site), "--nodes", "4",
+             "--time", "1-00:00:00", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("#!/bin/bash") and "#SBATCH --nodes=4" in r.stdout
+    assert "#SBATCH --time=1-00:00:00" in r.stdout
+    assert not run_dir.exists()
+    check_bash(r.stdout)
+    r = _cli("submit", "train", "demo_tiny", "run_dir=/r", "--site", str(site), "--time", "soon", "--dry-run")
+    assert r.returncode == 2 and "time: 'soon' is not a Slurm time" in r.stderr
+    r = _cli("submit", "protocol", "protocol_demo", f"output={tmp_path / 'p'}", "--site", str(site), "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert re.findall(r"^### .*?-(\w+)\.sbatch", r.stdout, re.M) == ["sft", "eval_proxy", "sft", "eval_proxy",
+                                                                     "report"]
+
+
+def test_cli_help_teaches_with_an_example():
+    r = _cli("submit", "train", "--help")
+    assert r.returncode == 0 and "midtrain submit train" in r.stdout and "--dry-run" in r.stdout
