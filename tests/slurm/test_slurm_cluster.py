@@ -1,0 +1,120 @@
+"""On the real single-node cluster: afterok chains run in order (and a failure cancels the rest), and a
+datatrove prep job array configured from the site config writes its documents and resumes on relaunch."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from slurm_helpers import cluster_site, job_state, wait_job
+
+from midtrain.launch.prep import slurm_executor
+from midtrain.launch.protocol_job import build_chains, submit_jobs
+from midtrain.launch.site import load_site
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def _ts(info: dict[str, str], key: str) -> float:
+    return time.mktime(time.strptime(info[key], "%Y-%m-%dT%H:%M:%S"))
+
+
+def test_chain_runs_steps_in_order_then_final_after_all(slurm_cluster, tmp_path):
+    site = load_site(cluster_site(tmp_path))
+    out = tmp_path / "out"
+    steps = {
+        "ok": [("first", ["config", "demo_tiny", "optim.train_steps=11", "--yaml-only"]),
+               ("second", ["recipes", "--kind", "protocol"])],
+        # a failing first link must cancel the rest of its chain, not leave it pending forever
+        "broken": [("first", ["config", "no_such_recipe"]), ("second", ["recipes"])],
+    }
+    jobs = submit_jobs(build_chains(site, out / "slurm", steps, ("report", ["recipes", "--kind", "train"]), "mt-t"))
+    ok, broken = jobs.job_ids["ok"], jobs.job_ids["broken"]
+    final = wait_job(jobs.final_id, timeout=120)
+    infos = {j: wait_job(j, timeout=30) for j in ok + broken}
+
+    a, b = infos[ok[0]], infos[ok[1]]
+    assert a["JobState"] == "COMPLETED" and b["JobState"] == "COMPLETED", (a, b)
+    assert b["Dependency"] == "(null)" or ok[0] in b["Dependency"]
+    assert _ts(b, "StartTime") >= _ts(a, "EndTime"), "second step started before the first ended"
+    log_a = Path(jobs.chains["ok"][0].log_path.replace("%j", ok[0])).read_text()
+    log_b = Path(jobs.chains["ok"][1].log_path.replace("%j", ok[1])).read_text()
+    assert "train_steps: 11" in log_a and "protocol_demo" in log_b
+
+    assert infos[broken[0]]["JobState"] == "FAILED"
+    assert infos[broken[1]]["JobState"] == "CANCELLED", infos[broken[1]]
+    # the final step waits for every chain (afterany) and runs even though one chain failed
+    assert final["JobState"] == "COMPLETED"
+    assert _ts(final, "StartTime") >= max(_ts(infos[j], "EndTime") for j in (ok[1], broken[0]))
+
+
+def _wait_queue_empty(job_ids: list[str], timeout: float) -> None:
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        out = subprocess.run(["squeue", "-h", "-j", ",".join(job_ids)], capture_output=True, text=True).stdout
+        if not out.strip():
+            return
+        time.sleep(1)
+    pytest.fail(f"jobs {job_ids} still queued after {timeout:.0f}s")
+
+
+def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for f in range(2):
+        rows = [{"text": f"def f{f}_{i}():\n    return {i}\n", "id": f"doc-{f}-{i}",
+                 "metadata": {"source": "repo", "repo": "octo/demo", "license": "MIT"}} for i in range(5)]
+        (raw / f"part{f}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    site = load_site(cluster_site(tmp_path))
+    logs, docs = tmp_path / "logs", tmp_path / "documents"
+
+    def executor():
+        return slurm_executor([JsonlReader(str(raw)), JsonlWriter(str(docs))], site, job_name="mt-prep-test",
+                              logging_dir=str(logs), slurm_logs_dir=str(tmp_path / "slurm_logs"))
+
+    ex = executor()
+    ex.run()
+    assert ex.job_id and ex.job_id != -1
+    script = (logs / "launch_script.slurm").read_text()
+    assert "#SBATCH --array=0-1" in script and "#SBATCH --mem-per-cpu=1G" in script
+    assert "source " in script and "/bin/activate" in script
+    array = str(ex.job_id)
+    _wait_queue_empty([array], timeout=180)
+    for _ in range(60):  # datatrove's stats-merge job runs after the array
+        if (logs / "stats.json").exists():
+            break
+        time.sleep(1)
+    assert sorted(p.name for p in (logs / "completions").iterdir()) == ["00000", "00001"]
+    written = []
+    for path in sorted(docs.glob("*.jsonl.gz")):
+        with gzip.open(path, "rt") as fh:
+            written += [json.loads(line) for line in fh]
+    assert sorted(d["id"] for d in written) == sorted(f"doc-{f}-{i}" for f in range(2) for i in range(5))
+    assert all(d["metadata"]["source"] == "repo" for d in written)
+
+    # relaunch after everything finished: nothing to submit
+    again = executor()
+    again.run()
+    assert again.job_id == -1
+    # one task "lost" (its marker gone): a relaunch resubmits only that task
+    (logs / "completions" / "00001").unlink()
+    (docs / "00001.jsonl.gz").unlink()
+    third = executor()
+    third.run()
+    assert third.job_id not in (None, -1)
+    assert json.loads((logs / "ranks_to_run.json").read_text()) == [1]
+    _wait_queue_empty([str(third.job_id)], timeout=120)
+    for _ in range(30):
+        if (logs / "completions" / "00001").exists():
+            break
+        time.sleep(1)
+    assert (logs / "completions" / "00001").exists() and (docs / "00001.jsonl.gz").exists()
+    info = job_state(str(third.job_id))
+    assert info == {} or info.get("JobState") in ("COMPLETED", None)
