@@ -1,0 +1,103 @@
+"""Turn raw SWE data into curated documents with datatrove: read a SOURCE, curate, write DIR/documents/.
+
+SOURCE is one of repos, commits, pulls, buildlogs, traces (or its pipeline file, data_prep/<source>.py):
+
+  repos      git repositories (working trees or bare mirrors) or plain directories: one document per
+             repository, README/docs first, files in import-dependency order, license + languages in metadata
+  commits    the history of git repositories: runs of consecutive commits (message + diff), anonymised
+  pulls      pull-request records (JSONL, Parquet, HF dataset dir; GitHub-API-like schema, see
+             midtrain/sources/pulls.py): description, diffs, reviews; bots dropped, users anonymised
+  buildlogs  CI/build/test logs (text files or JSONL): ANSI/timestamps stripped, repeats collapsed,
+             failure context kept whole, size capped with markers
+  traces     agent trajectories (SWE-agent .traj, mini-swe-agent .traj.json, OpenAI-style messages):
+             chat-template (or plain) rendering with loss_spans of the assistant turns
+
+Output: DIR/documents/*.jsonl.gz (datatrove Documents), DIR/stats.json (documents and bytes in/out, every
+drop by reason, errors with where they happened), DIR/logs/ (datatrove logs; relaunching the same command
+resumes from the completed tasks). Trailing key=value overrides set `<source>.field` (the reader's config)
+or any curation field (e.g. redact.enabled=false).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+
+from midtrain.config import ConfigError
+
+log = logging.getLogger("midtrain.prep")
+
+EPILOG = """examples:
+  midtrain prep repos --input ~/src/myrepo ~/mirrors/other.git --output out/prep/repos
+  midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000
+  midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true
+  midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 \\
+      --site-config site.yaml --partition cpu --time 02:00:00 --dry-run
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("source", help="repos | commits | pulls | buildlogs | traces (or data_prep/<source>.py)")
+    p.add_argument("overrides", nargs="*", metavar="key=value",
+                   help="<source>.field=value for the reader, anything else for curation")
+    p.add_argument("--input", "-i", nargs="+", required=True, metavar="PATH",
+                   help="input paths (a .lst file lists more paths, one a line)")
+    p.add_argument("--output", "-o", required=True, metavar="DIR", help="output directory")
+    p.add_argument("--executor", choices=["local", "slurm"], default="local")
+    p.add_argument("--tasks", type=int, default=1, help="datatrove tasks (input shards); default 1")
+    p.add_argument("--workers", type=int, default=1, help="local: tasks run at once; default 1")
+    p.add_argument("--overwrite", action="store_true", help="delete DIR first instead of resuming")
+    s = p.add_argument_group("slurm (--executor slurm)")
+    s.add_argument("--site-config", metavar="YAML", help="site file with a `slurm:` mapping (partition, time, "
+                   "cpus_per_task, mem_per_cpu_gb, qos, account, env_command, sbatch_args)")
+    s.add_argument("--partition")
+    s.add_argument("--time", help="time limit per task, e.g. 04:00:00")
+    s.add_argument("--cpus-per-task", type=int)
+    s.add_argument("--mem-per-cpu-gb", type=int)
+    s.add_argument("--dry-run", action="store_true", help="print the sbatch scripts instead of submitting")
+
+
+def run(args: argparse.Namespace) -> int:
+    from midtrain.sources.prep import build_run, check_inputs, load_site_config, sbatch_scripts
+
+    if args.tasks < 1 or args.workers < 1:
+        raise ConfigError("tasks/workers: must be >= 1")
+    slurm = None
+    if args.executor == "slurm":
+        slurm = load_site_config(args.site_config)
+        for flag in ("partition", "time", "cpus_per_task", "mem_per_cpu_gb"):
+            if getattr(args, flag) is not None:
+                setattr(slurm, flag, getattr(args, flag))
+        slurm.validate()
+    try:
+        check_inputs(args.input)
+    except OSError as e:
+        print(f"midtrain prep: {e}", file=sys.stderr)
+        return 1
+    prep_run = build_run(args.source, args.input, args.output, args.overrides, tasks=args.tasks,
+                         workers=args.workers, executor=args.executor, slurm=slurm)
+    if args.dry_run:
+        for name, script in sbatch_scripts(prep_run).items():
+            print(f"# ---- stage {name} ----\n{script}")
+        return 0
+    prep_run.check_resume(args.overwrite)
+    stats = prep_run.run()
+    if stats is None:
+        print(f"submitted; stats will be in {prep_run.output / 'stats.json'}")
+        return 0
+    drops = ", ".join(f"{k}={v}" for k, v in stats["drops"].items()) or "none"
+    print(f"{prep_run.source}: {stats['documents_in']} records in -> {stats['documents_out']} documents out "
+          f"({stats['bytes_out'] / 1e6:.2f} MB) in {prep_run.output / 'documents'}; drops: {drops}")
+    for err in stats["errors"][:10]:
+        print(f"  {err['reason']}: {err['where']} {err['detail'][:120]}", file=sys.stderr)
+    if stats["unreadable_inputs"]:
+        print(f"midtrain prep: nothing could be read from: {', '.join(stats['unreadable_inputs'])} "
+              f"(see {prep_run.output / 'stats.json'} errors)", file=sys.stderr)
+        return 1
+    if stats["documents_out"] == 0:
+        print("midtrain prep: no documents were produced", file=sys.stderr)
+        return 1
+    log.debug(json.dumps(stats["settings"]))
+    return 0

@@ -1,0 +1,201 @@
+"""Shared pieces of the source readers: the reader base step, input discovery, error reports, anonymisation.
+
+Every reader is a datatrove :class:`PipelineStep` that takes its input *units* (a repository, a file) in a
+stable sorted order and keeps ``units[rank::world_size]``, so the output does not depend on timing and a
+relaunch re-creates the same shards. Problems are handled record by record: each one is counted in the
+step's datatrove stats as ``error/<reason>`` (a whole record lost) or ``skip/<reason>`` (a part left out of a
+document on purpose), and described (what, where) in a per-task error report that ``midtrain prep`` merges
+into ``stats.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from datatrove.data import Document, DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+
+from midtrain.config import Config, require
+
+log = logging.getLogger("midtrain.sources")
+
+SOURCE_KINDS = {"repos": "repo", "commits": "commit", "pulls": "pr", "buildlogs": "buildlog", "traces": "trace"}
+MAX_REPORTED_ERRORS = 200  # per task; every error is counted, only the first ones are described
+
+
+@dataclass
+class ReaderConfig(Config):
+    """Settings every reader shares."""
+
+    max_doc_bytes: int = 4_000_000  # documents are split (at natural boundaries) or capped above this
+
+    def check(self) -> None:
+        require(self.max_doc_bytes >= 1024, "max_doc_bytes", "must be at least 1024")
+
+
+def make_document(text: str, doc_id: str, source: str, repo: str | None = None, license: str | None = None,
+                  **metadata: Any) -> Document:
+    """A datatrove Document with the metadata every source carries (interface 1)."""
+    meta = {"source": source, "repo": repo, "license": license, "id": doc_id}
+    meta.update(metadata)
+    return Document(text=text, id=doc_id, metadata=meta)
+
+
+def stable_hash(*parts: str, n: int = 12) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode("utf-8", "surrogatepass"))
+        h.update(b"\0")
+    return h.hexdigest()[:n]
+
+
+class Pseudonyms:
+    """Replace people's names, logins and emails by ``<prefix>_<n>`` in order of first appearance.
+
+    Numbering restarts per document, so the same input always gives the same text, and nothing derived from
+    the real identity (not even a hash) is left in the output.
+    """
+
+    def __init__(self, prefix: str = "user"):
+        self.prefix = prefix
+        self.names: dict[str, str] = {}
+
+    def __call__(self, *identities: str | None) -> str:
+        keys = [i.strip().lower() for i in identities if i and i.strip()]
+        for k in keys:
+            if k in self.names:
+                alias = self.names[k]
+                break
+        else:
+            alias = f"{self.prefix}_{len(set(self.names.values())) + 1}"
+        for k in keys:
+            self.names.setdefault(k, alias)
+        return alias
+
+    def scrub(self, text: str) -> str:
+        """Replace every known identity that appears in free text (mentions, sign-offs, emails)."""
+        if not self.names or not text:
+            return text
+        # longest first so 'Jane Doe' wins over 'Jane'; word boundaries keep 'ann' out of 'annotation'
+        keys = sorted((k for k in self.names if len(k) >= 3), key=len, reverse=True)
+        if not keys:
+            return text
+        pattern = re.compile(r"(?<![\w.])@?(" + "|".join(re.escape(k) for k in keys) + r")(?![\w])", re.IGNORECASE)
+        return pattern.sub(lambda m: self.names[m.group(1).lower()], text)
+
+
+def decode_utf8(data: bytes) -> str | None:
+    """Strict UTF-8 (a BOM is dropped); None when the bytes are not valid UTF-8."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def looks_binary(data: bytes) -> bool:
+    return b"\0" in data[:8192]
+
+
+def expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
+    """Input paths as given; a ``.txt``/``.lst`` file lists more paths, one a line (for very many inputs)."""
+    out: list[Path] = []
+    for item in inputs:
+        p = Path(item).expanduser()
+        if p.is_file() and p.suffix in (".lst", ".list"):
+            for line in p.read_text().splitlines():
+                if line.strip() and not line.lstrip().startswith("#"):
+                    out.append(Path(line.strip()).expanduser())
+        else:
+            out.append(p)
+    return out
+
+
+def walk_files(root: Path, suffixes: tuple[str, ...] | None = None) -> list[Path]:
+    """Files under ``root`` (or root itself), sorted, optionally filtered by suffix; hidden dirs skipped."""
+    if root.is_file():
+        return [root]
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if suffixes is None or name.endswith(suffixes):
+                found.append(Path(dirpath) / name)
+    return found
+
+
+class SourceReader(PipelineStep):
+    """Base of the source readers: sharding over input units, error accounting, the error report."""
+
+    type = "📖 - READER"
+    source: str = ""  # repos | commits | pulls | buildlogs | traces
+
+    def __init__(self, inputs: list[str], report_dir: str | None = None):
+        super().__init__()
+        self.inputs = [str(p) for p in inputs]
+        self.report_dir = report_dir
+        self._errors: list[dict] = []
+        self._per_input: dict[str, dict[str, int]] = {}
+
+    # -- to implement ---------------------------------------------------------------------------
+    def units(self) -> list[tuple[str, Any]]:
+        """Every unit of work as (input path it came from, unit), in a stable order."""
+        raise NotImplementedError
+
+    def read_unit(self, unit: Any, origin: str) -> Iterator[Document]:
+        raise NotImplementedError
+
+    # -- accounting -----------------------------------------------------------------------------
+    def error(self, reason: str, where: str, detail: str = "", origin: str | None = None) -> None:
+        """A record (or whole unit) that could not be used: counted, logged and reported."""
+        self.stat_update(f"error/{reason}")
+        if origin is not None:
+            self._per_input.setdefault(origin, {"documents": 0, "errors": 0})["errors"] += 1
+        if len(self._errors) < MAX_REPORTED_ERRORS:
+            self._errors.append({"reason": reason, "where": where, "detail": detail[:500]})
+        log.warning("%s: %s at %s%s", self.source, reason, where, f" ({detail[:200]})" if detail else "")
+
+    def skip(self, reason: str, n: int = 1) -> None:
+        """A part deliberately left out of a document (a vendored file, a bot comment): counted only."""
+        self.stat_update(f"skip/{reason}", value=n)
+
+    def drop(self, reason: str) -> None:
+        """A whole, readable record filtered out on purpose (e.g. an unresolved trajectory)."""
+        self.stat_update(f"dropped/{reason}")
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        if data:
+            yield from data
+        units = self.units()
+        mine = units[rank::world_size]
+        for origin, _ in mine:
+            self._per_input.setdefault(origin, {"documents": 0, "errors": 0})
+        try:
+            for origin, unit in mine:
+                try:
+                    docs = list(self.read_unit(unit, origin))
+                except Exception as e:  # noqa: BLE001 - one bad unit must not end the job; it is reported
+                    self.error("unreadable", str(unit), f"{type(e).__name__}: {e}", origin)
+                    continue
+                for doc in docs:
+                    self._per_input[origin]["documents"] += 1
+                    self.stat_update("documents")
+                    self.stat_update("bytes", value=len(doc.text.encode("utf-8")))
+                    self.update_doc_stats(doc)
+                    yield doc
+        finally:
+            self._write_report(rank)
+
+    def _write_report(self, rank: int) -> None:
+        if not self.report_dir:
+            return
+        path = Path(self.report_dir) / f"{rank:05d}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"errors": self._errors, "inputs": self._per_input}, indent=1))

@@ -1,0 +1,158 @@
+"""Reading git repositories through the real ``git`` binary (working trees and bare mirrors alike).
+
+Everything is read from the committed tree at HEAD, never from the working directory, so a checkout with
+uncommitted edits gives the same documents as its bare mirror.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+
+class GitError(RuntimeError):
+    """A repository git cannot read (corrupt, empty, not a repository); the message says which."""
+
+
+def _git(repo: Path, *args: str, input: bytes | None = None) -> bytes:
+    proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True)
+    if proc.returncode != 0:
+        raise GitError(f"git {' '.join(args[:3])} failed in {repo}: {proc.stderr.decode(errors='replace').strip()}")
+    return proc.stdout
+
+
+def is_git_repo(path: Path) -> bool:
+    """True for a working tree's top level or a bare repository (not for a folder inside a checkout)."""
+    if not path.is_dir():
+        return False
+    if (path / ".git").exists():
+        return True
+    return (path / "HEAD").is_file() and (path / "objects").is_dir() and (path / "refs").is_dir()
+
+
+def head_commit(repo: Path) -> str:
+    """HEAD's sha; GitError naming the repository if it is empty or corrupt."""
+    try:
+        return _git(repo, "rev-parse", "--verify", "HEAD^{commit}").decode().strip()
+    except GitError as e:
+        raise GitError(f"no readable HEAD commit in {repo} (empty or corrupt repository): {e}") from None
+
+
+def remote_name(repo: Path) -> str | None:
+    """owner/name from the origin remote URL (GitHub, GitLab, ... forms), or None."""
+    try:
+        url = _git(repo, "config", "--get", "remote.origin.url").decode().strip()
+    except GitError:
+        return None
+    m = re.search(r"[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
+    return f"{m.group(1)}/{m.group(2)}" if m else None
+
+
+@dataclass
+class TreeEntry:
+    path: str
+    mode: str  # 100644, 100755, 120000 (symlink), 160000 (submodule)
+    sha: str
+    size: int  # -1 for submodules
+
+
+def list_tree(repo: Path, rev: str = "HEAD") -> list[TreeEntry]:
+    out = _git(repo, "ls-tree", "-r", "-z", "--long", "--full-tree", rev)
+    entries = []
+    for rec in out.split(b"\0"):
+        if not rec:
+            continue
+        meta, path = rec.split(b"\t", 1)
+        mode, _kind, sha, size = meta.decode().split()
+        entries.append(TreeEntry(path.decode("utf-8", "surrogateescape"), mode, sha,
+                                 int(size) if size != "-" else -1))
+    return sorted(entries, key=lambda e: e.path)
+
+
+def read_blobs(repo: Path, shas: list[str]) -> Iterator[tuple[str, bytes]]:
+    """(sha, content) for each blob, through one ``git cat-file --batch`` process."""
+    if not shas:
+        return
+    proc = subprocess.Popen(["git", "-C", str(repo), "cat-file", "--batch"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin and proc.stdout
+    # Write requests from a thread-free loop: one request, one answer, so pipes never fill up.
+    try:
+        for sha in shas:
+            proc.stdin.write(sha.encode() + b"\n")
+            proc.stdin.flush()
+            header = proc.stdout.readline().split()
+            if len(header) < 3 or header[1] == b"missing":
+                raise GitError(f"blob {sha} missing in {repo} (corrupt repository)")
+            size = int(header[2])
+            data = proc.stdout.read(size)
+            proc.stdout.read(1)  # trailing newline
+            yield sha, data
+    finally:
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.wait()
+        if proc.stderr:
+            proc.stderr.close()
+
+
+# Commit log, streamed: a marker line starts each commit; the header fields are NUL-separated.
+_MARK = "\x1e\x1dMIDTRAIN-COMMIT"
+_FORMAT = f"{_MARK}%H%x00%P%x00%an%x00%ae%x00%cn%x00%ce%x00%at%x00%B%x00"
+
+
+@dataclass
+class CommitRecord:
+    sha: str
+    parents: list[str]
+    author_name: str
+    author_email: str
+    committer_name: str
+    committer_email: str
+    timestamp: int
+    message: str
+    diff: bytes  # raw unified diff (empty for merges)
+
+
+def iter_commits(repo: Path, rev: str = "HEAD", max_count: int | None = None) -> Iterator[CommitRecord]:
+    """Commits oldest first (``--date-order`` keeps each commit after its parents), with their patch."""
+    args = ["git", "-C", str(repo), "log", "--reverse", "--date-order", "-p", "--no-color", "--no-ext-diff",
+            "--no-renames", f"--format={_FORMAT}"]
+    if max_count:
+        args.append(f"--max-count={max_count}")
+    args.append(rev)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout and proc.stderr
+    mark = _MARK.encode()
+    buf = b""
+    try:
+        while True:
+            chunk = proc.stdout.read(1 << 20)
+            if not chunk:
+                break
+            buf += chunk
+            parts = buf.split(mark)
+            buf = parts.pop()  # the last one may be incomplete
+            for part in parts:
+                if part:
+                    yield _parse_commit(part)
+        if buf:
+            yield _parse_commit(buf)
+    finally:
+        proc.stdout.close()
+        err = proc.stderr.read().decode(errors="replace").strip()
+        proc.stderr.close()
+        rc = proc.wait()
+    if rc != 0:
+        raise GitError(f"git log failed in {repo}: {err}")
+
+
+def _parse_commit(raw: bytes) -> CommitRecord:
+    fields = raw.split(b"\0", 8)
+    sha, parents, an, ae, cn, ce, ts, msg, rest = fields
+    dec = lambda b: b.decode("utf-8", "replace")  # noqa: E731 - header fields only
+    return CommitRecord(dec(sha), dec(parents).split(), dec(an), dec(ae), dec(cn), dec(ce), int(ts or 0),
+                        dec(msg).strip(), rest.lstrip(b"\n"))

@@ -1,0 +1,330 @@
+"""`midtrain prep` as stages: source reader -> curation stages -> stats, on the local or Slurm executor.
+
+Layout of an output directory DIR::
+
+    DIR/raw/             the reader's documents (JSONL.gz, one file per task)
+    DIR/documents/       the curated documents (interface 1) - what `midtrain pack` reads
+    DIR/work/            curation scratch space
+    DIR/logs/<stage>/    datatrove logging dir per stage (completions/ = resume markers, stats/, logs/)
+    DIR/stats.json       documents and bytes in/out, every drop and skip by reason, errors, resolved configs
+    DIR/prep.json        the resolved run settings; a relaunch with other settings is refused (no mixing)
+
+A relaunch of the same command resumes: datatrove skips the tasks whose completion markers exist.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib
+import json
+import logging
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from datatrove.data import DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+
+from midtrain.config import Config, ConfigError, require
+from midtrain.curate.stages import CurationConfig, curation_stages
+from midtrain.sources.buildlogs import BuildLogsConfig
+from midtrain.sources.commits import CommitsConfig
+from midtrain.sources.common import SOURCE_KINDS, ReaderConfig, expand_inputs
+from midtrain.sources.pulls import PullsConfig
+from midtrain.sources.repos import ReposConfig
+from midtrain.sources.traces import TracesConfig
+
+log = logging.getLogger("midtrain.prep")
+
+SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
+    "repos": ReposConfig, "commits": CommitsConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
+    "traces": TracesConfig,
+}
+STATS_FILE = "stats.json"
+
+
+@dataclass
+class SlurmConfig(Config):
+    """Slurm settings for `--executor slurm` (a site config file and/or flags)."""
+
+    partition: str = ""
+    time: str = "04:00:00"
+    cpus_per_task: int = 1
+    mem_per_cpu_gb: int = 2
+    qos: str = "normal"
+    account: str | None = None
+    job_name: str = "midtrain-prep"
+    env_command: str | None = None  # e.g. "source /opt/venv/bin/activate"; default: this Python's venv
+    max_array_size: int = 1001
+    sbatch_args: dict[str, str] = field(default_factory=dict)
+
+    def check(self) -> None:
+        require(bool(self.partition), "partition", "is required for --executor slurm (site config or --partition)")
+        require(self.cpus_per_task >= 1, "cpus_per_task", "must be >= 1")
+        require(self.mem_per_cpu_gb >= 1, "mem_per_cpu_gb", "must be >= 1")
+
+
+def load_site_config(path: str | Path | None) -> SlurmConfig:
+    """SlurmConfig from a YAML site file (its ``slurm:`` mapping, or the whole file); defaults without one."""
+    if not path:
+        return SlurmConfig()
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    if "slurm" in data:
+        data = data["slurm"]
+    known = set(SlurmConfig.field_names())
+    return SlurmConfig.from_dict({k: v for k, v in data.items() if k in known}) if isinstance(data, dict) \
+        else SlurmConfig()
+
+
+def split_overrides(source: str, overrides: list[str]) -> tuple[list[str], list[str]]:
+    """``<source>.field=v`` overrides go to the source's config, every other one to CurationConfig."""
+    mine, curation = [], []
+    for o in overrides:
+        (mine if o.split("=", 1)[0].startswith(source + ".") else curation).append(o)
+    return [o[len(source) + 1:] for o in mine], curation
+
+
+def resolve_source(name_or_path: str) -> str:
+    """'repos' or a pipeline file 'data_prep/repos.py' -> 'repos'."""
+    name = Path(name_or_path).name.removesuffix(".py")
+    if name not in SOURCE_CONFIGS:
+        raise ConfigError(f"source: unknown source '{name_or_path}' (choose from {', '.join(SOURCE_CONFIGS)})")
+    return name
+
+
+def source_pipeline(source: str, inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str) -> list[PipelineStep]:
+    """The source stage as defined in data_prep/<source>.py."""
+    module = importlib.import_module(f"data_prep.{source}")
+    return module.pipeline(inputs, cfg, raw_dir=raw_dir, report_dir=report_dir)
+
+
+# -- stats ----------------------------------------------------------------------------------------------
+def _stage_stats(logging_dir: Path) -> list[dict]:
+    """Sum of a stage's per-task datatrove stats (as written by local and Slurm executors alike)."""
+    from datatrove.utils.stats import PipelineStats
+
+    total = PipelineStats()
+    for f in sorted((logging_dir / "stats").glob("*.json")):
+        total = total + PipelineStats.from_json(json.loads(f.read_text()))
+    return json.loads(total.to_json()) if total.stats else []
+
+
+def _count(stat: Any) -> int:
+    if isinstance(stat, dict):
+        return int(stat.get("total", stat.get("n", 0)))
+    return int(stat or 0)
+
+
+def _count_output(documents_dir: Path) -> tuple[int, int, int]:
+    """(documents, text bytes, compressed bytes) actually in DIR/documents."""
+    docs = text_bytes = disk = 0
+    for f in sorted(documents_dir.rglob("*.jsonl*")):
+        disk += f.stat().st_size
+        opener = gzip.open if f.suffix == ".gz" else open
+        with opener(f, "rb") as fh:
+            for line in fh:
+                if line.strip():
+                    docs += 1
+                    text_bytes += len(json.loads(line).get("text", "").encode())
+    return docs, text_bytes, disk
+
+
+def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
+    """Merge every stage's stats and the reader's error reports into one stats.json dict."""
+    stages = {name: _stage_stats(output / "logs" / name) for name in stage_names}
+    drops: dict[str, int] = {}
+    skips: dict[str, int] = {}
+    for name, steps in stages.items():
+        for step in steps:
+            for key, value in step.get("stats", {}).items():
+                label = f"{name}/{key}" if name == "source" else f"{name}/{step.get('name')}/{key}"
+                if key.startswith(("error/", "dropped")):
+                    drops[label] = drops.get(label, 0) + _count(value)
+                elif key.startswith("skip/"):
+                    skips[label] = skips.get(label, 0) + _count(value)
+    reader = stages["source"][0].get("stats", {}) if stages.get("source") else {}  # step 0: the reader
+    errors: list[dict] = []
+    per_input: dict[str, dict[str, int]] = {}
+    for f in sorted((output / "logs" / "source" / "reports").glob("*.json")):
+        rep = json.loads(f.read_text())
+        errors.extend(rep.get("errors", []))
+        for path, counts in rep.get("inputs", {}).items():
+            agg = per_input.setdefault(path, {"documents": 0, "errors": 0})
+            agg["documents"] += counts["documents"]
+            agg["errors"] += counts["errors"]
+    docs_out, bytes_out, disk = _count_output(output / "documents")
+    unreadable = sorted(p for p, c in per_input.items() if c["documents"] == 0 and c["errors"] > 0)
+    return {
+        "source": settings["source"],
+        "complete": True,
+        "documents_in": _count(reader.get("records")),
+        "documents_read": _count(reader.get("documents")),
+        "documents_out": docs_out,
+        "bytes_read": _count(reader.get("bytes")),
+        "bytes_out": bytes_out,
+        "bytes_on_disk": disk,
+        "drops": dict(sorted(drops.items())),
+        "drops_total": sum(drops.values()),
+        "skips": dict(sorted(skips.items())),
+        "errors": errors,
+        "inputs": per_input,
+        "unreadable_inputs": unreadable,
+        "settings": settings,
+        "stages": stages,
+    }
+
+
+class WriteStats(PipelineStep):
+    """Last stage (one task): merges the stages' stats into DIR/stats.json - also at the end of a Slurm chain."""
+
+    name = "📊 prep stats"
+    type = "📊 - STATS"
+
+    def __init__(self, output: str, stage_names: list[str], settings: dict):
+        super().__init__()
+        self.output = output
+        self.stage_names = stage_names
+        self.settings = settings
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        if data:
+            yield from data
+        out = Path(self.output)
+        stats = summarize(out, self.stage_names, self.settings)
+        tmp = out / (STATS_FILE + ".tmp")
+        tmp.write_text(json.dumps(stats, indent=2))
+        tmp.rename(out / STATS_FILE)
+        if stats["unreadable_inputs"]:
+            log.error("prep %s: nothing could be read from: %s", self.settings["source"],
+                      ", ".join(stats["unreadable_inputs"]))
+
+
+# -- running --------------------------------------------------------------------------------------------
+@dataclass
+class PrepRun:
+    source: str
+    inputs: list[str]
+    output: Path
+    source_cfg: ReaderConfig
+    curation_cfg: CurationConfig
+    tasks: int = 1
+    workers: int = 1
+    executor: str = "local"
+    slurm: SlurmConfig | None = None
+
+    def settings(self) -> dict:
+        return {"source": self.source, "inputs": self.inputs, "tasks": self.tasks,
+                "source_config": self.source_cfg.to_dict(), "curation": self.curation_cfg.to_dict()}
+
+    def stages(self) -> list[tuple[str, list, int]]:
+        out = self.output
+        raw, docs, work = out / "raw", out / "documents", out / "work"
+        stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
+                                             str(out / "logs" / "source" / "reports")), self.tasks)]
+        for i, st in enumerate(curation_stages(self.curation_cfg, SOURCE_KINDS[self.source], str(raw), str(docs),
+                                               str(work)), 1):
+            stages.append((f"curate_{i:02d}_{st.name}", st.pipeline, st.tasks or self.tasks))
+        names = [n for n, _, _ in stages]
+        stages.append(("stats", [WriteStats(str(out), names, self.settings())], 1))
+        return stages
+
+    def check_resume(self, overwrite: bool) -> None:
+        """Refuse to resume a directory prepared with other settings (its shards would mix)."""
+        marker = self.output / "prep.json"
+        if overwrite and self.output.exists():
+            log.info("--overwrite: removing %s", self.output)
+            shutil.rmtree(self.output)
+        if marker.exists():
+            old = json.loads(marker.read_text())
+            if old != self.settings():
+                changed = sorted(k for k in set(old) | set(self.settings()) if old.get(k) != self.settings().get(k))
+                raise ConfigError(f"output: {self.output} was prepared with other settings ({', '.join(changed)} "
+                                  "differ); use a new --output or --overwrite")
+        self.output.mkdir(parents=True, exist_ok=True)
+        marker.write_text(json.dumps(self.settings(), indent=2))
+
+    def executors(self) -> list:
+        execs = []
+        prev = None
+        for name, pipeline, tasks in self.stages():
+            logging_dir = str(self.output / "logs" / name)
+            if self.executor == "local":
+                from datatrove.executor import LocalPipelineExecutor
+
+                ex = LocalPipelineExecutor(pipeline, tasks=tasks, workers=min(self.workers, tasks),
+                                           logging_dir=logging_dir)
+            else:
+                from datatrove.executor import SlurmPipelineExecutor
+
+                s = self.slurm or SlurmConfig()
+                s.validate()
+                sbatch = dict(s.sbatch_args)
+                if s.account:
+                    sbatch["account"] = s.account
+                env_command = s.env_command or (f"source {sys.prefix}/bin/activate"
+                                                if Path(sys.prefix, "bin", "activate").exists() else None)
+                ex = SlurmPipelineExecutor(
+                    pipeline, tasks=tasks, time=s.time, partition=s.partition, cpus_per_task=s.cpus_per_task,
+                    mem_per_cpu_gb=s.mem_per_cpu_gb, qos=s.qos, job_name=f"{s.job_name}-{self.source}-{name}",
+                    env_command=env_command, sbatch_args=sbatch, max_array_size=s.max_array_size,
+                    logging_dir=logging_dir, depends=prev, workers=self.workers if self.workers > 1 else -1,
+                    slurm_logs_folder=str(self.output / "logs" / "slurm" / name))
+            execs.append((name, ex))
+            prev = ex
+        return execs
+
+    def run(self) -> dict | None:
+        """Run every stage (local: in order, returns the stats) or submit the chain (Slurm: returns None)."""
+        execs = self.executors()
+        if self.executor == "slurm":
+            execs[-1][1].run()  # datatrove launches the dependency chain first, each afterok the previous
+            log.info("submitted %d Slurm stages for %s; stats will be written to %s", len(execs), self.source,
+                     self.output / STATS_FILE)
+            return None
+        for name, ex in execs:
+            log.info("prep %s: stage %s", self.source, name)
+            ex.run()
+        return json.loads((self.output / STATS_FILE).read_text())
+
+
+def sbatch_scripts(run: PrepRun) -> dict[str, str]:
+    """The sbatch script each Slurm stage would submit (for --dry-run)."""
+    out = {}
+    for name, ex in run.executors():
+        out[name] = ex.get_launch_file_contents(
+            ex.get_sbatch_args(), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
+    return out
+
+
+def check_inputs(inputs: list[str]) -> None:
+    """Fail early, naming it, when an input path does not exist or cannot be read."""
+    for p in expand_inputs(inputs):
+        if not p.exists():
+            raise FileNotFoundError(f"input {p}: no such file or directory")
+        if not os.access(p, os.R_OK):
+            raise PermissionError(f"input {p}: not readable")
+
+
+def build_run(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None, **kw: Any) -> PrepRun:
+    source = resolve_source(source)
+    src_over, cur_over = split_overrides(source, overrides or [])
+    source_cfg = SOURCE_CONFIGS[source]().apply_overrides(src_over).validate()
+    curation_cfg = CurationConfig().apply_overrides(cur_over).validate()
+    return PrepRun(source, [str(Path(p).expanduser().absolute()) for p in inputs], Path(output).absolute(),
+                   source_cfg, curation_cfg, **kw)
+
+
+def prep(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,
+         overwrite: bool = False, **kw: Any) -> dict | None:
+    """Library entry point of `midtrain prep` (see the module docstring for the output layout)."""
+    check_inputs(inputs)
+    run = build_run(source, inputs, output, overrides, **kw)
+    run.check_resume(overwrite)
+    return run.run()
+
+

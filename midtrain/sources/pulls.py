@@ -1,0 +1,245 @@
+"""Pull requests (GitHub-API-like records) -> one document each: description, diffs, then the conversation.
+
+Input: JSONL (``.jsonl``/``.jsonl.gz``/``.json``), Parquet, or a Hugging Face dataset saved with
+``save_to_disk``, one pull request per record, in this schema (GitHub's REST names; extra keys ignored)::
+
+    repo            "owner/name" (or base.repo.full_name)
+    number          int
+    title, body     str
+    state           "open" | "closed";  merged: bool
+    user            {"login": str, "type": "User" | "Bot"}  (a bare login string is accepted too)
+    base, head      {"ref": str, "sha": str, "repo": {"full_name": str}}
+    files           [{"filename", "status", "additions", "deletions", "patch"}]
+    comments        [{"user", "body", "created_at"}]                         issue comments
+    reviews         [{"id", "user", "state", "body", "submitted_at"}]       APPROVED | CHANGES_REQUESTED | COMMENTED
+    review_comments [{"user", "body", "path", "line", "diff_hunk", "pull_request_review_id", "created_at"}]
+    license         optional SPDX id
+
+User names become ``user_<n>`` in order of appearance (also @mentions of them in text). Text written by bot
+accounts (``type == "Bot"``, ``[bot]`` logins, well-known CI bots) is dropped and counted; a pull request
+opened by a bot is dropped whole.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from datatrove.data import Document
+
+from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, expand_inputs, make_document, walk_files
+
+KNOWN_BOTS = {"dependabot", "renovate", "codecov", "github-actions", "coveralls", "mergify", "netlify", "vercel",
+              "stale", "allcontributors", "pre-commit-ci", "sonarcloud", "codecov-commenter", "gitpod-io",
+              "welcome", "greenkeeper", "snyk-bot", "imgbot", "bors", "k8s-ci-robot", "openshift-ci"}
+PR_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
+
+
+@dataclass
+class PullsConfig(ReaderConfig):
+    """Pull-request documents."""
+
+    max_patch_bytes: int = 100_000  # per file; longer patches are cut with a marker
+    include_reviews: bool = True
+
+
+def _login(user: Any) -> tuple[str, str]:
+    if isinstance(user, dict):
+        return str(user.get("login") or ""), str(user.get("type") or "User")
+    return (str(user) if user else ""), "User"
+
+
+def is_bot(user: Any) -> bool:
+    login, kind = _login(user)
+    low = login.lower()
+    return kind.lower() == "bot" or low.endswith("[bot]") or low.endswith("-bot") or low in KNOWN_BOTS
+
+
+def iter_records(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, record-or-exception) for every record of a JSONL/JSON/Parquet file or a saved HF dataset."""
+    if path.is_dir():  # a Hugging Face dataset saved with save_to_disk
+        import datasets
+
+        ds = datasets.load_from_disk(str(path))
+        if isinstance(ds, datasets.DatasetDict):
+            for split in sorted(ds):
+                for i, row in enumerate(ds[split]):
+                    yield f"{path}[{split}][{i}]", row
+        else:
+            for i, row in enumerate(ds):
+                yield f"{path}[{i}]", row
+        return
+    name = path.name
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(path)
+        i = 0
+        for rg in range(pf.num_row_groups):
+            for row in pf.read_row_group(rg).to_pylist():
+                yield f"{path}[{i}]", row
+                i += 1
+        return
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        if name.endswith(".json"):
+            data = f.read()
+            try:
+                obj = json.loads(data.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                yield str(path), e
+                return
+            for i, row in enumerate(obj if isinstance(obj, list) else [obj]):
+                yield f"{path}[{i}]", row
+            return
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield f"{path}:{lineno}", json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                yield f"{path}:{lineno}", e
+
+
+def record_error_reason(exc: Exception) -> str:
+    return "invalid_utf8" if isinstance(exc, UnicodeDecodeError) else "malformed_json"
+
+
+class PullReader(SourceReader):
+    """datatrove reader over pull-request record files (sharded by file)."""
+
+    name = "🔀 pull requests"
+    source = "pulls"
+
+    def __init__(self, inputs: list[str], cfg: PullsConfig | None = None, report_dir: str | None = None):
+        super().__init__(inputs, report_dir)
+        self.cfg = cfg or PullsConfig()
+
+    def units(self) -> list[tuple[str, str]]:
+        units = []
+        for p in sorted(expand_inputs(self.inputs), key=str):
+            if p.is_dir() and not (p / "dataset_info.json").exists() and not (p / "dataset_dict.json").exists():
+                units.extend((str(p), str(f)) for f in walk_files(p, PR_SUFFIXES))
+            else:
+                units.append((str(p), str(p)))
+        return units
+
+    def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
+        path = Path(unit)
+        if not path.exists():
+            self.error("missing_input", unit, "no such file or directory", origin)
+            return
+        for where, rec in iter_records(path):
+            self.stat_update("records")
+            if isinstance(rec, Exception):
+                self.error(record_error_reason(rec), where, str(rec), origin)
+                continue
+            if not isinstance(rec, dict):
+                self.error("bad_record", where, f"expected an object, got {type(rec).__name__}", origin)
+                continue
+            try:
+                doc = self.render(rec, where)
+            except (KeyError, TypeError, ValueError, AttributeError) as e:
+                self.error("bad_record", where, f"{type(e).__name__}: {e}", origin)
+                continue
+            if doc is not None:
+                yield doc
+
+    def render(self, pr: dict, where: str) -> Document | None:
+        if is_bot(pr.get("user")):
+            self.drop("bot_author")
+            return None
+        title = (pr.get("title") or "").strip()
+        if not title and not pr.get("files"):
+            self.error("bad_record", where, "no title and no files")
+            return None
+        repo = pr.get("repo") or ((pr.get("base") or {}).get("repo") or {}).get("full_name")
+        number = pr.get("number")
+        names = Pseudonyms("user")
+        logins = [pr.get("user")] + [c.get("user") for c in pr.get("comments") or []] + \
+                 [r.get("user") for r in pr.get("reviews") or []] + [c.get("user") for c in pr.get("review_comments") or []]
+        for u in logins:  # number everyone first so @mentions resolve in any text
+            login, _ = _login(u)
+            if login and not is_bot(u):
+                names(login)
+
+        def clean(text: Any) -> str:
+            return names.scrub(str(text or "").replace("\r\n", "\n").strip())
+
+        state = "merged" if pr.get("merged") else str(pr.get("state") or "unknown")
+        base, head = pr.get("base") or {}, pr.get("head") or {}
+        out = [f"Title: {clean(title)}"]
+        if repo:
+            out.append(f"Repository: {repo}")
+        out.append(f"State: {state}" + (f" ({base.get('ref')} <- {head.get('ref')})" if base.get("ref") else ""))
+        author = names(_login(pr.get("user"))[0]) if _login(pr.get("user"))[0] else "user_unknown"
+        out.append(f"\n{author} opened this pull request:\n{clean(pr.get('body')) or '(no description)'}")
+
+        files = pr.get("files") or []
+        if files:
+            out.append("\nFiles changed:")
+        for f in files:
+            patch = f.get("patch") or ""
+            status = f.get("status") or "modified"
+            out.append(f"\n--- {f.get('filename')} ({status}, +{f.get('additions', 0)} -{f.get('deletions', 0)})")
+            if not patch:
+                out.append("[no textual diff: binary or too large]")
+                self.skip("file_without_patch")
+                continue
+            if len(patch.encode()) > self.cfg.max_patch_bytes:
+                cut = patch.encode()[: self.cfg.max_patch_bytes].decode("utf-8", "ignore").rsplit("\n", 1)[0]
+                patch = cut + f"\n[patch truncated: {len(patch) - len(cut)} more characters]"
+                self.skip("patch_truncated")
+            out.append(patch.rstrip("\n"))
+
+        # conversation in time order: issue comments, reviews (with their inline comments)
+        events: list[tuple[str, int, str]] = []
+        for i, c in enumerate(pr.get("comments") or []):
+            if is_bot(c.get("user")):
+                self.skip("bot_comment")
+                continue
+            who = names(_login(c.get("user"))[0]) if _login(c.get("user"))[0] else "user_unknown"
+            events.append((str(c.get("created_at") or ""), i, f"\n{who} commented:\n{clean(c.get('body'))}"))
+        inline: dict[Any, list[dict]] = {}
+        for c in pr.get("review_comments") or []:
+            if is_bot(c.get("user")):
+                self.skip("bot_review_comment")
+                continue
+            inline.setdefault(c.get("pull_request_review_id"), []).append(c)
+        if self.cfg.include_reviews:
+            reviews = list(pr.get("reviews") or [])
+            known = {r.get("id") for r in reviews}
+            for rid in sorted((k for k in inline if k not in known), key=str):  # inline comments without review
+                first = inline[rid][0]
+                reviews.append({"id": rid, "user": first.get("user"), "state": "COMMENTED", "body": "",
+                                "submitted_at": first.get("created_at")})
+            for i, r in enumerate(reviews):
+                if is_bot(r.get("user")):
+                    self.skip("bot_review")
+                    continue
+                who = names(_login(r.get("user"))[0]) if _login(r.get("user"))[0] else "user_unknown"
+                parts = [f"\n{who} reviewed ({str(r.get('state') or 'COMMENTED').upper()}):"]
+                if (r.get("body") or "").strip():
+                    parts.append(clean(r.get("body")))
+                for c in sorted(inline.get(r.get("id"), []), key=lambda c: (str(c.get("created_at") or ""),
+                                                                                 str(c.get("path")))):
+                    cwho = names(_login(c.get("user"))[0]) if _login(c.get("user"))[0] else "user_unknown"
+                    loc = f"{c.get('path')}" + (f" line {c.get('line')}" if c.get("line") is not None else "")
+                    hunk = (c.get("diff_hunk") or "").rstrip("\n")
+                    parts.append(f"  on {loc}:" + (f"\n{hunk}" if hunk else ""))
+                    parts.append(f"  {cwho}: {clean(c.get('body'))}")
+                events.append((str(r.get("submitted_at") or ""), 10_000 + i, "\n".join(parts)))
+        for _, _, text in sorted(events, key=lambda e: (e[0], e[1])):
+            out.append(text)
+        text = "\n".join(out) + "\n"
+        doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else where}"
+        if len(text.encode()) > self.cfg.max_doc_bytes:
+            text = text.encode()[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
+            text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
+            self.skip("document_truncated")
+        return make_document(text, doc_id, "pr", repo=repo, license=pr.get("license"), number=number,
+                             state=state, n_files=len(files))

@@ -1,0 +1,383 @@
+"""Agent trajectories -> normalized message lists -> one document each (chat template or plain roles).
+
+Formats read (auto-detected per record):
+
+- SWE-agent ``.traj``: ``{"trajectory": [{response, thought, action, observation, ...}], "history": [...],
+  "info": {exit_status, submission, ...}}`` (``history`` is used when present: it is the model's context).
+- mini-swe-agent ``.traj.json``: ``{"messages": [{role, content}], "info": {exit_status, submission, ...},
+  "trajectory_format": "mini-swe-agent-1"}``, or the older bare list of messages.
+- OpenAI-style records (``.json``/``.jsonl``; OpenHands exports, nvidia/open-swe-traces and similar):
+  ``{"messages": [...with tool_calls / role "tool"...], "tools": [...], "instance_id", "resolved", "repo",
+  "license"}``; nebius/SWE-agent-trajectories rows (``trajectory`` of ``{role: system|user|ai, text}``,
+  ``target``) too.
+
+:func:`parse_trajectory` / :func:`load_trajectories` give the normalized form used everywhere (the SFT probe
+renders the same list): ``[{"role": "system"|"user"|"assistant"|"tool", "content": str, "tool_calls"?:
+[{"type": "function", "function": {"name", "arguments"}}], "name"?}]``.
+
+Rendering: the base model's chat template when the tokenizer has one (ChatML-style templates, e.g. Qwen;
+``loss_spans`` = each assistant turn from after its header through ``<|im_end|>``), else a plain
+role-tagged format with tool calls as text in Qwen3-Coder's ``<function=...>`` form.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+from datatrove.data import Document
+
+from midtrain.sources.common import ReaderConfig, SourceReader, expand_inputs, make_document, walk_files
+
+TRACE_SUFFIXES = (".traj", ".traj.json", ".json", ".jsonl", ".jsonl.gz")
+_ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
+          "gpt": "assistant", "model": "assistant", "tool": "tool", "function": "tool", "observation": "tool",
+          "ipython": "tool"}
+
+
+class TraceFormatError(ValueError):
+    """A record that is not a trajectory in any known format (the message says what is wrong)."""
+
+
+@dataclass
+class Trajectory:
+    messages: list[dict]
+    instance_id: str | None = None
+    resolved: bool | None = None
+    exit_status: str | None = None
+    format: str = ""
+    tools: list[dict] | None = None
+    repo: str | None = None
+    license: str | None = None
+
+
+@dataclass
+class TracesConfig(ReaderConfig):
+    """Trace documents."""
+
+    format: Literal["auto", "chat_template", "plain"] = "auto"  # auto: the chat template if the tokenizer has one
+    tokenizer: str | None = None  # tokenizer.json / HF model dir for the chat template; None = the default (Qwen3)
+    only_resolved: bool = False  # keep only trajectories known to be resolved
+    resolved_report: str | None = None  # SWE-bench harness report JSON with resolved_ids (for .traj files)
+    keep_messages: bool = False  # also store the normalized messages in metadata (not redacted by curation!)
+    extra_metadata: dict[str, str] = field(default_factory=dict)
+
+
+# -- parsing ---------------------------------------------------------------------------------------------
+def _text(content: Any) -> str:
+    """Message content as text: strings as is, OpenAI/Anthropic part lists joined."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for p in content:
+            if isinstance(p, str):
+                parts.append(p)
+            elif isinstance(p, dict) and isinstance(p.get("text"), str):
+                parts.append(p["text"])
+            elif isinstance(p, dict) and p.get("type") in ("image_url", "image"):
+                parts.append("[image]")
+        return "\n".join(parts)
+    if isinstance(content, dict) and isinstance(content.get("text"), str):
+        return content["text"]
+    raise TraceFormatError(f"message content of type {type(content).__name__} is not text")
+
+
+def _tool_calls(raw: Any) -> list[dict]:
+    calls = []
+    for c in raw or []:
+        if not isinstance(c, dict):
+            raise TraceFormatError("tool_calls entries must be objects")
+        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        name = fn.get("name")
+        if not name:
+            raise TraceFormatError("tool call without a function name")
+        args = fn.get("arguments", fn.get("parameters", {}))
+        if isinstance(args, str):
+            try:
+                parsed = json.loads(args)
+                args = parsed if isinstance(parsed, dict) else args
+            except json.JSONDecodeError:
+                pass  # kept as the raw string the model wrote
+        call = {"type": "function", "function": {"name": str(name), "arguments": args}}
+        if c.get("id"):
+            call["id"] = str(c["id"])
+        calls.append(call)
+    return calls
+
+
+def normalize_messages(raw: list) -> list[dict]:
+    """Normalize a message list (any of the supported role/content spellings)."""
+    if not isinstance(raw, list) or not raw:
+        raise TraceFormatError("no messages")
+    out = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise TraceFormatError(f"message {i} is not an object")
+        role = _ROLES.get(str(m.get("role") or m.get("from") or "").lower())
+        if role is None:
+            raise TraceFormatError(f"message {i} has unknown role {m.get('role')!r}")
+        content = m.get("content", m.get("text", m.get("value")))
+        msg: dict[str, Any] = {"role": role, "content": _text(content)}
+        if role == "assistant" and m.get("tool_calls"):
+            msg["tool_calls"] = _tool_calls(m["tool_calls"])
+        if role == "tool" and m.get("name"):
+            msg["name"] = str(m["name"])
+        if role == "tool" and m.get("tool_call_id"):
+            msg["tool_call_id"] = str(m["tool_call_id"])
+        out.append(msg)
+    if not any(m["role"] == "assistant" for m in out):
+        raise TraceFormatError("no assistant message")
+    return out
+
+
+def _swe_agent_steps(steps: list) -> list[dict]:
+    msgs = []
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict):
+            raise TraceFormatError(f"trajectory step {i} is not an object")
+        response = s.get("response")
+        if not response:
+            thought, action = s.get("thought") or "", s.get("action") or ""
+            response = f"{thought}\n\n```\n{action}\n```" if action else thought
+        msgs.append({"role": "assistant", "content": str(response)})
+        if s.get("observation") is not None:
+            msgs.append({"role": "user", "content": _text(s.get("observation"))})
+    return msgs
+
+
+def _as_bool(v: Any) -> bool | None:
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (int, float)):
+        return bool(v)
+    if isinstance(v, str) and v.lower() in ("true", "false", "resolved", "unresolved"):
+        return v.lower() in ("true", "resolved")
+    return None
+
+
+def parse_trajectory(obj: Any, name: str | None = None) -> Trajectory:
+    """One trajectory in any supported format -> :class:`Trajectory` (normalized messages + metadata).
+
+    ``name`` (e.g. the file name) supplies the instance id when the record has none.
+    """
+    stem = None
+    if name:
+        stem = Path(name).name
+        for suffix in (".traj.json", ".traj", ".json", ".jsonl"):
+            stem = stem.removesuffix(suffix)
+    if isinstance(obj, list):  # mini-swe-agent's older bare message list
+        return Trajectory(normalize_messages(obj), instance_id=stem, format="mini-swe-agent-list")
+    if not isinstance(obj, dict):
+        raise TraceFormatError(f"a trajectory is an object or a message list, got {type(obj).__name__}")
+    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+    instance_id = obj.get("instance_id") or info.get("instance_id") or stem
+    resolved = _as_bool(obj.get("resolved", obj.get("target", info.get("resolved"))))
+    exit_status = obj.get("exit_status") or info.get("exit_status")
+    if "trajectory" in obj and isinstance(obj["trajectory"], list) and obj["trajectory"] \
+            and isinstance(obj["trajectory"][0], dict) and "role" in obj["trajectory"][0]:
+        messages, fmt = normalize_messages(obj["trajectory"]), "nebius"  # role/text rows
+    elif "history" in obj and isinstance(obj["history"], list) and obj["history"]:
+        messages, fmt = normalize_messages(obj["history"]), "swe-agent"
+    elif "trajectory" in obj and isinstance(obj["trajectory"], list):
+        messages, fmt = _swe_agent_steps(obj["trajectory"]), "swe-agent"
+        if not messages:
+            raise TraceFormatError("empty trajectory")
+    elif "messages" in obj:
+        messages = normalize_messages(obj["messages"])
+        fmt = "mini-swe-agent" if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent") or \
+            "mini_version" in info else "openai"
+    else:
+        raise TraceFormatError("no 'messages', 'history' or 'trajectory' key")
+    tools = obj.get("tools") if isinstance(obj.get("tools"), list) else None
+    return Trajectory(messages, instance_id=str(instance_id) if instance_id else None, resolved=resolved,
+                      exit_status=str(exit_status) if exit_status else None, format=fmt, tools=tools,
+                      repo=obj.get("repo"), license=obj.get("license"))
+
+
+def iter_trajectory_records(path: Path) -> Iterator[tuple[str, Any]]:
+    """(where, parsed JSON or the exception) per trajectory record of a file."""
+    name = path.name
+    data = path.read_bytes()
+    if name.endswith(".gz"):
+        data = gzip.decompress(data)
+        name = name[:-3]
+    if name.endswith(".jsonl"):
+        for lineno, line in enumerate(data.split(b"\n"), 1):
+            if line.strip():
+                try:
+                    yield f"{path}:{lineno}", json.loads(line.decode("utf-8"))
+                except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                    yield f"{path}:{lineno}", e
+        return
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        yield str(path), e
+        return
+    # a .json list is either one bare message list or a list of trajectory records
+    if isinstance(obj, list) and obj and all(isinstance(o, dict) and "role" not in o for o in obj):
+        for i, o in enumerate(obj):
+            yield f"{path}[{i}]", o
+    else:
+        yield str(path), obj
+
+
+def load_trajectories(path: str | Path) -> Iterator[Trajectory]:
+    """Every parseable trajectory in a file or directory (bad records raise TraceFormatError / ValueError)."""
+    root = Path(path)
+    for f in walk_files(root, TRACE_SUFFIXES):
+        for where, obj in iter_trajectory_records(f):
+            if isinstance(obj, Exception):
+                raise TraceFormatError(f"{where}: {obj}")
+            yield parse_trajectory(obj, name=where if where != str(f) else f.name)
+
+
+# -- rendering --------------------------------------------------------------------------------------------
+def render_tool_call(call: dict) -> str:
+    fn = call["function"]
+    args = fn.get("arguments")
+    lines = ["<tool_call>", f"<function={fn['name']}>"]
+    if isinstance(args, dict):
+        for k, v in args.items():
+            value = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+            lines.append(f"<parameter={k}>\n{value}\n</parameter>")
+    elif args:
+        lines.append(str(args))
+    lines += ["</function>", "</tool_call>"]
+    return "\n".join(lines)
+
+
+def render_plain(messages: list[dict]) -> tuple[str, list[list[int]]]:
+    """Role-tagged text (``### Assistant`` ...) and the [start, end) spans of the assistant turns."""
+    parts: list[str] = []
+    spans: list[list[int]] = []
+    pos = 0
+    for m in messages:
+        title = m["role"].capitalize() + (f" ({m['name']})" if m["role"] == "tool" and m.get("name") else "")
+        header = f"### {title}\n"
+        body = m["content"].rstrip("\n")
+        calls = [render_tool_call(c) for c in m.get("tool_calls") or []]
+        body = "\n".join(x for x in [body] + calls if x) + "\n\n"
+        if m["role"] == "assistant":
+            spans.append([pos + len(header), pos + len(header) + len(body) - 1])
+        parts.append(header + body)
+        pos += len(header) + len(body)
+    return "".join(parts), spans
+
+
+_CHATML_BLOCK = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(<\|im_end\|>)", re.DOTALL)
+
+
+def render_chat_template(messages: list[dict], tokenizer: Any, tools: list | None = None
+                         ) -> tuple[str, list[list[int]]] | None:
+    """The tokenizer's chat template rendering and assistant spans; None when the template is not ChatML-like
+    (or the spans cannot be located unambiguously), so the caller falls back to the plain format."""
+    text = tokenizer.apply_chat_template(messages, tools=tools or None, tokenize=False)
+    spans = [[m.start(2), m.end(3)] for m in _CHATML_BLOCK.finditer(text) if m.group(1) == "assistant"]
+    if len(spans) != sum(1 for m in messages if m["role"] == "assistant"):
+        return None
+    return text, spans
+
+
+class TraceReader(SourceReader):
+    """datatrove reader over trajectory files (sharded by file)."""
+
+    name = "🤖 agent traces"
+    source = "traces"
+
+    def __init__(self, inputs: list[str], cfg: TracesConfig | None = None, report_dir: str | None = None):
+        super().__init__(inputs, report_dir)
+        self.cfg = cfg or TracesConfig()
+        self._tokenizer: Any = None
+        self._resolved: dict[str, bool] | None = None
+
+    def units(self) -> list[tuple[str, tuple[str, str]]]:
+        units = []
+        for p in sorted(expand_inputs(self.inputs), key=str):
+            root = p if p.is_dir() else p.parent
+            files = walk_files(p, TRACE_SUFFIXES) if p.is_dir() else [p]
+            units.extend((str(p), (str(f), f.relative_to(root).as_posix())) for f in files)
+        return units
+
+    def _template_tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            self._tokenizer = False
+            if self.cfg.format != "plain":
+                try:
+                    from midtrain.pack.tokenizer import load_tokenizer
+                except ModuleNotFoundError:
+                    load_tokenizer = None
+                if load_tokenizer is not None:
+                    tok = load_tokenizer(self.cfg.tokenizer)
+                    if getattr(tok, "chat_template", None):
+                        self._tokenizer = tok
+                if self._tokenizer is False and self.cfg.format == "chat_template":
+                    raise RuntimeError(f"traces.format=chat_template but tokenizer {self.cfg.tokenizer or '(default)'} "
+                                       "has no chat template")
+        return self._tokenizer or None
+
+    def _resolved_map(self) -> dict[str, bool]:
+        if self._resolved is None:
+            self._resolved = {}
+            if self.cfg.resolved_report:
+                report = json.loads(Path(self.cfg.resolved_report).read_text())
+                for key in ("unresolved_ids", "completed_ids", "error_ids"):
+                    self._resolved.update({i: False for i in report.get(key) or []})
+                self._resolved.update({i: True for i in report.get("resolved_ids") or []})
+        return self._resolved
+
+    def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
+        path, rel = Path(unit[0]), unit[1]
+        if not path.exists():
+            self.stat_update("records")
+            self.error("missing_input", str(path), "no such file or directory", origin)
+            return
+        for where, obj in iter_trajectory_records(path):
+            self.stat_update("records")
+            if isinstance(obj, UnicodeDecodeError):
+                self.error("invalid_utf8", where, str(obj), origin)
+                continue
+            if isinstance(obj, Exception):
+                self.error("malformed_json", where, str(obj), origin)
+                continue
+            try:
+                traj = parse_trajectory(obj, name=path.name if where == str(path) else None)
+            except TraceFormatError as e:
+                self.error("bad_trajectory", where, str(e), origin)
+                continue
+            doc = self._document(traj, rel if where == str(path) else f"{rel}:{where.rsplit(':', 1)[-1]}")
+            if doc is not None:
+                yield doc
+
+    def _document(self, traj: Trajectory, where: str) -> Document | None:
+        if traj.instance_id in self._resolved_map():
+            traj.resolved = self._resolved_map()[traj.instance_id]
+        if self.cfg.only_resolved and traj.resolved is not True:
+            self.drop("unresolved" if traj.resolved is False else "resolved_unknown")
+            return None
+        rendered = None
+        tok = self._template_tokenizer()
+        if tok is not None:
+            rendered = render_chat_template(traj.messages, tok, traj.tools)
+            if rendered is None:
+                self.skip("chat_template_fallback_plain")
+        fmt = "chat_template" if rendered else "plain"
+        text, spans = rendered or render_plain(traj.messages)
+        if len(text.encode()) > self.cfg.max_doc_bytes:
+            self.drop("too_long")  # a cut trajectory would teach a wrong ending; count and leave it out
+            return None
+        doc_id = f"trace:{traj.instance_id or 'unknown'}:{where}"
+        meta: dict[str, Any] = dict(instance_id=traj.instance_id, resolved=traj.resolved, exit_status=traj.exit_status,
+                                    trace_format=traj.format, render_format=fmt, loss_spans=spans,
+                                    n_messages=len(traj.messages), **self.cfg.extra_metadata)
+        if self.cfg.keep_messages:
+            meta["messages"] = traj.messages
+            meta["tools"] = traj.tools
+        return make_document(text, doc_id, "trace", repo=traj.repo, license=traj.license, **meta)
