@@ -163,3 +163,18 @@ def load_tokenizer(path: str | Path | None = None):  # -> transformers.PreTraine
 def tokenizer_hash(tokenizer_file: str | Path) -> str:
     """Content hash of a tokenizer.json (ids depend only on it): identifies caches and shards."""
     return _sha256(Path(tokenizer_file))[:16]
+
+
+def newline_table(tokenizer_file: str | Path):  # -> np.ndarray[bool], indexed by token id
+    """Which token ids end a line (their text contains a newline): the fallback split points of long documents."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_file))
+    vocab = tok.get_vocab(with_added_tokens=True)
+    table = np.zeros(max(vocab.values()) + 1, dtype=bool)
+    for piece, i in vocab.items():
+        # Byte-level BPE spells '\n' as 'Ċ'; SentencePiece byte fallback as '<0x0A>'.
+        if "Ċ" in piece or "\n" in piece or piece == "<0x0A>":
+            table[i] = True
+    return table

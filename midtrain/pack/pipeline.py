@@ -1,0 +1,197 @@
+"""The `midtrain pack` flow: tokenize each input (cached per input and tokenizer) -> pack tasks -> manifest.
+
+Local runs execute the stages in order with datatrove's local executor; Slurm runs submit them as dependent
+job arrays (tokenize per input, then packing, then a one-task manifest job) and return. Reruns skip finished
+work: a tokenize cache whose documents did not change, pack tasks whose completion markers exist, and the
+whole run when the manifest already records the same configuration and inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from datatrove.data import DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+
+from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
+from midtrain.pack.reader import MANIFEST
+
+log = logging.getLogger(__name__)
+
+DOC_GLOB = "*.jsonl*"
+
+
+@dataclass
+class TokenizerInfo:
+    file: Path
+    hash: str
+    eos_token: str
+    eos_id: int
+    pad_id: int
+    vocab_size: int
+
+    def to_dict(self) -> dict:
+        return {"file": str(self.file), "hash": self.hash, "eos_token": self.eos_token, "eos_id": self.eos_id,
+                "pad_id": self.pad_id, "vocab_size": self.vocab_size}
+
+
+def resolve_tokenizer(cfg: PackConfig) -> TokenizerInfo:
+    from midtrain.pack.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_hash
+
+    file = resolve_tokenizer_file(cfg.tokenizer)
+    tok = load_tokenizer(cfg.tokenizer if cfg.tokenizer is not None else file)
+    eos = cfg.eos_token or tok.eos_token or ("<|endoftext|>" if "<|endoftext|>" in tok.get_vocab() else None)
+    if eos is None or tok.convert_tokens_to_ids(eos) is None:
+        raise ValueError(f"tokenizer {file}: no EOS token known; set eos_token=... (e.g. eos_token='</s>')")
+    eos_id = tok.convert_tokens_to_ids(eos)
+    pad_id = tok.pad_token_id if tok.pad_token_id is not None else eos_id
+    return TokenizerInfo(file=file, hash=tokenizer_hash(file), eos_token=eos, eos_id=eos_id, pad_id=pad_id,
+                         vocab_size=len(tok))
+
+
+def documents_dir(prep_dir: str | Path) -> Path:
+    d = Path(prep_dir) / "documents"
+    if not d.is_dir() or not any(d.glob(DOC_GLOB)):
+        raise FileNotFoundError(f"{prep_dir}: no documents/{DOC_GLOB} (give output directories of `midtrain prep`)")
+    return d
+
+
+def fingerprint(prep_dir: str | Path) -> str:
+    """Names, sizes and mtimes of an input's document files: the tokenize cache is valid while they hold."""
+    files = sorted(documents_dir(prep_dir).glob(DOC_GLOB))
+    raw = json.dumps([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files])
+    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+
+def tokenize_cache(prep_dir: str | Path, key: str) -> Path:
+    return Path(prep_dir) / "tokenized" / key
+
+
+def _executor(cfg: PackConfig, pipeline: list, tasks: int, logging_dir: Path, name: str, depends=None):
+    if cfg.executor == "slurm":
+        from datatrove.executor import SlurmPipelineExecutor
+
+        import sys
+
+        return SlurmPipelineExecutor(pipeline=pipeline, tasks=tasks, time=cfg.slurm.time,
+                                     partition=cfg.slurm.partition, cpus_per_task=cfg.slurm.cpus_per_task,
+                                     mem_per_cpu_gb=cfg.slurm.mem_per_cpu_gb, job_name=name,
+                                     logging_dir=str(logging_dir), depends=depends,
+                                     sbatch_args=dict(cfg.slurm.sbatch_args) or None,
+                                     venv_path=str(Path(sys.executable).parent / "activate"))
+    from datatrove.executor import LocalPipelineExecutor
+
+    # Local stages are run in order by pack() itself (a local `depends` would rerun them).
+    return LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(cfg.workers, tasks),
+                                 logging_dir=str(logging_dir))
+
+
+class ManifestStep(PipelineStep):
+    """The last stage: merge the task stats into manifest.json (one task)."""
+
+    name = "midtrain manifest"
+    type = "📦 - PACKER"
+
+    def __init__(self, cfg: dict, out_dir: str, cache_dirs: list[str], inputs: list[str], tokenizer: dict,
+                 run_key: str) -> None:
+        super().__init__()
+        self.cfg, self.out_dir, self.cache_dirs, self.inputs = cfg, out_dir, cache_dirs, inputs
+        self.tokenizer, self.run_key = tokenizer, run_key
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        from midtrain.pack.manifest import build_manifest, write_manifest
+
+        cfg = PackConfig.from_dict(self.cfg)
+        manifest = build_manifest(cfg, self.out_dir, self.cache_dirs, self.inputs, self.tokenizer,
+                                  self.tokenizer["pad_id"])
+        manifest["run_key"] = self.run_key
+        write_manifest(manifest, self.out_dir)
+        return
+        yield
+
+
+class CacheStampStep(PipelineStep):
+    """Marks a tokenize cache complete for its input fingerprint (runs after every tokenize task)."""
+
+    name = "midtrain tokenize stamp"
+
+    def __init__(self, cache_dir: str, stamp: dict) -> None:
+        super().__init__()
+        self.cache_dir, self.stamp = cache_dir, stamp
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        (Path(self.cache_dir) / "complete.json").write_text(json.dumps(self.stamp, indent=1))
+        return
+        yield
+
+
+def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path) -> dict | None:
+    """Tokenize (cached) and pack ``inputs`` into ``out_dir``; returns the manifest (None when submitted to Slurm)."""
+    from datatrove.pipeline.readers import JsonlReader
+
+    from midtrain.pack.tokenize import TokenizeStep
+
+    cfg.validate()
+    out = Path(out_dir)
+    tok = resolve_tokenizer(cfg)
+    key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
+    inputs = [str(Path(i)) for i in inputs]
+    prints = {i: fingerprint(i) for i in inputs}
+    cache_dirs = [str(tokenize_cache(i, key)) for i in inputs]
+    run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in inputs]]).encode()).hexdigest()[:16]
+
+    manifest_path = out / MANIFEST
+    if manifest_path.exists():
+        old = json.loads(manifest_path.read_text())
+        if old.get("run_key") == run_key:
+            log.info("%s is complete for this configuration and these inputs; nothing to do", out)
+            return old
+    # A different run wrote here before: remove its outputs (only what `midtrain pack` writes).
+    for name in ("train", "valid", "logs", MANIFEST):
+        p = out / name
+        if p.exists() and (not (out / "logs" / run_key).exists() or name == MANIFEST):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+    last = None
+    for i, cache in zip(inputs, cache_dirs):
+        cache = Path(cache)
+        stamp = {"fingerprint": prints[i], "tokenizer": tok.to_dict(), "boundaries": cfg.boundaries}
+        done = cache / "complete.json"
+        if done.exists() and json.loads(done.read_text()).get("fingerprint") == prints[i]:
+            log.info("tokenize %s: cached in %s", i, cache)
+            continue
+        if cache.exists() and done.exists():  # stale: the documents changed
+            log.info("tokenize %s: documents changed since %s was written; retokenizing", i, cache)
+            shutil.rmtree(cache)
+        n_files = len(list(documents_dir(i).glob(DOC_GLOB)))
+        tasks = min(cfg.tokenize_tasks, n_files)
+        log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)
+        run = _executor(cfg, [JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
+                              TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries)],
+                        tasks, cache / "logs" / prints[i], f"tokenize-{Path(i).name}", depends=last)
+        stamp_run = _executor(cfg, [CacheStampStep(str(cache), stamp)], 1, cache / "logs" / f"stamp-{prints[i]}",
+                              f"tokenize-stamp-{Path(i).name}", depends=run)
+        if cfg.executor == "local":
+            run.run()
+            stamp_run.run()
+            if not tokenized_prefixes(cache):
+                raise RuntimeError(f"tokenize {i}: no task output in {cache}; see {cache / 'logs'}")
+        last = stamp_run
+
+    packer = _executor(cfg, [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id)], cfg.tasks,
+                       out / "logs" / run_key, "pack", depends=last)
+    merge = _executor(cfg, [ManifestStep(cfg.to_dict(), str(out), cache_dirs, inputs, tok.to_dict(), run_key)], 1,
+                      out / "logs" / f"{run_key}-manifest", "pack-manifest", depends=packer)
+    if cfg.executor == "slurm":
+        merge.run()  # datatrove submits the dependency chain first
+        log.info("submitted tokenize -> pack -> manifest to Slurm; %s appears when done", manifest_path)
+        return None
+    packer.run()
+    merge.run()
+    return json.loads(manifest_path.read_text())

@@ -1,0 +1,174 @@
+"""`midtrain pack` end to end on real tokenizer, real datatrove and megatron-core indexed files: nothing lost,
+splits only when over-long and at natural boundaries, deterministic, masks honoured, mixture reported."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from midtrain.pack.pack_step import PackConfig
+from midtrain.pack.pipeline import pack
+from midtrain.pack.reader import PackedDataset
+from midtrain.pack.tokenizer import load_tokenizer
+
+from pack_helpers import commit_doc, repo_doc, trace_doc, write_prep
+
+S = 1024
+
+
+@pytest.fixture(scope="module")
+def prep(tmp_path_factory):
+    root = tmp_path_factory.mktemp("prep")
+    rng = random.Random(0)
+    repos = [repo_doc(i, rng) for i in range(24)]
+    traces = [trace_doc(i) for i in range(12)]
+    commits = [commit_doc(i, rng) for i in range(40)]
+    dirs = {"repos": write_prep(root / "repos", repos, files=2),
+            "traces": write_prep(root / "traces", [d for d, _ in traces]),
+            "commits": write_prep(root / "commits", commits, files=3)}
+    texts = {d.id: d.text for d in repos + commits + [t for t, _ in traces]}
+    answers = {d.id: a for d, a in traces}
+    return dirs, texts, answers
+
+
+@pytest.fixture(scope="module")
+def packed(prep, tmp_path_factory):
+    dirs, _, _ = prep
+    out = tmp_path_factory.mktemp("shards")
+    cfg = PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=7)
+    manifest = pack(cfg, list(dirs.values()), out)
+    return out, manifest
+
+
+def _sequences(ds):
+    for i in range(len(ds)):
+        yield ds[i], ds.pieces(i)
+
+
+def test_nothing_lost_and_exact_lengths(prep, packed):
+    dirs, texts, _ = prep
+    out, m = packed
+    tok = load_tokenizer()
+    expected = sum(len(tok.encode(t, add_special_tokens=False)) + 1 for t in texts.values())  # + EOS each
+    total = m["splits"]["train"]["tokens"] + m["splits"]["valid"]["tokens"]
+    assert total == expected == m["input_tokens"]
+    for split in ("train", "valid"):
+        sp = m["splits"][split]
+        assert sp["selected_tokens"] == sp["tokens"]
+        assert sp["tokens"] + sp["padding_tokens"] == sp["sequences"] * S
+        ds = PackedDataset(out, split)
+        assert len(ds) == sp["sequences"]
+        real = 0
+        for x, rows in _sequences(ds):
+            assert x["tokens"].shape == (S,) and int(x["cu_seqlens"][-1]) == S
+            real += int(rows["tokens"][rows["source"] >= 0].sum())
+        assert real == sp["tokens"]
+    assert set(m["sources"]) == {"commit", "repo", "trace"}
+    assert m["sources"]["repo"]["tokens"] + m["sources"]["repo"]["valid_tokens"] == sum(
+        len(tok.encode(t, add_special_tokens=False)) + 1 for k, t in texts.items() if k.startswith("repo"))
+    assert m["masks"] is True and m["tokenizer"]["hash"] and m["config"]["seq_length"] == S
+
+
+def test_split_only_overlong_at_boundaries_and_docs_roundtrip(prep, packed):
+    _, texts, _ = prep
+    out, m = packed
+    tok = load_tokenizer()
+    lengths = {k: len(tok.encode(t, add_special_tokens=False)) + 1 for k, t in texts.items()}
+    assert m["split_documents"] + m["splits"]["valid"]["split_documents"] == sum(n > S for n in lengths.values()) > 0
+    seen: dict[str, list] = {}
+    for split in ("train", "valid"):
+        ds = PackedDataset(out, split)
+        docs = {}
+        for shard in ds._shards:
+            docs[str(shard.prefix)] = (shard.prefix.parent / f"{shard.prefix.name}.docs.txt").read_text().split()
+        for i in range(len(ds)):
+            shard, _ = ds.locate(i)
+            x, rows = ds[i], ds.pieces(i)
+            starts = np.concatenate([[0], np.cumsum(np.diff(x["cu_seqlens"].numpy()))])[:-1]
+            for row, start in zip(rows, starts):
+                if row["source"] < 0:
+                    continue
+                doc_id = docs[str(shard.prefix)][row["doc"]]
+                piece = x["tokens"][start:start + row["tokens"]].tolist()
+                seen.setdefault(doc_id, []).append((split, int(row["part"]), int(row["parts"]), piece))
+    assert set(seen) == set(texts)
+    for doc_id, parts in seen.items():
+        assert len({p[0] for p in parts}) == 1, f"{doc_id} is in both splits"
+        parts.sort(key=lambda p: p[1])
+        n_parts = parts[0][2]
+        assert [p[1] for p in parts] == list(range(n_parts))
+        assert (n_parts > 1) == (lengths[doc_id] > S)
+        ids = [t for p in parts for t in p[3]]
+        assert tok.decode(ids[:-1]) == texts[doc_id] and ids[-1] == tok.eos_token_id
+        for p in parts[1:]:  # each later piece starts a file, or a line
+            first = tok.decode(p[3][:1])
+            prev = tok.decode(parts[p[1] - 1][3][-1:])
+            assert first == "<|file_sep|>" or prev.endswith("\n"), (doc_id, p[1], prev, first)
+
+
+def test_trace_loss_mask_covers_assistant_answer_only(prep, packed):
+    _, texts, answers = prep
+    out, _ = packed
+    tok = load_tokenizer()
+    checked = 0
+    for split in ("train", "valid"):
+        ds = PackedDataset(out, split)
+        trace_source = list(ds.manifest["sources"]).index("trace")
+        for i in range(len(ds)):
+            x = ds[i]
+            on = x["loss_mask"] > 0
+            src = x["source_ids"]
+            for k in range(len(x["cu_seqlens"]) - 1):
+                a, b = int(x["cu_seqlens"][k]), int(x["cu_seqlens"][k + 1])
+                if int(src[a]) != trace_source:
+                    if int(src[a]) >= 0:
+                        assert on[a:b - 1].all() and not on[b - 1]
+                    continue
+                trained = x["labels"][a:b][on[a:b]].tolist()
+                text = tok.decode(trained)
+                # the labels trained on are exactly the assistant answer (+ EOS)
+                assert text.endswith("<|endoftext|>") and text[: -len("<|endoftext|>")] in answers.values()
+                checked += 1
+    assert checked == 12
+
+
+def test_deterministic_and_seeded(prep, packed, tmp_path):
+    dirs, _, _ = prep
+    out, m = packed
+    cfg = PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=7)
+    again = pack(cfg, list(dirs.values()), tmp_path / "again")
+    for name in ("train/00000.bin", "train/00001.bin", "valid/00000.bin", "train/00000.mask.bin"):
+        assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
+    other = pack(PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=8), list(dirs.values()), tmp_path / "other")
+    assert (out / "train/00000.bin").read_bytes() != (tmp_path / "other" / "train/00000.bin").read_bytes()
+    assert other["input_tokens"] == m["input_tokens"]
+    # A rerun with the same configuration and inputs does nothing.
+    assert pack(cfg, list(dirs.values()), out)["created"] == m["created"]
+
+
+def test_mixture_targets_repeats_and_cap(prep, tmp_path):
+    from midtrain.pack.mixture import MixtureConfig
+
+    dirs, _, _ = prep
+    mix = MixtureConfig(name="t", tokens={"trace": 0}, weights={"repo": 1.0, "commit": 1.0}, max_repeat=2.0)
+    cfg = PackConfig(seq_length=S, valid_fraction=0.0, tasks=1, seed=1, mixture=mix)
+    m = pack(cfg, list(dirs.values()), tmp_path / "mix")
+    src = m["sources"]
+    assert src["trace"]["tokens"] == 0 and src["trace"]["target_tokens"] == 0
+    # equal weights: both get the same target; the smaller source (commit) is repeated up to the cap
+    assert src["repo"]["target_tokens"] == src["commit"]["target_tokens"]
+    assert src["commit"]["rate"] == pytest.approx(2.0) and src["commit"]["tokens"] == 2 * src["commit"]["available_tokens"]
+    assert 0.7 < src["repo"]["tokens"] / src["repo"]["target_tokens"] < 1.3
+    assert m["splits"]["train"]["selected_tokens"] == m["tokens"]
+
+
+def test_bad_inputs_are_clear(prep, tmp_path):
+    with pytest.raises(FileNotFoundError, match="midtrain prep"):
+        pack(PackConfig(seq_length=S), [tmp_path / "nothing"], tmp_path / "o")
+    from midtrain.config import ConfigError
+
+    with pytest.raises(ConfigError, match="pad_multiple"):
+        PackConfig(seq_length=1000, pad_multiple=16).validate()
