@@ -35,14 +35,15 @@ TIMESTAMP = re.compile(
     r")")
 FAILURE = re.compile(
     r"(\berror\b|\bERROR\b|\bfailed\b|\bFAILED\b|\bFAIL\b|Traceback \(most recent call last\)|panicked at|"
-    r"npm ERR!|npm error|\bfatal\b|\bException\b|AssertionError|make(\[\d+\])?: \*\*\*|^E\s{3}|"
+    r"npm ERR!|npm error|\bfatal\b|\bException\b|\w+(Error|Exception):|make(\[\d+\])?: \*\*\*|^E\s{3}|"
     r"\bundefined reference\b|CMake Error|error\[E\d+\]|Process completed with exit code [1-9])",
     re.IGNORECASE)
 _MASK = re.compile(r"0x[0-9a-f]+|\b[0-9a-f]{7,}\b|\d+(\.\d+)*", re.IGNORECASE)
 
 TOOLS = [  # (tool, pattern) the first that matches names the log's tool
     ("github-actions", re.compile(r"^##\[(group|error|endgroup)\]|^Run actions/|Process completed with exit code", re.M)),
-    ("pytest", re.compile(r"=+ test session starts =+|^collected \d+ items|=+ (\d+ (passed|failed)).* in [\d.]+s", re.M)),
+    ("pytest", re.compile(r"=+ test session starts =+|^collected \d+ items?|^=+ FAILURES =+$|short test summary info"
+                          r"|^=* ?\d+ (passed|failed)(, \d+ \w+)* in [\d.]+s", re.M)),
     ("cargo", re.compile(r"^\s*(Compiling|Finished|Running) .*|^error\[E\d+\]|cargo (build|test)", re.M)),
     ("npm", re.compile(r"^npm (ERR!|WARN|error|warn)|^> [\w@/.-]+@[\d.]+ \w+", re.M)),
     ("cmake", re.compile(r"^-- (Configuring|Generating|The C)|CMake Error", re.M)),
@@ -233,13 +234,13 @@ class BuildLogReader(SourceReader):
                     yield doc
             return
         self.stat_update("records")
+        if b"\0" in raw[:8192]:
+            self.error("binary_file", str(path), "not a text log", origin)
+            return
         text = decode_utf8(raw)
         if text is None:
             # logs are often mostly ASCII with a few stray bytes (latin-1 test names, binary output): keep
             # them, with the undecodable bytes replaced, and count it
-            if b"\0" in raw[:8192]:
-                self.error("binary_file", str(path), "not a text log", origin)
-                return
             text = raw.decode("utf-8", "replace")
             self.skip("invalid_utf8_replaced")
         doc = self._document(text, f"buildlog:{rel}", None, None, {})

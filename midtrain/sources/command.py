@@ -34,7 +34,7 @@ EPILOG = """examples:
   midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000
   midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true
   midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 \\
-      --site-config site.yaml --partition cpu --time 02:00:00 --dry-run
+      --site-config site.yaml --partition cpu --time 02:00:00 --dry-run   # print the sbatch scripts
 """
 
 
@@ -46,44 +46,54 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="input paths (a .lst file lists more paths, one a line)")
     p.add_argument("--output", "-o", required=True, metavar="DIR", help="output directory")
     p.add_argument("--executor", choices=["local", "slurm"], default="local")
-    p.add_argument("--tasks", type=int, default=1, help="datatrove tasks (input shards); default 1")
-    p.add_argument("--workers", type=int, default=1, help="local: tasks run at once; default 1")
+    p.add_argument("--tasks", type=int, help="datatrove tasks (input shards); default 1 (slurm: prep.tasks)")
+    p.add_argument("--workers", type=int, help="tasks run at once; default 1 (slurm: prep.workers)")
     p.add_argument("--overwrite", action="store_true", help="delete DIR first instead of resuming")
-    s = p.add_argument_group("slurm (--executor slurm)")
-    s.add_argument("--site-config", metavar="YAML", help="site file with a `slurm:` mapping (partition, time, "
-                   "cpus_per_task, mem_per_cpu_gb, qos, account, env_command, sbatch_args)")
-    s.add_argument("--partition")
-    s.add_argument("--time", help="time limit per task, e.g. 04:00:00")
-    s.add_argument("--cpus-per-task", type=int)
-    s.add_argument("--mem-per-cpu-gb", type=int)
+    s = p.add_argument_group("slurm (--executor slurm; resources from the site config's `prep:` section)")
+    s.add_argument("--site-config", metavar="YAML", help="site config (see slurm/site.example.yaml); default "
+                   "$MIDTRAIN_SITE, else defaults")
+    s.add_argument("--partition", help="overrides prep.partition")
+    s.add_argument("--time", help="overrides prep.time (per task), e.g. 04:00:00")
+    s.add_argument("--cpus-per-task", type=int, help="overrides prep.cpus_per_task")
+    s.add_argument("--mem-per-cpu-gb", type=int, help="overrides prep.mem_per_cpu_gb")
     s.add_argument("--dry-run", action="store_true", help="print the sbatch scripts instead of submitting")
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.sources.prep import build_run, check_inputs, load_site_config, sbatch_scripts
+    from midtrain.sources.prep import build_run, check_inputs, sbatch_scripts
 
-    if args.tasks < 1 or args.workers < 1:
-        raise ConfigError("tasks/workers: must be >= 1")
-    slurm = None
+    site = None
     if args.executor == "slurm":
-        slurm = load_site_config(args.site_config)
-        for flag in ("partition", "time", "cpus_per_task", "mem_per_cpu_gb"):
-            if getattr(args, flag) is not None:
-                setattr(slurm, flag, getattr(args, flag))
-        slurm.validate()
+        from midtrain.launch.site import load_site
+
+        flags = {"partition": args.partition, "time": args.time, "cpus_per_task": args.cpus_per_task,
+                 "mem_per_cpu_gb": args.mem_per_cpu_gb}
+        site = load_site(args.site_config, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
+    tasks = args.tasks or (site.prep.tasks if site else 1)
+    workers = args.workers or (site.prep.workers if site else 1)
+    if tasks < 1 or workers == 0 or workers < -1:
+        raise ConfigError("tasks/workers: must be >= 1")
     try:
         check_inputs(args.input)
     except OSError as e:
         print(f"midtrain prep: {e}", file=sys.stderr)
         return 1
-    prep_run = build_run(args.source, args.input, args.output, args.overrides, tasks=args.tasks,
-                         workers=args.workers, executor=args.executor, slurm=slurm)
+    prep_run = build_run(args.source, args.input, args.output, args.overrides, tasks=tasks, workers=workers,
+                         executor=args.executor, site=site)
     if args.dry_run:
+        if args.executor != "slurm":
+            raise ConfigError("dry_run: only with --executor slurm")
         for name, script in sbatch_scripts(prep_run).items():
             print(f"# ---- stage {name} ----\n{script}")
         return 0
     prep_run.check_resume(args.overwrite)
-    stats = prep_run.run()
+    try:
+        stats = prep_run.run()
+    except Exception as e:  # noqa: BLE001 - e.g. sbatch refused the job: say so plainly
+        if args.executor != "slurm":
+            raise
+        print(f"midtrain prep: submitting to Slurm failed: {e}", file=sys.stderr)
+        return 1
     if stats is None:
         print(f"submitted; stats will be in {prep_run.output / 'stats.json'}")
         return 0

@@ -6,6 +6,7 @@ Layout of an output directory DIR::
     DIR/documents/       the curated documents (interface 1) - what `midtrain pack` reads
     DIR/work/            curation scratch space
     DIR/logs/<stage>/    datatrove logging dir per stage (completions/ = resume markers, stats/, logs/)
+    DIR/logs/slurm/      sbatch scripts and Slurm logs (--executor slurm)
     DIR/stats.json       documents and bytes in/out, every drop and skip by reason, errors, resolved configs
     DIR/prep.json        the resolved run settings; a relaunch with other settings is refused (no mixing)
 
@@ -20,15 +21,14 @@ import json
 import logging
 import os
 import shutil
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
-from midtrain.config import Config, ConfigError, require
+from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commits import CommitsConfig
@@ -44,41 +44,6 @@ SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
     "traces": TracesConfig,
 }
 STATS_FILE = "stats.json"
-
-
-@dataclass
-class SlurmConfig(Config):
-    """Slurm settings for `--executor slurm` (a site config file and/or flags)."""
-
-    partition: str = ""
-    time: str = "04:00:00"
-    cpus_per_task: int = 1
-    mem_per_cpu_gb: int = 2
-    qos: str = "normal"
-    account: str | None = None
-    job_name: str = "midtrain-prep"
-    env_command: str | None = None  # e.g. "source /opt/venv/bin/activate"; default: this Python's venv
-    max_array_size: int = 1001
-    sbatch_args: dict[str, str] = field(default_factory=dict)
-
-    def check(self) -> None:
-        require(bool(self.partition), "partition", "is required for --executor slurm (site config or --partition)")
-        require(self.cpus_per_task >= 1, "cpus_per_task", "must be >= 1")
-        require(self.mem_per_cpu_gb >= 1, "mem_per_cpu_gb", "must be >= 1")
-
-
-def load_site_config(path: str | Path | None) -> SlurmConfig:
-    """SlurmConfig from a YAML site file (its ``slurm:`` mapping, or the whole file); defaults without one."""
-    if not path:
-        return SlurmConfig()
-    import yaml
-
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    if "slurm" in data:
-        data = data["slurm"]
-    known = set(SlurmConfig.field_names())
-    return SlurmConfig.from_dict({k: v for k, v in data.items() if k in known}) if isinstance(data, dict) \
-        else SlurmConfig()
 
 
 def split_overrides(source: str, overrides: list[str]) -> tuple[list[str], list[str]]:
@@ -215,7 +180,7 @@ class PrepRun:
     tasks: int = 1
     workers: int = 1
     executor: str = "local"
-    slurm: SlurmConfig | None = None
+    site: Any = None  # midtrain.launch.site.SiteConfig for --executor slurm
 
     def settings(self) -> dict:
         return {"source": self.source, "inputs": self.inputs, "tasks": self.tasks,
@@ -258,22 +223,12 @@ class PrepRun:
 
                 ex = LocalPipelineExecutor(pipeline, tasks=tasks, workers=min(self.workers, tasks),
                                            logging_dir=logging_dir)
-            else:
-                from datatrove.executor import SlurmPipelineExecutor
+            else:  # the Slurm team's executor factory: resources, venv/container and account from the site config
+                from midtrain.launch.prep import slurm_executor
 
-                s = self.slurm or SlurmConfig()
-                s.validate()
-                sbatch = dict(s.sbatch_args)
-                if s.account:
-                    sbatch["account"] = s.account
-                env_command = s.env_command or (f"source {sys.prefix}/bin/activate"
-                                                if Path(sys.prefix, "bin", "activate").exists() else None)
-                ex = SlurmPipelineExecutor(
-                    pipeline, tasks=tasks, time=s.time, partition=s.partition, cpus_per_task=s.cpus_per_task,
-                    mem_per_cpu_gb=s.mem_per_cpu_gb, qos=s.qos, job_name=f"{s.job_name}-{self.source}-{name}",
-                    env_command=env_command, sbatch_args=sbatch, max_array_size=s.max_array_size,
-                    logging_dir=logging_dir, depends=prev, workers=self.workers if self.workers > 1 else -1,
-                    slurm_logs_folder=str(self.output / "logs" / "slurm" / name))
+                ex = slurm_executor(pipeline, self.site, job_name=f"midtrain-prep-{self.source}-{name}",
+                                    logging_dir=logging_dir, tasks=tasks, depends=prev,
+                                    slurm_logs_dir=str(self.output / "logs" / "slurm" / name))
             execs.append((name, ex))
             prev = ex
         return execs
@@ -296,8 +251,9 @@ def sbatch_scripts(run: PrepRun) -> dict[str, str]:
     """The sbatch script each Slurm stage would submit (for --dry-run)."""
     out = {}
     for name, ex in run.executors():
+        n = ex.world_size if ex.max_array_size == -1 else min(ex.world_size, ex.max_array_size)
         out[name] = ex.get_launch_file_contents(
-            ex.get_sbatch_args(), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
+            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
     return out
 
 
