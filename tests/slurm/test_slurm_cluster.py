@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -118,3 +119,38 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
     assert (logs / "completions" / "00001").exists() and (docs / "00001.jsonl.gz").exists()
     info = job_state(str(third.job_id))
     assert info == {} or info.get("JobState") in ("COMPLETED", None)
+
+
+def _prep(out: Path) -> subprocess.CompletedProcess:
+    from slurm_helpers import REPO
+
+    return subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "buildlogs", "--input",
+                           str(REPO / "data_prep" / "samples" / "buildlogs"), "--output", str(out),
+                           "--executor", "slurm", "--tasks", "2", "--partition", "debug", "--time", "00:10:00",
+                           "--mem-per-cpu-gb", "1"], capture_output=True, text=True, cwd=out.parent)
+
+
+def test_midtrain_prep_executor_slurm_writes_documents_and_relaunch_resumes(slurm_cluster, tmp_path):
+    out = tmp_path / "prep"
+    r = _prep(out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    stats_path = out / "stats.json"
+    for _ in range(180):
+        if stats_path.exists() and json.loads(stats_path.read_text()).get("complete"):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
+    stats = json.loads(stats_path.read_text())
+    docs = []
+    for path in sorted((out / "documents").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt") as fh:
+            docs += [json.loads(line) for line in fh]
+    assert len(docs) == stats["documents_out"] > 0
+    assert all(d["metadata"]["source"] == "buildlog" for d in docs)
+    # every stage ran as a job array of 2 tasks
+    assert "#SBATCH --array=0-1" in (out / "logs" / "source" / "launch_script.slurm").read_text()
+    # relaunching the same command finds every completion marker and submits nothing
+    r = _prep(out)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Skipping launch" in r.stderr and "Launching Slurm job" not in r.stderr, r.stderr[-3000:]

@@ -1,0 +1,124 @@
+"""Training on the real single-node cluster via `midtrain submit train`: a CPU job with 2 ranks (srun, gloo,
+DP=2) trains and checkpoints; a job signalled mid-run checkpoints, exits 75, requeues itself, resumes, and
+ends with exactly the losses of the uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from slurm_helpers import REPO, cluster_site, job_state, release_requeued, wait_job
+
+sys.path.insert(0, str(REPO / "tests"))  # the train team's tiny-shard writer (tests/train_helpers.py)
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+STEPS = 24
+
+
+def _tiny(run_dir: Path, shards: Path) -> list[str]:
+    """demo_tiny shrunk to a few-second CPU model on tiny shards (the same overrides for both runs)."""
+    return [f"run_dir={run_dir}", f"data.path={shards}", "data.seq_length=64", "precision.dtype=fp32",
+            "precision.transformer_impl=local", "model.vocab_size=256", "model.hidden_size=64",
+            "model.ffn_hidden_size=128", "model.max_position_embeddings=512", "optim.lr=0.003",
+            "optim.min_lr=0.0003", "optim.warmup_steps=2", f"optim.train_steps={STEPS}",
+            "optim.global_batch_size=2", "checkpoint.save_interval=8", "checkpoint.keep_last=2",
+            "log.tensorboard=false", "name=slurm_tiny"]
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    from train_helpers import write_shards
+
+    return write_shards(tmp_path_factory.mktemp("shards"), sequences=48, seq_length=64, vocab=256)
+
+
+def _submit(tmp_path: Path, overrides: list[str]) -> tuple[str, Path]:
+    site = cluster_site(tmp_path)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "submit", "train", "demo_tiny", *overrides,
+                        "--site", str(site), "--job-name", f"mt-{tmp_path.name[-20:]}"],
+                       capture_output=True, text=True, cwd=REPO, env=env)
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"submitted job (\d+)", r.stdout)
+    assert m, r.stdout
+    log = re.search(r"log:\s+(\S+)", r.stdout).group(1)
+    return m.group(1), Path(log)
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return {int(r["step"]): float(r["loss"]) for r in rows}
+
+
+def _checkpoints(run_dir: Path) -> list[str]:
+    return sorted(p.name for p in (run_dir / "checkpoints").glob("iter_*"))
+
+
+@pytest.fixture(scope="module")
+def reference_run(slurm_cluster, shards, tmp_path_factory):
+    """The uninterrupted 2-rank CPU run (also the acceptance check of a plain training job)."""
+    tmp = tmp_path_factory.mktemp("ref")
+    run_dir = tmp / "run"
+    job_id, log = _submit(tmp, _tiny(run_dir, shards))
+    info = wait_job(job_id, timeout=240)
+    text = log.read_text() if log.exists() else "(no log)"
+    assert info["JobState"] == "COMPLETED", f"{info.get('JobState')} {info.get('ExitCode')}\n{text[-3000:]}"
+    return run_dir, log, info
+
+
+def test_cpu_training_job_two_ranks_trains_and_checkpoints(reference_run):
+    run_dir, log, info = reference_run
+    slurm_dir = run_dir / "slurm"
+    assert (slurm_dir / "train.sbatch").is_file() and (slurm_dir / "config.yaml").is_file()
+    assert "#SBATCH --ntasks-per-node=2" in (slurm_dir / "train.sbatch").read_text()
+    text = log.read_text()
+    assert "1 nodes x 2 ranks" in text and "master " in text
+    losses = _losses(run_dir)
+    assert sorted(losses) == list(range(1, STEPS + 1))
+    assert losses[STEPS] < losses[1], "loss did not go down"
+    assert _checkpoints(run_dir)[-1] == f"iter_{STEPS:07d}"
+    assert info["Restarts"] == "0"
+
+
+def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(reference_run, shards, tmp_path):
+    ref_dir = reference_run[0]
+    run_dir = tmp_path / "run"
+    job_id, log = _submit(tmp_path, _tiny(run_dir, shards))
+    metrics = run_dir / "metrics.jsonl"
+    t0 = time.time()
+    # signal once training is under way (before the end), as Slurm does signal_before_s before the limit
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+        state = job_state(job_id).get("JobState")
+        assert state in ("PENDING", "RUNNING", "CONFIGURING"), f"job ended before it could be signalled: {state}"
+        assert time.time() - t0 < 180, "training did not start within 180 s"
+        time.sleep(0.2)
+    subprocess.run(["scancel", "--signal=USR1", job_id], check=True)
+    # the job requeues itself: it comes back PENDING with a restart count; Slurm holds it ~2 min (BeginTime)
+    t0 = time.time()
+    while True:
+        info = job_state(job_id)
+        if info.get("Restarts", "0") != "0" and info.get("JobState") == "PENDING":
+            break
+        assert info.get("JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), \
+            f"job ended instead of requeueing: {info.get('JobState')}\n{log.read_text()[-3000:]}"
+        assert time.time() - t0 < 120, f"job not requeued: {info.get('JobState')}"
+        time.sleep(0.5)
+    text = log.read_text()
+    assert "exit 75" in text and "requeueing job" in text, text[-3000:]
+    interrupted_at = _checkpoints(run_dir)[-1]
+    assert interrupted_at < f"iter_{STEPS:07d}", "the signal came too late to interrupt the run"
+    release_requeued(job_id)
+    info = wait_job(job_id, timeout=240)
+    text = log.read_text()
+    assert info["JobState"] == "COMPLETED", f"{info.get('JobState')}\n{text[-3000:]}"
+    assert info["Restarts"] == "1"
+    assert "restart 1" in text
+    assert _losses(run_dir) == _losses(ref_dir)  # bit-identical: exact resume of model, optimizer and data
+    assert _checkpoints(run_dir)[-1] == f"iter_{STEPS:07d}"
