@@ -62,6 +62,11 @@ def read_documents(out_dir: Path) -> list[dict]:
     return docs
 
 
+def without_file_path(docs: list[dict]) -> list[dict]:
+    """Documents minus ``metadata.file_path`` (a datatrove reader in curation records the raw file it read)."""
+    return [{**d, "metadata": {k: v for k, v in d["metadata"].items() if k != "file_path"}} for d in docs]
+
+
 def run_reader(reader) -> list:
     """Run a reader step in-process (rank 0 of 1) and return its documents."""
     return list(reader.run())

@@ -33,6 +33,7 @@ def real_logs(tmp_path_factory):
     return d
 
 
+@pytest.mark.slow
 def test_real_tool_logs_keep_their_failure(real_logs):
     reader = BuildLogReader([str(real_logs)])
     docs = {d.id: d for d in run_reader(reader)}

@@ -62,10 +62,31 @@ def resolve_source(name_or_path: str) -> str:
     return name
 
 
+class EnsureRawFile(PipelineStep):
+    """After the writer: an empty ``<rank>.jsonl.gz`` for a task that produced no document, so the next stage
+    (a datatrove reader, which refuses an empty folder) sees an empty shard instead of failing the job."""
+
+    name = "📭 empty-shard guard"
+    type = "💽 - WRITER"
+
+    def __init__(self, raw_dir: str):
+        super().__init__()
+        self.raw_dir = raw_dir
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        if data:
+            yield from data
+        path = Path(self.raw_dir) / f"{rank:05d}.jsonl.gz"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with gzip.GzipFile(path, "wb", mtime=0):
+                pass
+
+
 def source_pipeline(source: str, inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str) -> list[PipelineStep]:
-    """The source stage as defined in data_prep/<source>.py."""
+    """The source stage as defined in data_prep/<source>.py, plus the empty-shard guard."""
     module = importlib.import_module(f"data_prep.{source}")
-    return module.pipeline(inputs, cfg, raw_dir=raw_dir, report_dir=report_dir)
+    return module.pipeline(inputs, cfg, raw_dir=raw_dir, report_dir=report_dir) + [EnsureRawFile(raw_dir)]
 
 
 # -- stats ----------------------------------------------------------------------------------------------

@@ -1,0 +1,148 @@
+"""`midtrain prep` end to end: the CLI, stats.json, determinism, resume, multi-task runs, Slurm wiring, demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from midtrain.cli import main
+from sources_fixtures import SAMPLES, make_repo, read_documents, without_file_path
+
+PULLS = SAMPLES / "pulls" / "sample_prs.jsonl"
+
+
+def prep(*argv: str) -> int:
+    return main(["prep", *map(str, argv)])
+
+
+def test_pulls_end_to_end_stats_and_interface(tmp_path, capsys):
+    out = tmp_path / "pulls"
+    assert prep("pulls", "--input", PULLS, "--output", out) == 0
+    assert "3 records in -> 2 documents out" in capsys.readouterr().out
+    assert sorted(p.name for p in (out / "documents").iterdir()) == ["00000.jsonl.gz"]
+    docs = read_documents(out)
+    assert len(docs) == 2
+    for d in docs:
+        m = d["metadata"]
+        assert m["source"] == "pr" and m["repo"] == "acme/minicalc" and m["license"] == "MIT" and m["id"] == d["id"]
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["complete"] and stats["source"] == "pulls"
+    assert (stats["documents_in"], stats["documents_read"], stats["documents_out"]) == (3, 2, 2)
+    assert stats["bytes_out"] == sum(len(d["text"].encode()) for d in docs) == stats["bytes_read"]
+    assert stats["drops"] == {"source/dropped/bot_author": 1} and stats["drops_total"] == 1
+    assert stats["skips"]["source/skip/bot_comment"] == 2
+    assert stats["settings"]["curation"] == {} and stats["settings"]["source_config"]["max_patch_bytes"] == 100_000
+    assert set(stats["stages"]) == {"source", "curate_01_passthrough"}
+
+
+@pytest.mark.slow
+def test_deterministic_output_resume_and_changed_settings(tmp_path, capsys):
+    a, b = tmp_path / "a", tmp_path / "b"
+    args = ["traces", "traces.format=plain", "--input", SAMPLES / "traces", "--output"]
+    assert prep(*args, a) == 0 and prep(*args, b) == 0
+    first = read_documents(a)
+    # same input -> identical documents (a datatrove reader in curation may record the raw file's path)
+    assert without_file_path(first) == without_file_path(read_documents(b))
+    assert prep(*args, a, "--overwrite") == 0
+    assert read_documents(a) == first  # byte-identical text and metadata on a fresh rerun
+    raw_a = sorted((a / "raw").iterdir())
+    assert [p.name for p in raw_a] == ["00000.jsonl.gz"]
+    # a relaunch resumes: completed tasks are skipped (datatrove completion markers), outputs untouched
+    mtime = (a / "raw" / "00000.jsonl.gz").stat().st_mtime_ns
+    assert prep(*args, a) == 0
+    assert (a / "raw" / "00000.jsonl.gz").stat().st_mtime_ns == mtime
+    # other settings into the same directory would mix outputs: refused, naming what changed
+    capsys.readouterr()
+    assert prep("traces", "traces.only_resolved=true", "--input", SAMPLES / "traces", "--output", a) == 2
+    assert "source_config" in capsys.readouterr().err
+    assert prep("traces", "traces.only_resolved=true", "--input", SAMPLES / "traces", "--output", a,
+                "--overwrite") == 0
+    docs = read_documents(a)
+    assert sorted(d["metadata"]["instance_id"] for d in docs) == ["acme__minicalc-16"]
+    stats = json.loads((a / "stats.json").read_text())
+    assert stats["drops"] == {"source/dropped/resolved_unknown": 3, "source/dropped/unresolved": 1}
+
+
+@pytest.mark.slow
+def test_multi_task_local_run_matches_single_task(tmp_path):
+    repos = [make_repo(tmp_path / f"r{i}", {"README.md": f"repo {i}\n", f"pkg{i}/__init__.py": "",
+                                            f"pkg{i}/core.py": f"VALUE = {i}\n"}) for i in range(3)]
+    one, many = tmp_path / "one", tmp_path / "many"
+    assert prep("repos", "--input", *repos, "--output", one) == 0
+    assert prep("repos", "--input", *repos, "--output", many, "--tasks", "2", "--workers", "2") == 0
+    assert sorted((many / "raw").iterdir()) == [many / "raw" / "00000.jsonl.gz", many / "raw" / "00001.jsonl.gz"]
+    key = lambda d: d["id"]  # noqa: E731
+    assert sorted(without_file_path(read_documents(one)), key=key) == \
+        sorted(without_file_path(read_documents(many)), key=key)
+    stats = json.loads((many / "stats.json").read_text())
+    assert stats["documents_in"] == 3 and stats["documents_out"] == 3
+
+
+def test_unreadable_inputs_fail_with_a_message_naming_them(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "core.log").write_bytes(b"\x7fELF\x00\x00binary")
+    assert prep("buildlogs", "--input", logs, "--output", tmp_path / "o1") == 1
+    err = capsys.readouterr().err
+    assert f"nothing could be read from: {logs}" in err and "binary_file" in err
+    stats = json.loads((tmp_path / "o1" / "stats.json").read_text())
+    assert stats["unreadable_inputs"] == [str(logs)] and stats["drops"] == {"source/error/binary_file": 1}
+    assert prep("pulls", "--input", tmp_path / "missing.jsonl", "--output", tmp_path / "o2") == 1
+    assert f"input {tmp_path / 'missing.jsonl'}: no such file or directory" in capsys.readouterr().err
+    # one bad repository among good ones: the job goes on, the bad one is counted and named
+    good = make_repo(tmp_path / "good", {"a.py": "x = 1\n"})
+    notrepo = tmp_path / "empty_dir"
+    notrepo.mkdir()
+    assert prep("repos", "--input", good, notrepo, "--output", tmp_path / "o3") == 1
+    stats = json.loads((tmp_path / "o3" / "stats.json").read_text())
+    assert stats["documents_out"] == 1 and stats["unreadable_inputs"] == [str(notrepo)]
+    assert stats["errors"][0]["reason"] == "no_usable_files"
+
+
+def test_overrides_reach_the_reader_and_bad_ones_name_the_field(tmp_path, capsys):
+    repo = make_repo(tmp_path / "r", {"README.md": "hi\n", "big.py": "x = 1\n" * 100})
+    out = tmp_path / "o"
+    assert prep("repos", "repos.max_file_bytes=50", "--input", repo, "--output", out) == 0
+    [doc] = read_documents(out)
+    assert doc["metadata"]["files"] == ["README.md"]
+    assert json.loads((out / "stats.json").read_text())["skips"] == {"source/skip/too_large": 1}
+    assert prep("repos", "repos.max_file_byte=50", "--input", repo, "--output", tmp_path / "o2") == 2
+    assert "max_file_byte" in capsys.readouterr().err
+    assert prep("nosuch", "--input", repo, "--output", tmp_path / "o3") == 2
+
+
+def test_slurm_executor_wiring_dry_run(tmp_path, capsys):
+    site = tmp_path / "site.yaml"
+    site.write_text("prep:\n  partition: cpu-small\n  time: '02:00:00'\n  cpus_per_task: 2\n  mem_per_cpu_gb: 3\n"
+                    "  tasks: 8\n")
+    out = tmp_path / "o"
+    assert prep("pulls", "--input", PULLS, "--output", out, "--executor", "slurm", "--site-config", site,
+                "--time", "00:30:00", "--dry-run") == 0
+    text = capsys.readouterr().out
+    stages = text.split("# ---- stage ")[1:]
+    assert [s.split(" ", 1)[0] for s in stages] == ["source", "curate_01_passthrough", "stats"]
+    src = stages[0]
+    for line in ["#SBATCH --partition=cpu-small", "#SBATCH --time=00:30:00", "#SBATCH --cpus-per-task=2",
+                 "#SBATCH --mem-per-cpu=3G", "#SBATCH --array=0-7", "launch_pickled_pipeline"]:
+        assert line in src, line
+    assert "#SBATCH --array=0-0" in stages[2]  # the stats stage is a single task
+    assert not (out / "documents").exists()  # nothing ran
+
+
+@pytest.mark.slow
+def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
+    from midtrain.sources.demo import SOURCES, demo_stage
+
+    result = Path(demo_stage(tmp_path))
+    for source in SOURCES:
+        stats = json.loads((result / source / "stats.json").read_text())
+        assert stats["complete"] and stats["documents_out"] >= 1, source
+    logs = {d["id"] for d in read_documents(result / "buildlogs")}
+    assert {"buildlog:make.log", "buildlog:pytest.log", "buildlog:pip.log", "buildlog:cargo_build.log"} <= logs
+    traces = read_documents(result / "traces")
+    assert all(d["metadata"]["loss_spans"] for d in traces)
+    mtimes = {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
+    demo_stage(tmp_path)
+    assert mtimes == {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
