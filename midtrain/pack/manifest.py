@@ -72,7 +72,12 @@ def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], 
             raise RuntimeError(f"{out}: {split} holds {toks} tokens + {sp['padding_tokens']} padding in {seqs} "
                                f"sequences of {cfg.seq_length}, but {sp['selected_tokens']} tokens were selected")
     train = splits["train"]
+    natural = not cfg.mixture.weights and not cfg.mixture.tokens
     for name, src in per_source.items():
+        # The plan estimated each source's training share before the split; now it is known exactly.
+        src["available_tokens"] = plan.tokens_by_source.get(name, 0) - src["valid_tokens"]
+        if natural:  # the natural mixture's target is every training token, once
+            src["target_tokens"] = src["available_tokens"]
         src["achieved_fraction_of_target"] = src["tokens"] / src["target_tokens"] if src["target_tokens"] else None
     return {
         "format": FORMAT,

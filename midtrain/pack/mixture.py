@@ -90,6 +90,11 @@ def unit_hash(seed: int, salt: str, key: str) -> float:
     return int.from_bytes(h, "little") / 2.0 ** 64
 
 
+def valid_draw(doc_id: str) -> float:
+    """The validation draw of a document: seed-independent, so the held-out set stays put across seeds."""
+    return unit_hash(0, "valid", doc_id)
+
+
 def select_copies(rate: float, docs: list[tuple[str, int]], seed: int) -> list[int]:
     """Copies of each (doc id, tokens) of one source at ``rate``: the whole part for every document, one more
     for documents in seeded-hash order while that brings the total closer to ``rate`` x tokens."""

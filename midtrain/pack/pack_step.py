@@ -2,8 +2,8 @@
 
 Every task derives the same global plan (source list, mixture rates, masks on/off) from the small per-task
 totals the tokenize stage wrote, then takes its tokenized files (each input's files dealt round-robin over
-the tasks, so every task gets a share of every large source), selects documents (validation split and
-mixture copies by seeded hashes of document ids), splits over-long documents at natural boundaries,
+the tasks, so every task gets a share of every large source), selects documents (validation split by a
+hash of the document id, at least one document per source that has two; mixture copies by seeded hashes), splits over-long documents at natural boundaries,
 best-fit-decreasing packs each split and writes ``<out>/<split>/<task>``. Memory per task is its share's
 piece table; tokens stay memory-mapped. A task checks that it wrote exactly the tokens it selected.
 """
@@ -23,7 +23,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import Config, require
-from midtrain.pack.mixture import MixtureConfig, SourcePlan, plan_mixture, select_copies, unit_hash
+from midtrain.pack.mixture import MixtureConfig, SourcePlan, plan_mixture, select_copies, valid_draw
 from midtrain.pack.packer import best_fit_decreasing, split_points
 from midtrain.pack.shards import PackedShardWriter, Piece, padded_length, shard_prefix
 from midtrain.pack.tokenize import TokenizedShard
@@ -107,7 +107,9 @@ class GlobalPlan:
     eos_id: int
     documents: int
     tokens: int
+    tokens_by_source: dict[str, int]
     dropped: dict[str, int]
+    forced_valid: set[str]  # per source with >= 2 documents, its first validation document (never empty)
 
 
 def global_plan(cfg: PackConfig, cache_dirs: list[str | Path]) -> GlobalPlan:
@@ -122,6 +124,15 @@ def global_plan(cfg: PackConfig, cache_dirs: list[str | Path]) -> GlobalPlan:
             by_source[s] = by_source.get(s, 0) + n
         for r, n in info["dropped"].items():
             dropped[r] = dropped.get(r, 0) + n
+    first: dict[str, list] = {}
+    docs_by_source: dict[str, int] = {}
+    for info in infos:
+        for s, n in info["documents_by_source"].items():
+            docs_by_source[s] = docs_by_source.get(s, 0) + n
+        for s, fv in info["first_valid"].items():
+            if s not in first or fv[0] < first[s][0]:
+                first[s] = fv
+    forced = {fv[1] for s, fv in first.items() if docs_by_source[s] >= 2} if cfg.valid_fraction > 0 else set()
     dtypes = {i["dtype"] for i in infos}
     eos = {i["eos_id"] for i in infos}
     if len(dtypes) > 1 or len(eos) > 1:
@@ -132,7 +143,7 @@ def global_plan(cfg: PackConfig, cache_dirs: list[str | Path]) -> GlobalPlan:
                       masks=any(i["with_loss_spans"] for i in infos), dtype=dtypes.pop(),
                       vocab_size=max(i["vocab_size"] for i in infos), eos_id=eos.pop(),
                       documents=sum(i["documents"] for i in infos), tokens=sum(i["tokens"] for i in infos),
-                      dropped=dropped)
+                      tokens_by_source=by_source, dropped=dropped, forced_valid=forced)
 
 
 def _key64(seed: int, *parts: object) -> int:
@@ -171,7 +182,7 @@ class PackStep(PipelineStep):
         train_by_source: dict[str, list[tuple[int, int]]] = {}
         for k, shard in enumerate(shards):
             for d, meta in enumerate(shard.docs):
-                if unit_hash(seed, "valid", meta["id"]) < cfg.valid_fraction:
+                if valid_draw(meta["id"]) < cfg.valid_fraction or meta["id"] in plan.forced_valid:
                     chosen.append(("valid", k, d, 1))
                 else:
                     train_by_source.setdefault(meta["source"], []).append((k, d))

@@ -8,7 +8,8 @@ Each task writes, under the cache folder of one input and one tokenizer:
                            document carries ``metadata["loss_spans"]``: char spans mapped to tokens through
                            the fast tokenizer's offsets);
 - ``NNNNN.docs.jsonl``     per document: id, source, repo, tokens, natural split points (token offsets where
-                           a file of a packed repository starts) and whether it carries loss spans;
+                           a file of a packed repository starts: ``metadata["file_offsets"]`` from the repos
+                           source, else the source's header regex) and whether it carries loss spans;
 - ``NNNNN.json``           the task's totals (documents, tokens per source, drops by reason).
 
 Documents that cannot be used are counted by reason and logged with their id, never fatal.
@@ -27,6 +28,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.utils.batching import batched
 from datatrove.utils.tokenization import PipelineStepWithTokenizer
 
+from midtrain.pack.mixture import valid_draw
 from midtrain.pack.shards import token_dtype
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,8 @@ class TokenizeStep(PipelineStepWithTokenizer):
         ids_out = IndexedDatasetBuilder(f"{tmp}.bin", dtype=dtype)
         mask_out = IndexedDatasetBuilder(f"{tmp}.mask.bin", dtype=np.uint8)
         totals = {"documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {},
-                  "dropped": {}, "with_loss_spans": 0}
+                  "dropped": {}, "with_loss_spans": 0,
+                  "first_valid": {}}  # source -> [draw, id]: the document a validation split takes first
         with open(f"{tmp}.docs.jsonl", "w") as meta_out:
             for batch in batched(data, self.batch_size):
                 batch = [d for d in batch if self._usable(d, totals)]
@@ -106,11 +109,12 @@ class TokenizeStep(PipelineStepWithTokenizer):
                     else:
                         mask = np.ones(n, np.uint8)
                     source = str(doc.metadata.get("source") or "unknown")
-                    bounds = []
-                    if source in patterns:
-                        for m in patterns[source].finditer(doc.text):
-                            if m.start() > 0:
-                                bounds.append(_char_to_token(enc, m.start(), len(doc.text), n))
+                    # Natural split points: the file header offsets the repos source records, else the
+                    # source's header pattern.
+                    offsets = doc.metadata.get("file_offsets")
+                    if not (isinstance(offsets, list) and all(isinstance(o, int) for o in offsets)):
+                        offsets = [m.start() for m in patterns[source].finditer(doc.text)] if source in patterns else []
+                    bounds = [_char_to_token(enc, o, len(doc.text), n) for o in offsets if 0 < o < len(doc.text)]
                     ids_out.add_document(np.asarray(ids, dtype=dtype), [n])
                     mask_out.add_document(mask, [n])
                     meta_out.write(json.dumps({"id": doc.id, "source": source, "repo": doc.metadata.get("repo"),
@@ -120,6 +124,9 @@ class TokenizeStep(PipelineStepWithTokenizer):
                     totals["tokens"] += n
                     totals["tokens_by_source"][source] = totals["tokens_by_source"].get(source, 0) + n
                     totals["documents_by_source"][source] = totals["documents_by_source"].get(source, 0) + 1
+                    draw = valid_draw(doc.id)
+                    if source not in totals["first_valid"] or draw < totals["first_valid"][source][0]:
+                        totals["first_valid"][source] = [draw, doc.id]
                     self.stat_update("documents")
                     self.stat_update("tokens", value=n)
         ids_out.finalize(f"{tmp}.idx")

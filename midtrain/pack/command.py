@@ -1,0 +1,82 @@
+"""Tokenize curated documents with the base model's tokenizer and pack them into long-context shards.
+
+Takes output directories of `midtrain prep` (DIR/documents/*.jsonl.gz), tokenizes each (datatrove stage,
+cached under DIR/tokenized/ per tokenizer), then packs best-fit-decreasing into sequences of exactly
+--seq-length tokens, splitting only documents longer than that, at file boundaries of packed repositories
+or else at line ends. Writes Megatron indexed shards (.bin/.idx; one index document per packed sequence,
+its sequences the document pieces) per pack task and split, and manifest.json with everything needed to
+reproduce and audit them (`midtrain inspect DIR`). Trailing key=value overrides set PackConfig fields:
+pad_multiple, seed, valid_fraction, tasks, workers, executor, slurm.*, mixture.* ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+
+log = logging.getLogger(__name__)
+
+EPILOG = """examples:
+  midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144
+  midtrain pack --input out/prep/* --output out/shards --seq-length 2048 --mixture swe_midtrain \\
+      pad_multiple=16 valid_fraction=0.01 mixture.total_tokens=500000000000
+  midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 executor=slurm slurm.partition=cpu
+  midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B   # local HF dir
+"""
+
+_OVERRIDE = re.compile(r"^[A-Za-z_][\w.]*=")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--input", nargs="+", required=True, metavar="PREP_DIR", help="`midtrain prep` output directories")
+    p.add_argument("--output", required=True, metavar="DIR", help="where shards and manifest.json go")
+    p.add_argument("--seq-length", type=int, help="tokens per packed sequence (default 262144)")
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="tokenizer.json or a local Hugging Face model directory (default: Qwen3's, built offline)")
+    p.add_argument("--mixture", metavar="NAME", help="named mixture recipe (`midtrain recipes --kind mixture`)")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="PackConfig overrides")
+
+
+def build_config(args: argparse.Namespace):
+    from midtrain.config import ConfigError
+    from midtrain.pack.mixture import MixtureConfig
+    from midtrain.pack.pack_step import PackConfig
+
+    # `--input a b key=value` hands the overrides to --input; take them back.
+    overrides = [i for i in args.input if _OVERRIDE.match(i)] + list(args.overrides)
+    args.input = [i for i in args.input if not _OVERRIDE.match(i)]
+    cfg = PackConfig()
+    if args.mixture:
+        from recipes import get_recipe
+
+        r = get_recipe(args.mixture)
+        mix = r.build()
+        if not isinstance(mix, MixtureConfig):
+            raise ConfigError(f"mixture: recipe '{args.mixture}' is a {r.kind} recipe, not a mixture")
+        cfg.mixture = mix
+    if args.seq_length is not None:
+        cfg.seq_length = args.seq_length
+    if args.tokenizer is not None:
+        cfg.tokenizer = args.tokenizer
+    return cfg.apply_overrides(overrides).validate()
+
+
+def run(args: argparse.Namespace) -> int:
+    from midtrain.pack.inspect import format_summary, summarize
+    from midtrain.pack.pipeline import pack
+
+    cfg = build_config(args)
+    if not args.input:
+        print("midtrain pack: no --input directories given")
+        return 2
+    try:
+        manifest = pack(cfg, args.input, args.output)
+    except FileNotFoundError as e:
+        print(f"midtrain pack: {e}")
+        return 1
+    if manifest is None:
+        print(f"submitted to Slurm; {args.output}/manifest.json appears when the jobs finish")
+        return 0
+    print(format_summary(summarize(args.output)))
+    return 0
