@@ -33,10 +33,10 @@ TIMESTAMP = re.compile(
     r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?\s"  # [12:34:56] / 12:34:56.123
     r")")
-FAILURE = re.compile(
-    r"(\berror\b|\bERROR\b|\bfailed\b|\bFAILED\b|\bFAIL\b|Traceback \(most recent call last\)|panicked at|"
-    r"npm ERR!|npm error|\bfatal\b|\bException\b|\w+(Error|Exception):|make(\[\d+\])?: \*\*\*|^E\s{3}|"
-    r"\bundefined reference\b|CMake Error|error\[E\d+\]|Process completed with exit code [1-9])",
+FAILURE = re.compile(  # case-insensitive; kept free of leading \w+ so a line is scanned in linear time
+    r"\berror\b|error:|exception:|\bfailed\b|\bfail\b|traceback \(most recent call last\)|panicked at|npm err!|"
+    r"\bfatal\b|\bexception\b|make(\[\d+\])?: \*\*\*|^e {3}|undefined reference|error\[e\d+\]|"
+    r"process completed with exit code [1-9]",
     re.IGNORECASE)
 _MASK = re.compile(r"0x[0-9a-f]+|\b[0-9a-f]{7,}\b|\d+(\.\d+)*", re.IGNORECASE)
 
@@ -82,8 +82,19 @@ def strip_timestamps(lines: list[str]) -> list[str]:
     return [TIMESTAMP.sub("", line, count=1) for line in lines]
 
 
+# every FAILURE alternative contains one of these (lower-cased): a cheap substring test skips the regex on
+# the many ordinary lines
+_FAILURE_KEYS = ("error", "fail", "traceback", "panicked", "npm err", "fatal", "exception", "***",
+                 "undefined reference", "exit code")
+
+
+def is_failure_line(line: str) -> bool:
+    low = line.lower()
+    return (line[:4].lower() == "e   " or any(k in low for k in _FAILURE_KEYS)) and FAILURE.search(line) is not None
+
+
 def failure_lines(lines: list[str]) -> list[int]:
-    return [i for i, line in enumerate(lines) if FAILURE.search(line)]
+    return [i for i, line in enumerate(lines) if is_failure_line(line)]
 
 
 def _protected(lines: list[str], context: int) -> list[bool]:
@@ -100,10 +111,11 @@ def collapse_repeats(lines: list[str], min_run: int, keep: int, protected: list[
     removed = 0
     i = 0
     n = len(lines)
+    keys = [_MASK.sub("#", line).strip() for line in lines]
     while i < n:
-        key = _MASK.sub("#", lines[i]).strip()
+        key = keys[i]
         j = i + 1
-        while j < n and _MASK.sub("#", lines[j]).strip() == key and not protected[j] and not protected[i]:
+        while j < n and keys[j] == key and not protected[j] and not protected[i]:
             j += 1
         run = j - i
         if run >= min_run and key:

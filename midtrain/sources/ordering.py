@@ -51,11 +51,25 @@ def _python_modules(paths: list[str]) -> dict[str, str]:
     return mods
 
 
+def _import_statements(tree: ast.AST):
+    """Import statements anywhere in the statement tree (function bodies included), without visiting
+    expressions: several times faster than ast.walk on real code."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, name, None) or ():
+                if isinstance(child, (ast.Import, ast.ImportFrom)):
+                    yield child
+                elif isinstance(child, ast.AST):
+                    stack.append(child)
+
+
 def _python_imports(path: str, text: str, modules: dict[str, str]) -> set[str]:
     names: list[tuple[int, str, list[str]]] = []  # (level, module, imported names)
     try:
         tree = ast.parse(text)
-        for node in ast.walk(tree):
+        for node in _import_statements(tree):
             if isinstance(node, ast.Import):
                 names.extend((0, a.name, []) for a in node.names)
             elif isinstance(node, ast.ImportFrom):
