@@ -19,7 +19,7 @@ def prep(*argv: str) -> int:
 
 def test_pulls_end_to_end_stats_and_interface(tmp_path, capsys):
     out = tmp_path / "pulls"
-    assert prep("pulls", "--input", PULLS, "--output", out) == 0
+    assert prep("data_prep/pulls.py", "--input", PULLS, "--output", out) == 0  # the pipeline file names the source
     assert "3 records in -> 2 documents out" in capsys.readouterr().out
     assert sorted(p.name for p in (out / "documents").iterdir()) == ["00000.jsonl.gz"]
     docs = read_documents(out)
@@ -146,3 +146,19 @@ def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
     mtimes = {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
     demo_stage(tmp_path)
     assert mtimes == {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
+
+
+def test_demo_fallback_sample_repository_has_history(tmp_path):
+    """Outside a git checkout the demo builds a real git repository from the sample for repos and commits."""
+    from midtrain.sources.commits import CommitReader
+    from midtrain.sources.demo import sample_git_repo
+    from midtrain.sources.repos import RepoReader
+
+    repo = sample_git_repo(tmp_path / "sample")
+    assert sample_git_repo(tmp_path / "sample") == repo  # built once
+    [doc] = list(RepoReader([str(repo)]).run())
+    assert doc.metadata["license"] == "MIT" and doc.metadata["files"][:2] == ["README.md", "docs/usage.md"]
+    order = doc.metadata["files"]
+    assert order.index("minicalc/errors.py") < order.index("minicalc/parse.py") < order.index("minicalc/eval.py")
+    [hist] = list(CommitReader([str(repo)]).run())
+    assert len(hist.metadata["commits"]) == 2 and "Demo Author" not in hist.text

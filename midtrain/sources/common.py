@@ -105,7 +105,7 @@ def looks_binary(data: bytes) -> bool:
 
 
 def expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:
-    """Input paths as given; a ``.txt``/``.lst`` file lists more paths, one a line (for very many inputs)."""
+    """Input paths as given; a ``.lst``/``.list`` file lists more paths, one a line (for very many inputs)."""
     out: list[Path] = []
     for item in inputs:
         p = Path(item).expanduser()
@@ -179,12 +179,16 @@ class SourceReader(PipelineStep):
             self._per_input.setdefault(origin, {"documents": 0, "errors": 0})
         try:
             for origin, unit in mine:
-                try:
-                    docs = list(self.read_unit(unit, origin))
-                except Exception as e:  # noqa: BLE001 - one bad unit must not end the job; it is reported
-                    self.error("unreadable", str(unit), f"{type(e).__name__}: {e}", origin)
-                    continue
-                for doc in docs:
+                docs = self.read_unit(unit, origin)
+                while True:  # streamed: a huge input file is never held in memory
+                    try:
+                        doc = next(docs)
+                    except StopIteration:
+                        break
+                    except Exception as e:  # noqa: BLE001 - one bad unit must not end the job; it is reported
+                        # documents already yielded from this unit are kept; the rest of it is lost and counted
+                        self.error("unreadable", str(unit), f"{type(e).__name__}: {e}", origin)
+                        break
                     self._per_input[origin]["documents"] += 1
                     self.stat_update("documents")
                     self.stat_update("bytes", value=len(doc.text.encode("utf-8")))
