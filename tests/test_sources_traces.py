@@ -110,3 +110,13 @@ def test_chat_template_rendering_with_loss_spans():
         assert d.text[:s].endswith("<|im_start|>assistant\n") and d.text[s:e].endswith("<|im_end|>")
     assert '{"name": "str_replace_editor", "arguments": {"command": "view"' in d.text[spans[0][0]:spans[0][1]]
     assert "<tool_response>" not in "".join(d.text[s:e] for s, e in spans)
+
+
+def test_auto_format_falls_back_to_plain_when_the_tokenizer_is_unusable(tmp_path):
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text("{not a tokenizer")
+    docs = run_reader(TraceReader([str(TRACES / "acme__minicalc-15.traj.json")], TracesConfig(tokenizer=str(bad))))
+    assert [d.metadata["render_format"] for d in docs] == ["plain"]
+    with pytest.raises(Exception, match="key must be a string"):  # explicit chat_template: fail loudly
+        run_reader(TraceReader([str(TRACES / "acme__minicalc-15.traj.json")],
+                               TracesConfig(format="chat_template", tokenizer=str(bad))))

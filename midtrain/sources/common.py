@@ -66,6 +66,7 @@ class Pseudonyms:
     def __init__(self, prefix: str = "user"):
         self.prefix = prefix
         self.names: dict[str, str] = {}
+        self._pattern: tuple[int, re.Pattern | None] = (0, None)  # (number of names it covers, regex)
 
     def __call__(self, *identities: str | None) -> str:
         keys = [i.strip().lower() for i in identities if i and i.strip()]
@@ -83,12 +84,14 @@ class Pseudonyms:
         """Replace every known identity that appears in free text (mentions, sign-offs, emails)."""
         if not self.names or not text:
             return text
-        # longest first so 'Jane Doe' wins over 'Jane'; word boundaries keep 'ann' out of 'annotation'
-        keys = sorted((k for k in self.names if len(k) >= 3), key=len, reverse=True)
-        if not keys:
-            return text
-        pattern = re.compile(r"(?<![\w.])@?(" + "|".join(re.escape(k) for k in keys) + r")(?![\w])", re.IGNORECASE)
-        return pattern.sub(lambda m: self.names[m.group(1).lower()], text)
+        if self._pattern[0] != len(self.names):  # rebuilt only when someone new appeared
+            # longest first so 'Jane Doe' wins over 'Jane'; word boundaries keep 'ann' out of 'annotation'
+            keys = sorted((k for k in self.names if len(k) >= 3), key=len, reverse=True)
+            regex = re.compile(r"(?<![\w.])@?(" + "|".join(re.escape(k) for k in keys) + r")(?![\w])",
+                               re.IGNORECASE) if keys else None
+            self._pattern = (len(self.names), regex)
+        regex = self._pattern[1]
+        return regex.sub(lambda m: self.names[m.group(1).lower()], text) if regex else text
 
 
 def decode_utf8(data: bytes) -> str | None:

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Literal
 
 from datatrove.data import Document
 
-from midtrain.sources.common import ReaderConfig, SourceReader, expand_inputs, make_document, walk_files
+from midtrain.sources.common import ReaderConfig, SourceReader, expand_inputs, log, make_document, walk_files
 
 TRACE_SUFFIXES = (".traj", ".traj.json", ".json", ".jsonl", ".jsonl.gz")
 _ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
@@ -306,6 +306,10 @@ class TraceReader(SourceReader):
             units.extend((str(p), (str(f), f.relative_to(root).as_posix())) for f in files)
         return units
 
+    def run(self, data=None, rank: int = 0, world_size: int = 1):
+        self._template_tokenizer()  # a broken tokenizer for format=chat_template fails the task, not each file
+        yield from super().run(data, rank, world_size)
+
     def _template_tokenizer(self) -> Any:
         if self._tokenizer is None:
             self._tokenizer = False
@@ -315,7 +319,14 @@ class TraceReader(SourceReader):
                 except ModuleNotFoundError:
                     load_tokenizer = None
                 if load_tokenizer is not None:
-                    tok = load_tokenizer(self.cfg.tokenizer)
+                    try:
+                        tok = load_tokenizer(self.cfg.tokenizer)
+                    except Exception as e:  # noqa: BLE001 - auto falls back to plain, saying why
+                        if self.cfg.format == "chat_template":
+                            raise
+                        log.warning("traces: tokenizer %s not usable (%s); rendering the plain format",
+                                    self.cfg.tokenizer or "(default)", e)
+                        tok = None
                     if getattr(tok, "chat_template", None):
                         self._tokenizer = tok
                 if self._tokenizer is False and self.cfg.format == "chat_template":
