@@ -55,12 +55,14 @@ def test_bad_records_are_counted_and_reported(tmp_path):
     bad = tmp_path / "bad.jsonl"
     good = json.dumps(_records()[0]).encode()
     bad.write_bytes(b"\n".join([good, b"{not json", b'{"title": "caf\xe9"}', b"[1, 2]",
-                                json.dumps({"title": "x", "files": 3}).encode(), good]) + b"\n")
+                                json.dumps({"title": "x", "files": 3}).encode(), good,
+                                b'{"title": "lone \\ud800 surrogate", "number": 99}']) + b"\n")
     reader = PullReader([str(bad)], report_dir=str(tmp_path / "reports"))
     docs = run_reader(reader)
     assert len(docs) == 2
     errors = {k: v.total for k, v in reader.stats.stats.items() if k.startswith("error/")}
-    assert errors == {"error/malformed_json": 1, "error/invalid_utf8": 1, "error/bad_record": 2}
+    assert errors == {"error/malformed_json": 1, "error/invalid_utf8": 1, "error/bad_record": 2,
+                      "error/invalid_unicode": 1}
     report = json.loads((tmp_path / "reports" / "00000.json").read_text())
-    assert [e["where"] for e in report["errors"]] == [f"{bad}:{i}" for i in (2, 3, 4, 5)]
-    assert report["inputs"][str(bad)] == {"documents": 2, "errors": 4}
+    assert [e["where"] for e in report["errors"]] == [f"{bad}:{i}" for i in (2, 3, 4, 5)] + ["pr:unknown#99"]
+    assert report["inputs"][str(bad)] == {"documents": 2, "errors": 5}

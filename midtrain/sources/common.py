@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+import orjson
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
@@ -192,9 +193,15 @@ class SourceReader(PipelineStep):
                         # documents already yielded from this unit are kept; the rest of it is lost and counted
                         self.error("unreadable", str(unit), f"{type(e).__name__}: {e}", origin)
                         break
+                    try:  # lone surrogates (e.g. "\ud800" escapes in JSON input) cannot be written as UTF-8
+                        n_bytes = len(doc.text.encode("utf-8"))
+                        orjson.dumps(doc.metadata)
+                    except (UnicodeEncodeError, TypeError) as e:
+                        self.error("invalid_unicode", doc.id, str(e), origin)
+                        continue
                     self._per_input[origin]["documents"] += 1
                     self.stat_update("documents")
-                    self.stat_update("bytes", value=len(doc.text.encode("utf-8")))
+                    self.stat_update("bytes", value=n_bytes)
                     self.update_doc_stats(doc)
                     yield doc
         finally:

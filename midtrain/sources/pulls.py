@@ -190,8 +190,9 @@ class PullReader(SourceReader):
                 out.append("[no textual diff: binary or too large]")
                 self.skip("file_without_patch")
                 continue
-            if len(patch.encode()) > self.cfg.max_patch_bytes:
-                cut = patch.encode()[: self.cfg.max_patch_bytes].decode("utf-8", "ignore").rsplit("\n", 1)[0]
+            raw = patch.encode("utf-8", "surrogatepass")  # surrogates are reported later, by the reader base
+            if len(raw) > self.cfg.max_patch_bytes:
+                cut = raw[: self.cfg.max_patch_bytes].decode("utf-8", "ignore").rsplit("\n", 1)[0]
                 patch = cut + f"\n[patch truncated: {len(patch) - len(cut)} more characters]"
                 self.skip("patch_truncated")
             out.append(patch.rstrip("\n"))
@@ -237,8 +238,8 @@ class PullReader(SourceReader):
             out.append(text)
         text = "\n".join(out) + "\n"
         doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else where}"
-        if len(text.encode()) > self.cfg.max_doc_bytes:
-            text = text.encode()[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
+        if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
+            text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
             text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
             self.skip("document_truncated")
         return make_document(text, doc_id, "pr", repo=repo, license=pr.get("license"), number=number,

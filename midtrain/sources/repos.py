@@ -82,6 +82,14 @@ def _doc_rank(path: str) -> tuple:
     return (0 if ("/" not in path and name.startswith("readme")) else 1 if name.startswith("readme") else 2, path)
 
 
+def _utf8_path(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # undecodable bytes in a file name (surrogate-escaped)
+        return False
+
+
 def language_of(path: str) -> str | None:
     name = posixpath.basename(path)
     if name in SPECIAL_NAMES:
@@ -143,6 +151,9 @@ class RepoReader(SourceReader):
         paths = {e.path for e in entries}
         wanted = []
         for e in entries:
+            if not _utf8_path(e.path):
+                self.skip("path_not_utf8")
+                continue
             if e.mode == "160000":
                 self.skip("submodule")
                 continue
@@ -177,6 +188,9 @@ class RepoReader(SourceReader):
             for name in sorted(filenames):
                 full = Path(dirpath) / name
                 rel = full.relative_to(root).as_posix()
+                if not _utf8_path(rel):
+                    self.skip("path_not_utf8")
+                    continue
                 if full.is_symlink():
                     target = os.path.realpath(full)
                     inside = target == real_root or target.startswith(real_root + os.sep)

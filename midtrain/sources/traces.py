@@ -381,7 +381,7 @@ class TraceReader(SourceReader):
                 self.skip("chat_template_fallback_plain")
         fmt = "chat_template" if rendered else "plain"
         text, spans = rendered or render_plain(traj.messages)
-        if len(text.encode()) > self.cfg.max_doc_bytes:
+        if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             self.drop("too_long")  # a cut trajectory would teach a wrong ending; count and leave it out
             return None
         doc_id = f"trace:{traj.instance_id or 'unknown'}:{where}"
