@@ -91,3 +91,19 @@ def test_split_points_prefer_files_then_lines():
     assert split_points(200, 100, [], None) == [100, 200]
     assert split_points(200, 100, [5], lines) == [98, 196, 200]  # a file boundary leaving a sliver is ignored
     assert split_points(250, 100, [], None, pad_multiple=16) == [96, 192, 250]
+
+
+def test_slurm_dry_run_prints_chained_job_arrays(tmp_path, capsys):
+    rng = random.Random(2)
+    write_prep(tmp_path / "prep" / "commits", [commit_doc(i, rng) for i in range(4)], files=2)
+    site = tmp_path / "site.yaml"
+    site.write_text("partition: cpu\naccount: proj\nprep:\n  time: '01:00:00'\n")
+    rc = main(["pack", "--input", str(tmp_path / "prep" / "commits"), "--output", str(tmp_path / "shards"),
+               "--seq-length", "4096", "tasks=3", "--executor", "slurm", "--site-config", str(site), "--dry-run"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert out.count("# ---- stage") == 4  # tokenize, its cache stamp, pack, manifest
+    assert "#SBATCH --partition=cpu" in out and "#SBATCH --account=proj" in out
+    assert "#SBATCH --array=0-1" in out and "#SBATCH --array=0-2" in out  # 2 files -> 2 tokenize tasks, 3 packers
+    assert "launch_pickled_pipeline" in out
+    assert not (tmp_path / "shards" / "manifest.json").exists()

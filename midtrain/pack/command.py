@@ -6,7 +6,9 @@ cached under DIR/tokenized/ per tokenizer), then packs best-fit-decreasing into 
 or else at line ends. Writes Megatron indexed shards (.bin/.idx; one index document per packed sequence,
 its sequences the document pieces) per pack task and split, and manifest.json with everything needed to
 reproduce and audit them (`midtrain inspect DIR`). Trailing key=value overrides set PackConfig fields:
-pad_multiple, seed, valid_fraction, tasks, workers, executor, slurm.*, mixture.* ...
+pad_multiple, seed, valid_fraction, tasks, tokenize_tasks, workers, mixture.* ...
+With --executor slurm every stage is a datatrove job array (resources, venv or container and account from
+the site config's `prep:` section), chained afterok; the tokenizer file must be on a shared filesystem.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ EPILOG = """examples:
   midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144
   midtrain pack --input out/prep/* --output out/shards --seq-length 2048 --mixture swe_midtrain \\
       pad_multiple=16 valid_fraction=0.01 mixture.total_tokens=500000000000
-  midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 executor=slurm slurm.partition=cpu
+  midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=256 \
+      --executor slurm --site-config site.yaml --dry-run      # print the sbatch scripts
   midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B   # local HF dir
 """
 
@@ -36,6 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="tokenizer.json or a local Hugging Face model directory (default: Qwen3's, built offline)")
     p.add_argument("--mixture", metavar="NAME", help="named mixture recipe (`midtrain recipes --kind mixture`)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="PackConfig overrides")
+    p.add_argument("--executor", choices=["local", "slurm"], help="where the stages run (default local)")
+    p.add_argument("--site-config", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
+    p.add_argument("--dry-run", action="store_true", help="print what each stage would submit, run nothing")
 
 
 def build_config(args: argparse.Namespace):
@@ -59,6 +65,8 @@ def build_config(args: argparse.Namespace):
         cfg.seq_length = args.seq_length
     if args.tokenizer is not None:
         cfg.tokenizer = args.tokenizer
+    if args.executor is not None:
+        cfg.executor = args.executor
     return cfg.apply_overrides(overrides).validate()
 
 
@@ -70,11 +78,20 @@ def run(args: argparse.Namespace) -> int:
     if not args.input:
         print("midtrain pack: no --input directories given")
         return 2
+    site = None
+    if cfg.executor == "slurm":
+        from midtrain.launch.site import load_site
+
+        site = load_site(args.site_config)
     try:
-        manifest = pack(cfg, args.input, args.output)
+        manifest = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run)
     except FileNotFoundError as e:
         print(f"midtrain pack: {e}")
         return 1
+    if args.dry_run:
+        for name, script in manifest.items():
+            print(f"# ---- stage {name} ----\n{script}")
+        return 0
     if manifest is None:
         print(f"submitted to Slurm; {args.output}/manifest.json appears when the jobs finish")
         return 0

@@ -35,15 +35,6 @@ TOKENIZE_VERSION = "1"  # bump when the tokenized cache layout changes
 
 
 @dataclass
-class SlurmConfig(Config):
-    partition: str | None = None
-    time: str = "24:00:00"
-    cpus_per_task: int = 1
-    mem_per_cpu_gb: float = 4.0
-    sbatch_args: dict[str, str] = field(default_factory=dict)  # extra #SBATCH options (account, qos, ...)
-
-
-@dataclass
 class PackConfig(Config):
     """Tokenize + pack settings (`midtrain pack ... key=value` overrides these)."""
 
@@ -59,8 +50,7 @@ class PackConfig(Config):
     tokenize_tasks: int = 8  # per input (at most its number of files)
     tasks: int = 1  # pack tasks, each writing its own shard per split
     workers: int = 1  # local executor: tasks run at once
-    executor: Literal["local", "slurm"] = "local"
-    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+    executor: Literal["local", "slurm"] = "local"  # slurm: job arrays, resources from the site config's prep:
 
     def check(self) -> None:
         require(self.seq_length >= 16, "seq_length", "must be at least 16")
@@ -71,8 +61,6 @@ class PackConfig(Config):
         require(self.tasks >= 1, "tasks", "must be >= 1")
         require(self.tokenize_tasks >= 1, "tokenize_tasks", "must be >= 1")
         require(self.workers >= 1, "workers", "must be >= 1")
-        require(self.executor != "slurm" or bool(self.slurm.partition), "slurm.partition",
-                "the Slurm executor needs a partition")
 
 
 def cache_key(tokenizer_hash: str, eos_token: str, boundaries: dict[str, str]) -> str:

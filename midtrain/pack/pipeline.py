@@ -72,18 +72,12 @@ def tokenize_cache(prep_dir: str | Path, key: str) -> Path:
     return Path(prep_dir) / "tokenized" / key
 
 
-def _executor(cfg: PackConfig, pipeline: list, tasks: int, logging_dir: Path, name: str, depends=None):
-    if cfg.executor == "slurm":
-        from datatrove.executor import SlurmPipelineExecutor
+def _executor(cfg: PackConfig, pipeline: list, tasks: int, logging_dir: Path, name: str, site=None, depends=None):
+    if cfg.executor == "slurm":  # the launch team's factory: resources, venv/container, account from the site
+        from midtrain.launch.prep import slurm_executor
 
-        import sys
-
-        return SlurmPipelineExecutor(pipeline=pipeline, tasks=tasks, time=cfg.slurm.time,
-                                     partition=cfg.slurm.partition, cpus_per_task=cfg.slurm.cpus_per_task,
-                                     mem_per_cpu_gb=cfg.slurm.mem_per_cpu_gb, job_name=name,
-                                     logging_dir=str(logging_dir), depends=depends,
-                                     sbatch_args=dict(cfg.slurm.sbatch_args) or None,
-                                     venv_path=str(Path(sys.executable).parent / "activate"))
+        return slurm_executor(pipeline, site, job_name=f"midtrain-{name}", logging_dir=str(logging_dir), tasks=tasks,
+                              depends=depends, slurm_logs_dir=str(Path(logging_dir).parent / "slurm" / Path(logging_dir).name))
     from datatrove.executor import LocalPipelineExecutor
 
     # Local stages are run in order by pack() itself (a local `depends` would rerun them).
@@ -130,13 +124,31 @@ class CacheStampStep(PipelineStep):
         yield
 
 
-def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path) -> dict | None:
-    """Tokenize (cached) and pack ``inputs`` into ``out_dir``; returns the manifest (None when submitted to Slurm)."""
+def _script(ex) -> str:
+    """What an executor would run: the sbatch script (Slurm) or a one-line description (local)."""
+    if hasattr(ex, "get_sbatch_args"):
+        n = ex.world_size if ex.max_array_size == -1 else min(ex.world_size, ex.max_array_size)
+        return ex.get_launch_file_contents(
+            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
+    return f"# local: {ex.world_size} tasks, logs in {ex.logging_dir.path}"
+
+
+def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=None, dry_run: bool = False):
+    """Tokenize (cached) and pack ``inputs`` into ``out_dir``; returns the manifest (None when submitted to Slurm).
+
+    With ``executor=slurm`` the stages are submitted as dependent job arrays configured by ``site`` (a
+    ``midtrain.launch.site.SiteConfig``; None = $MIDTRAIN_SITE or defaults); ``dry_run`` returns their sbatch
+    scripts instead of submitting anything.
+    """
     from datatrove.pipeline.readers import JsonlReader
 
     from midtrain.pack.tokenize import TokenizeStep
 
     cfg.validate()
+    if cfg.executor == "slurm" and site is None:
+        from midtrain.launch.site import load_site
+
+        site = load_site()
     out = Path(out_dir)
     tok = resolve_tokenizer(cfg)
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
@@ -146,19 +158,19 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path) -> dict
     run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in inputs]]).encode()).hexdigest()[:16]
 
     manifest_path = out / MANIFEST
-    if manifest_path.exists():
+    if manifest_path.exists() and not dry_run:
         old = json.loads(manifest_path.read_text())
         if old.get("run_key") == run_key:
             log.info("%s is complete for this configuration and these inputs; nothing to do", out)
             return old
     # A different run wrote here before: remove its outputs (only what `midtrain pack` writes).
-    for name in ("train", "valid", "logs", MANIFEST):
+    for name in ("train", "valid", "logs", MANIFEST) if not dry_run else ():
         p = out / name
         if p.exists() and (not (out / "logs" / run_key).exists() or name == MANIFEST):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     out.mkdir(parents=True, exist_ok=True)
 
-    last = None
+    last, stages = None, []
     for i, cache in zip(inputs, cache_dirs):
         cache = Path(cache)
         stamp = {"fingerprint": prints[i], "tokenizer": tok.to_dict(), "boundaries": cfg.boundaries}
@@ -174,10 +186,11 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path) -> dict
         log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)
         run = _executor(cfg, [JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
                               TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries)],
-                        tasks, cache / "logs" / prints[i], f"tokenize-{Path(i).name}", depends=last)
+                        tasks, cache / "logs" / prints[i], f"tokenize-{Path(i).name}", site, depends=last)
         stamp_run = _executor(cfg, [CacheStampStep(str(cache), stamp)], 1, cache / "logs" / f"stamp-{prints[i]}",
-                              f"tokenize-stamp-{Path(i).name}", depends=run)
-        if cfg.executor == "local":
+                              f"tokenize-stamp-{Path(i).name}", site, depends=run)
+        stages += [(f"tokenize {i}", run), (f"tokenize stamp {i}", stamp_run)]
+        if cfg.executor == "local" and not dry_run:
             run.run()
             stamp_run.run()
             if not tokenized_prefixes(cache):
@@ -185,9 +198,12 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path) -> dict
         last = stamp_run
 
     packer = _executor(cfg, [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id)], cfg.tasks,
-                       out / "logs" / run_key, "pack", depends=last)
+                       out / "logs" / run_key, "pack", site, depends=last)
     merge = _executor(cfg, [ManifestStep(cfg.to_dict(), str(out), cache_dirs, inputs, tok.to_dict(), run_key)], 1,
-                      out / "logs" / f"{run_key}-manifest", "pack-manifest", depends=packer)
+                      out / "logs" / f"{run_key}-manifest", "pack-manifest", site, depends=packer)
+    stages += [("pack", packer), ("manifest", merge)]
+    if dry_run:
+        return {name: _script(ex) for name, ex in stages}
     if cfg.executor == "slurm":
         merge.run()  # datatrove submits the dependency chain first
         log.info("submitted tokenize -> pack -> manifest to Slurm; %s appears when done", manifest_path)
