@@ -1,0 +1,171 @@
+"""Write a midtrain checkpoint out as a Hugging Face model directory (`midtrain convert mcore2hf`).
+
+The checkpoint is loaded into one CPU process at TP=PP=1 (dist_checkpointing reshards whatever layout
+it was trained at), mapped through midtrain/train/hf_mapping.py, and saved as safetensors (5 GB shards
+with an index, as transformers writes them) with a config.json whose RoPE fields are the recipe's, so
+inference engines compute the positions training used. Tokenizer files come from, in order: --tokenizer,
+the run's hf_source/ (written by hf2mcore), the HF directory the run started from (init_from, followed
+through earlier stages of a progression), and for Qwen3 the offline default tokenizer.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from midtrain.config import ConfigError
+from midtrain.train import hf_mapping
+from midtrain.train.hf_import import (HF_SOURCE, TOKENIZER_FILES, _DTYPES, conversion_config, empty_model,
+                                      is_hf_model_dir, single_process_world)
+
+log = logging.getLogger(__name__)
+
+SHARD_BYTES = 5 * 1024**3
+
+
+def locate_checkpoint(src: str | Path) -> tuple[Path, Path]:
+    """(run_dir, checkpoint dir) for a run directory or one of its checkpoints/iter_* directories."""
+    from midtrain.train import checkpoint as ckpt
+
+    src = Path(src)
+    if (src / ckpt.MARKER).is_file():
+        problem = ckpt.verify(src)
+        if problem:
+            raise ConfigError(f"{src}: incomplete checkpoint ({problem})")
+        return src.parent.parent, src
+    found = ckpt.latest_checkpoint(src)
+    if found is None:
+        raise ConfigError(f"{src}: no complete midtrain checkpoint (expected {src}/checkpoints/iter_*/ with "
+                          f"{ckpt.MARKER})")
+    return src, found
+
+
+def find_hf_source(run_dir: Path, max_hops: int = 8) -> Path | None:
+    """The HF directory holding this run's original config.json + tokenizer: hf_source/, or init_from's."""
+    from midtrain.train.config import TrainConfig
+
+    for _ in range(max_hops):
+        if (run_dir / HF_SOURCE / "config.json").is_file():
+            return run_dir / HF_SOURCE
+        cfg_file = run_dir / "config.yaml"
+        if not cfg_file.is_file():
+            return None
+        init = TrainConfig.from_yaml(cfg_file).init_from
+        if not init:
+            return None
+        init_path = Path(init)
+        if is_hf_model_dir(init_path):
+            return init_path
+        if init_path.name.startswith("iter_"):  # a checkpoint directory: its run is two levels up
+            init_path = init_path.parent.parent
+        run_dir = init_path
+    return None
+
+
+def save_safetensors(tensors: dict[str, torch.Tensor], dst: Path, shard_bytes: int = SHARD_BYTES) -> list[str]:
+    """transformers' on-disk layout: model.safetensors, or model-0000i-of-0000n.safetensors + index."""
+    from safetensors.torch import save_file
+
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for name, t in tensors.items():
+        nbytes = t.numel() * t.element_size()
+        if shards[-1] and size + nbytes > shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][name] = t.contiguous()
+        size += nbytes
+    if len(shards) == 1:
+        save_file(shards[0], str(dst / "model.safetensors"), metadata={"format": "pt"})
+        return ["model.safetensors"]
+    names, weight_map = [], {}
+    for i, shard in enumerate(shards, 1):
+        fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        save_file(shard, str(dst / fname), metadata={"format": "pt"})
+        names.append(fname)
+        weight_map.update({k: fname for k in shard})
+    total = sum(t.numel() * t.element_size() for t in tensors.values())
+    (dst / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    return names
+
+
+def copy_tokenizer(dst: Path, tokenizer: str | Path | None, hf_source: Path | None, family: str) -> str:
+    """Put tokenizer files into ``dst``; returns where they came from."""
+    for src in (Path(tokenizer) if tokenizer else None, hf_source):
+        if src is None:
+            continue
+        if src.is_file() and src.name == "tokenizer.json":
+            shutil.copy2(src, dst / "tokenizer.json")
+            return str(src)
+        copied = [n for n in TOKENIZER_FILES if n != "generation_config.json" and (src / n).is_file()]
+        if copied:
+            for n in copied:
+                shutil.copy2(src / n, dst / n)
+            return str(src)
+        if src == (Path(tokenizer) if tokenizer else None):
+            raise ConfigError(f"--tokenizer {tokenizer}: no tokenizer files there ({', '.join(TOKENIZER_FILES)})")
+    if family == "qwen3":
+        from midtrain.pack.tokenizer import load_tokenizer
+
+        load_tokenizer(None).save_pretrained(str(dst))
+        return "the default Qwen3 tokenizer (midtrain.pack.tokenizer)"
+    raise ConfigError("no tokenizer found for the export: the run has no hf_source/ and its init_from is not a "
+                      "Hugging Face directory; pass --tokenizer PATH (a HF model dir or tokenizer.json)")
+
+
+def mcore_state_dict(run_cfg: Any, ckpt_dir: Path) -> dict[str, torch.Tensor]:
+    """Whole-model tensors (TP=PP=1 names) of a midtrain checkpoint, in the run's dtype."""
+    from megatron.core import dist_checkpointing
+
+    with single_process_world():
+        model = empty_model(conversion_config(run_cfg))
+        loaded = dist_checkpointing.load({"model": model.sharded_state_dict()}, str(ckpt_dir))
+        model.load_state_dict(loaded["model"])
+        return {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
+
+
+def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path | None = None,
+                        dtype: str | None = None) -> Path:
+    """A midtrain run/checkpoint -> a Hugging Face model directory that transformers loads.
+
+    ``dtype`` (bf16 | fp32) defaults to the run's precision.dtype.
+    """
+    from midtrain.train.config import TrainConfig
+
+    run_dir, ckpt_dir = locate_checkpoint(src)
+    cfg_file = run_dir / "config.yaml"
+    if not cfg_file.is_file():
+        raise ConfigError(f"{run_dir}: no config.yaml next to the checkpoints (needed for the model shape)")
+    cfg = TrainConfig.from_yaml(cfg_file)
+    assert isinstance(cfg, TrainConfig)
+    cfg.validate()
+    dtype = dtype or cfg.precision.dtype
+    if dtype not in _DTYPES:
+        raise ConfigError(f"--dtype: {dtype!r} is not one of {', '.join(_DTYPES)}")
+    dst = Path(dst)
+    if (dst / "config.json").exists():
+        raise FileExistsError(f"{dst} already holds a Hugging Face model; choose a new destination")
+    dst.mkdir(parents=True, exist_ok=True)
+
+    shape = hf_mapping.Shape.of(cfg.model)
+    hf = hf_mapping.mcore_to_hf(mcore_state_dict(cfg, ckpt_dir), shape)
+    hf = {k: v.to(_DTYPES[dtype]) for k, v in hf.items()}
+    files = save_safetensors(hf, dst)
+
+    source = find_hf_source(run_dir)
+    base = json.loads((source / "config.json").read_text()) if source else None
+    hf_cfg = hf_mapping.hf_config_dict(cfg.model, base=base,
+                                       dtype="float32" if dtype == "fp32" else "bfloat16")
+    (dst / "config.json").write_text(json.dumps(hf_cfg, indent=2, sort_keys=True) + "\n")
+    if source and (source / "generation_config.json").is_file():
+        shutil.copy2(source / "generation_config.json", dst / "generation_config.json")
+    tok_from = copy_tokenizer(dst, tokenizer, source, cfg.model.family)
+    log.info("mcore2hf: %s -> %s (%d tensors in %d file(s), %s; tokenizer from %s)", ckpt_dir, dst, len(hf),
+             len(files), dtype, tok_from)
+    return dst

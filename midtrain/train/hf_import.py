@@ -1,0 +1,267 @@
+"""Read a Hugging Face model directory: its ModelConfig, its weights, and load them into a GPTModel.
+
+``load_hf_into(model, path)`` is the hook the trainer calls for ``init_from: <HF dir>``: it maps the HF
+tensors through midtrain/train/hf_mapping.py and copies into this rank's parameters, cutting the
+tensor-parallel shard itself (megatron marks each parameter with ``tensor_model_parallel`` and
+``partition_dim``) and taking only this pipeline stage's layers. Works on CPU and GPU, any TP/PP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+
+from midtrain.config import ConfigError
+from midtrain.train import hf_mapping
+
+log = logging.getLogger(__name__)
+
+_LOCAL_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
+
+
+def is_hf_model_dir(path: str | Path) -> bool:
+    """A directory with a config.json and weights (safetensors or PyTorch .bin)."""
+    p = Path(path)
+    return (p / "config.json").is_file() and (any(p.glob("*.safetensors")) or any(p.glob("pytorch_model*.bin")))
+
+
+def read_hf_config(path: str | Path) -> dict[str, Any]:
+    cfg_file = Path(path) / "config.json"
+    if not cfg_file.is_file():
+        raise ConfigError(f"{path}: not a Hugging Face model directory (no config.json)")
+    return json.loads(cfg_file.read_text())
+
+
+def model_config_from_hf(path: str | Path):  # -> ModelConfig (import kept lazy: config imports us)
+    """The ModelConfig for the model in ``path`` (family, shape, RoPE), validated."""
+    from midtrain.train.config import ModelConfig
+
+    fields = hf_mapping.model_fields_from_hf(read_hf_config(path), where=f"{path}/config.json")
+    m = ModelConfig(**fields)
+    m.validate()
+    return m
+
+
+class _LazySafetensors(dict):
+    """name -> tensor over safetensors files, read on first access (a 32B model is not held twice)."""
+
+    def __init__(self, files: list[Path]) -> None:
+        from safetensors import safe_open
+
+        super().__init__()
+        self._handles = [safe_open(str(f), framework="pt") for f in files]
+        for h in self._handles:
+            for key in h.keys():
+                super().__setitem__(key, h)
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        return super().__getitem__(key).get_tensor(key)
+
+    def items(self):  # noqa: ANN201 - dict protocol
+        return ((k, self[k]) for k in self.keys())
+
+    def values(self):  # noqa: ANN201
+        return (self[k] for k in self.keys())
+
+
+def load_hf_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+    """All tensors of an HF model directory (sharded or single safetensors, read lazily; or PyTorch .bin)."""
+    p = Path(path)
+    files = sorted(p.glob("*.safetensors"))
+    if files:
+        return _LazySafetensors(files)
+    bins = sorted(p.glob("pytorch_model*.bin"))
+    if not bins:
+        raise ConfigError(f"{path}: no *.safetensors or pytorch_model*.bin weights")
+    out: dict[str, torch.Tensor] = {}
+    for f in bins:
+        out.update(torch.load(f, map_location="cpu", weights_only=True))
+    return out
+
+
+def _check_shape_matches(model: torch.nn.Module, m: Any, path: str | Path) -> None:
+    tc = getattr(model, "config", None)
+    if tc is None:
+        return
+    pairs = {"num_layers": tc.num_layers, "hidden_size": tc.hidden_size, "ffn_hidden_size": tc.ffn_hidden_size,
+             "num_attention_heads": tc.num_attention_heads, "num_query_groups": tc.num_query_groups,
+             "kv_channels": tc.kv_channels, "qk_layernorm": tc.qk_layernorm}
+    for name, built in pairs.items():
+        want = getattr(m, name)
+        if want != built:
+            raise ConfigError(f"init_from: {path} has model.{name}={want} but the model was built with {built}; "
+                              "take the model section from the checkpoint (midtrain convert hf2mcore writes it)")
+
+
+def _tp_shard(name: str, full: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """This rank's piece of a full tensor for ``param``."""
+    if not getattr(param, "tensor_model_parallel", False):
+        return full
+    from megatron.core import parallel_state
+
+    tp, rank = (parallel_state.get_tensor_model_parallel_world_size(),
+                parallel_state.get_tensor_model_parallel_rank())
+    if tp == 1:
+        return full
+    if name.endswith("mlp.linear_fc1.weight"):  # [gate; up]: each rank holds [gate_r; up_r]
+        gate, up = full.chunk(2, 0)
+        return torch.cat([gate.chunk(tp, 0)[rank], up.chunk(tp, 0)[rank]], 0)
+    return full.chunk(tp, dim=param.partition_dim)[rank]
+
+
+def local_to_global_names(model: torch.nn.Module) -> dict[str, str]:
+    """This stage's state-dict names -> whole-model names (pipeline stages number their layers from 0)."""
+    layers = model.decoder.layers
+    out = {}
+    for name in model.state_dict():
+        mt = _LOCAL_LAYER.match(name)
+        if mt:
+            global_idx = layers[int(mt.group(1))].layer_number - 1
+            out[name] = f"decoder.layers.{global_idx}.{mt.group(2)}"
+        else:
+            out[name] = name
+    return out
+
+
+@torch.no_grad()
+def load_full_into(model: torch.nn.Module, full: dict[str, torch.Tensor], tied: bool) -> int:
+    """Copy whole-model (local-spec names) tensors into this rank's parameters. Returns tensors copied."""
+    params = dict(model.named_parameters())
+    names = local_to_global_names(model)
+    te = hf_mapping.uses_te_names(set(params))
+    source = hf_mapping.to_te_names(full) if te else full
+    copied = 0
+    for local, global_name in names.items():
+        if local not in params:
+            continue  # _extra_state and buffers
+        key = global_name
+        if key == "output_layer.weight" and tied:
+            key = "embedding.word_embeddings.weight"  # the last stage's copy of a tied embedding
+        if key not in source:
+            raise KeyError(f"no source tensor for {local!r} (looked up {key!r})")
+        piece = _tp_shard(key, source[key], params[local])
+        if piece.shape != params[local].shape:
+            raise ValueError(f"{local}: source shard {tuple(piece.shape)} != parameter {tuple(params[local].shape)}")
+        params[local].copy_(piece.to(params[local].dtype))
+        copied += 1
+    return copied
+
+
+def load_hf_into(model: torch.nn.Module, path: str | Path, model_cfg: Any | None = None) -> None:
+    """Load an HF model directory's weights into ``model`` (this rank's TP shard / PP stage).
+
+    ``model_cfg`` is the recipe's ModelConfig; when given it must describe the same shape as the HF
+    config.json (checked, with the field named). Weights only: nothing else of the run changes.
+    """
+    m = model_config_from_hf(path)
+    if model_cfg is not None:
+        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+                  "vocab_size", "tie_embeddings", "qk_layernorm"):
+            if getattr(model_cfg, f) != getattr(m, f):
+                raise ConfigError(f"model.{f}: the recipe says {getattr(model_cfg, f)} but {path} has "
+                                  f"{getattr(m, f)}")
+    _check_shape_matches(model, m, path)
+    shape = hf_mapping.Shape.of(m)
+    full = hf_mapping.hf_to_mcore(load_hf_state_dict(path), shape)
+    n = load_full_into(model, full, m.tie_embeddings)
+    log.info("init_from %s: loaded %d tensors (Hugging Face %s)", path, n, m.family)
+
+
+# -- midtrain convert hf2mcore ---------------------------------------------------------------------------
+
+HF_SOURCE = "hf_source"  # DST/hf_source/: the source config.json, generation config and tokenizer files
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+                   "merges.txt", "tokenizer.model", "added_tokens.json", "chat_template.jinja",
+                   "chat_template.json", "generation_config.json")
+_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+
+
+def conversion_config(cfg: Any) -> Any:
+    """The same model as one CPU process builds it for conversion: TP=PP=CP=1, local spec.
+
+    dist_checkpointing stores global tensors, so what one process writes loads at any TP/PP layout.
+    """
+    return cfg.apply_overrides(["parallel.tensor=1", "parallel.pipeline=1", "parallel.context=1",
+                                "parallel.sequence_parallel=false", "parallel.data=null",
+                                "precision.transformer_impl=local", "precision.fp8=none"])
+
+
+@contextlib.contextmanager
+def single_process_world() -> Iterator[None]:
+    """A world of one with TP=PP=CP=1 for conversion; torn down afterwards only if it was ours."""
+    import torch.distributed as dist
+
+    from midtrain.train import distributed
+
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        raise RuntimeError("conversion runs in a single process; do not launch it with torchrun/srun")
+    owned = not dist.is_initialized()
+    distributed.initialize()
+    try:
+        yield
+    finally:
+        if owned:
+            distributed.destroy()
+
+
+def empty_model(cfg: Any) -> torch.nn.Module:
+    """A GPTModel for ``cfg`` with allocated but uninitialised weights (no random-init cost)."""
+    from midtrain.train.model import build_gpt_model
+
+    with torch.device("meta"):
+        model = build_gpt_model(cfg)
+    return model.to_empty(device="cpu")
+
+
+def hf_dtype_name(hf: dict[str, Any]) -> str:
+    name = str(hf.get("dtype") or hf.get("torch_dtype") or "bfloat16")
+    return "fp32" if "float32" in name else "bf16"
+
+
+def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipeline: int = 1,
+                        dtype: str | None = None) -> Path:
+    """HF model directory -> a midtrain checkpoint directory (what init_from and `sft --from` take).
+
+    DST gets checkpoints/iter_0000000/ (megatron dist_checkpointing, the trainer's layout), config.yaml
+    (a TrainConfig whose model section is the HF model's, parallel layout TP/PP as asked) and hf_source/
+    (config.json, generation config and tokenizer files, which mcore2hf writes back out).
+    """
+    import shutil
+
+    from midtrain.train import checkpoint as ckpt
+    from midtrain.train.config import TrainConfig
+
+    src, dst = Path(src), Path(dst)
+    hf = read_hf_config(src)
+    m = model_config_from_hf(src)
+    dtype = dtype or hf_dtype_name(hf)
+    cfg = TrainConfig(name=dst.name, run_dir=str(dst), model=m)
+    cfg.precision.dtype = dtype  # type: ignore[assignment]
+    cfg.data.seq_length = min(cfg.data.seq_length, m.max_position_embeddings)
+    cfg = cfg.apply_overrides([f"parallel.tensor={tensor}", f"parallel.pipeline={pipeline}"]).validate()
+    if ckpt.latest_checkpoint(dst) is not None:
+        raise FileExistsError(f"{dst} already holds a midtrain checkpoint; choose a new destination")
+
+    with single_process_world():
+        model = empty_model(conversion_config(cfg))
+        full = hf_mapping.hf_to_mcore(load_hf_state_dict(src), hf_mapping.Shape.of(m))
+        n = load_full_into(model, full, m.tie_embeddings)
+        del full
+        dst.mkdir(parents=True, exist_ok=True)
+        path = ckpt.save_checkpoint(dst, 0, model, None, {"step": 0, "converted_from": str(src.resolve()),
+                                                          "format": "hf2mcore"}, keep_last=1)
+    cfg.save_yaml(dst / "config.yaml")
+    keep = dst / HF_SOURCE
+    keep.mkdir(exist_ok=True)
+    shutil.copy2(src / "config.json", keep / "config.json")
+    for name in TOKENIZER_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, keep / name)
+    log.info("hf2mcore: %s -> %s (%d tensors, %s, for TP=%d PP=%d)", src, path, n, dtype, tensor, pipeline)
+    return path

@@ -1,0 +1,240 @@
+"""Hugging Face <-> megatron-core tables for the Llama-3 and Qwen3 dense families.
+
+Two tables and two layout rules cover both families (megatron-bridge does the same for more models, but
+does not install here):
+
+- ``LAYER_TABLE``: per decoder layer, megatron-core's parameter name (local spec) -> the Hugging Face
+  name(s) it is made of; ``GLOBAL_TABLE`` for embedding, final norm and output layer.
+- fused QKV: megatron stores ``linear_qkv`` per query group as [q heads of the group..., k, v] rows
+  (``num_query_groups`` blocks of (heads/groups + 2) x head_dim rows), so a tensor-parallel split along
+  rows hands each rank whole groups. HF keeps q_proj / k_proj / v_proj apart.
+- fused fc1: megatron's SwiGLU ``linear_fc1`` is [gate; up] along rows; HF has gate_proj and up_proj.
+
+Transformer Engine's layer spec fuses each RMSNorm into the following linear layer, so the same weights
+appear under two other names (``TE_NORM_NAMES``); ``to_spec_names`` translates to what a model has.
+The tests check all of this by logits parity against transformers, not by assumption.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from midtrain.config import ConfigError
+from midtrain.train import hf_rope
+
+# HF model_type -> ModelConfig.family, and back (with the HF class names written into config.json).
+FAMILY_OF_MODEL_TYPE = {"qwen3": "qwen3", "llama": "llama3"}
+HF_ARCH = {"qwen3": ("qwen3", "Qwen3ForCausalLM"), "llama3": ("llama", "LlamaForCausalLM")}
+
+LAYER_TABLE: list[tuple[str, tuple[str, ...], str]] = [
+    # (megatron-core suffix, HF suffixes, how they combine)
+    ("input_layernorm.weight", ("input_layernorm.weight",), "copy"),
+    ("self_attention.linear_qkv.weight",
+     ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"), "qkv"),
+    ("self_attention.q_layernorm.weight", ("self_attn.q_norm.weight",), "copy"),  # Qwen3 QK-norm
+    ("self_attention.k_layernorm.weight", ("self_attn.k_norm.weight",), "copy"),
+    ("self_attention.linear_proj.weight", ("self_attn.o_proj.weight",), "copy"),
+    ("pre_mlp_layernorm.weight", ("post_attention_layernorm.weight",), "copy"),
+    ("mlp.linear_fc1.weight", ("mlp.gate_proj.weight", "mlp.up_proj.weight"), "fc1"),
+    ("mlp.linear_fc2.weight", ("mlp.down_proj.weight",), "copy"),
+]
+GLOBAL_TABLE: list[tuple[str, str]] = [
+    ("embedding.word_embeddings.weight", "model.embed_tokens.weight"),
+    ("decoder.final_layernorm.weight", "model.norm.weight"),
+    ("output_layer.weight", "lm_head.weight"),  # untied models only
+]
+TE_NORM_NAMES = {"input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
+                 "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight"}
+# HF keys that carry no weights (older checkpoints saved RoPE buffers).
+HF_IGNORED = re.compile(r".*\.rotary_emb\.inv_freq$")
+_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
+_HF_LAYER = re.compile(r"^model\.layers\.(\d+)\.(.+)$")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the tensor layout depends on."""
+
+    num_layers: int
+    num_attention_heads: int
+    num_query_groups: int
+    head_dim: int
+    hidden_size: int
+    qk_layernorm: bool
+    tie_embeddings: bool
+
+    @classmethod
+    def of(cls, m: Any) -> "Shape":
+        """From a ModelConfig."""
+        return cls(m.num_layers, m.num_attention_heads, m.num_query_groups,
+                   m.kv_channels or m.hidden_size // m.num_attention_heads, m.hidden_size, m.qk_layernorm,
+                   m.tie_embeddings)
+
+
+# -- configs --------------------------------------------------------------------------------------------
+
+def model_fields_from_hf(hf: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
+    """ModelConfig field values from a Hugging Face config dict; refuses what the tables cannot map."""
+    model_type = hf.get("model_type")
+    if model_type not in FAMILY_OF_MODEL_TYPE:
+        raise ConfigError(f"{where}: model_type {model_type!r} is not supported "
+                          f"(supported: {', '.join(FAMILY_OF_MODEL_TYPE)})")
+    family = FAMILY_OF_MODEL_TYPE[model_type]
+    refuse = {"hidden_act": ("silu", hf.get("hidden_act", "silu")),
+              "attention_bias": (False, hf.get("attention_bias", False)),
+              "mlp_bias": (False, hf.get("mlp_bias", False)),
+              "use_sliding_window": (False, hf.get("use_sliding_window", False))}
+    for key, (want, got) in refuse.items():
+        if got != want:
+            raise ConfigError(f"{where}: {key}={got!r} is not supported (the {family} table expects {want!r})")
+    heads = int(hf["num_attention_heads"])
+    head_dim = int(hf.get("head_dim") or hf["hidden_size"] // heads)
+    rope_params = hf.get("rope_parameters") or {"rope_theta": hf.get("rope_theta", 10_000.0),
+                                                **(hf.get("rope_scaling") or {})}
+    fields = dict(
+        family=family, num_layers=int(hf["num_hidden_layers"]), hidden_size=int(hf["hidden_size"]),
+        ffn_hidden_size=int(hf["intermediate_size"]), num_attention_heads=heads,
+        num_query_groups=int(hf.get("num_key_value_heads") or heads), kv_channels=head_dim,
+        vocab_size=int(hf["vocab_size"]), max_position_embeddings=int(hf["max_position_embeddings"]),
+        qk_layernorm=family == "qwen3", tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        norm_epsilon=float(hf.get("rms_norm_eps", 1e-6)),
+        init_method_std=float(hf.get("initializer_range", 0.02)),
+    )
+    fields.update(hf_rope.from_hf_rope_parameters(rope_params, where))
+    return fields
+
+
+def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfloat16") -> dict[str, Any]:
+    """A Hugging Face config.json dict for ModelConfig ``m``.
+
+    ``base`` (the source model's original config.json, when known) keeps what the tables do not own
+    (bos/eos ids, generation-related fields); every architectural field is overwritten from ``m``.
+    RoPE is written twice: ``rope_parameters`` (transformers >= 5) and the legacy ``rope_theta`` /
+    ``rope_scaling`` keys that inference engines still read.
+    """
+    model_type, arch = HF_ARCH[m.family]
+    out = {k: v for k, v in (base or {}).items() if k not in ("rope_scaling", "rope_theta", "rope_parameters")}
+    out.update(
+        model_type=model_type, architectures=[arch], hidden_size=m.hidden_size,
+        intermediate_size=m.ffn_hidden_size, num_hidden_layers=m.num_layers,
+        num_attention_heads=m.num_attention_heads, num_key_value_heads=m.num_query_groups,
+        head_dim=m.kv_channels or m.hidden_size // m.num_attention_heads, vocab_size=m.vocab_size,
+        max_position_embeddings=m.max_position_embeddings, rms_norm_eps=m.norm_epsilon,
+        tie_word_embeddings=m.tie_embeddings, hidden_act="silu", attention_bias=False,
+        initializer_range=m.init_method_std, dtype=dtype,
+        rope_parameters=hf_rope.to_hf_rope_parameters(m), **hf_rope.legacy_hf_rope_keys(m),
+    )
+    if m.family == "llama3":
+        out["mlp_bias"] = False
+    else:
+        out["use_sliding_window"] = False
+    out.pop("torch_dtype", None)
+    return out
+
+
+# -- tensors --------------------------------------------------------------------------------------------
+
+def fuse_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s: Shape) -> torch.Tensor:
+    """HF q/k/v projections -> megatron's per-group interleaved linear_qkv weight."""
+    g, d = s.num_query_groups, s.head_dim
+    per_group = s.num_attention_heads // g
+    h = q.shape[-1]
+    return torch.cat([q.reshape(g, per_group * d, h), k.reshape(g, d, h), v.reshape(g, d, h)], dim=1) \
+        .reshape(-1, h)
+
+
+def split_qkv(qkv: torch.Tensor, s: Shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g, d = s.num_query_groups, s.head_dim
+    per_group = s.num_attention_heads // g
+    h = qkv.shape[-1]
+    q, k, v = qkv.reshape(g, (per_group + 2) * d, h).split([per_group * d, d, d], dim=1)
+    return q.reshape(-1, h), k.reshape(-1, h), v.reshape(-1, h)
+
+
+QK_NORM = {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"}
+
+
+def _layer_entries(s: Shape) -> list[tuple[str, tuple[str, ...], str]]:
+    return [e for e in LAYER_TABLE if s.qk_layernorm or e[0] not in QK_NORM]
+
+
+def hf_to_mcore(hf: dict[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor]:
+    """Full (unsharded) megatron-core local-spec state dict from an HF state dict. Checks completeness."""
+    names = {k for k in hf.keys() if not HF_IGNORED.match(k)}  # keys only: hf may read lazily
+    used: set[str] = set()
+
+    def take(name: str) -> torch.Tensor:
+        if name not in names:
+            raise KeyError(f"Hugging Face weights lack {name!r}")
+        used.add(name)
+        return hf[name]
+
+    out: dict[str, torch.Tensor] = {}
+    for i in range(s.num_layers):
+        for mc, hf_names, how in _layer_entries(s):
+            parts = [take(f"model.layers.{i}.{n}") for n in hf_names]
+            out[f"decoder.layers.{i}.{mc}"] = (fuse_qkv(*parts, s) if how == "qkv"
+                                               else torch.cat(parts, 0) if how == "fc1" else parts[0])
+    for mc, hf_name in GLOBAL_TABLE:
+        if mc == "output_layer.weight":
+            if s.tie_embeddings:
+                used.add(hf_name)  # some tied checkpoints still store lm_head; it equals the embedding
+                continue
+        out[mc] = take(hf_name)
+    extra = sorted(names - used)
+    if extra:
+        raise KeyError(f"Hugging Face weights have tensors the table does not map: {extra[:8]}"
+                       + (f" (+{len(extra) - 8} more)" if len(extra) > 8 else ""))
+    return out
+
+
+def mcore_to_hf(mc: dict[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor]:
+    """HF state dict from a full megatron-core state dict (local-spec or TE names)."""
+    mc = from_te_names(mc)
+    out: dict[str, torch.Tensor] = {}
+    for i in range(s.num_layers):
+        for mc_name, hf_names, how in _layer_entries(s):
+            key = f"decoder.layers.{i}.{mc_name}"
+            if key not in mc:
+                raise KeyError(f"megatron-core weights lack {key!r}")
+            t = mc[key]
+            parts = split_qkv(t, s) if how == "qkv" else t.chunk(2, 0) if how == "fc1" else (t,)
+            for n, p in zip(hf_names, parts):
+                out[f"model.layers.{i}.{n}"] = p.contiguous()
+    for mc_name, hf_name in GLOBAL_TABLE:
+        if mc_name == "output_layer.weight" and s.tie_embeddings:
+            continue
+        if mc_name not in mc:
+            raise KeyError(f"megatron-core weights lack {mc_name!r}")
+        out[hf_name] = mc[mc_name]
+    return out
+
+
+def to_te_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Local-spec names -> Transformer Engine spec names (norms fused into the next linear layer)."""
+    out = {}
+    for k, v in sd.items():
+        m = _LAYER.match(k)
+        if m and m.group(2) in TE_NORM_NAMES:
+            k = f"decoder.layers.{m.group(1)}.{TE_NORM_NAMES[m.group(2)]}"
+        out[k] = v
+    return out
+
+
+def from_te_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    back = {te: local for local, te in TE_NORM_NAMES.items()}
+    out = {}
+    for k, v in sd.items():
+        m = _LAYER.match(k)
+        if m and m.group(2) in back:
+            k = f"decoder.layers.{m.group(1)}.{back[m.group(2)]}"
+        out[k] = v
+    return out
+
+
+def uses_te_names(model_keys: list[str] | set[str]) -> bool:
+    return any(k.endswith("linear_qkv.layer_norm_weight") for k in model_keys)
