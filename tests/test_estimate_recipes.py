@@ -48,21 +48,22 @@ def test_param_count_matches_megatron_core(world_of_one, name):
     # FLOPs count every matmul weight: all linear layers plus the logits projection (tied or not).
     linear = sum(p.numel() for k, p in named.items() if ".linear_" in k)
     assert pc.flops_params == linear + cfg.model.vocab_size * cfg.model.hidden_size
-    assert flops_per_token(cfg.model, 4096).dense == 6 * pc.flops_params
+    # ... and the trainer's FLOP model (flops.py, used for MFU) counts the same parameters
+    assert flops_per_token(cfg).dense == 6 * pc.flops_params
 
 
 def test_flops_attention_term_and_document_masking():
-    m = get_recipe("qwen3_8b_256k_h200").build().model
-    S = 262_144
-    causal = flops_per_token(m, S)
-    assert causal.attention == 6 * m.num_layers * m.num_attention_heads * m.kv_channels * S
+    cfg = get_recipe("qwen3_8b_256k_h200").build()
+    m, S = cfg.model, cfg.data.seq_length
+    causal = flops_per_token(cfg)
+    assert causal.attention == pytest.approx(6 * m.num_layers * m.num_attention_heads * m.kv_channels * S)
     # the reference fact: at 256K about 82% of an 8B model's FLOPs are attention
     assert 0.78 < causal.attention_fraction < 0.88
-    eight_docs = flops_per_token(m, S, [S // 8] * 8)
+    eight_docs = flops_per_token(cfg, [S // 8] * 8)
     assert eight_docs.attention == pytest.approx(causal.attention / 8)
     assert eight_docs.dense == causal.dense
     with pytest.raises(ValueError, match="sum to"):
-        flops_per_token(m, S, [10, 20])
+        flops_per_token(cfg, [10, 20])
 
 
 def test_memory_estimate_responds_to_the_layout():

@@ -4,10 +4,11 @@ Counts are closed-form from the model shape, for the Llama-3 / Qwen3 dense decod
 (RMSNorm, SwiGLU, GQA, optional QK-norm, tied or untied output layer); tests/test_estimate_*.py checks the
 parameter count against megatron-core's own model.
 
-FLOPs per token use Megatron's current causal count, 6·N + 6·L·d_attn·S: N is every parameter that takes
-part in a matmul (all linear layers and the output layer, not the input embedding lookup), d_attn =
-heads × head_dim, and attention over a causal S-token sequence costs half the full S². With document
-masking the attention term scales by Σ lᵢ² / S² (documents of lengths lᵢ packed into S).
+FLOPs per token use Megatron's current causal count, 6·N + 6·L·d_attn·S, computed by the trainer's
+midtrain/train/flops.py (the same count its MFU uses): N is every parameter that takes part in a matmul
+(all linear layers and the output layer, not the input embedding lookup), d_attn = heads × head_dim, and
+attention over a causal S-token sequence costs half the full S². With document masking the attention
+term scales by Σ lᵢ² / S² (documents of lengths lᵢ packed into S).
 
 Memory per GPU assumes megatron-core's usual mixed precision: bf16 weights, fp32 gradient buffers (bf16
 training accumulates and all-reduces grads in fp32), Adam with an fp32 master copy and two fp32 moments
@@ -104,22 +105,20 @@ class Flops:
         return self.attention / self.total
 
 
-def flops_per_token(m: "ModelConfig", seq_length: int, doc_lengths: list[int] | None = None) -> Flops:
-    """Training FLOPs (fwd + bwd) per token at ``seq_length``; ``doc_lengths`` = document masking.
+def flops_per_token(cfg: "TrainConfig", doc_lengths: list[int] | None = None) -> Flops:
+    """Training FLOPs (fwd + bwd) per token at ``cfg.data.seq_length``; ``doc_lengths`` = document masking.
 
-    Causal attention over S tokens costs 6·L·d_attn·S per token on average; with documents lᵢ packed
-    (Σ lᵢ = S) each attends only inside its own document, i.e. S is replaced by Σ lᵢ² / S.
+    The count is the trainer's (midtrain/train/flops.py, also used for MFU): causal attention over S
+    tokens costs 6·L·d_attn·S per token; with documents lᵢ packed (Σ lᵢ = S) S becomes Σ lᵢ² / S.
     """
-    pc = param_count(m)
-    d_attn = m.num_attention_heads * head_dim(m)
-    if doc_lengths:
-        total = sum(doc_lengths)
-        if total != seq_length:
-            raise ValueError(f"doc_lengths sum to {total}, not seq_length={seq_length}")
-        effective = sum(n * n for n in doc_lengths) / seq_length
-    else:
-        effective = seq_length
-    return Flops(dense=6.0 * pc.flops_params, attention=6.0 * m.num_layers * d_attn * effective)
+    from midtrain.train.flops import matmul_params, step_flops
+
+    S = cfg.data.seq_length
+    docs = doc_lengths or [S]
+    if sum(docs) != S:
+        raise ValueError(f"doc_lengths sum to {sum(docs)}, not seq_length={S}")
+    dense = 6.0 * matmul_params(cfg)
+    return Flops(dense=dense, attention=step_flops(cfg, [docs]) / S - dense)
 
 
 # -- memory ---------------------------------------------------------------------------------------------
@@ -233,7 +232,7 @@ def summary(cfg: "TrainConfig", num_gpus: int | None = None) -> str:
     """Human-readable size, FLOPs and memory-per-GPU estimate with a verdict per GPU kind."""
     m, p, S = cfg.model, cfg.parallel, cfg.data.seq_length
     pc = param_count(m)
-    fl = flops_per_token(m, S)
+    fl = flops_per_token(cfg)
     mem = memory_per_gpu(cfg, num_gpus)
     lines = [
         f"model: {m.family}, {_count(pc.total)} parameters ({_count(pc.total - pc.embedding - pc.output_layer)}"
