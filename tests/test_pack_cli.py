@@ -26,6 +26,7 @@ def packed_cli(tmp_path_factory):
     return root / "shards"
 
 
+@pytest.mark.slow
 def test_pack_and_inspect_json(packed_cli, capsys):
     capsys.readouterr()
     assert main(["inspect", str(packed_cli), "--json"]) == 0
@@ -40,6 +41,7 @@ def test_pack_and_inspect_json(packed_cli, capsys):
     assert manifest["seed"] == 3 and manifest["config"]["valid_fraction"] == 0.2
 
 
+@pytest.mark.slow
 def test_inspect_text_sample_and_png(packed_cli, capsys, tmp_path):
     assert main(["inspect", str(packed_cli), "--sample", "0", "--png", str(tmp_path / "h.png")]) == 0
     out = capsys.readouterr().out

@@ -17,6 +17,7 @@ from midtrain.pack.tokenizer import load_tokenizer
 from pack_helpers import commit_doc, repo_doc, trace_doc, write_prep
 
 S = 1024
+pytestmark = pytest.mark.slow  # each pack run tokenizes and packs for real (seconds)
 
 
 @pytest.fixture(scope="module")

@@ -84,6 +84,11 @@ def test_loss_spans_mask(tmp_path):
     assert x["loss_mask"].tolist() == [0, 0, 1, 1, 1, 0] + [1, 1, 1, 0] + [0] * 6
 
 
+def test_empty_split_reads_as_empty(tmp_path):
+    _write(tmp_path, {"train": [[Piece(np.arange(4), None, 0, "d")]], "valid": []})
+    assert len(PackedDataset(tmp_path, "valid")) == 0 and len(PackedDataset(tmp_path, "train")) == 1
+
+
 def test_errors_name_the_problem(tmp_path):
     with pytest.raises(FileNotFoundError, match="manifest.json"):
         PackedDataset(tmp_path)

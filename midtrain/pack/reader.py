@@ -65,8 +65,9 @@ class PackedDataset(torch.utils.data.Dataset):
         self.seq_length = int(self.manifest["seq_length"])
         self.pad_id = int(self.manifest["pad_id"])
         masks = bool(self.manifest.get("masks", False))
-        self._shards = [_Shard(self.shard_dir / s, masks) for s in splits[split]["shards"]]
-        self._shards = [s for s in self._shards if len(s)]
+        # A task with nothing for this split leaves an empty shard (an empty .bin cannot be memory-mapped).
+        self._shards = [_Shard(self.shard_dir / s, masks) for s in splits[split]["shards"]
+                        if (self.shard_dir / f"{s}.bin").stat().st_size > 0]
         self._offsets = np.cumsum([0] + [len(s) for s in self._shards])
 
     def __len__(self) -> int:
