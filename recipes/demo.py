@@ -6,11 +6,25 @@ from recipes import recipe
 
 @recipe("train")
 def demo_tiny() -> TrainConfig:
-    """Tiny Qwen3-shaped model trained on CPU on the demo shards (minutes)."""
+    """Tiny Qwen3-shaped model trained on CPU on the demo shards (minutes; builds the shards if missing)."""
     cfg = TrainConfig(name="demo_tiny", run_dir=".demo/runs/demo_tiny")
+    # Qwen3 shape (RMSNorm, SwiGLU, GQA 4:2, QK-norm, tied embeddings, Qwen's 151,936-id vocabulary), tiny.
+    cfg.model.family = "qwen3"
+    cfg.model.num_layers = 2
+    cfg.model.hidden_size = 64
+    cfg.model.ffn_hidden_size = 192
+    cfg.model.num_attention_heads = 4
+    cfg.model.num_query_groups = 2
+    cfg.model.max_position_embeddings = 4096
+    cfg.precision.dtype = "fp32"  # CPU
+    cfg.data.path = ".demo/shards"
     cfg.data.seq_length = 2048
+    cfg.data.build_demo_if_missing = True
+    cfg.optim.lr = 3e-3
+    cfg.optim.min_lr = 3e-4
     cfg.optim.train_steps = 60
     cfg.optim.warmup_steps = 6
     cfg.optim.global_batch_size = 2
     cfg.checkpoint.save_interval = 20
+    cfg.log.interval = 5
     return cfg

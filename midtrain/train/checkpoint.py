@@ -1,0 +1,213 @@
+"""Checkpoints: megatron-core dist_checkpointing, atomic, verified, keep-last-N, newest-valid resume.
+
+Layout: ``RUN_DIR/checkpoints/iter_0000020/`` holds the dist_checkpointing files (model, optimizer),
+the common state (step, scheduler, data-loader position) and per-rank RNG states, plus ``complete.json``
+listing every file with its size. A checkpoint is written into ``iter_0000020.tmp/``, the marker is
+written last, then the directory is renamed into place: a directory named ``iter_*`` with a marker whose
+file list matches the disk is complete; anything else is ignored (and reported) on resume.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS = "checkpoints"
+MARKER = "complete.json"
+_NAME = re.compile(r"^iter_(\d{7})$")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"iter_{step:07d}"
+
+
+def _rank() -> int:
+    return dist.get_rank() if dist.is_initialized() else 0
+
+
+def _barrier() -> None:
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def verify(path: str | Path) -> str | None:
+    """None when ``path`` is a complete checkpoint, else why it is not (missing marker, missing/truncated file)."""
+    path = Path(path)
+    marker = path / MARKER
+    if not marker.is_file():
+        return f"no {MARKER} (partial write)"
+    try:
+        meta = json.loads(marker.read_text())
+        files = meta["files"]
+    except (OSError, ValueError, KeyError) as e:
+        return f"unreadable {MARKER}: {e}"
+    for rel, size in files.items():
+        f = path / rel
+        if not f.is_file():
+            return f"missing file {rel}"
+        if f.stat().st_size != size:
+            return f"{rel} has {f.stat().st_size} bytes, expected {size} (truncated or overwritten)"
+    return None
+
+
+def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """(step, path) of every ``iter_*`` directory under RUN_DIR/checkpoints, oldest first (not verified)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _NAME.match(p.name))]
+    return sorted(found)
+
+
+def valid_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
+    """Complete checkpoints, newest first; incomplete ones are logged and skipped."""
+    out = []
+    for step, path in reversed(list_checkpoints(run_dir)):
+        problem = verify(path)
+        if problem:
+            log.warning("checkpoint %s is not usable: %s; trying an older one", path, problem)
+            continue
+        out.append((step, path))
+    return out
+
+
+def latest_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint of a run directory (or ``run_dir`` itself if it is one), else None."""
+    run_dir = Path(run_dir)
+    if (run_dir / MARKER).is_file():
+        return run_dir if verify(run_dir) is None else None
+    valid = valid_checkpoints(run_dir)
+    return valid[0][1] if valid else None
+
+
+def _rng_state() -> dict[str, Any]:
+    from megatron.core import tensor_parallel
+
+    state = {"cpu": torch.get_rng_state(), "tracker": tensor_parallel.get_cuda_rng_tracker().get_states()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng_state(state: dict[str, Any]) -> None:
+    from megatron.core import tensor_parallel
+
+    torch.set_rng_state(state["cpu"])
+    tensor_parallel.get_cuda_rng_tracker().set_states(state["tracker"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
+def _sharded_state(model: torch.nn.Module, optimizer: Any | None, common: dict[str, Any],
+                   is_loading: bool) -> dict[str, Any]:
+    from megatron.core.dist_checkpointing.mapping import ShardedObject
+
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    model_sd = unwrap(model).sharded_state_dict()
+    state: dict[str, Any] = {"model": model_sd, **common}
+    if optimizer is not None:
+        state["optimizer"] = optimizer.sharded_state_dict(model_sd, is_loading=is_loading)
+    state["rng"] = ShardedObject("rng_state", None if is_loading else _rng_state(), (world,), (_rank(),),
+                                 replica_id=0)
+    return state
+
+
+def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+    """The GPTModel inside DDP / Float16Module wrappers."""
+    while hasattr(model, "module"):
+        model = model.module
+    return model
+
+
+def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: Any,
+                    common: dict[str, Any], keep_last: int) -> Path:
+    """Save atomically to RUN_DIR/checkpoints/iter_<step>; keep the newest ``keep_last``. Collective."""
+    from megatron.core import dist_checkpointing
+
+    root = Path(run_dir) / CHECKPOINTS
+    final = root / checkpoint_name(step)
+    tmp = root / (final.name + ".tmp")
+    t0 = time.time()
+    if _rank() == 0:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+    _barrier()
+    dist_checkpointing.save(_sharded_state(model, optimizer, {"common": common}, is_loading=False), str(tmp))
+    _barrier()
+    if _rank() == 0:
+        files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
+        (tmp / MARKER).write_text(json.dumps({"step": step, "time": time.time(), "files": files}, indent=1))
+        if final.exists():  # a rerun of the same step (e.g. after a crash past the rename)
+            shutil.rmtree(final)
+        tmp.rename(final)
+        _prune(run_dir, keep_last)
+        log.info("saved checkpoint %s in %.1fs", final, time.time() - t0)
+    _barrier()
+    return final
+
+
+def _prune(run_dir: str | Path, keep_last: int) -> None:
+    complete = [(s, p) for s, p in list_checkpoints(run_dir) if (p / MARKER).is_file()]
+    for _, path in complete[:-keep_last]:
+        shutil.rmtree(path, ignore_errors=True)
+    for stale in (Path(run_dir) / CHECKPOINTS).glob("iter_*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
+
+
+def _all_ok(ok: bool) -> bool:
+    if not dist.is_initialized():
+        return ok
+    flag = torch.tensor([0 if ok else 1], dtype=torch.int64)
+    dist.all_reduce(flag)
+    return int(flag.item()) == 0
+
+
+def load_checkpoint(run_dir: str | Path, model: torch.nn.Module, optimizer: Any) -> tuple[Path, dict] | None:
+    """Restore model, optimizer and RNG from the newest loadable checkpoint; returns (path, common state).
+
+    A checkpoint that fails to load on any rank is reported and the previous one is tried. None = fresh start.
+    """
+    from megatron.core import dist_checkpointing
+    from torch.distributed.checkpoint.api import CheckpointException  # a BaseException, not an Exception
+
+    for step, path in valid_checkpoints(run_dir):
+        try:
+            loaded = dist_checkpointing.load(_sharded_state(model, optimizer, {}, is_loading=True), str(path))
+            ok = True
+        except (Exception, CheckpointException) as e:  # noqa: BLE001 - any failure: use the previous one
+            log.warning("checkpoint %s failed to load (%s: %s); trying an older one", path, type(e).__name__, e)
+            ok = False
+        if not _all_ok(ok):
+            continue
+        unwrap(model).load_state_dict(loaded["model"])
+        if optimizer is not None:
+            optimizer.load_state_dict(loaded["optimizer"])
+        _set_rng_state(loaded["rng"])
+        log.info("resumed from %s (step %d)", path, step)
+        return path, loaded["common"]
+    return None
+
+
+def load_weights(path: str | Path, model: torch.nn.Module) -> Path:
+    """``init_from`` for midtrain checkpoints: model weights only. ``path`` = a run dir or a checkpoint dir."""
+    from megatron.core import dist_checkpointing
+
+    ckpt = latest_checkpoint(path)
+    if ckpt is None:
+        raise FileNotFoundError(f"init_from: no complete midtrain checkpoint in {path}")
+    sharded = {"model": unwrap(model).sharded_state_dict()}
+    loaded = dist_checkpointing.load(sharded, str(ckpt))
+    unwrap(model).load_state_dict(loaded["model"])
+    log.info("initialised weights from %s", ckpt)
+    return ckpt

@@ -1,0 +1,64 @@
+"""Midtrain a GPT-family model on packed shards with megatron-core.
+
+RECIPE is a registered train recipe (`midtrain recipes --kind train`) or a run's config.yaml (to replay a
+run). key=value overrides change any field (`midtrain config RECIPE` prints them all). The run directory
+(`run_dir=`) receives config.yaml, checkpoints/, metrics.jsonl and tb/ (TensorBoard). A run restarted on
+the same run_dir resumes from its newest complete checkpoint. SIGTERM or SIGUSR1 saves a checkpoint and
+exits with status 75 ("requeue me").
+
+One CPU process (CPU mode, gloo) or many GPU processes under torchrun / srun: the launcher's RANK /
+WORLD_SIZE (or SLURM_PROCID / SLURM_NTASKS) and MASTER_ADDR / MASTER_PORT are read from the environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+EPILOG = """examples:
+  midtrain train demo_tiny optim.train_steps=20 run_dir=runs/try
+  midtrain train demo_tiny data.path=out/shards parallel.tensor=2        # under torchrun --nproc-per-node 2
+  midtrain train runs/try/config.yaml optim.train_steps=40               # replay / extend a run
+  torchrun --nproc-per-node 8 -m midtrain.cli train qwen3_8b_256k_h200 precision.fp8=hybrid
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", help="train recipe name, or a config.yaml written by a previous run")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted field overrides, e.g. optim.lr=1e-3")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+
+
+def load_config(recipe: str, overrides: list[str]):
+    """A TrainConfig from a recipe name or a YAML file, with overrides applied and validated."""
+    from midtrain.config import ConfigError
+    from midtrain.train.config import TrainConfig
+
+    if recipe.endswith((".yaml", ".yml")) or Path(recipe).is_file():
+        path = Path(recipe)
+        if not path.is_file():
+            raise ConfigError(f"config file {recipe} does not exist")
+        cfg = TrainConfig.from_yaml(path)
+    else:
+        from recipes import get_recipe
+
+        r = get_recipe(recipe)
+        if r.kind not in ("train", "sft"):
+            raise ConfigError(f"recipe '{recipe}' is a {r.kind} recipe, not a train recipe")
+        cfg = r.fn()
+        if not isinstance(cfg, TrainConfig):
+            raise ConfigError(f"recipe '{recipe}' does not return a TrainConfig")
+    return cfg.apply_overrides(overrides).validate()
+
+
+def run(args: argparse.Namespace) -> int:
+    cfg = load_config(args.recipe, args.overrides)
+    if args.print_config:
+        print(cfg.to_yaml(), end="")
+        return 0
+    from midtrain.train.trainer import train
+
+    logging.getLogger("midtrain").setLevel(logging.INFO)
+    result = train(cfg)
+    return int(result["exit_code"])

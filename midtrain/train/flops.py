@@ -1,0 +1,55 @@
+"""Model FLOPs with document-aware attention, and MFU.
+
+Count used (report it with the numbers): matmul FLOPs only, forward + backward = 3 x forward.
+- dense part per token: 6 * (transformer matmul parameters + vocab * hidden for the output layer);
+- attention per layer, per document of length l: causal QK^T and AV cost 2 * l^2 * d_attn forward
+  (half of the full l x l square), so 6 * d_attn * sum(l_i^2) per layer for forward + backward.
+For a single document filling the sequence this is Megatron's causal count 6N + 6*L*d_attn*S per token;
+with packing, attention FLOPs shrink to sum(l_i^2)/S^2 of that, which is what the hardware actually does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from midtrain.train.config import TrainConfig
+
+FLOPS_COUNT = "matmul fwd+bwd, causal per-document attention (6N + 6*L*d_attn*sum(l_i^2)/tokens)"
+
+# Dense BF16 peak TFLOP/s per device (no sparsity); FP8 doubles it.
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "H800": 989.0, "B200": 2250.0, "B300": 2250.0,
+                    "GB200": 2500.0, "A100": 312.0, "A800": 312.0, "L40S": 362.0}
+
+
+def matmul_params(cfg: "TrainConfig") -> int:
+    """Parameters that take part in a matmul per token (no embeddings lookup, no norms); output layer included."""
+    m = cfg.model
+    head_dim = m.kv_channels or m.hidden_size // m.num_attention_heads
+    attn = m.hidden_size * head_dim * (m.num_attention_heads * 2 + m.num_query_groups * 2)
+    mlp = 3 * m.hidden_size * m.ffn_hidden_size
+    return m.num_layers * (attn + mlp) + m.vocab_size * m.hidden_size
+
+
+def step_flops(cfg: "TrainConfig", doc_lengths: list[list[int]]) -> float:
+    """Model FLOPs of one step over the given packed sequences (each a list of piece lengths)."""
+    m = cfg.model
+    d_attn = (m.kv_channels or m.hidden_size // m.num_attention_heads) * m.num_attention_heads
+    tokens = sum(sum(seq) for seq in doc_lengths)
+    sq = sum(l * l for seq in doc_lengths for l in seq)
+    return 6.0 * matmul_params(cfg) * tokens + 6.0 * m.num_layers * d_attn * sq
+
+
+def peak_tflops(cfg: "TrainConfig") -> float | None:
+    """Peak TFLOP/s of one device for MFU: the recipe's log.peak_tflops, else looked up by GPU name."""
+    if cfg.log.peak_tflops:
+        return cfg.log.peak_tflops
+    if not torch.cuda.is_available():
+        return None
+    name = torch.cuda.get_device_name().upper()
+    for key, value in sorted(PEAK_BF16_TFLOPS.items(), key=lambda kv: -len(kv[0])):
+        if key in name:
+            return value * (2.0 if cfg.precision.fp8 != "none" else 1.0)
+    return None

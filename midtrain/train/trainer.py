@@ -1,0 +1,377 @@
+"""The training loop: the same code on one CPU process and on GPUs under torchrun/srun.
+
+megatron-core does the work: its forward-backward schedule (``get_forward_backward_func``, pipelined or
+not), DDP with per-token loss normalisation over the global batch, its optimizer (Adam, gradient clipping)
+and ``OptimizerParamScheduler`` (linear warmup, then WSD / cosine / constant). This module wires them to
+the packed-shard loader, checkpoints, signals, guards and logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+import torch.distributed as dist
+
+from midtrain.config import ConfigError
+from midtrain.train import checkpoint as ckpt
+from midtrain.train import distributed
+from midtrain.train.batch import Batch, to_batch
+from midtrain.train.config import TrainConfig
+from midtrain.train.flops import FLOPS_COUNT, peak_tflops, step_flops
+from midtrain.train.layout import resolve_data_parallel
+from midtrain.train.logger import RunLogger
+from midtrain.train.model import build_gpt_model
+
+log = logging.getLogger("midtrain.train")
+
+EXIT_REQUEUE = 75  # "checkpointed, requeue me" (SIGTERM / SIGUSR1)
+
+
+class NonFiniteError(RuntimeError):
+    """Loss or gradient norm became NaN/Inf."""
+
+
+@dataclass
+class _StepStats:
+    """What one step's micro-batches report back, summed on this rank."""
+
+    loss_sum: float = 0.0
+    tokens: float = 0.0
+    by_source: torch.Tensor | None = None  # [n_sources, 2] (loss sum, tokens)
+    indices: list[int] = field(default_factory=list)
+    doc_lengths: list[list[int]] = field(default_factory=list)
+
+
+class _SignalFlag:
+    """SIGTERM/SIGUSR1 set a flag; the loop checkpoints at the next step boundary and exits 75."""
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            try:
+                self._previous[sig] = signal.signal(sig, self._handle)
+            except ValueError:  # not the main thread (e.g. a test harness): no handlers
+                pass
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.received = signum
+        log.warning("received %s: will checkpoint after this step and exit %d", signal.Signals(signum).name,
+                    EXIT_REQUEUE)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def any_rank(self) -> bool:
+        flag = torch.tensor([1 if self.received is not None else 0], dtype=torch.int64, device=_device())
+        if dist.is_initialized():
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        return bool(flag.item())
+
+
+def _device() -> torch.device:
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def _loss_func(batch: Batch, n_sources: int, output: torch.Tensor):
+    """Per-token loss summed over the micro-batch's trained positions (the schedule divides by the global count)."""
+    losses = output.float().reshape(-1)
+    mask = batch.loss_mask.reshape(-1).float()
+    loss_sum = (losses * mask).sum()
+    tokens = mask.sum()
+    src = batch.source_ids.reshape(-1).clamp(min=0)
+    by_source = torch.zeros(n_sources, 2, dtype=torch.float64, device=losses.device)
+    if n_sources:
+        by_source[:, 0].index_add_(0, src, (losses.detach() * mask).double())
+        by_source[:, 1].index_add_(0, src, mask.double())
+    reported = {"loss": torch.stack([loss_sum.detach().double(), tokens.double()]), "by_source": by_source}
+    return loss_sum, tokens.to(torch.int), reported
+
+
+def _forward_step(n_sources: int, data_iterator: Iterator[Batch], model: torch.nn.Module):
+    batch = next(data_iterator)
+    output = model(batch.tokens, batch.position_ids, None, labels=batch.labels,
+                   packed_seq_params=batch.packed_seq_params)
+    return output, partial(_loss_func, batch, n_sources)
+
+
+class _BatchIterator:
+    """Wraps the PackedLoader: reader dicts -> Batch on this device/CP rank; records what the step used."""
+
+    def __init__(self, loader: Any, cp_size: int, cp_rank: int) -> None:
+        self.loader, self.cp_size, self.cp_rank = loader, cp_size, cp_rank
+        self._it = iter(loader)
+        self.used: list[Batch] = []
+
+    def __iter__(self) -> "_BatchIterator":
+        return self
+
+    def __next__(self) -> Batch:
+        batch = to_batch(next(self._it), _device(), self.cp_size, self.cp_rank)
+        self.used.append(batch)
+        return batch
+
+
+def _ensure_shards(cfg: TrainConfig) -> None:
+    from midtrain.pack.reader import MANIFEST
+
+    path = Path(cfg.data.path)
+    if (path / MANIFEST).exists():
+        return
+    if not cfg.data.build_demo_if_missing:
+        raise FileNotFoundError(f"data.path: {path} has no {MANIFEST}; run `midtrain pack ... --output {path}` first")
+    from midtrain.train.demo import build_demo_shards
+
+    if not dist.is_initialized() or dist.get_rank() == 0:
+        build_demo_shards(path)
+    if dist.is_initialized():
+        dist.barrier()
+
+
+def _open_data(cfg: TrainConfig, dp_rank: int, dp_size: int):
+    from midtrain.pack.reader import PackedDataset, PackedLoader
+
+    dataset = PackedDataset(cfg.data.path, "train")
+    if dataset.seq_length != cfg.data.seq_length:
+        raise ConfigError(f"data.seq_length: {cfg.data.seq_length} but the shards in {cfg.data.path} are packed "
+                          f"at {dataset.seq_length}; set data.seq_length={dataset.seq_length} or repack")
+    vocab = dataset.manifest.get("vocab_size") or (dataset.manifest.get("tokenizer") or {}).get("vocab_size")
+    if vocab and int(vocab) > cfg.model.vocab_size:
+        raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} is smaller than the shards' tokenizer "
+                          f"vocabulary ({vocab})")
+    sources = list(dataset.manifest.get("sources") or [])
+    if sources and isinstance(sources[0], dict):
+        sources = [s.get("name", str(i)) for i, s in enumerate(sources)]
+    return dataset, PackedLoader(dataset, seed=cfg.data.seed, dp_rank=dp_rank, dp_size=dp_size), sources
+
+
+def _build_optimizer(cfg: TrainConfig, model: torch.nn.Module):
+    from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
+    from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+    o = cfg.optim
+    bf16 = cfg.precision.dtype == "bf16"
+    oc = OptimizerConfig(optimizer="adam", lr=o.lr, min_lr=o.min_lr, weight_decay=o.weight_decay,
+                         adam_beta1=o.beta1, adam_beta2=o.beta2, adam_eps=o.eps, clip_grad=o.clip_grad,
+                         bf16=bf16, params_dtype=torch.bfloat16 if bf16 else torch.float32,
+                         use_distributed_optimizer=cfg.parallel.distributed_optimizer)
+    optimizer = get_megatron_optimizer(oc, [model])
+    style = {"wsd": "WSD", "cosine": "cosine", "constant": "constant"}[o.decay_style]
+    decay_steps = max(o.train_steps, o.warmup_steps + 1)
+    scheduler = OptimizerParamScheduler(
+        optimizer, init_lr=0.0, max_lr=o.lr, min_lr=o.min_lr, lr_warmup_steps=o.warmup_steps,
+        lr_decay_steps=decay_steps, lr_decay_style=style, start_wd=o.weight_decay, end_wd=o.weight_decay,
+        wd_incr_steps=decay_steps, wd_incr_style="constant",
+        wsd_decay_steps=max(1, round(o.wsd_decay_fraction * o.train_steps)) if style == "WSD" else None,
+        lr_wsd_decay_style="linear" if style == "WSD" else None)
+    return optimizer, scheduler
+
+
+def _wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> torch.nn.Module:
+    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.transformer.module import Float16Module
+
+    tc = model.config
+    if cfg.precision.dtype == "bf16":
+        model = Float16Module(tc, model)
+    ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
+                                        use_distributed_optimizer=cfg.parallel.distributed_optimizer)
+    return DistributedDataParallel(config=tc, ddp_config=ddp, module=model)
+
+
+def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
+    """init_from: weights only, from a midtrain checkpoint, or a Hugging Face directory (HF team's hook)."""
+    path = Path(cfg.init_from)
+    if (path / "config.json").is_file():
+        try:
+            from midtrain.train.hf_import import load_hf_into
+        except ModuleNotFoundError as e:
+            raise ConfigError(f"init_from: {path} is a Hugging Face directory but HF import is not available "
+                              f"({e})") from None
+        load_hf_into(ckpt.unwrap(model), path)
+        log.info("initialised weights from Hugging Face model %s", path)
+    else:
+        ckpt.load_weights(path, model)
+
+
+def _reduce(tensor: torch.Tensor, group: Any) -> torch.Tensor:
+    if dist.is_initialized():
+        dist.all_reduce(tensor, group=group)
+    return tensor
+
+
+def train(cfg: TrainConfig) -> dict[str, Any]:
+    """Train a recipe; returns a summary with ``exit_code`` (0 done, 75 checkpointed on a signal)."""
+    from megatron.core import parallel_state
+    from megatron.core.distributed import finalize_model_grads
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    cfg.validate()
+    p = cfg.parallel
+    env = distributed.initialize(p.tensor, p.pipeline, p.context, seed=cfg.seed)
+    flag = _SignalFlag()
+    flag.install()
+    try:
+        return _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func)
+    finally:
+        flag.restore()
+
+
+def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func) -> dict[str, Any]:
+    rank0 = env.rank == 0
+    dp = resolve_data_parallel(cfg, env.world_size)
+    dp_rank = parallel_state.get_data_parallel_rank()
+    cp_size, cp_rank = cfg.parallel.context, parallel_state.get_context_parallel_rank()
+    run_dir = Path(cfg.run_dir)
+    if rank0:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        cfg.save_yaml(run_dir / "config.yaml")
+    _ensure_shards(cfg)
+
+    model = _wrap_model(cfg, build_gpt_model(cfg))
+    optimizer, scheduler = _build_optimizer(cfg, model)
+    tc = model.config
+    tc.finalize_model_grads_func = finalize_model_grads
+    tc.no_sync_func = model.no_sync
+    tc.grad_scale_func = optimizer.scale_loss
+
+    dataset, loader, sources = _open_data(cfg, dp_rank, dp)
+    n_sources = len(sources)
+    step = 0
+    resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
+    if resumed is not None:
+        path, common = resumed
+        step = int(common["step"])
+        scheduler.load_state_dict(common["scheduler"])
+        loader.load_state_dict(common["loader"])
+        if rank0:
+            log.info("resuming at step %d from %s", step, path)
+    elif cfg.init_from:
+        _init_weights(cfg, model)
+
+    micro_batches = cfg.optim.global_batch_size // dp
+    batches = _BatchIterator(loader, cp_size, cp_rank)
+    forward_backward = get_forward_backward_func()
+    logger = RunLogger(run_dir, cfg, enabled=rank0, resume_step=step)
+    dp_cp_group = parallel_state.get_data_parallel_group(with_context_parallel=True)
+    last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=True)
+    peak = peak_tflops(cfg)
+    if rank0:
+        log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
+                 cfg.name, cfg.optim.train_steps, cfg.optim.global_batch_size, cfg.data.seq_length,
+                 cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,
+                 "CPU mode" if not torch.cuda.is_available() else torch.cuda.get_device_name(), FLOPS_COUNT)
+    exit_code, skipped_in_row, last_loss = 0, 0, float("nan")
+    model.train()
+    try:
+        while step < cfg.optim.train_steps:
+            t0 = time.perf_counter()
+            batches.used.clear()
+            model.zero_grad_buffer()
+            optimizer.zero_grad()
+            reported = forward_backward(
+                forward_step_func=partial(_forward_step, n_sources), data_iterator=batches, model=[model],
+                num_microbatches=micro_batches, seq_length=cfg.data.seq_length // cp_size, micro_batch_size=1,
+                forward_only=False)
+            stats = _step_stats(reported, n_sources, _device())
+            # Loss over the global batch: sum over micro-batches here, then over DP/CP ranks, then from the
+            # last pipeline stage to all.
+            totals = torch.cat([torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64,
+                                             device=_device()), stats.by_source.reshape(-1)])
+            _reduce(totals, dp_cp_group)
+            if cfg.parallel.pipeline > 1:
+                pp_group = parallel_state.get_pipeline_model_parallel_group()
+                dist.broadcast(totals, src=dist.get_global_rank(pp_group, pp_group.size() - 1), group=pp_group)
+            loss = float(totals[0] / totals[1].clamp(min=1))
+            # The LR of update k is the schedule at k (warmup starts above zero, not with a wasted step).
+            scheduler.step(increment=1)
+            found_inf = optimizer.prepare_grads()
+            grad_norm = (optimizer.clip_grad_norm(cfg.optim.clip_grad) if cfg.optim.clip_grad > 0
+                         else optimizer.get_grad_norm())
+            finite = math.isfinite(loss) and grad_norm is not None and math.isfinite(grad_norm) and not found_inf
+            step += 1
+            if finite:
+                optimizer.step_with_ready_grads()
+                skipped_in_row = 0
+            else:
+                where = _describe_batch(batches.used, dp_cp_group)
+                msg = (f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {step} "
+                       f"(loss={loss}, grad_norm={grad_norm}); packed sequences {where} of {cfg.data.path}")
+                skipped_in_row += 1
+                if cfg.guard.on_nonfinite == "stop" or skipped_in_row > cfg.guard.max_skipped:
+                    raise NonFiniteError(msg + ("" if cfg.guard.on_nonfinite == "stop" else
+                                                f"; {skipped_in_row} skipped steps in a row"))
+                log.warning("%s: update skipped (guard.on_nonfinite=skip)", msg)
+            dt = time.perf_counter() - t0
+            last_loss = loss
+            if rank0 or last_stage:
+                _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, batches.used, dt,
+                          env.world_size, dp, peak, not finite)
+            save_now = step % cfg.checkpoint.save_interval == 0 or (
+                step == cfg.optim.train_steps and cfg.checkpoint.save_final)
+            stop = flag.any_rank()
+            if save_now or stop:
+                common = {"step": step, "scheduler": scheduler.state_dict(), "loader": loader.state_dict(),
+                          "name": cfg.name}
+                ckpt.save_checkpoint(run_dir, step, model, optimizer, common, cfg.checkpoint.keep_last)
+            if stop and step < cfg.optim.train_steps:
+                if rank0:
+                    log.warning("checkpointed at step %d after a signal; exiting %d (requeue to resume)", step,
+                                EXIT_REQUEUE)
+                exit_code = EXIT_REQUEUE
+                break
+    finally:
+        logger.close()
+    return {"exit_code": exit_code, "step": step, "loss": last_loss, "run_dir": str(run_dir)}
+
+
+def _step_stats(reported: list[dict], n_sources: int, device: torch.device) -> _StepStats:
+    stats = _StepStats(by_source=torch.zeros(n_sources, 2, dtype=torch.float64, device=device))
+    for r in reported:  # empty on non-last pipeline stages
+        stats.loss_sum += float(r["loss"][0])
+        stats.tokens += float(r["loss"][1])
+        stats.by_source += r["by_source"].to(device)
+    return stats
+
+
+def _describe_batch(used: list[Batch], group: Any) -> str:
+    """The dataset indices of this step's packed sequences on every data-parallel rank (for error messages)."""
+    mine = [b.index for b in used]
+    if dist.is_initialized() and dist.get_world_size(group) > 1:
+        every: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(every, mine, group=group)
+        mine = [i for part in every for i in part]
+    return str(sorted(set(mine)))
+
+
+def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, used, dt, world, dp, peak,
+              skipped) -> None:
+    n = len(sources)
+    by_source = totals[2:].reshape(n, 2) if n else None
+    loss_by_source = {name: float(by_source[i, 0] / by_source[i, 1])
+                      for i, name in enumerate(sources) if by_source is not None and by_source[i, 1] > 0}
+    # Tokens processed this step by all data-parallel replicas (padding included: it is computed).
+    tokens = cfg.optim.global_batch_size * cfg.data.seq_length
+    # FLOPs: this rank's sequences stand for their replica; the global batch is dp times as many on average.
+    flops = step_flops(cfg, [b.doc_lengths for b in used]) * dp
+    tflops_dev = flops / dt / world / 1e12
+    record = {
+        "step": step, "loss": loss, "lr": optimizer.param_groups[0]["lr"],
+        "grad_norm": float(grad_norm) if grad_norm is not None else None,
+        "tokens_per_s": tokens / dt, "tokens_per_s_per_device": tokens / dt / world,
+        "trained_tokens": int(totals[1]), "step_time_s": dt,
+        "tflops_per_device": tflops_dev, "mfu": tflops_dev / peak if peak else None,
+        "loss_by_source": loss_by_source, "skipped": skipped,
+    }
+    logger.step(record)
