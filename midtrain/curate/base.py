@@ -1,0 +1,361 @@
+"""Pieces every curation step shares: the lenient reader, the step base class, text edits, repo file spans.
+
+Every step follows one contract: a document is kept, changed (counted ``changed_<reason>``) or dropped
+(counted ``dropped_<reason>`` and written, with ``metadata["curation_reason"]``, to the step's exclusion
+folder ``<prep dir>/excluded/<step>/``). An exception on one document drops that document as
+``dropped_error_<ExceptionType>``; it never ends the job.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+from datatrove.data import Document, DocumentsPipeline
+from datatrove.pipeline.base import PipelineStep
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.writers import JsonlWriter
+from datatrove.utils.word_tokenizers import WordTokenizer
+
+log = logging.getLogger("midtrain.curate")
+
+REQUIRED_METADATA = ("source", "repo", "license", "id")
+MALFORMED_KEY = "_curation_malformed"  # set by the reader, turned into a counted drop by ValidateDocuments
+
+
+# ----------------------------------------------------------------------------------------------------------
+# reading
+
+
+class CurationReader(JsonlReader):
+    """JsonlReader that never ends a job on a bad record: each one becomes a counted, auditable drop.
+
+    Lines that are not JSON objects are counted here (``dropped_bad_json``); documents whose text is missing,
+    empty or not a string are passed on marked, so :class:`ValidateDocuments` drops them with a reason and
+    keeps them for audit. An empty input folder (everything dropped upstream) yields nothing.
+    """
+
+    name = "📖 curation reader"
+
+    def __init__(self, data_folder: str, **kwargs: Any):
+        kwargs.setdefault("glob_pattern", "**/*.jsonl*")
+        super().__init__(data_folder, adapter=_lenient_adapter, **kwargs)
+
+    def read_file(self, filepath: str) -> Iterator[Document]:
+        import orjson
+
+        try:
+            with self.data_folder.open(filepath, "r", compression=self.compression) as f:
+                for li, line in enumerate(f):
+                    if not line.strip():
+                        continue
+                    try:
+                        data = orjson.loads(line)
+                    except orjson.JSONDecodeError as e:
+                        self.stat_update("dropped_bad_json")
+                        log.warning("curate: %s line %d is not JSON (%s), skipped", filepath, li + 1, e)
+                        continue
+                    if not isinstance(data, dict):
+                        self.stat_update("dropped_bad_json")
+                        log.warning("curate: %s line %d is a JSON %s, not an object, skipped", filepath, li + 1,
+                                    type(data).__name__)
+                        continue
+                    doc = self.get_document_from_dict(data, filepath, li)
+                    if doc is not None:
+                        yield doc
+        except (UnicodeDecodeError, EOFError, OSError) as e:  # a truncated .gz or a corrupt file
+            self.stat_update("dropped_unreadable_file")
+            log.warning("curate: %s is unreadable after some records (%s: %s)", filepath, type(e).__name__, e)
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        if not self.data_folder.exists("") or not self.data_folder.list_files(glob_pattern=self.glob_pattern):
+            log.warning("curate: no input files in %s (everything dropped upstream?)", self.data_folder.path)
+            return
+        yield from super().run(data, rank, world_size)
+
+
+def _lenient_adapter(self: JsonlReader, data: dict, path: str, id_in_file: int | str) -> dict:
+    metadata = data.pop("metadata", None)
+    if not isinstance(metadata, dict):
+        metadata = {} if metadata is None else {"_raw_metadata": metadata, MALFORMED_KEY + "_meta": "not_a_dict"}
+    text = data.pop(self.text_key, None)
+    doc_id = data.pop(self.id_key, None)
+    if doc_id is None:
+        doc_id = metadata.get("id")
+    if doc_id is None or not isinstance(doc_id, (str, int)):
+        doc_id = f"{path}/{id_in_file}"
+    meta = metadata | {k: v for k, v in data.items() if k != "media"}
+    if not isinstance(text, str):
+        meta[MALFORMED_KEY] = "text_missing" if text is None else "text_not_str"
+        meta["_raw_text"] = repr(text)[:2000]
+        text = "\u2400"  # non-empty, so datatrove does not drop it silently; ValidateDocuments drops it counted
+    elif not text.strip():
+        meta[MALFORMED_KEY] = "empty_text"
+        text = text or "\u2400"
+    return {"text": text, "id": str(doc_id), "metadata": meta}
+
+
+# ----------------------------------------------------------------------------------------------------------
+# the step base
+
+
+class Drop(Exception):
+    """Raised by :meth:`CurationStep.process` to drop the document with a reason."""
+
+    def __init__(self, reason: str, detail: str | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+class CurationStep(PipelineStep):
+    """A per-document curation step with counted drops/changes and an exclusion writer."""
+
+    type = "🧹 - CURATE"
+    step_name = "step"  # short name: stats label prefix and excluded/<step_name>/ folder
+
+    def __init__(self, exclusion_dir: str | None = None):
+        super().__init__()
+        self.exclusion_dir = exclusion_dir
+        self._writer: JsonlWriter | None = None
+        self._rank = 0
+
+    def process(self, doc: Document) -> None:
+        """Check/modify ``doc`` in place; raise :class:`Drop` to remove it."""
+        raise NotImplementedError
+
+    # -- accounting helpers -------------------------------------------------------------------------------
+    def changed(self, reason: str, n: int = 1) -> None:
+        self.stat_update(f"changed_{reason}", value=n)
+
+    def exclude_part(self, parent: Document, text: str, reason: str, **meta: Any) -> None:
+        """Keep a removed part of a document (a trimmed file) for audit; count it as ``removed_<reason>``."""
+        self.stat_update(f"removed_{reason}")
+        if self._writer is not None:
+            part = Document(text=text, id=f"{parent.id}#{meta.get('path', 'part')}",
+                            metadata={"parent_id": parent.id, "source": parent.metadata.get("source"),
+                                      "repo": parent.metadata.get("repo"), "curation_step": self.step_name,
+                                      "curation_reason": reason, **meta})
+            self._writer.write(part, self._rank)
+
+    def _drop(self, doc: Document, reason: str, detail: str | None = None) -> None:
+        self.stat_update("dropped", f"dropped_{reason}")
+        if self._writer is not None:
+            doc.metadata["curation_step"] = self.step_name
+            doc.metadata["curation_reason"] = reason
+            if detail:
+                doc.metadata["curation_detail"] = detail
+            if not isinstance(doc.text, str):
+                doc.text = repr(doc.text)
+            self._writer.write(doc, self._rank)
+
+    def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        self._rank = rank
+        if self.exclusion_dir:
+            self._writer = JsonlWriter(self.exclusion_dir, output_filename="${rank}.jsonl.gz")
+        with self._writer if self._writer else contextlib.nullcontext():
+            for doc in data or []:
+                self.stat_update("total")
+                with self.track_time():
+                    try:
+                        self.process(doc)
+                    except Drop as d:
+                        self._drop(doc, d.reason, d.detail)
+                        continue
+                    except Exception as e:  # noqa: BLE001 - one bad document must not end the job
+                        log.warning("curate/%s: document %s dropped on %s: %s", self.step_name, doc.id,
+                                    type(e).__name__, e)
+                        self._drop(doc, f"error_{type(e).__name__}", str(e)[:500])
+                        continue
+                self.stat_update("forwarded")
+                yield doc
+
+
+class ValidateDocuments(CurationStep):
+    """First step: drop records whose text is unusable, give missing interface metadata a null value.
+
+    Repairs are counted ``changed_missing_<key>``; drops ``dropped_text_not_str``, ``dropped_text_missing``,
+    ``dropped_empty_text``, ``dropped_bad_loss_spans``.
+    """
+
+    name = "✅ validate"
+    step_name = "validate"
+
+    def process(self, doc: Document) -> None:
+        meta = doc.metadata
+        if meta.pop(MALFORMED_KEY + "_meta", None):
+            self.changed("metadata_not_dict")
+        reason = meta.pop(MALFORMED_KEY, None)
+        if reason:
+            raise Drop(reason)
+        if not isinstance(doc.text, str):
+            raise Drop("text_not_str")
+        for key in REQUIRED_METADATA:
+            if key not in meta:
+                meta[key] = doc.id if key == "id" else None
+                self.changed(f"missing_{key}")
+        for key in ("repo", "license", "source"):
+            if meta[key] is not None and not isinstance(meta[key], str):
+                meta[key] = None
+                self.changed(f"bad_{key}")
+        if "loss_spans" in meta and not _valid_spans(meta["loss_spans"], len(doc.text)):
+            raise Drop("bad_loss_spans")
+
+
+def _valid_spans(spans: Any, n: int) -> bool:
+    if not isinstance(spans, list):
+        return False
+    for s in spans:
+        if not (isinstance(s, (list, tuple)) and len(s) == 2 and all(isinstance(x, int) for x in s)):
+            return False
+        if not 0 <= s[0] <= s[1] <= n:
+            return False
+    return True
+
+
+# ----------------------------------------------------------------------------------------------------------
+# text edits that keep offset-bearing metadata right
+
+
+@dataclass
+class Edit:
+    start: int
+    end: int
+    replacement: str
+
+
+def apply_edits(doc: Document, edits: Iterable[Edit]) -> None:
+    """Apply non-overlapping edits to ``doc.text`` and move every char offset in its metadata along.
+
+    Offsets live in ``loss_spans`` (traces) and in the repository file table (``FILE_TABLE_KEY``); an
+    offset inside a replaced span maps to the replacement's start (span starts) or end (span ends).
+    """
+    edits = sorted(edits, key=lambda e: e.start)
+    if not edits:
+        return
+    text = doc.text
+    out, pos = [], 0
+    starts, deltas = [], []  # cumulative shift after each edit
+    shift = 0
+    for e in edits:
+        if e.start < pos:  # overlapping: keep the earlier one
+            continue
+        out.append(text[pos:e.start])
+        out.append(e.replacement)
+        pos = e.end
+        shift += len(e.replacement) - (e.end - e.start)
+        starts.append(e)
+        deltas.append(shift)
+    out.append(text[pos:])
+    doc.text = "".join(out)
+
+    ends = [e.end for e in starts]
+
+    def move(off: int, is_end: bool) -> int:
+        i = bisect.bisect_right(ends, off)  # edits fully before (end <= off)
+        before = deltas[i - 1] if i else 0
+        if i < len(starts) and starts[i].start < off:  # inside edit i
+            e = starts[i]
+            base = e.start + before
+            return base + (len(e.replacement) if is_end else 0)
+        return off + before
+
+    spans = doc.metadata.get("loss_spans")
+    if isinstance(spans, list):
+        doc.metadata["loss_spans"] = [[move(s, False), move(t, True)] for s, t in spans]
+    table = doc.metadata.get(FILE_TABLE_KEY)
+    if isinstance(table, list):
+        for f in table:
+            if isinstance(f, dict) and isinstance(f.get("start"), int) and isinstance(f.get("end"), int):
+                f["start"], f["end"] = move(f["start"], False), move(f["end"], True)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# repository documents: file boundaries
+
+FILE_TABLE_KEY = "files"  # repos documents: metadata["files"] = [{"path", "start", "end"}, ...] char offsets
+# Fallback when there is no table: a Qwen2.5-Coder style separator line before each file.
+FILE_SEP_RE = re.compile(r"^(?:<\|file_sep\|>|<file_sep>)(?P<path>[^\n]*)\n", re.MULTILINE)
+
+
+@dataclass
+class FileSpan:
+    path: str
+    start: int  # char offsets of the whole file block (header included) in doc.text
+    end: int
+
+
+def repo_files(doc: Document) -> list[FileSpan]:
+    """The file blocks of a repository document, from its file table or its separator lines; [] if none."""
+    table = doc.metadata.get(FILE_TABLE_KEY)
+    n = len(doc.text)
+    if isinstance(table, list) and table:
+        spans = []
+        for f in table:
+            if isinstance(f, dict):
+                path, s, e = f.get("path"), f.get("start"), f.get("end")
+            elif isinstance(f, (list, tuple)) and len(f) == 3:
+                path, s, e = f
+            else:
+                return []
+            if not (isinstance(s, int) and isinstance(e, int) and 0 <= s <= e <= n):
+                return []
+            spans.append(FileSpan(str(path), s, e))
+        return sorted(spans, key=lambda f: f.start)
+    heads = list(FILE_SEP_RE.finditer(doc.text))
+    return [FileSpan(m.group("path").strip(), m.start(), heads[i + 1].start() if i + 1 < len(heads) else n)
+            for i, m in enumerate(heads)]
+
+
+def is_repo_doc(doc: Document) -> bool:
+    return doc.metadata.get("source") == "repo"
+
+
+def remove_files(doc: Document, spans: list[FileSpan]) -> None:
+    """Cut whole file blocks out of a repository document (and out of its file table)."""
+    if not spans:
+        return
+    gone = {(s.start, s.end) for s in spans}
+    table = doc.metadata.get(FILE_TABLE_KEY)
+    if isinstance(table, list):
+        keep = []
+        for f in table:
+            key = (f.get("start"), f.get("end")) if isinstance(f, dict) else (f[1], f[2])
+            if key not in gone:
+                keep.append(f)
+        doc.metadata[FILE_TABLE_KEY] = keep
+    apply_edits(doc, [Edit(s.start, s.end, "") for s in spans])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# small text helpers
+
+
+class CodeWordTokenizer(WordTokenizer):
+    """Whitespace word tokenizer for code and logs (datatrove's default English one needs spaCy)."""
+
+    def __init__(self) -> None:
+        super().__init__("code")
+
+    def word_tokenize(self, text: str) -> list[str]:
+        return text.split()
+
+    def sent_tokenize(self, text: str) -> list[str]:
+        return text.splitlines()
+
+    def span_tokenize(self, text: str) -> list[tuple[int, int]]:
+        return [m.span() for m in re.finditer(r"\S+", text)]
+
+
+def shannon_entropy(s: str) -> float:
+    if not s:
+        return 0.0
+    counts = Counter(s)
+    n = len(s)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
