@@ -12,20 +12,23 @@ from recipes.demo import demo_tiny
 
 @recipe("sft")
 def sft_probe_demo() -> SFTConfig:
-    """Fixed SFT probe for the tiny demo model: demo traces, 16 steps, assistant-only loss (CPU, ~1 min)."""
+    """Fixed SFT probe for the tiny demo model: demo traces, 12 steps, assistant-only loss (CPU, ~1 min)."""
     train = demo_tiny()
     train.name = "sft_probe_demo"
     train.run_dir = ".demo/runs/sft_probe_demo"
     train.seed = 4321
     train.data.seed = 4321
-    train.optim.train_steps = 16
+    train.data.seq_length = 1024  # the demo traces are short; 1K bins pack them with little padding
+    train.optim.train_steps = 12
     train.optim.warmup_steps = 2
     train.optim.lr = 1e-3
     train.optim.min_lr = 1e-4
     train.optim.decay_style = "cosine"
-    train.optim.global_batch_size = 2
-    train.checkpoint.save_interval = 16
+    train.optim.global_batch_size = 1
+    train.checkpoint.save_interval = 12
     train.checkpoint.keep_last = 1
+    train.data.build_demo_if_missing = False  # the probe packs its own traces
+    train.log.tensorboard = False
     return SFTConfig(name="sft_probe_demo", traces=[".demo/prep/traces"], valid_fraction=0.2, train=train)
 
 

@@ -24,6 +24,7 @@ class SFTConfig(Config):
     tokenizer: str | None = None  # tokenizer.json or HF model dir; None = the pack team's default (Qwen)
     valid_fraction: float = 0.1  # share of traces held out (by document id hash) for the probe's eval loss
     max_traces: int | None = None  # cap (fixed subset, by id order) so the data set is pinned
+    pad_multiple: int = 1  # pad packed pieces to a multiple of this (2*CP on the cluster)
     export_hf: bool = True  # export the result as an HF checkpoint when the HF export is available
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -31,3 +32,28 @@ class SFTConfig(Config):
         require(len(self.traces) > 0, "traces", "needs at least one traces directory")
         require(0.0 <= self.valid_fraction < 1.0, "valid_fraction", "must be in [0, 1)")
         require(self.max_traces is None or self.max_traces > 0, "max_traces", "must be positive or null")
+        require(self.pad_multiple >= 1, "pad_multiple", "must be >= 1")
+        require(not self.train.data.build_demo_if_missing, "train.data.build_demo_if_missing",
+                "the probe trains on its own rendered traces, never on demo shards")
+
+    def probe_hash(self) -> str:
+        """Identity of the probe settings: everything but where it starts from and where it writes."""
+        import hashlib
+        import json
+
+        d = self.to_dict()
+        d.pop("data_dir")
+        d["train"].pop("init_from")
+        d["train"].pop("run_dir")
+        d["train"]["data"].pop("path")
+        d["train"].pop("model")  # taken from the start checkpoint (see midtrain.sft.probe)
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]
+
+    def data_hash(self) -> str:
+        """Identity of the probe's data: which traces, how split, tokenized and packed."""
+        import hashlib
+        import json
+
+        key = [self.traces, self.tokenizer, self.valid_fraction, self.max_traces, self.pad_multiple,
+               self.train.data.seq_length, self.train.data.seed]
+        return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]

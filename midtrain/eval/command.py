@@ -1,0 +1,67 @@
+"""Evaluate a checkpoint.
+
+  proxy     held-out loss per source on validation shards and the long-context code retrieval probe, on a
+            midtrain run/checkpoint directory or an HF model directory; writes OUTPUT/proxy_results.json.
+  swebench  for an exported HF checkpoint, write the cluster run (vLLM server, mini-swe-agent on SWE-bench
+            Verified / Multilingual / Pro, the graders) under OUTPUT; --run executes it here (GPUs + Docker),
+            --collect reads finished graders' reports into OUTPUT/swebench_results.json.
+
+Trailing key=value overrides set the eval's config (ProxyConfig or SweBenchConfig fields).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+
+EPILOG = """examples:
+  midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards \\
+      retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]
+  midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench \\
+      benchmarks=[verified] instance_slice=0:50 max_steps=100
+  midtrain eval swebench --collect runs/p/midtrained/swebench
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("eval", choices=["proxy", "swebench"], help="which eval")
+    p.add_argument("--checkpoint", help="midtrain run/checkpoint dir or HF model dir (swebench: HF dir)")
+    p.add_argument("--output", required=True, help="where results (and for swebench, the run) go")
+    p.add_argument("--run", action="store_true", help="swebench: execute the generated run.sh here")
+    p.add_argument("--collect", action="store_true", help="swebench: only collect the graders' reports")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="eval config overrides")
+
+
+def run(args: argparse.Namespace) -> int:
+    from midtrain.eval.config import ProxyConfig, SweBenchConfig
+
+    if args.eval == "proxy":
+        from midtrain.eval.proxy import run_proxy
+
+        cfg = ProxyConfig().apply_overrides(args.overrides).validate()
+        if not args.checkpoint:
+            print("midtrain eval proxy: --checkpoint is required", file=sys.stderr)
+            return 2
+        if not cfg.shards and not cfg.retrieval.repos:
+            print("midtrain eval proxy: nothing to do: set shards=DIR and/or retrieval.repos=DIR", file=sys.stderr)
+            return 2
+        run_proxy(args.checkpoint, cfg, args.output)
+        print(f"{args.output}/proxy_results.json")
+        return 0
+
+    from midtrain.eval import swebench
+
+    if args.collect:
+        print(json.dumps(swebench.collect_results(args.output), indent=2))
+        return 0
+    cfg = SweBenchConfig().apply_overrides(args.overrides).validate()
+    if not args.checkpoint:
+        print("midtrain eval swebench: --checkpoint (an HF model directory) is required", file=sys.stderr)
+        return 2
+    files = swebench.write_run(cfg, args.checkpoint, args.output)
+    print(f"wrote {len(files)} files under {args.output}; run it with: sbatch {files['sbatch']}  (or bash {files['run']})")
+    if args.run:
+        return subprocess.call(["bash", str(files["run"])])
+    return 0

@@ -1,0 +1,52 @@
+"""Base-model proxy metrics for one checkpoint: held-out loss per source + the code retrieval probe."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from midtrain.eval.config import ProxyConfig
+from midtrain.eval.results import PROXY_RESULT
+from midtrain.eval.scoring import is_hf_dir, load_scorer
+
+log = logging.getLogger(__name__)
+
+
+def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> dict[str, Any]:
+    """Score CHECKPOINT; writes OUTPUT/proxy_results.json and returns it. Skips what the config leaves out."""
+    cfg.validate()
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    scorer = load_scorer(checkpoint)
+    result: dict[str, Any] = {"checkpoint": str(checkpoint), "scored": scorer.name, "config": cfg.to_dict()}
+    if cfg.shards:
+        result["heldout"] = _heldout(scorer, cfg)
+    if cfg.retrieval.repos:
+        from midtrain.eval.retrieval import retrieval_probe
+        from midtrain.pack.tokenizer import load_tokenizer
+
+        tok_path = cfg.tokenizer or (checkpoint if is_hf_dir(checkpoint) else None)
+        result["retrieval"] = retrieval_probe(scorer, cfg.retrieval, load_tokenizer(tok_path))
+    result["seconds"] = round(time.time() - t0, 1)
+    (out / PROXY_RESULT).write_text(json.dumps(result, indent=2))
+    _log_summary(result)
+    return result
+
+
+def _heldout(scorer, cfg: ProxyConfig) -> dict[str, Any]:
+    from midtrain.eval.heldout import heldout_loss
+
+    return heldout_loss(scorer, cfg.shards, "valid", cfg.max_sequences)
+
+
+def _log_summary(r: dict[str, Any]) -> None:
+    if "heldout" in r:
+        per = ", ".join(f"{k}={v['loss']:.3f}" for k, v in r["heldout"]["per_source"].items())
+        log.info("held-out loss: %s (%d sequences)", per or "no tokens", r["heldout"]["sequences"])
+    if "retrieval" in r and r["retrieval"]["accuracy"] is not None:
+        log.info("retrieval: accuracy %.1f%%, answer NLL %.3f over %d cells", 100 * r["retrieval"]["accuracy"],
+                 r["retrieval"]["answer_nll"], len(r["retrieval"]["cells"]))

@@ -1,0 +1,41 @@
+"""Run the fixed short SFT probe on a checkpoint.
+
+Renders the probe recipe's agent traces with the model's chat template (loss only on assistant turns),
+packs them with document masking, trains with the recipe's pinned steps / LR schedule / batch / seed from
+--from (weights only), and scores the held-out traces. Every checkpoint of a comparison gets the same
+recipe, so differences come from midtraining alone. Writes OUTPUT/sft_result.json, OUTPUT/run/ (the
+trainer's run dir) and OUTPUT/hf/ (when the HF export is available). Exit 75: checkpointed on a signal,
+rerun to resume.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """examples:
+  midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained
+  midtrain sft sft_probe_demo --from runs/base --output runs/probe/base data_dir=runs/probe/sft_data train.optim.lr=5e-4
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("recipe", help="SFT probe recipe (see `midtrain recipes --kind sft`)")
+    p.add_argument("--from", dest="start", required=True, help="checkpoint: midtrain run/checkpoint dir or HF dir")
+    p.add_argument("--output", required=True, help="probe output directory")
+    p.add_argument("overrides", nargs="*", metavar="key=value", help="SFTConfig overrides (e.g. data_dir=...)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from midtrain.sft.config import SFTConfig
+    from midtrain.sft.probe import run_probe
+    from recipes import get_recipe
+
+    r = get_recipe(args.recipe)
+    cfg = r.build(args.overrides)
+    if not isinstance(cfg, SFTConfig):
+        print(f"midtrain sft: recipe '{args.recipe}' is a {r.kind} recipe, not an SFT probe "
+              "(`midtrain recipes --kind sft`)", file=sys.stderr)
+        return 2
+    result = run_probe(cfg.validate(), args.start, args.output, recipe=args.recipe)
+    return int(result["exit_code"])

@@ -1,0 +1,118 @@
+"""The fixed SFT probe: the same short SFT run from any checkpoint, then its held-out assistant-token loss.
+
+``run_probe(cfg, start, output)``: build (or reuse) the probe's data (midtrain.sft.data), train with the
+trainer's own ``train(cfg)`` from ``start`` (``init_from``: weights only, fresh optimizer, step 0), score the
+held-out traces with the trained weights (loss on assistant tokens only: the reader's loss_mask carries the
+spans), export an HF checkpoint when the HF team's export is available, and write OUTPUT/sft_result.json.
+
+The model shape comes from the start checkpoint's own config.yaml (a midtrain run), so one probe recipe
+serves every checkpoint of a family; everything else (data, steps, LR schedule, batch, seed) is the recipe's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from midtrain.eval.results import SFT_RESULT
+from midtrain.sft.config import SFTConfig
+
+log = logging.getLogger(__name__)
+
+EXIT_REQUEUE = 75
+
+
+def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
+    """Take the model section from a midtrain start checkpoint's config (shapes must match to load)."""
+    from midtrain.eval.scoring import is_hf_dir, run_dir_of
+    from midtrain.train.config import TrainConfig
+
+    if is_hf_dir(start):
+        return cfg
+    src = TrainConfig.from_yaml(run_dir_of(start) / "config.yaml")
+    if src.model != cfg.train.model:
+        log.info("SFT probe: model shape taken from %s (the recipe's differs)", start)
+        cfg.train.model = src.model
+    return cfg
+
+
+def export_hf(run_dir: Path, out: Path) -> str | None:
+    """mcore -> HF via the HF team's export, when it is available; None (and a log line) otherwise."""
+    for name in ("midtrain.train.hf_export", "midtrain.train.hf_convert"):
+        try:
+            mod = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name != name:
+                raise
+            continue
+        fn = getattr(mod, "export_hf", None) or getattr(mod, "mcore_to_hf", None)
+        if fn is None:
+            continue
+        fn(str(run_dir), str(out))
+        return str(out)
+    log.warning("SFT probe: no HF export available yet (midtrain.train.hf_export); skipped the HF checkpoint")
+    return None
+
+
+def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "") -> dict[str, Any]:
+    """Run the probe from START into OUTPUT; returns sft_result.json's content (exit_code 75 = requeue)."""
+    from midtrain.eval.heldout import heldout_loss
+    from midtrain.eval.scoring import MidtrainScorer
+    from midtrain.sft.data import prepare_data
+    from midtrain.train import distributed
+    from midtrain.train.checkpoint import latest_checkpoint
+    from midtrain.train.trainer import train
+
+    start, out = Path(start), Path(output)
+    if not start.exists():
+        raise FileNotFoundError(f"--from {start}: no such checkpoint")
+    cfg = _start_model(cfg, start)
+    data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
+    cfg.validate()
+    t0 = time.time()
+    data = prepare_data(cfg, data_dir)
+    run_dir = out / "run"
+    tcfg = cfg.train.apply_overrides([f"init_from={start}", f"run_dir={run_dir}",
+                                      f"data.path={data['train_shards']}"]).validate()
+    done = latest_checkpoint(run_dir)
+    if done is not None and done.name == f"iter_{tcfg.optim.train_steps:07d}":
+        log.info("SFT probe: %s already finished (%s); not retrained", run_dir, done.name)
+        summary = {"exit_code": 0, "step": tcfg.optim.train_steps}
+    else:
+        summary = train(tcfg)
+        distributed.destroy()
+    result: dict[str, Any] = {
+        "recipe": recipe or cfg.name, "probe_sha": cfg.probe_hash(), "data_sha": cfg.data_hash(), "from": str(start),
+        "run_dir": str(run_dir), "data_dir": str(data_dir), "train_docs": data["train_docs"],
+        "valid_docs": data["valid_docs"], "steps": tcfg.optim.train_steps, "exit_code": summary["exit_code"],
+    }
+    if summary["exit_code"] != 0:
+        log.warning("SFT probe stopped at step %s (exit %s): rerun to resume", summary["step"], summary["exit_code"])
+        return result
+    metrics = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines() if l.strip()] \
+        if (run_dir / "metrics.jsonl").exists() else []
+    result["final_train_loss"] = metrics[-1]["loss"] if metrics else None
+    result["trained_tokens"] = sum(int(m.get("trained_tokens", 0) or 0) for m in metrics) or None
+    if data["valid_shards"]:
+        scorer = MidtrainScorer(run_dir)
+        held = heldout_loss(scorer, data["valid_shards"], "train")
+        distributed.destroy()
+        result["heldout_loss"] = held["all"]["loss"]
+        result["heldout_tokens"] = held["all"]["tokens"]
+    else:
+        log.warning("SFT probe: no held-out traces (too few traces for valid_fraction=%s)", cfg.valid_fraction)
+    result["hf_dir"] = export_hf(run_dir, out / "hf") if cfg.export_hf else None
+    result["seconds"] = round(time.time() - t0, 1)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / SFT_RESULT).write_text(json.dumps(result, indent=2))
+    log.info("SFT probe from %s: final train loss %s, held-out assistant loss %s -> %s", start,
+             _fmt(result.get("final_train_loss")), _fmt(result.get("heldout_loss")), out / SFT_RESULT)
+    return result
+
+
+def _fmt(v: Any) -> str:
+    return f"{v:.4f}" if isinstance(v, (int, float)) else "—"
