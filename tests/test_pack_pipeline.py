@@ -173,3 +173,45 @@ def test_bad_inputs_are_clear(prep, tmp_path):
 
     with pytest.raises(ConfigError, match="pad_multiple"):
         PackConfig(seq_length=1000, pad_multiple=16).validate()
+
+
+def test_small_vocab_tokenizer_file_packs_uint16(prep, tmp_path):
+    """A local tokenizer.json (a real byte-level BPE trained here) with a small vocabulary gives uint16 shards."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    dirs, texts, _ = prep
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(list(texts.values()), trainers.BpeTrainer(
+        vocab_size=600, special_tokens=["<|endoftext|>", "<|file_sep|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    m = pack(PackConfig(seq_length=S, tasks=1, tokenizer=str(path), valid_fraction=0.0), [dirs["commits"]],
+             tmp_path / "small")
+    assert m["dtype"] == "uint16" and m["eos_id"] == tok.token_to_id("<|endoftext|>")
+    assert m["tokenizer"]["file"] == str(path)
+    ds = PackedDataset(tmp_path / "small")
+    x, rows = ds[0], ds.pieces(0)
+    first = x["tokens"][: rows["tokens"][0]].tolist()
+    assert first[-1] == m["eos_id"] and tok.decode(first[:-1]) in texts.values()
+    assert (tmp_path / "small" / "train" / "00000.bin").stat().st_size == 2 * len(ds) * S
+
+
+def test_tokenize_cache_reused_and_invalidated(tmp_path):
+    rng = random.Random(5)
+    docs = [commit_doc(i, rng) for i in range(6)]
+    prep_dir = write_prep(tmp_path / "commits", docs)
+    cfg = PackConfig(seq_length=S, valid_fraction=0.0)
+    m1 = pack(cfg, [prep_dir], tmp_path / "a")
+    (stamp,) = (prep_dir / "tokenized").glob("*/complete.json")
+    before = stamp.stat().st_mtime_ns
+    pack(PackConfig(seq_length=2 * S, valid_fraction=0.0), [prep_dir], tmp_path / "b")  # same tokenizer: cached
+    assert stamp.stat().st_mtime_ns == before
+    import shutil
+
+    shutil.rmtree(prep_dir / "documents")
+    write_prep(prep_dir, docs + [commit_doc(99, rng)])  # the documents changed: retokenized
+    m3 = pack(cfg, [prep_dir], tmp_path / "a")
+    assert m3["input_documents"] == m1["input_documents"] + 1 and m3["run_key"] != m1["run_key"]

@@ -92,9 +92,10 @@ def plot_histograms(s: dict, path: str | Path) -> Path:
     srcs = [(n, v) for n, v in s["sources"].items() if any(v["length_histogram"])]
     fig, axes = plt.subplots(len(srcs) or 1, 1, figsize=(9, 2.2 * max(len(srcs), 1)), squeeze=False)
     edges = s["length_histogram_edges"]
-    labels = [_edge(e) for e in edges]
+    shown = sum(e <= s["seq_length"] for e in edges)  # no piece is longer than a sequence
+    labels = [_edge(e) for e in edges[:shown]]
     for ax, (name, src) in zip(axes[:, 0], srcs):
-        ax.bar(range(len(labels)), src["length_histogram"], color="tab:blue")
+        ax.bar(range(len(labels)), src["length_histogram"][:shown], color="tab:blue")
         ax.set_xticks(range(len(labels)), labels, fontsize=7)
         ax.set_ylabel("pieces")
         ax.set_title(f"{name}: {_k(src['tokens'])} tokens (target {_k(src['target_tokens'])})", fontsize=9)

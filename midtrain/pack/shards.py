@@ -17,10 +17,14 @@ A shard is a path prefix ``DIR/<split>/<task:05d>`` with:
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+# megatron-core logs every index it opens at INFO; one line per shard drowns what people need to read.
+logging.getLogger("megatron.core.datasets.indexed_dataset").setLevel(logging.WARNING)
 
 PIECE_DTYPE = np.dtype([("source", np.int16), ("tokens", np.int32), ("doc", np.int64), ("part", np.int32),
                         ("parts", np.int32)])
