@@ -233,7 +233,7 @@ class Edit:
 def apply_edits(doc: Document, edits: Iterable[Edit]) -> None:
     """Apply non-overlapping edits to ``doc.text`` and move every char offset in its metadata along.
 
-    Offsets live in ``loss_spans`` (traces) and in the repository file table (``FILE_TABLE_KEY``); an
+    Offsets live in ``loss_spans`` (traces) and in the repository file table (``file_offsets``); an
     offset inside a replaced span maps to the replacement's start (span starts) or end (span ends).
     """
     edits = sorted(edits, key=lambda e: e.start)
@@ -269,19 +269,20 @@ def apply_edits(doc: Document, edits: Iterable[Edit]) -> None:
     spans = doc.metadata.get("loss_spans")
     if isinstance(spans, list):
         doc.metadata["loss_spans"] = [[move(s, False), move(t, True)] for s, t in spans]
-    table = doc.metadata.get(FILE_TABLE_KEY)
-    if isinstance(table, list):
-        for f in table:
-            if isinstance(f, dict) and isinstance(f.get("start"), int) and isinstance(f.get("end"), int):
-                f["start"], f["end"] = move(f["start"], False), move(f["end"], True)
+    offsets = doc.metadata.get(FILE_OFFSETS_KEY)
+    if isinstance(offsets, list) and all(isinstance(o, int) for o in offsets):
+        doc.metadata[FILE_OFFSETS_KEY] = [move(o, False) for o in offsets]
 
 
 # ----------------------------------------------------------------------------------------------------------
 # repository documents: file boundaries
 
-FILE_TABLE_KEY = "files"  # repos documents: metadata["files"] = [{"path", "start", "end"}, ...] char offsets
-# Fallback when there is no table: a Qwen2.5-Coder style separator line before each file.
-FILE_SEP_RE = re.compile(r"^(?:<\|file_sep\|>|<file_sep>)(?P<path>[^\n]*)\n", re.MULTILINE)
+# repos documents (midtrain/sources/repos.py): metadata["files"] = paths in document order and
+# metadata["file_offsets"] = char offset of each file's header; a file runs to the next header (or the end)
+FILE_PATHS_KEY = "files"
+FILE_OFFSETS_KEY = "file_offsets"
+# Fallback when there is no table: the Qwen2.5-Coder style separator line before each file.
+FILE_SEP_RE = re.compile(r"^<\|file_sep\|>(?P<path>[^\n]*)\n", re.MULTILINE)
 
 
 @dataclass
@@ -293,21 +294,13 @@ class FileSpan:
 
 def repo_files(doc: Document) -> list[FileSpan]:
     """The file blocks of a repository document, from its file table or its separator lines; [] if none."""
-    table = doc.metadata.get(FILE_TABLE_KEY)
+    paths, offsets = doc.metadata.get(FILE_PATHS_KEY), doc.metadata.get(FILE_OFFSETS_KEY)
     n = len(doc.text)
-    if isinstance(table, list) and table:
-        spans = []
-        for f in table:
-            if isinstance(f, dict):
-                path, s, e = f.get("path"), f.get("start"), f.get("end")
-            elif isinstance(f, (list, tuple)) and len(f) == 3:
-                path, s, e = f
-            else:
-                return []
-            if not (isinstance(s, int) and isinstance(e, int) and 0 <= s <= e <= n):
-                return []
-            spans.append(FileSpan(str(path), s, e))
-        return sorted(spans, key=lambda f: f.start)
+    if isinstance(paths, list) and isinstance(offsets, list) and paths and len(paths) == len(offsets) and \
+            all(isinstance(o, int) for o in offsets) and offsets == sorted(offsets) and \
+            0 <= offsets[0] and offsets[-1] <= n:
+        return [FileSpan(str(p), o, offsets[i + 1] if i + 1 < len(offsets) else n)
+                for i, (p, o) in enumerate(zip(paths, offsets))]
     heads = list(FILE_SEP_RE.finditer(doc.text))
     return [FileSpan(m.group("path").strip(), m.start(), heads[i + 1].start() if i + 1 < len(heads) else n)
             for i, m in enumerate(heads)]
@@ -321,15 +314,12 @@ def remove_files(doc: Document, spans: list[FileSpan]) -> None:
     """Cut whole file blocks out of a repository document (and out of its file table)."""
     if not spans:
         return
-    gone = {(s.start, s.end) for s in spans}
-    table = doc.metadata.get(FILE_TABLE_KEY)
-    if isinstance(table, list):
-        keep = []
-        for f in table:
-            key = (f.get("start"), f.get("end")) if isinstance(f, dict) else (f[1], f[2])
-            if key not in gone:
-                keep.append(f)
-        doc.metadata[FILE_TABLE_KEY] = keep
+    gone = {s.start for s in spans}
+    paths, offsets = doc.metadata.get(FILE_PATHS_KEY), doc.metadata.get(FILE_OFFSETS_KEY)
+    if isinstance(paths, list) and isinstance(offsets, list) and len(paths) == len(offsets):
+        keep = [i for i, o in enumerate(offsets) if o not in gone]
+        doc.metadata[FILE_PATHS_KEY] = [paths[i] for i in keep]
+        doc.metadata[FILE_OFFSETS_KEY] = [offsets[i] for i in keep]
     apply_edits(doc, [Edit(s.start, s.end, "") for s in spans])
 
 

@@ -14,7 +14,8 @@ documents sharing a long word n-gram with an issue text or with the lines a gold
 
 from __future__ import annotations
 
-import importlib
+import ast
+import importlib.util
 import json
 import logging
 import re
@@ -86,23 +87,28 @@ def normalize_repo(value: Any) -> str | None:
 
 
 def swebench_package_repos() -> set[str]:
-    """Repositories the installed swebench package knows (its per-repo maps); empty if not installed."""
+    """Repositories the installed swebench package knows (its per-repository maps); empty if not installed.
+
+    The package's modules are parsed, not imported: importing its harness pulls in docker and friends
+    (seconds per worker) for what is a list of string keys.
+    """
+    spec = importlib.util.find_spec("swebench")
+    if spec is None or not spec.submodule_search_locations:
+        return set()
+    root = Path(list(spec.submodule_search_locations)[0])
     names: set[str] = set()
-    for lang in ("python", "javascript", "c", "go", "java", "php", "ruby", "rust"):
+    for path in sorted((root / "harness").rglob("*.py")):
         try:
-            mod = importlib.import_module(f"swebench.harness.log_parsers.{lang}")
-        except Exception:  # noqa: BLE001 - absent or a layout change: the bundled list still applies
+            tree = ast.parse(path.read_text())
+        except (SyntaxError, OSError, UnicodeDecodeError):
             continue
-        for key, value in vars(mod).items():
-            if key.startswith("MAP_REPO_TO_PARSER") and isinstance(value, dict):
-                names.update(k for k in value if isinstance(k, str))
-    try:  # older swebench releases keep the specs in harness.constants
-        const = importlib.import_module("swebench.harness.constants")
-        specs = getattr(const, "MAP_REPO_VERSION_TO_SPECS", None)
-        if isinstance(specs, dict):
-            names.update(specs)
-    except Exception:  # noqa: BLE001
-        pass
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                if any(isinstance(t, ast.Name) and t.id.startswith(("MAP_REPO_TO_", "MAP_REPO_VERSION_TO_"))
+                       for t in targets):
+                    names.update(k.value for k in node.value.keys
+                                 if isinstance(k, ast.Constant) and isinstance(k.value, str) and "/" in k.value)
     return names
 
 

@@ -42,12 +42,12 @@ def run_local(cfg: CurationConfig, source: str, raw_dir: str | Path, out_dir: st
     return run_stages(stages, Path(work_dir) / "logs", tasks, workers)
 
 
-def step_counts(result: dict[str, dict[str, dict[str, float]]]) -> dict[str, float]:
-    """Flatten to {"<step name>/<stat>": total} over all stages (handy in tests and reports)."""
-    flat: dict[str, float] = {}
+def step_counts(result: dict[str, dict[str, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    """Merge the stages: {"<step name>": {stat: total}} (handy in tests and reports)."""
+    flat: dict[str, dict[str, float]] = {}
     for stage in result.values():
         for step, counts in stage.items():
+            mine = flat.setdefault(step.split(": ", 1)[-1], {})
             for k, v in counts.items():
-                key = f"{step.split(': ', 1)[-1]}/{k}"
-                flat[key] = flat.get(key, 0) + v
+                mine[k] = mine.get(k, 0) + v
     return flat

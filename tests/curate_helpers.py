@@ -1,0 +1,68 @@
+"""Helpers for the curation tests: raw JSONL documents in the sources' formats, running stages, reading output."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sysconfig
+from pathlib import Path
+
+from midtrain.curate.runner import run_local, step_counts
+from midtrain.curate.stages import CurationConfig
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def stdlib(path: str) -> str:
+    """Real code: a file of the Python standard library."""
+    return (STDLIB / path).read_text()
+
+
+def repo_row(name: str | None, files: dict[str, str], license: str | None = "MIT", **meta) -> dict:
+    """A repository document as midtrain/sources/repos.py renders it (repo header, file headers, offsets)."""
+    header = f"<|repo_name|>{name or 'unnamed'}\n"
+    text, offsets = header, []
+    for path, body in files.items():
+        offsets.append(len(text))
+        text += f"<|file_sep|>{path}\n" + (body if body.endswith("\n") else body + "\n")
+    doc_id = f"repo:{name}"
+    return {"text": text, "id": doc_id, "metadata": {"source": "repo", "repo": name, "license": license,
+                                                     "id": doc_id, "files": list(files), "file_offsets": offsets,
+                                                     **meta}}
+
+
+def doc_row(text, doc_id: str, source: str = "pr", repo: str | None = "acme/app", license: str | None = "MIT",
+            **meta) -> dict:
+    return {"text": text, "id": doc_id, "metadata": {"source": source, "repo": repo, "license": license,
+                                                     "id": doc_id, **meta}}
+
+
+def write_raw(raw: Path, *files: list[dict | str]) -> None:
+    """One JSONL file per list (a str row is written verbatim: malformed lines)."""
+    raw.mkdir(parents=True, exist_ok=True)
+    for i, rows in enumerate(files):
+        with open(raw / f"{i:05d}.jsonl", "w") as f:
+            for r in rows:
+                f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+
+
+def read_docs(folder: Path) -> list[dict]:
+    out = []
+    for f in sorted(Path(folder).rglob("*.jsonl*")):
+        opener = gzip.open if f.suffix == ".gz" else open
+        with opener(f, "rt") as fh:
+            out.extend(json.loads(line) for line in fh if line.strip())
+    return out
+
+
+def curate(tmp: Path, cfg: CurationConfig | None = None, tasks: int = 1, source: str = "repo"
+           ) -> tuple[list[dict], dict[str, dict[str, float]], Path]:
+    """Run every curation stage on tmp/raw; returns (output documents, flat counts, prep dir)."""
+    prep = tmp / "prep"
+    result = run_local(cfg or CurationConfig(), source, tmp / "raw", prep / "documents", prep / "work", tasks=tasks)
+    return read_docs(prep / "documents"), step_counts(result), prep
+
+
+def count(counts: dict[str, dict[str, float]], step: str, stat: str) -> float:
+    """The total of ``stat`` over the steps whose name contains ``step``."""
+    return sum(c.get(stat, 0) for name, c in counts.items() if step in name)
