@@ -46,6 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     m2h.add_argument("--tokenizer", help="tokenizer source: HF model dir or tokenizer.json (default: the "
                                          "run's hf_source/ or init_from, else Qwen3's default)")
     m2h.add_argument("--dtype", choices=["bf16", "fp32"], help="weights dtype (default: the run's)")
+    m2h.add_argument("--overwrite", action="store_true", help="replace an earlier export in DST")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         from midtrain.train.hf_export import convert_mcore_to_hf
 
-        path = convert_mcore_to_hf(args.src, args.dst, tokenizer=args.tokenizer, dtype=args.dtype)
+        path = convert_mcore_to_hf(args.src, args.dst, tokenizer=args.tokenizer, dtype=args.dtype,
+                                   overwrite=args.overwrite)
         print(f"wrote {path} in {time.time() - t0:.1f}s; load it with "
               f"transformers.AutoModelForCausalLM.from_pretrained('{path}')")
     return 0

@@ -131,10 +131,11 @@ def mcore_state_dict(run_cfg: Any, ckpt_dir: Path) -> dict[str, torch.Tensor]:
 
 
 def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path | None = None,
-                        dtype: str | None = None) -> Path:
+                        dtype: str | None = None, overwrite: bool = False) -> Path:
     """A midtrain run/checkpoint -> a Hugging Face model directory that transformers loads.
 
-    ``dtype`` (bf16 | fp32) defaults to the run's precision.dtype.
+    ``dtype`` (bf16 | fp32) defaults to the run's precision.dtype. ``overwrite`` replaces an earlier
+    export in ``dst`` (its weights, config and tokenizer files); otherwise an existing model is an error.
     """
     from midtrain.train.config import TrainConfig
 
@@ -150,7 +151,11 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
         raise ConfigError(f"--dtype: {dtype!r} is not one of {', '.join(_DTYPES)}")
     dst = Path(dst)
     if (dst / "config.json").exists():
-        raise FileExistsError(f"{dst} already holds a Hugging Face model; choose a new destination")
+        if not overwrite:
+            raise FileExistsError(f"{dst} already holds a Hugging Face model; choose a new destination "
+                                  "(or --overwrite)")
+        for old in [*dst.glob("model*.safetensors"), dst / "model.safetensors.index.json", dst / "config.json"]:
+            old.unlink(missing_ok=True)
     dst.mkdir(parents=True, exist_ok=True)
 
     shape = hf_mapping.Shape.of(cfg.model)
@@ -169,3 +174,8 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     log.info("mcore2hf: %s -> %s (%d tensors in %d file(s), %s; tokenizer from %s)", ckpt_dir, dst, len(hf),
              len(files), dtype, tok_from)
     return dst
+
+
+def export_hf(src: str | Path, dst: str | Path, tokenizer: str | Path | None = None) -> Path:
+    """Library entry point (the SFT probe calls it after training): export, replacing an earlier export."""
+    return convert_mcore_to_hf(src, dst, tokenizer=tokenizer, overwrite=True)
