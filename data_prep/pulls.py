@@ -8,8 +8,9 @@ from datatrove.pipeline.writers import JsonlWriter
 from midtrain.sources.pulls import PullsConfig, PullReader
 
 
-def pipeline(inputs: list[str], cfg: PullsConfig, raw_dir: str, report_dir: str) -> list[PipelineStep]:
+def pipeline(inputs: list[str], cfg: PullsConfig, raw_dir: str, report_dir: str,
+             exclusion_dir: str | None = None) -> list[PipelineStep]:
     return [
-        PullReader(inputs, cfg, report_dir=report_dir),
+        PullReader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
         JsonlWriter(raw_dir, output_filename="${rank}.jsonl"),  # gzip: ${rank}.jsonl.gz
     ]

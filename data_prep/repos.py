@@ -8,8 +8,9 @@ from datatrove.pipeline.writers import JsonlWriter
 from midtrain.sources.repos import ReposConfig, RepoReader
 
 
-def pipeline(inputs: list[str], cfg: ReposConfig, raw_dir: str, report_dir: str) -> list[PipelineStep]:
+def pipeline(inputs: list[str], cfg: ReposConfig, raw_dir: str, report_dir: str,
+             exclusion_dir: str | None = None) -> list[PipelineStep]:
     return [
-        RepoReader(inputs, cfg, report_dir=report_dir),
+        RepoReader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
         JsonlWriter(raw_dir, output_filename="${rank}.jsonl"),  # gzip: ${rank}.jsonl.gz
     ]

@@ -8,9 +8,19 @@ from pathlib import Path
 import pytest
 
 from midtrain.cli import main
+from midtrain.curate.stages import CurationConfig
 from sources_fixtures import SAMPLES, make_repo, read_documents, without_file_path
 
 PULLS = SAMPLES / "pulls" / "sample_prs.jsonl"
+try:  # every curation step off, for tests about the source stage only (curation has its own tests)
+    from midtrain.curate.stages import STEP_NAMES
+    NO_CURATION = [f"{s}.enabled=false" for s in STEP_NAMES]
+except ImportError:
+    NO_CURATION = []
+
+
+def source_drops(stats: dict) -> dict:
+    return {k: v for k, v in stats["drops"].items() if k.startswith("source/")}
 
 
 def prep(*argv: str) -> int:
@@ -18,23 +28,31 @@ def prep(*argv: str) -> int:
 
 
 def test_pulls_end_to_end_stats_and_interface(tmp_path, capsys):
+    """The whole stage chain (reader, curation, stats) on the sample."""
     out = tmp_path / "pulls"
     assert prep("data_prep/pulls.py", "--input", PULLS, "--output", out) == 0  # the pipeline file names the source
-    assert "3 records in -> 2 documents out" in capsys.readouterr().out
-    assert sorted(p.name for p in (out / "documents").iterdir()) == ["00000.jsonl.gz"]
-    docs = read_documents(out)
-    assert len(docs) == 2
-    for d in docs:
+    assert "3 records in -> " in capsys.readouterr().out
+    raw = read_documents(out / "raw")
+    assert len(raw) == 2
+    for d in raw:
         m = d["metadata"]
         assert m["source"] == "pr" and m["repo"] == "acme/minicalc" and m["license"] == "MIT" and m["id"] == d["id"]
+    docs = read_documents(out)
+    assert {d["id"] for d in docs} <= {d["id"] for d in raw} and sorted((out / "documents").iterdir())
     stats = json.loads((out / "stats.json").read_text())
     assert stats["complete"] and stats["source"] == "pulls"
-    assert (stats["documents_in"], stats["documents_read"], stats["documents_out"]) == (3, 2, 2)
-    assert stats["bytes_out"] == sum(len(d["text"].encode()) for d in docs) == stats["bytes_read"]
-    assert stats["drops"] == {"source/dropped/bot_author": 1} and stats["drops_total"] == 1
+    assert (stats["documents_in"], stats["documents_read"], stats["documents_out"]) == (3, 2, len(docs))
+    assert stats["bytes_read"] == sum(len(d["text"].encode()) for d in raw)
+    assert stats["bytes_out"] == sum(len(d["text"].encode()) for d in docs)
+    assert source_drops(stats) == {"source/dropped/bot_author": 1}
+    assert stats["drops_total"] == sum(stats["drops"].values()) >= 1
     assert stats["skips"]["source/skip/bot_comment"] == 2
-    assert stats["settings"]["curation"] == {} and stats["settings"]["source_config"]["max_patch_bytes"] == 100_000
-    assert set(stats["stages"]) == {"source", "curate_01_passthrough"}
+    assert stats["settings"]["curation"] == CurationConfig().to_dict()  # the resolved curation config
+    assert stats["settings"]["source_config"]["max_patch_bytes"] == 100_000
+    assert list(stats["stages"])[0] == "source" and all(s.startswith("curate_") for s in list(stats["stages"])[1:])
+    # what was dropped on purpose is kept aside with its reason (nothing disappears silently)
+    [excluded] = read_documents(out / "excluded" / "source")
+    assert excluded["metadata"]["filter_reason"] == "bot_author" and "dependabot" in excluded["text"]
 
 
 @pytest.mark.slow
@@ -45,10 +63,8 @@ def test_deterministic_output_resume_and_changed_settings(tmp_path, capsys):
     first = read_documents(a)
     # same input -> identical documents (a datatrove reader in curation may record the raw file's path)
     assert without_file_path(first) == without_file_path(read_documents(b))
-    assert prep(*args, a, "--overwrite") == 0
-    assert read_documents(a) == first  # byte-identical text and metadata on a fresh rerun
-    raw_a = sorted((a / "raw").iterdir())
-    assert [p.name for p in raw_a] == ["00000.jsonl.gz"]
+    assert read_documents(a / "raw") == read_documents(b / "raw")  # the reader's output, byte for byte
+    assert [p.name for p in sorted((a / "raw").iterdir())] == ["00000.jsonl.gz"]
     # a relaunch resumes: completed tasks are skipped (datatrove completion markers), outputs untouched
     mtime = (a / "raw" / "00000.jsonl.gz").stat().st_mtime_ns
     assert prep(*args, a) == 0
@@ -57,12 +73,12 @@ def test_deterministic_output_resume_and_changed_settings(tmp_path, capsys):
     capsys.readouterr()
     assert prep("traces", "traces.only_resolved=true", "--input", SAMPLES / "traces", "--output", a) == 2
     assert "source_config" in capsys.readouterr().err
-    assert prep("traces", "traces.only_resolved=true", "--input", SAMPLES / "traces", "--output", a,
+    assert prep("traces", "traces.only_resolved=true", *NO_CURATION, "--input", SAMPLES / "traces", "--output", a,
                 "--overwrite") == 0
-    docs = read_documents(a)
+    docs = read_documents(a / "raw")
     assert sorted(d["metadata"]["instance_id"] for d in docs) == ["acme__minicalc-16"]
     stats = json.loads((a / "stats.json").read_text())
-    assert stats["drops"] == {"source/dropped/resolved_unknown": 3, "source/dropped/unresolved": 1}
+    assert source_drops(stats) == {"source/dropped/resolved_unknown": 3, "source/dropped/unresolved": 1}
 
 
 @pytest.mark.slow
@@ -70,44 +86,46 @@ def test_multi_task_local_run_matches_single_task(tmp_path):
     repos = [make_repo(tmp_path / f"r{i}", {"README.md": f"repo {i}\n", f"pkg{i}/__init__.py": "",
                                             f"pkg{i}/core.py": f"VALUE = {i}\n"}) for i in range(3)]
     one, many = tmp_path / "one", tmp_path / "many"
-    assert prep("repos", "--input", *repos, "--output", one) == 0
-    assert prep("repos", "--input", *repos, "--output", many, "--tasks", "2", "--workers", "2") == 0
+    assert prep("repos", *NO_CURATION, "--input", *repos, "--output", one) == 0
+    assert prep("repos", *NO_CURATION, "--input", *repos, "--output", many, "--tasks", "2", "--workers", "2") == 0
     assert sorted((many / "raw").iterdir()) == [many / "raw" / "00000.jsonl.gz", many / "raw" / "00001.jsonl.gz"]
     key = lambda d: d["id"]  # noqa: E731
-    assert sorted(without_file_path(read_documents(one)), key=key) == \
-        sorted(without_file_path(read_documents(many)), key=key)
+    assert sorted(read_documents(one / "raw"), key=key) == sorted(read_documents(many / "raw"), key=key)
+    assert len(read_documents(many / "raw")) == 3
     stats = json.loads((many / "stats.json").read_text())
-    assert stats["documents_in"] == 3 and stats["documents_out"] == 3
+    assert stats["documents_in"] == 3 and stats["documents_read"] == 3 and stats["documents_out"] == 3
 
 
 def test_unreadable_inputs_fail_with_a_message_naming_them(tmp_path, capsys):
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "core.log").write_bytes(b"\x7fELF\x00\x00binary")
-    assert prep("buildlogs", "--input", logs, "--output", tmp_path / "o1") == 1
+    assert prep("buildlogs", *NO_CURATION, "--input", logs, "--output", tmp_path / "o1") == 1
     err = capsys.readouterr().err
     assert f"nothing could be read from: {logs}" in err and "binary_file" in err
     stats = json.loads((tmp_path / "o1" / "stats.json").read_text())
-    assert stats["unreadable_inputs"] == [str(logs)] and stats["drops"] == {"source/error/binary_file": 1}
+    assert stats["unreadable_inputs"] == [str(logs)] and source_drops(stats) == {"source/error/binary_file": 1}
     assert prep("pulls", "--input", tmp_path / "missing.jsonl", "--output", tmp_path / "o2") == 1
     assert f"input {tmp_path / 'missing.jsonl'}: no such file or directory" in capsys.readouterr().err
     # one bad repository among good ones: the job goes on, the bad one is counted and named
     good = make_repo(tmp_path / "good", {"a.py": "x = 1\n"})
     notrepo = tmp_path / "empty_dir"
     notrepo.mkdir()
-    assert prep("repos", "--input", good, notrepo, "--output", tmp_path / "o3") == 1
+    assert prep("repos", *NO_CURATION, "--input", good, notrepo, "--output", tmp_path / "o3") == 1
     stats = json.loads((tmp_path / "o3" / "stats.json").read_text())
-    assert stats["documents_out"] == 1 and stats["unreadable_inputs"] == [str(notrepo)]
+    assert stats["documents_read"] == 1 and stats["unreadable_inputs"] == [str(notrepo)]
     assert stats["errors"][0]["reason"] == "no_usable_files"
 
 
 def test_overrides_reach_the_reader_and_bad_ones_name_the_field(tmp_path, capsys):
     repo = make_repo(tmp_path / "r", {"README.md": "hi\n", "big.py": "x = 1\n" * 100})
     out = tmp_path / "o"
-    assert prep("repos", "repos.max_file_bytes=50", "--input", repo, "--output", out) == 0
-    [doc] = read_documents(out)
+    assert prep("repos", "repos.max_file_bytes=50", *NO_CURATION, "--input", repo, "--output", out) == 0
+    [doc] = read_documents(out / "raw")
     assert doc["metadata"]["files"] == ["README.md"]
-    assert json.loads((out / "stats.json").read_text())["skips"] == {"source/skip/too_large": 1}
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["skips"] == {"source/skip/too_large": 1}
+    assert not any(stats["settings"]["curation_steps"].values())  # curation overrides reached CurationConfig
     assert prep("repos", "repos.max_file_byte=50", "--input", repo, "--output", tmp_path / "o2") == 2
     assert "max_file_byte" in capsys.readouterr().err
     assert prep("nosuch", "--input", repo, "--output", tmp_path / "o3") == 2
@@ -122,12 +140,13 @@ def test_slurm_executor_wiring_dry_run(tmp_path, capsys):
                 "--time", "00:30:00", "--dry-run") == 0
     text = capsys.readouterr().out
     stages = text.split("# ---- stage ")[1:]
-    assert [s.split(" ", 1)[0] for s in stages] == ["source", "curate_01_passthrough", "stats"]
+    names = [s.split(" ", 1)[0] for s in stages]
+    assert names[0] == "source" and names[-1] == "stats" and all(n.startswith("curate_") for n in names[1:-1])
     src = stages[0]
     for line in ["#SBATCH --partition=cpu-small", "#SBATCH --time=00:30:00", "#SBATCH --cpus-per-task=2",
                  "#SBATCH --mem-per-cpu=3G", "#SBATCH --array=0-7", "launch_pickled_pipeline"]:
         assert line in src, line
-    assert "#SBATCH --array=0-0" in stages[2]  # the stats stage is a single task
+    assert "#SBATCH --array=0-0" in stages[-1]  # the stats stage is a single task
     assert not (out / "documents").exists()  # nothing ran
 
 

@@ -194,9 +194,8 @@ class BuildLogReader(SourceReader):
     name = "🛠 build logs"
     source = "buildlogs"
 
-    def __init__(self, inputs: list[str], cfg: BuildLogsConfig | None = None, report_dir: str | None = None):
-        super().__init__(inputs, report_dir)
-        self.cfg = cfg or BuildLogsConfig()
+    config_class = BuildLogsConfig
+    cfg: BuildLogsConfig
 
     def units(self) -> list[tuple[str, tuple[str, str]]]:
         units = []
@@ -262,7 +261,7 @@ class BuildLogReader(SourceReader):
     def _document(self, text: str, doc_id: str, repo: str | None, license: str | None, extra: dict) -> Document | None:
         cleaned, counts = clean_log(text, self.cfg)
         if len(cleaned.strip()) < self.cfg.min_chars:
-            self.drop("too_short")
+            self.drop("too_short", lambda: make_document(cleaned, doc_id, "buildlog", repo=repo, license=license))
             return None
         if counts["collapsed_lines"]:
             self.skip("collapsed_lines", counts["collapsed_lines"])

@@ -69,9 +69,8 @@ class CommitReader(SourceReader):
     name = "🕑 commits"
     source = "commits"
 
-    def __init__(self, inputs: list[str], cfg: CommitsConfig | None = None, report_dir: str | None = None):
-        super().__init__(inputs, report_dir)
-        self.cfg = cfg or CommitsConfig()
+    config_class = CommitsConfig
+    cfg: CommitsConfig
 
     def units(self) -> list[tuple[str, str]]:
         return [(str(p), str(p)) for p in sorted(expand_inputs(self.inputs), key=str)]

@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 from datatrove.data import Document, DocumentsPipeline
@@ -27,7 +27,6 @@ from midtrain.config import Config, require
 
 log = logging.getLogger("midtrain.sources")
 
-SOURCE_KINDS = {"repos": "repo", "commits": "commit", "pulls": "pr", "buildlogs": "buildlog", "traces": "trace"}
 MAX_REPORTED_ERRORS = 200  # per task; every error is counted, only the first ones are described
 
 
@@ -140,13 +139,19 @@ class SourceReader(PipelineStep):
 
     type = "📖 - READER"
     source: str = ""  # repos | commits | pulls | buildlogs | traces
+    config_class: type[ReaderConfig] = ReaderConfig
 
-    def __init__(self, inputs: list[str], report_dir: str | None = None):
+    def __init__(self, inputs: list[str], cfg: ReaderConfig | None = None, report_dir: str | None = None,
+                 exclusion_dir: str | None = None):
         super().__init__()
         self.inputs = [str(p) for p in inputs]
+        self.cfg = cfg or self.config_class()
         self.report_dir = report_dir
+        self.exclusion_dir = exclusion_dir  # records dropped on purpose are written here (JSONL.gz per task)
         self._errors: list[dict] = []
         self._per_input: dict[str, dict[str, int]] = {}
+        self._excluded: Any = None
+        self._rank = 0
 
     # -- to implement ---------------------------------------------------------------------------
     def units(self) -> list[tuple[str, Any]]:
@@ -170,13 +175,23 @@ class SourceReader(PipelineStep):
         """A part deliberately left out of a document (a vendored file, a bot comment): counted only."""
         self.stat_update(f"skip/{reason}", value=n)
 
-    def drop(self, reason: str) -> None:
-        """A whole, readable record filtered out on purpose (e.g. an unresolved trajectory)."""
+    def drop(self, reason: str, document: Callable[[], Document] | None = None) -> None:
+        """A whole, readable record filtered out on purpose (e.g. an unresolved trajectory): counted, and
+        written with its reason to the exclusion folder when there is one (``document`` builds it lazily)."""
         self.stat_update(f"dropped/{reason}")
+        if self.exclusion_dir and document is not None:
+            if self._excluded is None:
+                from datatrove.pipeline.writers import JsonlWriter
+
+                self._excluded = JsonlWriter(self.exclusion_dir, output_filename="${rank}.jsonl")
+            doc = document()
+            doc.metadata["filter_reason"] = reason
+            self._excluded.write(doc, rank=self._rank)
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if data:
             yield from data
+        self._rank = rank
         units = self.units()
         mine = units[rank::world_size]
         for origin, _ in mine:
@@ -205,6 +220,8 @@ class SourceReader(PipelineStep):
                     self.update_doc_stats(doc)
                     yield doc
         finally:
+            if self._excluded is not None:
+                self._excluded.close()
             self._write_report(rank)
 
     def _write_report(self, rank: int) -> None:

@@ -5,6 +5,7 @@ Layout of an output directory DIR::
     DIR/raw/             the reader's documents (JSONL.gz, one file per task)
     DIR/documents/       the curated documents (interface 1) - what `midtrain pack` reads
     DIR/work/            curation scratch space
+    DIR/excluded/<step>/ what each step dropped on purpose, with its reason (source: the readers' drops)
     DIR/logs/<stage>/    datatrove logging dir per stage (completions/ = resume markers, stats/, logs/)
     DIR/logs/slurm/      sbatch scripts and Slurm logs (--executor slurm)
     DIR/stats.json       documents and bytes in/out, every drop and skip by reason, errors, resolved configs
@@ -32,7 +33,7 @@ from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commits import CommitsConfig
-from midtrain.sources.common import SOURCE_KINDS, ReaderConfig, expand_inputs
+from midtrain.sources.common import ReaderConfig, expand_inputs
 from midtrain.sources.pulls import PullsConfig
 from midtrain.sources.repos import ReposConfig
 from midtrain.sources.traces import TracesConfig
@@ -83,10 +84,12 @@ class EnsureRawFile(PipelineStep):
                 pass
 
 
-def source_pipeline(source: str, inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str) -> list[PipelineStep]:
+def source_pipeline(source: str, inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str,
+                    exclusion_dir: str | None = None) -> list[PipelineStep]:
     """The source stage as defined in data_prep/<source>.py, plus the empty-shard guard."""
     module = importlib.import_module(f"data_prep.{source}")
-    return module.pipeline(inputs, cfg, raw_dir=raw_dir, report_dir=report_dir) + [EnsureRawFile(raw_dir)]
+    steps = module.pipeline(inputs, cfg, raw_dir=raw_dir, report_dir=report_dir, exclusion_dir=exclusion_dir)
+    return steps + [EnsureRawFile(raw_dir)]
 
 
 # -- stats ----------------------------------------------------------------------------------------------
@@ -123,16 +126,19 @@ def _count_output(documents_dir: Path) -> tuple[int, int, int]:
 def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
     """Merge every stage's stats and the reader's error reports into one stats.json dict."""
     stages = {name: _stage_stats(output / "logs" / name) for name in stage_names}
-    drops: dict[str, int] = {}
-    skips: dict[str, int] = {}
+    # datatrove stat names: readers count error/<r>, dropped/<r>, skip/<r>; filters count "dropped" (the total)
+    # and dropped_<r>, removed_<r> (parts cut out), changed_<r> / redacted_<r> (text rewritten)
+    kinds = {"drops": ("error/", "dropped/", "dropped_"), "skips": ("skip/", "removed_"),
+             "changes": ("changed_", "redacted_")}
+    found: dict[str, dict[str, int]] = {k: {} for k in kinds}
     for name, steps in stages.items():
         for step in steps:
             for key, value in step.get("stats", {}).items():
                 label = f"{name}/{key}" if name == "source" else f"{name}/{step.get('name')}/{key}"
-                if key.startswith(("error/", "dropped")):
-                    drops[label] = drops.get(label, 0) + _count(value)
-                elif key.startswith("skip/"):
-                    skips[label] = skips.get(label, 0) + _count(value)
+                for kind, prefixes in kinds.items():
+                    if key.startswith(prefixes):
+                        found[kind][label] = found[kind].get(label, 0) + _count(value)
+    drops, skips = found["drops"], found["skips"]
     reader = stages["source"][0].get("stats", {}) if stages.get("source") else {}  # step 0: the reader
     errors: list[dict] = []
     per_input: dict[str, dict[str, int]] = {}
@@ -157,6 +163,7 @@ def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
         "drops": dict(sorted(drops.items())),
         "drops_total": sum(drops.values()),
         "skips": dict(sorted(skips.items())),
+        "changes": dict(sorted(found["changes"].items())),
         "errors": errors,
         "inputs": per_input,
         "unreadable_inputs": unreadable,
@@ -204,16 +211,18 @@ class PrepRun:
     site: Any = None  # midtrain.launch.site.SiteConfig for --executor slurm
 
     def settings(self) -> dict:
+        steps = getattr(self.curation_cfg, "steps", None)  # which curation steps are on
         return {"source": self.source, "inputs": self.inputs, "tasks": self.tasks,
-                "source_config": self.source_cfg.to_dict(), "curation": self.curation_cfg.to_dict()}
+                "source_config": self.source_cfg.to_dict(), "curation": self.curation_cfg.to_dict(),
+                "curation_steps": steps() if callable(steps) else {}}
 
     def stages(self) -> list[tuple[str, list, int]]:
         out = self.output
         raw, docs, work = out / "raw", out / "documents", out / "work"
         stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
-                                             str(out / "logs" / "source" / "reports")), self.tasks)]
-        for i, st in enumerate(curation_stages(self.curation_cfg, SOURCE_KINDS[self.source], str(raw), str(docs),
-                                               str(work)), 1):
+                                             str(out / "logs" / "source" / "reports"),
+                                             str(out / "excluded" / "source")), self.tasks)]
+        for i, st in enumerate(curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work)), 1):
             stages.append((f"curate_{i:02d}_{st.name}", st.pipeline, st.tasks or self.tasks))
         names = [n for n, _, _ in stages]
         stages.append(("stats", [WriteStats(str(out), names, self.settings())], 1))

@@ -115,9 +115,8 @@ class PullReader(SourceReader):
     name = "🔀 pull requests"
     source = "pulls"
 
-    def __init__(self, inputs: list[str], cfg: PullsConfig | None = None, report_dir: str | None = None):
-        super().__init__(inputs, report_dir)
-        self.cfg = cfg or PullsConfig()
+    config_class = PullsConfig
+    cfg: PullsConfig
 
     def units(self) -> list[tuple[str, str]]:
         units = []
@@ -151,7 +150,8 @@ class PullReader(SourceReader):
 
     def render(self, pr: dict, where: str) -> Document | None:
         if is_bot(pr.get("user")):
-            self.drop("bot_author")
+            self.drop("bot_author", lambda: make_document(json.dumps(pr, ensure_ascii=False, default=str),
+                                                          f"pr:{pr.get('repo')}#{pr.get('number')}", "pr"))
             return None
         title = (pr.get("title") or "").strip()
         if not title and not pr.get("files"):

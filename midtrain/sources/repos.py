@@ -103,9 +103,8 @@ class RepoReader(SourceReader):
     name = "📦 repositories"
     source = "repos"
 
-    def __init__(self, inputs: list[str], cfg: ReposConfig | None = None, report_dir: str | None = None):
-        super().__init__(inputs, report_dir)
-        self.cfg = cfg or ReposConfig()
+    config_class = ReposConfig
+    cfg: ReposConfig
 
     def units(self) -> list[tuple[str, str]]:
         return [(str(p), str(p)) for p in sorted(expand_inputs(self.inputs), key=str)]

@@ -292,9 +292,12 @@ class TraceReader(SourceReader):
     name = "🤖 agent traces"
     source = "traces"
 
-    def __init__(self, inputs: list[str], cfg: TracesConfig | None = None, report_dir: str | None = None):
-        super().__init__(inputs, report_dir)
-        self.cfg = cfg or TracesConfig()
+    config_class = TracesConfig
+    cfg: TracesConfig
+
+    def __init__(self, inputs: list[str], cfg: TracesConfig | None = None, report_dir: str | None = None,
+                 exclusion_dir: str | None = None):
+        super().__init__(inputs, cfg, report_dir, exclusion_dir)
         self._tokenizer: Any = None
         self._resolved: dict[str, bool] | None = None
 
@@ -371,7 +374,9 @@ class TraceReader(SourceReader):
         if traj.instance_id in self._resolved_map():
             traj.resolved = self._resolved_map()[traj.instance_id]
         if self.cfg.only_resolved and traj.resolved is not True:
-            self.drop("unresolved" if traj.resolved is False else "resolved_unknown")
+            self.drop("unresolved" if traj.resolved is False else "resolved_unknown",
+                      lambda: make_document(render_plain(traj.messages)[0], f"trace:{traj.instance_id}:{where}", "trace",
+                                            instance_id=traj.instance_id, resolved=traj.resolved))
             return None
         rendered = None
         tok = self._template_tokenizer()
@@ -382,7 +387,8 @@ class TraceReader(SourceReader):
         fmt = "chat_template" if rendered else "plain"
         text, spans = rendered or render_plain(traj.messages)
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
-            self.drop("too_long")  # a cut trajectory would teach a wrong ending; count and leave it out
+            # a cut trajectory would teach a wrong ending: count it and leave it out
+            self.drop("too_long", lambda: make_document(text, f"trace:{traj.instance_id}:{where}", "trace"))
             return None
         doc_id = f"trace:{traj.instance_id or 'unknown'}:{where}"
         meta: dict[str, Any] = dict(instance_id=traj.instance_id, resolved=traj.resolved, exit_status=traj.exit_status,
