@@ -45,11 +45,11 @@ def protocol_demo() -> ProtocolConfig:
         report_dir=".demo/report",
     )
     cfg.proxy.shards = ".demo/shards"
-    cfg.proxy.max_sequences = 16
+    cfg.proxy.max_sequences = 8
     cfg.proxy.retrieval.repos = ".demo/prep/repos"
     cfg.proxy.retrieval.lengths = [256, 512, 1024, 2048]
     cfg.proxy.retrieval.depths = [0.0, 0.25, 0.5, 0.75, 1.0]
-    cfg.proxy.retrieval.samples = 2
+    cfg.proxy.retrieval.samples = 1
     return cfg
 
 

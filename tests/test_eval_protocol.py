@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from midtrain.cli import build_parser
 from midtrain.config import ConfigError
 from midtrain.eval.config import ProxyConfig, SweBenchConfig
 from midtrain.eval.protocol import ProtocolConfig, _overrides, protocol_steps, report_argv
@@ -24,7 +25,11 @@ def test_demo_protocol_chains_sft_then_evals_with_the_same_probe():
     strip = [[a for i, a in enumerate(c[0][1]) if i == 0 or c[0][1][i - 1] not in ("--from", "--output")]
              for c in steps.values()]
     assert strip[0] == strip[1] == strip[2]
+    parsed = build_parser().parse_args(steps["base"][0][1])
+    assert (parsed.recipe, parsed.start) == ("sft_probe_demo", cfg.checkpoints["base"])
+    assert any(o.startswith("data_dir=") for o in parsed.overrides)
     rep = report_argv(cfg)
+    assert build_parser().parse_args(rep).baseline == "base"
     assert rep[0] == "report" and rep[rep.index("--baseline") + 1] == "base"
     assert "midtrained=.demo/runs/protocol/midtrained" in rep
 
@@ -34,12 +39,14 @@ def test_eval_overrides_rebuild_the_exact_config():
     steps = protocol_steps(cfg)
     chain = dict(steps["midtrained"])
     assert list(dict(steps["base"])) == ["sft", "eval_proxy", "eval_swebench"]
-    proxy_argv = chain["eval_proxy"]
-    rebuilt = ProxyConfig().apply_overrides(proxy_argv[proxy_argv.index("--output") + 2:])
-    assert rebuilt == cfg.proxy
+    # parse each argv with the real CLI parser, then rebuild the eval config from the parsed overrides
+    parser = build_parser()
+    proxy_args = parser.parse_args(chain["eval_proxy"])
+    assert proxy_args.checkpoint == cfg.checkpoints["midtrained"] and proxy_args.output.endswith("midtrained/proxy")
+    assert ProxyConfig().apply_overrides(proxy_args.overrides) == cfg.proxy
+    sw_args = parser.parse_args(chain["eval_swebench"])
+    assert sw_args.run and SweBenchConfig().apply_overrides(sw_args.overrides) == cfg.swebench
     sw_argv = chain["eval_swebench"]
-    rebuilt = SweBenchConfig().apply_overrides(sw_argv[sw_argv.index("--run") + 1:])
-    assert rebuilt == cfg.swebench
     assert sw_argv[sw_argv.index("--checkpoint") + 1].endswith("midtrained/sft/hf")  # the probe's HF export
     assert _overrides(ProxyConfig()) == []
 
@@ -61,3 +68,13 @@ def test_bad_protocols_name_the_field(override, field):
 def test_protocol_yaml_round_trip():
     cfg = get_recipe("protocol_swebench").build()
     assert ProtocolConfig.from_yaml(cfg.to_yaml()) == cfg
+
+
+def test_overrides_after_the_options_are_accepted():
+    args = build_parser().parse_args(["eval", "proxy", "--checkpoint", "c", "--output", "o", "shards=s",
+                                      "retrieval.samples=3"])
+    assert args.overrides == ["shards=s", "retrieval.samples=3"]
+    args = build_parser().parse_args(["sft", "sft_probe_demo", "a=1", "--from", "x", "--output", "y", "b=2"])
+    assert args.overrides == ["a=1", "b=2"]
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["eval", "proxy", "--checkpoint", "c", "--output", "o", "--bogus"])

@@ -36,3 +36,41 @@ def save_initial_checkpoint(cfg, run_dir: str | Path) -> Path:  # cfg: midtrain.
         return save_checkpoint(run_dir, 0, model, None, {"step": 0, "name": cfg.name, "initial": True}, 1)
     finally:
         distributed.destroy()
+
+
+def demo_protocol(workdir: Path):  # -> ProtocolConfig
+    """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
+    from recipes import get_recipe
+
+    w = Path(workdir)
+    cfg = get_recipe("protocol_demo").build()
+    cfg.output = str(w / "runs" / "protocol")
+    cfg.checkpoints = {"base": str(w / "runs" / "demo_tiny_base"), "midtrained": str(w / "runs" / "demo_tiny")}
+    cfg.report_dir = str(w / "report")
+    cfg.proxy.shards = str(w / "shards")
+    cfg.proxy.retrieval.repos = str(w / "prep" / "repos")
+    cfg.sft_overrides = [f"traces=[{w / 'prep' / 'traces'}]"]
+    return cfg.validate()
+
+
+def demo_stage(workdir: Path) -> str:
+    """SFT probe + proxy evals of the base and midtrained tiny checkpoints, then WORKDIR/report/report.md."""
+    from midtrain.eval.protocol import run_protocol
+    from midtrain.train.checkpoint import latest_checkpoint
+    from recipes import get_recipe
+
+    w = Path(workdir)
+    midtrained = w / "runs" / "demo_tiny"
+    if latest_checkpoint(midtrained) is None:
+        raise FileNotFoundError(f"{midtrained}: no midtrained checkpoint; run the train stage first "
+                                "(`midtrain demo --only train`)")
+    # The recipe as the train stage ran it (same seed), so step 0 here is that run's starting point.
+    base_cfg = get_recipe("demo_tiny").build([f"data.path={w / 'shards'}"])
+    log.info("base checkpoint: step-0 initialisation of demo_tiny -> %s",
+             save_initial_checkpoint(base_cfg, w / "runs" / "demo_tiny_base"))
+    cfg = demo_protocol(w)
+    rc = run_protocol(cfg)
+    report = Path(cfg.report_dir) / "report.md"
+    if rc != 0 or not report.exists():
+        raise RuntimeError(f"protocol stage failed (exit {rc}); see the log above and {cfg.output}")
+    return str(report)

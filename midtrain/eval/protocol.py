@@ -93,16 +93,16 @@ def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]
     steps: dict[str, list[tuple[str, list[str]]]] = {}
     for name, path in cfg.checkpoints.items():
         d = checkpoint_dirs(cfg, name)
-        chain = [("sft", ["sft", cfg.sft_recipe, "--from", path, "--output", str(d["sft"]),
-                          f"data_dir={data_dir}", *cfg.sft_overrides])]
+        # overrides right after the positionals: plain argparse reads them there
+        chain = [("sft", ["sft", cfg.sft_recipe, f"data_dir={data_dir}", *cfg.sft_overrides, "--from", path,
+                          "--output", str(d["sft"])])]
         for ev in cfg.evals:
             if ev == "proxy":
-                chain.append(("eval_proxy", ["eval", "proxy", "--checkpoint", path, "--output", str(d["proxy"]),
-                                             *_overrides(cfg.proxy)]))
+                chain.append(("eval_proxy", ["eval", "proxy", *_overrides(cfg.proxy), "--checkpoint", path,
+                                             "--output", str(d["proxy"])]))
             elif ev == "swebench":
-                chain.append(("eval_swebench", ["eval", "swebench", "--checkpoint", str(d["hf"]),
-                                                "--output", str(d["swebench"]), "--run",
-                                                *_overrides(cfg.swebench)]))
+                chain.append(("eval_swebench", ["eval", "swebench", *_overrides(cfg.swebench), "--checkpoint",
+                                                str(d["hf"]), "--output", str(d["swebench"]), "--run"]))
         steps[name] = chain
     return steps
 

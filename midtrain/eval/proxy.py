@@ -20,6 +20,12 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
     cfg.validate()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
+    prev = out / PROXY_RESULT
+    if prev.exists():
+        old = json.loads(prev.read_text())
+        if old.get("checkpoint") == str(checkpoint) and old.get("config") == cfg.to_dict():
+            log.info("proxy evals: %s is complete for this checkpoint and config; skipped", prev)
+            return old
     t0 = time.time()
     scorer = load_scorer(checkpoint)
     result: dict[str, Any] = {"checkpoint": str(checkpoint), "scored": scorer.name, "config": cfg.to_dict()}

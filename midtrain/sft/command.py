@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from midtrain.eval.cli_args import accept_trailing_overrides
+
 EPILOG = """examples:
   midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained
   midtrain sft sft_probe_demo --from runs/base --output runs/probe/base data_dir=runs/probe/sft_data train.optim.lr=5e-4
@@ -24,6 +26,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="start", required=True, help="checkpoint: midtrain run/checkpoint dir or HF dir")
     p.add_argument("--output", required=True, help="probe output directory")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="SFTConfig overrides (e.g. data_dir=...)")
+    accept_trailing_overrides(p)
 
 
 def run(args: argparse.Namespace) -> int:

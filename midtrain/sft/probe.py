@@ -73,6 +73,12 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     cfg = _start_model(cfg, start)
     data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     cfg.validate()
+    prev = out / SFT_RESULT
+    if prev.exists():
+        old = json.loads(prev.read_text())
+        if old.get("probe_sha") == cfg.probe_hash() and old.get("from") == str(start) and old.get("exit_code") == 0:
+            log.info("SFT probe: %s is complete for these settings; skipped", prev)
+            return old
     t0 = time.time()
     data = prepare_data(cfg, data_dir)
     run_dir = out / "run"
