@@ -102,6 +102,25 @@ def tp2_worker(rank: int, world: int, port: int, mc_dir: str, hf_dir: str, out_d
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         cfg.save_yaml(Path(out_dir) / "config.yaml")
     ckpt.save_checkpoint(out_dir, 5, from_hf, None, {"step": 5}, keep_last=1)
+    # PP=2: each stage takes its own layers (global numbering) and the last stage the output layer, from
+    # the HF directory and from the checkpoint alike.
+    from midtrain.train import hf_mapping
+    from midtrain.train.hf_import import load_hf_state_dict, local_to_global_names
+
+    pp_cfg = cfg.apply_overrides(["parallel.tensor=1", "parallel.pipeline=2"])
+    distributed.initialize(pipeline=2, seed=11)
+    stage_hf, stage_ckpt = build_gpt_model(pp_cfg), build_gpt_model(pp_cfg)
+    load_hf_into(stage_hf, hf_dir, pp_cfg.model)
+    ckpt.load_weights(mc_dir, stage_ckpt)
+    full = hf_mapping.hf_to_mcore(load_hf_state_dict(hf_dir), hf_mapping.Shape.of(pp_cfg.model))
+    names = local_to_global_names(stage_hf)
+    ckpt_params = dict(stage_ckpt.named_parameters())
+    checked = []
+    for local, p in stage_hf.named_parameters():
+        assert torch.equal(p, full[names[local]]), local
+        assert torch.equal(ckpt_params[local], p), local
+        checked.append(names[local])
     if rank == 0:
         torch.save({"from_ckpt": a, "from_hf": b}, Path(out_dir) / "logits.pt")
+    Path(out_dir, f"pp_rank{rank}.json").write_text(__import__("json").dumps(sorted(checked)))
     distributed.destroy()

@@ -125,9 +125,9 @@ def test_round_trip_is_exact_and_loads_in_transformers(tmp_path, family):
 
 
 @pytest.mark.slow
-def test_tp2_over_gloo_loads_the_checkpoint_and_exports_it_back(tmp_path):
-    """hf2mcore output loads at TP=2 (dist_checkpointing reshards), load_hf_into cuts TP shards itself,
-    and a checkpoint saved at TP=2 exports back to the exact HF weights."""
+def test_tp2_and_pp2_over_gloo_load_the_checkpoint_and_export_it_back(tmp_path):
+    """hf2mcore output loads at TP=2 and PP=2 (dist_checkpointing reshards), load_hf_into cuts TP shards and
+    PP stages itself, and a checkpoint saved at TP=2 exports back to the exact HF weights."""
     import torch.multiprocessing as mp
 
     src = make_hf_model("llama3", tmp_path / "hf")
@@ -142,6 +142,11 @@ def test_tp2_over_gloo_loads_the_checkpoint_and_exports_it_back(tmp_path):
     ref = hf_logits(src, tokens())
     assert (got["from_ckpt"] - ref).abs().max().item() < 1e-5
     assert (got["from_hf"] - ref).abs().max().item() < 1e-5
+    stage0 = json.loads((tp2_run / "pp_rank0.json").read_text())
+    stage1 = json.loads((tp2_run / "pp_rank1.json").read_text())
+    assert "embedding.word_embeddings.weight" in stage0 and "output_layer.weight" in stage1
+    assert all(".layers.0." in n for n in stage0 if "layers" in n)
+    assert all(".layers.1." in n for n in stage1 if "layers" in n) and any("layers" in n for n in stage1)
 
     back = tmp_path / "back"
     assert cli_main(["convert", "mcore2hf", str(tp2_run), str(back)]) == 0
