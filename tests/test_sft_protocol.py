@@ -118,6 +118,20 @@ def test_proxy_metrics_and_report_come_from_the_runs(protocol_run):
     assert "Missing results" not in md
 
 
+def test_probe_exports_hf_that_scores_like_the_megatron_run(protocol_run):
+    """The HF export (what vLLM serves for SWE-bench) gives the same held-out loss as the trained run."""
+    from midtrain.eval.heldout import heldout_loss
+    from midtrain.eval.scoring import HFScorer
+
+    tmp, _, _ = protocol_run
+    res = json.loads((tmp / "protocol" / "midtrained" / "sft" / "sft_result.json").read_text())
+    assert res["hf_dir"] and (tmp / "protocol" / "midtrained" / "sft" / "hf" / "config.json").is_file()
+    data = json.loads((tmp / "protocol" / "sft_data" / "sft_data.json").read_text())
+    held = heldout_loss(HFScorer(res["hf_dir"]), data["valid_shards"], "train")
+    assert held["all"]["tokens"] == res["heldout_tokens"]
+    assert abs(held["all"]["loss"] - res["heldout_loss"]) < 1e-3
+
+
 def test_rerun_skips_finished_steps(protocol_run, caplog):
     import logging
 

@@ -11,7 +11,6 @@ serves every checkpoint of a family; everything else (data, steps, LR schedule, 
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
 import time
@@ -40,22 +39,11 @@ def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
     return cfg
 
 
-def export_hf(run_dir: Path, out: Path) -> str | None:
-    """mcore -> HF via the HF team's export, when it is available; None (and a log line) otherwise."""
-    for name in ("midtrain.train.hf_export", "midtrain.train.hf_convert"):
-        try:
-            mod = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name != name:
-                raise
-            continue
-        fn = getattr(mod, "export_hf", None) or getattr(mod, "mcore_to_hf", None)
-        if fn is None:
-            continue
-        fn(str(run_dir), str(out))
-        return str(out)
-    log.warning("SFT probe: no HF export available yet (midtrain.train.hf_export); skipped the HF checkpoint")
-    return None
+def export_hf(run_dir: Path, out: Path, tokenizer: str | None) -> str:
+    """mcore -> HF with the HF team's export (what vLLM serves for SWE-bench)."""
+    from midtrain.train.hf_export import export_hf as export
+
+    return str(export(run_dir, out, tokenizer=tokenizer))
 
 
 def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "") -> dict[str, Any]:
@@ -111,7 +99,7 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
         result["heldout_tokens"] = held["all"]["tokens"]
     else:
         log.warning("SFT probe: no held-out traces (too few traces for valid_fraction=%s)", cfg.valid_fraction)
-    result["hf_dir"] = export_hf(run_dir, out / "hf") if cfg.export_hf else None
+    result["hf_dir"] = export_hf(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
     result["seconds"] = round(time.time() - t0, 1)
     out.mkdir(parents=True, exist_ok=True)
     (out / SFT_RESULT).write_text(json.dumps(result, indent=2))
