@@ -83,6 +83,8 @@ def test_memory_estimate_responds_to_the_layout():
     assert no_dist.optimizer == pytest.approx(mem.optimizer * base.parallel.context)
     fp32 = memory_per_gpu(base.apply_overrides(["precision.dtype=fp32"]))
     assert fp32.weights == pytest.approx(2 * mem.weights)
+    fp8 = memory_per_gpu(base.apply_overrides(["precision.fp8=hybrid"]))
+    assert fp8.weights == pytest.approx(2 * mem.weights) and any("FP8" in n for n in fp8.notes)
     pp = memory_per_gpu(base.apply_overrides(["parallel.pipeline=2"]))
     assert pp.weights < 0.6 * mem.weights
 

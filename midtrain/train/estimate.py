@@ -185,6 +185,9 @@ def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEst
 
     bf16 = cfg.precision.dtype == "bf16"
     weights = (2.0 if bf16 else 4.0) * stage_params
+    fp8 = cfg.precision.fp8 != "none"
+    if fp8:  # TE keeps an FP8 copy of each weight and of its transpose for the backward GEMMs
+        weights += 2.0 * stage_params
     grads = 4.0 * stage_params
     opt_shards = dp * cp if p.distributed_optimizer else 1
     # bf16: fp32 master copy + two moments; fp32: the weights are the master, two moments only
@@ -210,6 +213,9 @@ def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEst
 
     notes = [f"optimizer sharded over {opt_shards} rank(s) (dp={dp} x cp={cp} at {num_gpus} GPUs)"
              if p.distributed_optimizer else "optimizer replicated (distributed_optimizer=false)"]
+    if fp8:
+        notes.append("FP8: weights include TE's FP8 weight copies; activations are counted in BF16 "
+                     "(TE saves some GEMM inputs in FP8, so the real figure is lower)")
     if p.recompute == "selective":
         notes.append("selective recompute = core attention only: no saving with fused attention")
     return MemoryEstimate(weights, grads, optimizer, activations, logit_bytes, notes=notes)
