@@ -38,7 +38,7 @@ class QualityConfig(Config):
     data_extensions: list[str] = field(default_factory=lambda: [
         ".csv", ".tsv", ".parquet", ".npy", ".pkl", ".bin", ".dat", ".svg", ".ipynb"])
     max_data_file_chars: int = 20_000  # data files larger than this are cut
-    header_chars: int = 2000  # where generated-file markers are looked for
+    header_chars: int = 600  # where generated-file markers are looked for (the top of the file)
     # -- whole documents
     min_doc_chars: int = 50
     min_doc_alpha_ratio: float = 0.10
@@ -57,11 +57,12 @@ class QualityConfig(Config):
                     require(False, name, f"bad regular expression {p!r}: {e}")
 
 
-_BLOB_RE = re.compile(r"[A-Za-z0-9+/=]{120,}|(?:[0-9a-fA-F]{2}[\s,]*(?:0x)?){64,}")
+# base64/hex runs (matched from the start of a run only: linear time) and C-style byte arrays
+_BLOB_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{120,}|(?:0[xX][0-9a-fA-F]{2}\s*,\s*){32,}")
 
 
 def _alpha_ratio(text: str) -> float:
-    return sum(c.isalpha() for c in text) / max(1, len(text))
+    return sum(map(str.isalpha, text)) / max(1, len(text))
 
 
 class QualityFilter(CurationStep):

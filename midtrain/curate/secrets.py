@@ -234,12 +234,12 @@ class Redactor:
             name = text[start:end].rstrip(".-")
             m = VALUE_AFTER_NAME_RE.match(text, start + len(name))
             if m:
-                f = self._assignment(name, m)
+                f = self._assignment(name, m, _yaml_like(text, start, m))
                 if f:
                     out.append(f)
         return out
 
-    def _assignment(self, name: str, m: re.Match) -> Finding | None:
+    def _assignment(self, name: str, m: re.Match, yaml_like: bool = False) -> Finding | None:
         if m.group("op") == "==":  # a comparison, not a value
             return None
         quoted = m.group("qv") is not None
@@ -249,15 +249,19 @@ class Redactor:
         if not v or _PLACEHOLDER_RE.match(v) or "EXAMPLE" in v.upper() or "..." in v or "\u2026" in v or \
                 not re.search(r"[A-Za-z0-9]", v):
             return None  # placeholders, elisions (sk-...), masks (****)
-        if not quoted and m.group("op") == ":" and re.search(r"[/*]", v):
-            return None  # paths and globs in YAML-ish text
+        if not quoted and not yaml_like and m.group("op") == ":" and re.search(r"[/*]", v):
+            return None  # paths and globs
         # env/CLI style (API_TOKEN=..., --password=...) and YAML values are literals; in code an unquoted
         # value is an expression or a variable: password=get_password(), key=self.key, token=tok
         tight = re.match(r"[\"']?=[^\s=]", m.group()) is not None  # NAME=value, no spaces: env files, CLI
-        literal = quoted or (tight and (re.fullmatch(r"[A-Z0-9_]+", name) is not None or name.startswith("-")))
-        if not literal and (_CODE_VALUE_RE.search(v) or
-                            (v.rstrip(":").isidentifier() and not _looks_random(v, 3.0, 12))):
+        literal = quoted or yaml_like or \
+            (tight and (re.fullmatch(r"[A-Z0-9_]+", name) is not None or name.startswith("-")))
+        if not literal and _CODE_VALUE_RE.search(v):
             return None
+        if not quoted and v.rstrip(":").isidentifier() and not _looks_random(v, 3.0, 12):
+            return None
+        if yaml_like and re.fullmatch(r"[A-Za-z_][\w.]*(?:\[.*\]|\(.*\))(?:\s*\|.*)?", v):
+            return None  # a type annotation (password: Optional[str]) or a call, not a YAML value
         if NOT_SECRET_NAME_RE.search(name):
             return None
         sure = SURE_NAME_RE.search(name) is not None
@@ -305,6 +309,18 @@ class Redactor:
 
 _WORDLIKE_RE = re.compile(r"[\d.]+|[A-Z0-9_]+|[a-z]+(?:[._-][a-z]+)*|(?:[A-Z]?[a-z]+)+(?:[._-]?(?:[A-Z]?[a-z]+))*"
                           r"|[\w./-]*/[\w./-]*|[\w-]+\.(?:py|js|ts|json|yaml|yml|txt|cfg|ini|toml|pem|key|crt)")
+
+
+def _yaml_like(text: str, start: int, m: re.Match) -> bool:
+    """``key: value`` alone on its line (YAML, logs): the value is a literal, whatever characters it has."""
+    if m.group("op") != ":" or m.group("q1") or m.group("uv") is None:
+        return False
+    line_start = text.rfind("\n", 0, start) + 1
+    if text[line_start:start].strip(" \t-+") != "":  # only indentation, a list dash or a diff prefix before
+        return False
+    eol = text.find("\n", m.end())
+    rest = text[m.end():eol if eol >= 0 else len(text)]
+    return rest.strip() == "" or rest.lstrip().startswith("#")
 
 
 def _scan_back(text: str, pos: int, chars: frozenset, limit: int) -> int:
