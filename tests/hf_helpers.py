@@ -24,7 +24,8 @@ def hf_config(family: str, rope: dict | None = None, tied: bool | None = None, *
     return LlamaConfig(**common, rope_parameters=rope, tie_word_embeddings=False if tied is None else tied)
 
 
-def make_hf_model(family: str, out: Path, seed: int = 0, **cfg_kwargs) -> Path:
+def make_hf_model(family: str, out: Path, seed: int = 0, dtype: torch.dtype = torch.float32,
+                  max_shard_size: str | None = None, **cfg_kwargs) -> Path:
     """Random weights (norm gains too, so a swapped norm shows up), saved with save_pretrained."""
     from transformers import AutoModelForCausalLM
 
@@ -34,7 +35,8 @@ def make_hf_model(family: str, out: Path, seed: int = 0, **cfg_kwargs) -> Path:
         for name, p in model.named_parameters():
             if "norm" in name:
                 p.copy_(1.0 + 0.3 * torch.randn_like(p))
-    model.save_pretrained(out)
+    model = model.to(dtype)
+    model.save_pretrained(out, **({"max_shard_size": max_shard_size} if max_shard_size else {}))
     save_tiny_tokenizer(out)
     return out
 

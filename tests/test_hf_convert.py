@@ -93,22 +93,33 @@ def test_wrong_layout_is_caught_by_the_parity_test(world_of_one, tmp_path, monke
 
 @pytest.mark.slow
 @pytest.mark.parametrize("family", FAMILIES)
-def test_round_trip_is_exact_and_loads_in_transformers(tmp_path, family):
+def test_round_trip_is_exact_and_loads_in_transformers(tmp_path, family, monkeypatch):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+    from midtrain.train import hf_export
+
+    # Qwen3: fp32, one file. Llama: bf16 as released, sharded safetensors in and out (with an index).
+    bf16 = family == "llama3"
     src = make_hf_model(family, tmp_path / "hf", rope=ROPE_VARIANTS[family],
-                        max_position_embeddings=32_768 if family == "llama3" else 512)
+                        max_position_embeddings=32_768 if family == "llama3" else 512,
+                        dtype=torch.bfloat16 if bf16 else torch.float32, max_shard_size="40KB" if bf16 else None)
+    if bf16:
+        assert len(list(src.glob("*.safetensors"))) > 1
+        monkeypatch.setattr(hf_export, "SHARD_BYTES", 40_000)
     mc, back = tmp_path / "mc", tmp_path / "back"
     assert cli_main(["convert", "hf2mcore", str(src), str(mc)]) == 0
     assert (mc / "checkpoints" / "iter_0000000" / "complete.json").is_file()
     assert (mc / "hf_source" / "tokenizer.json").is_file()
     run_cfg = TrainConfig.from_yaml(mc / "config.yaml")
-    assert run_cfg.model == model_config_from_hf(src) and run_cfg.precision.dtype == "fp32"
+    assert run_cfg.model == model_config_from_hf(src)
+    assert run_cfg.precision.dtype == ("bf16" if bf16 else "fp32")
     assert cli_main(["convert", "mcore2hf", str(mc), str(back)]) == 0
+    if bf16:
+        assert (back / "model.safetensors.index.json").is_file() and len(list(back.glob("*.safetensors"))) > 1
 
     a, b = load_hf_state_dict(src), load_hf_state_dict(back)
     assert sorted(a.keys()) == sorted(b.keys())
-    assert all(torch.equal(a[k], b[k]) for k in a.keys())
+    assert all(a[k].dtype == b[k].dtype and torch.equal(a[k], b[k]) for k in a.keys())
     toks = tokens(32)
     assert torch.equal(hf_logits(src, toks), hf_logits(back, toks))
     exported = json.loads((back / "config.json").read_text())

@@ -161,7 +161,7 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     shape = hf_mapping.Shape.of(cfg.model)
     hf = hf_mapping.mcore_to_hf(mcore_state_dict(cfg, ckpt_dir), shape)
     hf = {k: v.to(_DTYPES[dtype]) for k, v in hf.items()}
-    files = save_safetensors(hf, dst)
+    files = save_safetensors(hf, dst, SHARD_BYTES)
 
     source = find_hf_source(run_dir)
     base = json.loads((source / "config.json").read_text()) if source else None
