@@ -109,6 +109,12 @@ def _count(stat: Any) -> int:
     return int(stat or 0)
 
 
+def _step_label(step: dict) -> str:
+    """'🧹 - CURATE: 🔐 redact secrets/PII' -> 'redact secrets/PII' (datatrove's repr of a step, readable)."""
+    name = str(step.get("name") or "").split(": ", 1)[-1]
+    return "".join(c for c in name if c.isascii()).strip() or "step"
+
+
 def _count_output(documents_dir: Path) -> tuple[int, int, int]:
     """(documents, text bytes, compressed bytes) actually in DIR/documents."""
     docs = text_bytes = disk = 0
@@ -134,7 +140,7 @@ def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
     for name, steps in stages.items():
         for step in steps:
             for key, value in step.get("stats", {}).items():
-                label = f"{name}/{key}" if name == "source" else f"{name}/{step.get('name')}/{key}"
+                label = f"{name}/{key}" if name == "source" else f"{name}/{_step_label(step)}/{key}"
                 for kind, prefixes in kinds.items():
                     if key.startswith(prefixes):
                         found[kind][label] = found[kind].get(label, 0) + _count(value)
