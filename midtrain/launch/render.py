@@ -57,7 +57,8 @@ def sbatch_lines(site: SiteConfig, res: JobResources, *, job_name: str, log_file
             lines.append((key, directive(value, key)))
     lines += [("output", directive(log_file, "log file")), ("open-mode", "append")]
     if requeue:
-        lines += [("requeue", None), ("signal", f"USR1@{int(site.signal_before_s)}")]
+        # B: only the batch shell gets it; the script forwards it to the ranks (see the train templates)
+        lines += [("requeue", None), ("signal", f"B:USR1@{int(site.signal_before_s)}")]
     out = [f"#SBATCH --{k}={v}" if v is not None else f"#SBATCH --{k}" for k, v in lines]
     for i, extra in enumerate(site.sbatch_args):
         out.append(f"#SBATCH {directive(extra, f'sbatch_args[{i}]')}")

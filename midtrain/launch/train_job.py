@@ -13,7 +13,7 @@ from pathlib import Path
 
 from midtrain.config import Config, ConfigError
 from midtrain.launch.render import python_setup, render, sbatch_lines, site_exports, srun_container_args
-from midtrain.launch.shell import clean, qargv
+from midtrain.launch.shell import clean, q, qargv
 from midtrain.launch.site import JobResources, SiteConfig
 
 
@@ -102,6 +102,7 @@ def build_train_job(recipe: str, overrides: list[str], site: SiteConfig, resourc
         "srun_container": srun_container_args(site),
         "train_argv": qargv(train_argv(recipe, overrides), "train argv"),
         "max_requeues": str(site.max_requeues),
+        "pid_dir": q(str(slurm_dir / "pids"), "run_dir"),
     }
     script = render("train_gpu.sbatch" if gpu else "train_cpu.sbatch", values, what=f"train job {name}")
     return TrainJob(recipe, list(overrides), cfg, site, res, run_dir, name, script)

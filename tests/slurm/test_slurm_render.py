@@ -52,7 +52,7 @@ def test_golden_train_gpu_2x8_venv():
     _check_golden("train_gpu_2x8_venv.sbatch", job.script)
     # what a cluster engineer checks first
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8" in job.script
-    assert "#SBATCH --requeue" in job.script and "#SBATCH --signal=USR1@300" in job.script
+    assert "#SBATCH --requeue" in job.script and "#SBATCH --signal=B:USR1@300" in job.script
     assert 'scontrol requeue "${SLURM_JOB_ID}"' in job.script
 
 
@@ -61,7 +61,7 @@ def test_golden_train_gpu_2x8_container():
                  container_mounts=["/lustre:/lustre"])
     job = build_train_job("demo_tiny", ["run_dir=/lustre/proj/runs/golden"], site)
     _check_golden("train_gpu_2x8_container.sbatch", job.script)
-    srun = next(line for line in job.script.splitlines() if line.startswith("srun "))
+    srun = next(line for line in job.script.splitlines() if line.startswith("srun --wait"))
     assert "--container-image='nvcr.io#nvidia/pytorch:25.09-py3'" in srun
     assert "--container-mounts=/lustre:/lustre" in srun
     assert "activate" not in job.script
@@ -105,8 +105,8 @@ def test_protocol_recipe_becomes_one_chain_per_checkpoint():
 
 def _argv_from_script(script: str, launcher: str) -> list[str]:
     """Run the rendered launch line with printf instead of the launcher: the words bash really passes."""
-    line = next(line for line in script.splitlines() if line.startswith("srun "))
-    cmd = "printf '%s\\n' " + line.split(launcher, 1)[1]
+    line = next(line for line in script.splitlines() if launcher in line)
+    cmd = "printf '%s\\n' " + line.split(launcher, 1)[1].removesuffix(" &")
     out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True)
     return out.stdout.splitlines()
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the train team's tiny-shard writer (t
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-STEPS = 24
+STEPS = 12
 
 
 def _tiny(run_dir: Path, shards: Path) -> list[str]:
@@ -28,7 +28,7 @@ def _tiny(run_dir: Path, shards: Path) -> list[str]:
             "precision.transformer_impl=local", "model.vocab_size=256", "model.hidden_size=64",
             "model.ffn_hidden_size=128", "model.max_position_embeddings=512", "optim.lr=0.003",
             "optim.min_lr=0.0003", "optim.warmup_steps=2", f"optim.train_steps={STEPS}",
-            "optim.global_batch_size=2", "checkpoint.save_interval=8", "checkpoint.keep_last=2",
+            "optim.global_batch_size=2", "checkpoint.save_interval=4", "checkpoint.keep_last=2",
             "log.tensorboard=false", "name=slurm_tiny"]
 
 
@@ -99,7 +99,7 @@ def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(refere
         assert state in ("PENDING", "RUNNING", "CONFIGURING"), f"job ended before it could be signalled: {state}"
         assert time.time() - t0 < 180, "training did not start within 180 s"
         time.sleep(0.2)
-    subprocess.run(["scancel", "--signal=USR1", job_id], check=True)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
     # the job requeues itself: it comes back PENDING with a restart count; Slurm holds it ~2 min (BeginTime)
     t0 = time.time()
     while True:
