@@ -2,8 +2,8 @@
 
 Each reader runs in-process (one datatrove task, no executor) on real local inputs: this project's git
 repository (repos, commits) and the shipped samples scaled up (pulls, build logs, traces). A last row runs
-the whole `midtrain prep` stage chain (reader -> writer -> curation -> stats) on the pulls input, so the
-executor and I/O overhead shows next to the bare reader.
+the whole `midtrain prep` stage chain (reader -> writer -> curation stage with its steps off -> stats) on the
+pulls input, so the executor and I/O overhead shows next to the bare reader.
 
     .venv/bin/python bench/bench_prep.py [--json out.json] [--scale 1.0]
 """
@@ -108,10 +108,15 @@ def main() -> int:
 
         dt_logger.remove()
         logging.disable(logging.INFO)
+        try:  # curation steps off: this row measures the stage chain (executor, writer, reader, stats)
+            from midtrain.curate.stages import STEP_NAMES
+            no_curation = [f"{s}.enabled=false" for s in STEP_NAMES]
+        except ImportError:
+            no_curation = []
         t0 = time.perf_counter()
-        stats = prep("pulls", [str(inputs["pulls"])], Path(tmp) / "out")
+        stats = prep("pulls", [str(inputs["pulls"])], Path(tmp) / "out", no_curation)
         dt = time.perf_counter() - t0
-        rows.append({"source": "pulls (full prep: executor+write+curate)", "documents": stats["documents_out"],
+        rows.append({"source": "pulls (prep chain, curation off)", "documents": stats["documents_out"],
                      "seconds": round(dt, 3), "docs_per_s": round(stats["documents_out"] / dt, 1),
                      "out_MB_per_s": round(stats["bytes_out"] / dt / 1e6, 2),
                      "in_MB_per_s": round(_input_bytes(inputs["pulls"]) / dt / 1e6, 2),
