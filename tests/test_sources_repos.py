@@ -177,3 +177,10 @@ def test_ordering_is_stable_and_breaks_cycles():
 ])
 def test_license_detection(text, spdx):
     assert detect_spdx(text) == spdx
+
+
+def test_input_list_file_expands_to_repositories(pkg_repo, tmp_path):
+    listing = tmp_path / "repos.lst"
+    listing.write_text(f"# one repository per line\n{pkg_repo}\n\n{REPO_ROOT / 'data_prep' / 'samples' / 'repo'}\n")
+    docs = run_reader(RepoReader([str(listing)]))
+    assert sorted(d.id.split("@")[0] for d in docs) == ["repo:proj", "repo:repo"]
