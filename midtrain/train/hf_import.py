@@ -13,7 +13,8 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any, Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import torch
 
@@ -130,22 +131,21 @@ def local_to_global_names(model: torch.nn.Module) -> dict[str, str]:
 
 
 @torch.no_grad()
-def load_full_into(model: torch.nn.Module, full: dict[str, torch.Tensor], tied: bool) -> int:
-    """Copy whole-model (local-spec names) tensors into this rank's parameters. Returns tensors copied."""
+def load_full_into(model: torch.nn.Module, full: Mapping[str, torch.Tensor], tied: bool) -> int:
+    """Copy whole-model tensors (local-spec names; may be a lazy McoreView) into this rank's parameters:
+    only the tensors of this pipeline stage are read, each cut to this rank's TP shard. Returns the count."""
     params = dict(model.named_parameters())
     names = local_to_global_names(model)
-    te = hf_mapping.uses_te_names(set(params))
-    source = hf_mapping.to_te_names(full) if te else full
     copied = 0
     for local, global_name in names.items():
         if local not in params:
             continue  # _extra_state and buffers
-        key = global_name
+        key = hf_mapping.local_spec_name(global_name)  # a TE model names the fused norms differently
         if key == "output_layer.weight" and tied:
             key = "embedding.word_embeddings.weight"  # the last stage's copy of a tied embedding
-        if key not in source:
+        if key not in full:
             raise KeyError(f"no source tensor for {local!r} (looked up {key!r})")
-        piece = _tp_shard(key, source[key], params[local])
+        piece = _tp_shard(key, full[key], params[local])
         if piece.shape != params[local].shape:
             raise ValueError(f"{local}: source shard {tuple(piece.shape)} != parameter {tuple(params[local].shape)}")
         params[local].copy_(piece.to(params[local].dtype))
@@ -167,9 +167,8 @@ def load_hf_into(model: torch.nn.Module, path: str | Path, model_cfg: Any | None
                 raise ConfigError(f"model.{f}: the recipe says {getattr(model_cfg, f)} but {path} has "
                                   f"{getattr(m, f)}")
     _check_shape_matches(model, m, path)
-    shape = hf_mapping.Shape.of(m)
-    full = hf_mapping.hf_to_mcore(load_hf_state_dict(path), shape)
-    n = load_full_into(model, full, m.tie_embeddings)
+    view = hf_mapping.McoreView(load_hf_state_dict(path), hf_mapping.Shape.of(m))
+    n = load_full_into(model, view, m.tie_embeddings)
     log.info("init_from %s: loaded %d tensors (Hugging Face %s)", path, n, m.family)
 
 
@@ -250,9 +249,8 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
 
     with single_process_world():
         model = empty_model(conversion_config(cfg))
-        full = hf_mapping.hf_to_mcore(load_hf_state_dict(src), hf_mapping.Shape.of(m))
-        n = load_full_into(model, full, m.tie_embeddings)
-        del full
+        view = hf_mapping.McoreView(load_hf_state_dict(src), hf_mapping.Shape.of(m))
+        n = load_full_into(model, view, m.tie_embeddings)
         dst.mkdir(parents=True, exist_ok=True)
         path = ckpt.save_checkpoint(dst, 0, model, None, {"step": 0, "converted_from": str(src.resolve()),
                                                           "format": "hf2mcore"}, keep_last=1)

@@ -18,6 +18,7 @@ The tests check all of this by logits parity against transformers, not by assump
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,34 +163,53 @@ def _layer_entries(s: Shape) -> list[tuple[str, tuple[str, ...], str]]:
     return [e for e in LAYER_TABLE if s.qk_layernorm or e[0] not in QK_NORM]
 
 
-def hf_to_mcore(hf: dict[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor]:
+class McoreView(Mapping):
+    """megatron-core (local-spec) name -> tensor, computed from the HF tensors on access.
+
+    Completeness is checked up front from the names alone (a missing or unmapped HF tensor is an error
+    before anything is read), so a rank that needs only its pipeline stage and tensor-parallel shard reads
+    only those HF tensors (safetensors are opened lazily).
+    """
+
+    def __init__(self, hf: Mapping[str, torch.Tensor], s: Shape) -> None:
+        self._hf, self._s = hf, s
+        names = {k for k in hf.keys() if not HF_IGNORED.match(k)}  # keys only: hf may read lazily
+        self._plan: dict[str, tuple[tuple[str, ...], str]] = {}
+        for i in range(s.num_layers):
+            for mc, hf_names, how in _layer_entries(s):
+                self._plan[f"decoder.layers.{i}.{mc}"] = (tuple(f"model.layers.{i}.{n}" for n in hf_names), how)
+        for mc, hf_name in GLOBAL_TABLE:
+            if not (mc == "output_layer.weight" and s.tie_embeddings):
+                self._plan[mc] = ((hf_name,), "copy")
+        used = {n for srcs, _ in self._plan.values() for n in srcs}
+        missing = sorted(used - names)
+        if missing:
+            raise KeyError(f"Hugging Face weights lack {missing[0]!r}"
+                           + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+        if s.tie_embeddings:
+            used.add("lm_head.weight")  # some tied checkpoints still store lm_head; it equals the embedding
+        extra = sorted(names - used)
+        if extra:
+            raise KeyError(f"Hugging Face weights have tensors the table does not map: {extra[:8]}"
+                           + (f" (+{len(extra) - 8} more)" if len(extra) > 8 else ""))
+
+    def __getitem__(self, key: str) -> torch.Tensor:
+        srcs, how = self._plan[key]
+        parts = [self._hf[n] for n in srcs]
+        if how == "qkv":
+            return fuse_qkv(*parts, self._s)
+        return torch.cat(parts, 0) if how == "fc1" else parts[0]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plan)
+
+    def __len__(self) -> int:
+        return len(self._plan)
+
+
+def hf_to_mcore(hf: Mapping[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor]:
     """Full (unsharded) megatron-core local-spec state dict from an HF state dict. Checks completeness."""
-    names = {k for k in hf.keys() if not HF_IGNORED.match(k)}  # keys only: hf may read lazily
-    used: set[str] = set()
-
-    def take(name: str) -> torch.Tensor:
-        if name not in names:
-            raise KeyError(f"Hugging Face weights lack {name!r}")
-        used.add(name)
-        return hf[name]
-
-    out: dict[str, torch.Tensor] = {}
-    for i in range(s.num_layers):
-        for mc, hf_names, how in _layer_entries(s):
-            parts = [take(f"model.layers.{i}.{n}") for n in hf_names]
-            out[f"decoder.layers.{i}.{mc}"] = (fuse_qkv(*parts, s) if how == "qkv"
-                                               else torch.cat(parts, 0) if how == "fc1" else parts[0])
-    for mc, hf_name in GLOBAL_TABLE:
-        if mc == "output_layer.weight":
-            if s.tie_embeddings:
-                used.add(hf_name)  # some tied checkpoints still store lm_head; it equals the embedding
-                continue
-        out[mc] = take(hf_name)
-    extra = sorted(names - used)
-    if extra:
-        raise KeyError(f"Hugging Face weights have tensors the table does not map: {extra[:8]}"
-                       + (f" (+{len(extra) - 8} more)" if len(extra) > 8 else ""))
-    return out
+    return dict(McoreView(hf, s).items())
 
 
 def mcore_to_hf(mc: dict[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor]:
@@ -234,6 +254,16 @@ def from_te_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             k = f"decoder.layers.{m.group(1)}.{back[m.group(2)]}"
         out[k] = v
     return out
+
+
+def local_spec_name(name: str) -> str:
+    """One name in local-spec form (TE's fused-norm names mapped back)."""
+    m = _LAYER.match(name)
+    if m:
+        for local, te in TE_NORM_NAMES.items():
+            if m.group(2) == te:
+                return f"decoder.layers.{m.group(1)}.{local}"
+    return name
 
 
 def uses_te_names(model_keys: list[str] | set[str]) -> bool:
