@@ -12,8 +12,8 @@ import contextlib
 import json
 import logging
 import re
-from pathlib import Path
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -49,34 +49,33 @@ def model_config_from_hf(path: str | Path):  # -> ModelConfig (import kept lazy:
     return m
 
 
-class _LazySafetensors(dict):
-    """name -> tensor over safetensors files, read on first access (a 32B model is not held twice)."""
+class LazySafetensors(Mapping):
+    """name -> tensor over safetensors files, each tensor read when asked for (nothing is held twice)."""
 
     def __init__(self, files: list[Path]) -> None:
         from safetensors import safe_open
 
-        super().__init__()
-        self._handles = [safe_open(str(f), framework="pt") for f in files]
-        for h in self._handles:
-            for key in h.keys():
-                super().__setitem__(key, h)
+        self._where: dict[str, Any] = {}
+        for f in files:
+            handle = safe_open(str(f), framework="pt")
+            self._where.update({key: handle for key in handle.keys()})
 
     def __getitem__(self, key: str) -> torch.Tensor:
-        return super().__getitem__(key).get_tensor(key)
+        return self._where[key].get_tensor(key)
 
-    def items(self):  # noqa: ANN201 - dict protocol
-        return ((k, self[k]) for k in self.keys())
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._where)
 
-    def values(self):  # noqa: ANN201
-        return (self[k] for k in self.keys())
+    def __len__(self) -> int:
+        return len(self._where)
 
 
-def load_hf_state_dict(path: str | Path) -> dict[str, torch.Tensor]:
+def load_hf_state_dict(path: str | Path) -> Mapping[str, torch.Tensor]:
     """All tensors of an HF model directory (sharded or single safetensors, read lazily; or PyTorch .bin)."""
     p = Path(path)
     files = sorted(p.glob("*.safetensors"))
     if files:
-        return _LazySafetensors(files)
+        return LazySafetensors(files)
     bins = sorted(p.glob("pytorch_model*.bin"))
     if not bins:
         raise ConfigError(f"{path}: no *.safetensors or pytorch_model*.bin weights")
@@ -247,19 +246,19 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
     if ckpt.latest_checkpoint(dst) is not None:
         raise FileExistsError(f"{dst} already holds a midtrain checkpoint; choose a new destination")
 
-    with single_process_world():
-        model = empty_model(conversion_config(cfg))
-        view = hf_mapping.McoreView(load_hf_state_dict(src), hf_mapping.Shape.of(m))
-        n = load_full_into(model, view, m.tie_embeddings)
-        dst.mkdir(parents=True, exist_ok=True)
-        path = ckpt.save_checkpoint(dst, 0, model, None, {"step": 0, "converted_from": str(src.resolve()),
-                                                          "format": "hf2mcore"}, keep_last=1)
-    cfg.save_yaml(dst / "config.yaml")
+    # config + source files first: the checkpoint's completion marker, written last, marks the whole DST
     keep = dst / HF_SOURCE
-    keep.mkdir(exist_ok=True)
+    keep.mkdir(parents=True, exist_ok=True)
+    cfg.save_yaml(dst / "config.yaml")
     shutil.copy2(src / "config.json", keep / "config.json")
     for name in TOKENIZER_FILES:
         if (src / name).is_file():
             shutil.copy2(src / name, keep / name)
+    with single_process_world():
+        model = empty_model(conversion_config(cfg))
+        view = hf_mapping.McoreView(load_hf_state_dict(src), hf_mapping.Shape.of(m))
+        n = load_full_into(model, view, m.tie_embeddings)
+        path = ckpt.save_checkpoint(dst, 0, model, None, {"step": 0, "converted_from": str(src.resolve()),
+                                                          "format": "hf2mcore"}, keep_last=1)
     log.info("hf2mcore: %s -> %s (%d tensors, %s, for TP=%d PP=%d)", src, path, n, dtype, tensor, pipeline)
     return path
