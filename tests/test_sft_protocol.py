@@ -132,6 +132,32 @@ def test_probe_exports_hf_that_scores_like_the_megatron_run(protocol_run):
     assert abs(held["all"]["loss"] - res["heldout_loss"]) < 1e-3
 
 
+def test_scoring_positions_packing_and_export_parity(protocol_run):
+    """Logits of only some positions equal the full logits; packed documents score as if alone; the HF
+    export of the probe run gives the megatron run's logits."""
+    import torch
+
+    from midtrain.eval.scoring import load_scorer
+
+    tmp, _, _ = protocol_run
+    probe = tmp / "protocol" / "midtrained" / "sft"
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, 151_000, (96,), generator=g)
+    cu = torch.tensor([0, 40, 96], dtype=torch.int32)
+    pos = torch.cat([torch.arange(40), torch.arange(56)])
+    want = torch.tensor([3, 39, 40, 77, 95])
+    full = {}
+    for kind, path in (("megatron", probe / "run"), ("hf", probe / "hf")):
+        sc = load_scorer(path)
+        full[kind] = sc.logits(tokens, pos, cu)
+        assert full[kind].shape[0] == 96
+        torch.testing.assert_close(sc.logits(tokens, pos, cu, positions=want), full[kind][want], rtol=1e-4, atol=1e-4)
+        alone = sc.logits(tokens[40:], torch.arange(56), torch.tensor([0, 56], dtype=torch.int32))
+        torch.testing.assert_close(alone, full[kind][40:], rtol=1e-4, atol=1e-4)
+    V = min(full["megatron"].shape[1], full["hf"].shape[1])
+    torch.testing.assert_close(full["megatron"][:, :V], full["hf"][:, :V], rtol=1e-3, atol=1e-3)
+
+
 def test_rerun_skips_finished_steps(protocol_run, caplog):
     import logging
 

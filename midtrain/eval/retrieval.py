@@ -145,9 +145,9 @@ def score_sample(scorer: Scorer, s: Sample) -> tuple[bool, float]:
     """(exact match of the answer under greedy decoding, mean answer NLL per token)."""
     ids = torch.tensor(s.ids, dtype=torch.long)
     L = ids.shape[0]
-    logits = scorer.logits(ids, torch.arange(L), torch.tensor([0, L], dtype=torch.int32))
     first = L - s.answer_len  # index of the first answer token; predicted at position first-1
-    pred_logits = logits[first - 1: L - 1]
+    pred_logits = scorer.logits(ids, torch.arange(L), torch.tensor([0, L], dtype=torch.int32),
+                                positions=torch.arange(first - 1, L - 1))
     target = ids[first:]
     nll = torch.nn.functional.cross_entropy(pred_logits, target, reduction="mean").item()
     exact = bool((pred_logits.argmax(-1) == target).all())

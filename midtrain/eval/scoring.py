@@ -41,7 +41,10 @@ class Scorer:
     vocab_size: int = 0
     max_positions: int | None = None
 
-    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor,
+               positions: torch.Tensor | None = None) -> torch.Tensor:
+        """[S, V] float32, or [len(positions), V] for only those positions (the output layer dominates a
+        small model's cost: the retrieval probe needs a handful of positions, not the whole context)."""
         raise NotImplementedError
 
     @torch.no_grad()
@@ -84,16 +87,24 @@ class MidtrainScorer(Scorer):
         self.device = next(self.model.parameters()).device
 
     @torch.no_grad()
-    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor,
+               positions: torch.Tensor | None = None) -> torch.Tensor:
         from midtrain.train.batch import to_batch
 
         S = tokens.shape[0]
         sample = {"tokens": tokens, "labels": tokens, "loss_mask": torch.ones(S), "position_ids": position_ids,
                   "source_ids": torch.zeros(S, dtype=torch.long), "cu_seqlens": cu_seqlens}
         b = to_batch(sample, self.device)
-        out = self.model(b.tokens, b.position_ids, attention_mask=None, packed_seq_params=b.packed_seq_params)
-        out = out.reshape(-1, out.shape[-1]) if out.shape[0] == 1 else out.transpose(0, 1).reshape(-1, out.shape[-1])
-        return out[:, : self.vocab_size].float().cpu()
+        layer = self.model.output_layer
+        if positions is not None:  # feed the output layer only the wanted rows of [s, b=1, h]
+            idx = positions.to(self.device)
+            layer.forward = lambda h, *a, _f=type(layer).forward.__get__(layer), **k: _f(h[idx], *a, **k)
+        try:
+            out = self.model(b.tokens, b.position_ids, attention_mask=None, packed_seq_params=b.packed_seq_params)
+        finally:
+            if positions is not None:
+                del layer.forward  # back to the class method
+        return out[0, :, : self.vocab_size].float().cpu()  # [b=1, s, V] -> [s, V]
 
 
 class HFScorer(Scorer):
@@ -106,13 +117,20 @@ class HFScorer(Scorer):
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None)
 
     @torch.no_grad()
-    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor) -> torch.Tensor:
+    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor,
+               positions: torch.Tensor | None = None) -> torch.Tensor:
         bounds = cu_seqlens.tolist()
         parts = []
         for s, e in zip(bounds[:-1], bounds[1:]):  # each document alone == document-masked attention
-            if e > s:
-                out = self.model(input_ids=tokens[s:e][None], position_ids=position_ids[s:e][None])
-                parts.append(out.logits[0].float())
+            if e <= s:
+                continue
+            keep = 0  # transformers: 0 = every position
+            if positions is not None:
+                keep = positions[(positions >= s) & (positions < e)] - s
+                if keep.numel() == 0:
+                    continue
+            out = self.model(input_ids=tokens[s:e][None], position_ids=position_ids[s:e][None], logits_to_keep=keep)
+            parts.append(out.logits[0].float())
         return torch.cat(parts)
 
 
