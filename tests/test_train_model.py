@@ -114,10 +114,15 @@ def test_fp8_cp_recipe_translates_to_transformer_config():
 def test_local_spec_rejects_gpu_only_features_here():
     from midtrain.train.model import resolve_impl
 
-    cfg = TrainConfig().apply_overrides(["parallel.context=2"]).validate()  # impl auto
-    if not torch.cuda.is_available():
-        with pytest.raises(ConfigError, match="parallel.context"):
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU-only refusals")
+    for override, field in (("parallel.context=2", "parallel.context"), ("precision.fp8=hybrid", "precision.fp8"),
+                            ("parallel.distributed_optimizer=true", "parallel.distributed_optimizer")):
+        cfg = TrainConfig().apply_overrides([override, "model.num_layers=4"]).validate()  # impl auto
+        with pytest.raises(ConfigError, match=field):
             resolve_impl(cfg)
+    with pytest.raises(ConfigError, match="transformer_engine requested"):
+        resolve_impl(TrainConfig().apply_overrides(["precision.transformer_impl=transformer_engine"]).validate())
 
 
 @pytest.mark.parametrize("overrides, field", [
