@@ -68,7 +68,7 @@ TOKEN_PATTERNS: list[tuple[str, str, str]] = [
     ("pypi_token", _B + r"pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{40,}" + _E, "<PYPI_TOKEN>"),
     ("sendgrid_key", _B + r"SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _E, "<SENDGRID_KEY>"),
     ("twilio_key", _B + r"SK[0-9a-f]{32}" + _E, "<TWILIO_KEY>"),
-    ("azure_storage_key", r"(?i:AccountKey)=(?P<s>[A-Za-z0-9+/]{86}==)", "<AZURE_KEY>"),
+    ("azure_storage_key", r"[Aa]ccount[Kk]ey=(?P<s>[A-Za-z0-9+/]{86}==)", "<AZURE_KEY>"),
     ("jwt", _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}" + _E, "<JWT>"),
 ]
 
@@ -80,9 +80,9 @@ _KEY_SPLIT_RE = re.compile(r"(\\[nr]|\r?\n|[\"',;\s]+)")
 _KEY_LINE_RE = re.compile(r"[A-Za-z0-9+/=]{40,}")  # a real key block has long base64 lines
 _KEY_MATERIAL_RE = re.compile(r"[A-Za-z0-9+/=:-]{4,}")
 
-URL_PASSWORD_RE = re.compile(
-    r"\b(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]{1,20})://(?P<user>[^\s:/@'\"<>]{1,64}):(?P<s>[^\s@/'\"<>]{1,128})@"
-    r"(?=[\w.\[-])")
+# scheme://user:PASSWORD@host, matched right after each "://" (found by a plain string search: fast)
+URL_USERINFO_RE = re.compile(r"(?P<user>[^\s:/@'\"<>]{1,64}):(?P<s>[^\s@/'\"<>]{1,128})@(?=[\w.\[-])")
+_SCHEME_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+.-")
 
 # name = value assignments in code, config, env files and logs. A fast scan finds a keyword, then the
 # identifier around it and the operator/value after it are checked; the name tells how sure we are.
@@ -116,9 +116,10 @@ BEARER_RE = re.compile(r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/-]{20,}=*)")
 EMAIL_RE = re.compile(
     r"(?<![A-Za-z0-9._%+:/-])(?P<s>[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
     r"[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24})))(?![A-Za-z0-9-]|\.[A-Za-z0-9])")
-IPV4_RE = re.compile(r"(?<![\w.])(?P<s>(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
+IPV4_CANDIDATE_RE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}")  # cheap scan, then checked
+IPV4_RE = re.compile(r"(?P<s>(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
                      r"(?![\w]|\.\d)")
-IPV6_RE = re.compile(r"(?<![\w:.])(?P<s>(?:[0-9a-fA-F]{1,4}:){2,7}(?::|[0-9a-fA-F]{1,4})(?:::?[0-9a-fA-F]{1,4})*)"
+IPV6_RE = re.compile(r"(?P<s>(?:[0-9a-fA-F]{1,4}:){2,7}(?::|[0-9a-fA-F]{1,4})(?:::?[0-9a-fA-F]{1,4})*)"
                      r"(?![\w:.])")
 
 # values that are clearly not real secrets: templates, references, masks, the usual placeholders
@@ -151,11 +152,10 @@ class Redactor:
 
     def __init__(self, cfg: RedactConfig | None = None):
         self.cfg = cfg or RedactConfig()
-        # one pass for the patterns sharing the left boundary (much faster than one scan per pattern)
-        bounded = [(k, p[len(_B):], ph) for k, p, ph in TOKEN_PATTERNS if p.startswith(_B)]
-        self.token_kinds = [(k, ph) for k, _, ph in bounded]
-        self.tokens_re = re.compile(_B + "(?:" + "|".join(f"(?P<t{i}>{p})" for i, (_, p, _) in enumerate(bounded)) + ")")
-        self.tokens = [(k, re.compile(p), ph) for k, p, ph in TOKEN_PATTERNS if not p.startswith(_B)]
+        # One scan per pattern, the left boundary checked in Python: a pattern that starts with a literal
+        # is scanned for at memchr speed, which a lookbehind or an alternation of patterns prevents (10x).
+        self.tokens = [(k, re.compile(p[len(_B):] if p.startswith(_B) else p), ph, p.startswith(_B))
+                       for k, p, ph in TOKEN_PATTERNS]
         self.keep_domains = tuple(d.lower() for d in self.cfg.keep_email_domains)
 
     # -- detection ----------------------------------------------------------------------------------------
@@ -167,16 +167,14 @@ class Redactor:
             for m in PRIVATE_KEY_RE.finditer(text) if "PRIVATE KEY" in text else ():
                 if len(m.group("body")) < 20_000 and _KEY_LINE_RE.search(m.group("body")):
                     found.extend(self._key_block(m))
-            for m in self.tokens_re.finditer(text):
-                kind, ph = self.token_kinds[int(m.lastgroup[1:])]
-                if "EXAMPLE" not in m.group().upper():  # vendors' documented sample keys
-                    found.append(Finding(kind, m.start(), m.end(), ph))
-            for kind, rx, ph in self.tokens:
+            for kind, rx, ph, bounded in self.tokens:
                 for m in rx.finditer(text):
+                    if bounded and m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"):
+                        continue
                     s, e = m.span("s") if "s" in rx.groupindex else m.span()
                     if "EXAMPLE" not in text[s:e].upper():  # vendors' documented sample keys
                         found.append(Finding(kind, s, e, ph))
-            for m in URL_PASSWORD_RE.finditer(text) if "://" in text else ():
+            for m in self._url_passwords(text):
                 pw = m.group("s")
                 if not _PLACEHOLDER_RE.match(pw) and not re.match(r"\d+(?:,|$)", pw):
                     found.append(Finding("url_password", *m.span("s"), "<PASSWORD>"))
@@ -196,9 +194,18 @@ class Redactor:
                     continue
                 found.append(Finding("email", *m.span("s"), "<EMAIL>"))
         if cfg.ip_addresses:
-            for rx in (IPV4_RE, IPV6_RE) if "::" in text or re.search(r"[0-9a-fA-F]:[0-9a-fA-F]", text) else (IPV4_RE,):
+            for c in IPV4_CANDIDATE_RE.finditer(text):
+                before = text[c.start() - 1] if c.start() else " "
+                after = text[c.end():c.end() + 2]
+                if before.isalnum() or before in "_.:" or (after[:1].isalnum() or after[:1] == "_") or \
+                        (after[:1] == "." and after[1:2].isdigit()):
+                    continue
+                if IPV4_RE.fullmatch(c.group()) and _public_ip(c.group(), text, c.start()):
+                    found.append(Finding("ip_address", c.start(), c.end(), "<IP_ADDRESS>"))
+            for rx in (IPV6_RE,) if "::" in text or re.search(r"[0-9a-fA-F]:[0-9a-fA-F]", text) else ():
                 for m in rx.finditer(text):
-                    if _public_ip(m.group("s"), text, m.start("s")):
+                    before = text[m.start() - 1] if m.start() else " "
+                    if (before.isalnum() or before in "_.:") is False and _public_ip(m.group("s"), text, m.start("s")):
                         found.append(Finding("ip_address", *m.span("s"), "<IP_ADDRESS>"))
         return _resolve_overlaps(found)
 
@@ -281,6 +288,15 @@ class Redactor:
             return Finding("generic_secret", span[0], span[0] + len(value), "<SECRET>")
         return None
 
+    def _url_passwords(self, text: str) -> Iterator[re.Match]:
+        at = text.find("://")
+        while at >= 0:
+            if _scan_back(text, at, _SCHEME_SET, 20) < at:  # a scheme before "://"
+                m = URL_USERINFO_RE.match(text, at + 3)
+                if m:
+                    yield m
+            at = text.find("://", at + 3)
+
     def _emails(self, text: str) -> Iterator[re.Match]:
         """EMAIL_RE matched only around each '@' (a full scan of big files is slow)."""
         last = -1
@@ -307,8 +323,9 @@ class Redactor:
         return "".join(out), counts
 
 
-_WORDLIKE_RE = re.compile(r"[\d.]+|[A-Z0-9_]+|[a-z]+(?:[._-][a-z]+)*|(?:[A-Z]?[a-z]+)+(?:[._-]?(?:[A-Z]?[a-z]+))*"
-                          r"|[\w./-]*/[\w./-]*|[\w-]+\.(?:py|js|ts|json|yaml|yml|txt|cfg|ini|toml|pem|key|crt)")
+_WORD = r"(?:[a-z]+|[A-Z][a-z]+)(?:[A-Z][a-z]+)*"  # word, camelCase, CamelCase: unambiguous, linear time
+_WORDLIKE_RE = re.compile(rf"[\d.]+|[A-Z0-9_]+|{_WORD}(?:[._-]{_WORD})*|[\w./-]*/[\w./-]*"
+                          r"|[\w-]+\.(?:py|js|ts|json|yaml|yml|txt|cfg|ini|toml|pem|key|crt)")
 
 
 def _yaml_like(text: str, start: int, m: re.Match) -> bool:
