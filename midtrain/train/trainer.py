@@ -372,6 +372,6 @@ def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, us
         "tokens_per_s": tokens / dt, "tokens_per_s_per_device": tokens / dt / world,
         "trained_tokens": int(totals[1]), "step_time_s": dt,
         "tflops_per_device": tflops_dev, "mfu": tflops_dev / peak if peak else None,
-        "loss_by_source": loss_by_source, "skipped": skipped,
+        "loss_by_source": loss_by_source, "skipped": skipped, "time": time.time(),
     }
     logger.step(record)

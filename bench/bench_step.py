@@ -1,0 +1,133 @@
+"""Training-loop overhead per step: midtrain's train() against a bare megatron-core step, same model and batches.
+
+Both sides build the same model (build_gpt_model, same seed) and run the same packed sequences from the
+same shards. The bare step is the minimum megatron-core needs: get_forward_backward_func() over batches
+already in memory, then optimizer.step(). The loop step is everything train() does per step: reading the
+shards (reader + loader), THD batches, per-source loss, DP reductions, NaN guard, LR schedule, logging to
+metrics.jsonl (measured between consecutive metrics records, so logging counts). Target: <= 5 %.
+
+    .venv/bin/python bench/bench_step.py [--steps 30] [--seq-length 1024] [--json out/bench_step.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import statistics
+import sys
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _config(shards: Path, run_dir: Path, steps: int, seq_length: int):
+    from train_helpers import tiny_config
+
+    return tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "data.seq_length": seq_length,
+                          "model.max_position_embeddings": seq_length, "model.vocab_size": 4096,
+                          "model.num_layers": 4, "model.hidden_size": 128, "model.ffn_hidden_size": 384,
+                          "optim.train_steps": steps, "optim.warmup_steps": 2, "optim.global_batch_size": 2,
+                          "checkpoint.save_interval": 10_000, "checkpoint.save_final": False,
+                          "log.tensorboard": True, "log.interval": 10_000})
+
+
+def loop_step_times(cfg) -> list[float]:
+    from midtrain.train import distributed
+    from midtrain.train.trainer import train
+
+    train(cfg)
+    distributed.destroy()
+    rows = [json.loads(line) for line in (Path(cfg.run_dir) / "metrics.jsonl").read_text().splitlines()]
+    stamps = [r["time"] for r in rows]
+    return [b - a for a, b in zip(stamps, stamps[1:])]
+
+
+def bare_step_times(cfg, steps: int) -> list[float]:
+    """megatron-core alone: the same model/optimizer stack, batches pre-built in memory."""
+    import torch
+    from megatron.core.distributed import finalize_model_grads
+    from megatron.core.pipeline_parallel import get_forward_backward_func
+
+    from midtrain.pack.reader import PackedDataset, PackedLoader
+    from midtrain.train import distributed
+    from midtrain.train.batch import to_batch
+    from midtrain.train.model import build_gpt_model
+    from midtrain.train.trainer import _build_optimizer, _wrap_model
+
+    distributed.initialize(seed=cfg.seed)
+    model = _wrap_model(cfg, build_gpt_model(cfg))
+    optimizer, _ = _build_optimizer(cfg, model)
+    model.config.finalize_model_grads_func = finalize_model_grads
+    model.config.no_sync_func = model.no_sync
+    loader = iter(PackedLoader(PackedDataset(cfg.data.path), seed=cfg.data.seed))
+    n = cfg.optim.global_batch_size
+    batches = [to_batch(next(loader)) for _ in range(steps * n)]
+
+    def forward_step(it, m):
+        b = next(it)
+        out = m(b.tokens, b.position_ids, None, labels=b.labels, packed_seq_params=b.packed_seq_params)
+
+        def loss(o):
+            s = (o.float().reshape(-1) * b.loss_mask.reshape(-1)).sum()
+            t = b.loss_mask.sum()
+            return s, t.to(torch.int), {"loss": s.detach()}
+        return out, loss
+
+    fb = get_forward_backward_func()
+    times = []
+    for step in range(steps):
+        t0 = time.perf_counter()
+        model.zero_grad_buffer()
+        optimizer.zero_grad()
+        fb(forward_step_func=forward_step, data_iterator=iter(batches[step * n:(step + 1) * n]), model=[model],
+           num_microbatches=n, seq_length=cfg.data.seq_length, micro_batch_size=1, forward_only=False)
+        optimizer.step()
+        times.append(time.perf_counter() - t0)
+    distributed.destroy()
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--seq-length", type=int, default=1024)
+    ap.add_argument("--json", help="write the figures here")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    from train_helpers import write_shards
+
+    skip = 3  # warm-up steps left out of every median
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        shards = write_shards(tmp / "shards", sequences=2 * args.steps + 4, seq_length=args.seq_length,
+                              vocab=4096)
+        cfg = _config(shards, tmp / "run", args.steps, args.seq_length)
+        bare_a = bare_step_times(cfg, args.steps)[skip:]
+        loop = loop_step_times(cfg)[skip:]
+        bare_b = bare_step_times(cfg, args.steps)[skip:]
+    bare = statistics.median(bare_a + bare_b)
+    loop_med = statistics.median(loop)
+    overhead = loop_med / bare - 1.0
+    figures = {"seq_length": args.seq_length, "steps": args.steps, "sequences_per_step": 2,
+               "bare_step_ms": round(1e3 * bare, 2), "loop_step_ms": round(1e3 * loop_med, 2),
+               "loop_overhead_pct": round(100 * overhead, 2), "target_overhead_pct": 5.0,
+               "bare_spread_ms": round(1e3 * abs(statistics.median(bare_a) - statistics.median(bare_b)), 2)}
+    print(f"{'figure':<22} {'value':>10}")
+    for k, v in figures.items():
+        print(f"{k:<22} {v:>10}")
+    print(f"loop overhead {100 * overhead:+.1f}% vs bare megatron-core step (target <= 5%); "
+          f"bare runs before/after differ by {figures['bare_spread_ms']} ms (noise)")
+    if args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
