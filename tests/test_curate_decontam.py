@@ -42,6 +42,7 @@ def test_repository_list_comes_from_the_swebench_package_plus_pro():
     ({"repo": "me/mything", "fork_of": "https://github.com/sympy/sympy"}, "swebench_repo"),
     ({"repo": "me/x", "remotes": {"upstream": "git@github.com:astropy/astropy.git"}}, "swebench_repo"),
     ({"repo": "someone/django"}, "swebench_fork_name"),
+    ({"repo": "https://github.com/someone/flask.git"}, "swebench_fork_name"),
     ({"repo": None, "instance_id": "sympy__sympy-20590"}, "swebench_repo"),
     ({"repo": "me/core"}, None),  # vuejs/core's name is too generic to mean a fork
     ({"repo": "acme/widgets"}, None),

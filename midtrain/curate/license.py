@@ -24,9 +24,10 @@ class LicenseConfig(Config):
     """Permissive-license allow-list (per repository)."""
 
     enabled: bool = True
+    # the permissive set: BSD-* covers BSD-2-Clause, BSD-3-Clause ...; PSF-2.0 is Python-2.0's other id.
+    # Add e.g. Zlib, BSL-1.0 or MPL-2.0 with an override: license.allow='[MIT, Zlib]'
     allow: list[str] = field(default_factory=lambda: [
-        "MIT", "MIT-0", "BSD-*", "0BSD", "Apache-2.0", "ISC", "Unlicense", "CC0-1.0", "Python-2.0", "PSF-2.0",
-        "Zlib", "BSL-1.0"])
+        "MIT", "BSD-*", "0BSD", "Apache-2.0", "ISC", "Unlicense", "CC0-1.0", "Python-2.0", "PSF-2.0"])
     allow_no_license: bool = True  # repositories without a detected license (and sources without one: logs)
 
     def check(self) -> None:
