@@ -110,9 +110,10 @@ CONTEXTS = {
     "generic_secret": ['SECRET_KEY = "{v}"', "client_secret: {v}", 'auth_token = "{v}"', '"api_key": "{v}",',
                        "APP_SIGNING_KEY={v}"],
     "email": ["# Maintainer: Jane Roe <{v}>", 'SUPPORT_EMAIL = "{v}"', "Signed-off-by: Dev <{v}>",
-              "notify: {v}"],
+              "notify: {v}", "{v} (maintainer)"],
     "ip_address": ["[2024-03-01 10:22:13] INFO accepted connection from {v}:52344",
-                   'SERVER_HOST = "{v}"', "ssh deploy@{v} 'systemctl restart app'"],
+                   'SERVER_HOST = "{v}"', "ssh deploy@{v} 'systemctl restart app'",
+                   '{v} - - [01/Mar/2024:10:22:13 +0000] "GET /api/v1/health HTTP/1.1" 200 17'],
 }
 KINDS = sorted(CONTEXTS) + ["private_key"]
 

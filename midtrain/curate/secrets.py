@@ -114,7 +114,7 @@ AUTH_HEADER_RE = re.compile(r"(?i)\b(?:authorization|proxy-authorization)\s*[:=]
 BEARER_RE = re.compile(r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/-]{20,}=*)")
 
 EMAIL_RE = re.compile(
-    r"(?<![A-Za-z0-9._%+:/-])(?P<s>[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
+    r"(?P<s>[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
     r"[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24})))(?![A-Za-z0-9-]|\.[A-Za-z0-9])")
 IPV4_CANDIDATE_RE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}")  # cheap scan, then checked
 IPV4_RE = re.compile(r"(?P<s>(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
@@ -302,8 +302,10 @@ class Redactor:
         last = -1
         for at in re.finditer("@", text):
             start = _scan_back(text, at.start(), _EMAIL_LOCAL_SET, 64)
-            if start < last or start == at.start():
-                continue
+            while start < at.start() and not text[start].isalnum():  # a diff prefix "+", a list dash
+                start += 1
+            if start < last or start == at.start() or (start and text[start - 1] in ":/"):
+                continue  # nothing before '@', or URL userinfo (scheme://user:pw@host)
             m = EMAIL_RE.match(text, start, min(len(text), at.end() + 256))
             if m and m.end() <= len(text) and EMAIL_RE.fullmatch(m.group()):
                 last = m.end()
