@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_tokens_per_s_megatron_packed": round(rows["megatron"]["tokens_per_s"]),
         "heldout_tokens_per_s_hf_per_document": round(rows["hf"]["tokens_per_s"]),
         "ratio_megatron_over_hf": round(rows["megatron"]["tokens_per_s"] / rows["hf"]["tokens_per_s"], 2),
-        "heldout_loss_abs_delta": abs(rows["megatron"]["loss"] - rows["hf"]["loss"]),
+        "heldout_loss_megatron": round(rows["megatron"]["loss"], 6), "heldout_loss_hf": round(rows["hf"]["loss"], 6),
+        "heldout_loss_abs_delta": float(f"{abs(rows['megatron']['loss'] - rows['hf']['loss']):.2e}"),
         "retrieval_seconds_per_sample": {k: round(v, 3) for k, v in per_len.items()},
         "seq_length": S, "sequences": rows["megatron"]["sequences"],
     }

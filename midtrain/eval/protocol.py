@@ -125,7 +125,11 @@ def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:
             continue
         for step, argv in chain:
             log.info("protocol %s: %s: midtrain %s", name, step, " ".join(argv))
-            rc = main(argv)
+            try:
+                rc = main(argv)
+            except Exception:  # noqa: BLE001 - one checkpoint's failure must not stop the others
+                log.exception("protocol %s: step %s raised", name, step)
+                rc = 1
             if rc != 0:
                 log.error("protocol %s: step %s failed (exit %d); skipping the rest of its chain", name, step, rc)
                 failed.append(f"{name}/{step}")
