@@ -32,6 +32,22 @@ def sft_probe_demo() -> SFTConfig:
     return SFTConfig(name="sft_probe_demo", traces=[".demo/prep/traces"], valid_fraction=0.2, train=train)
 
 
+@recipe("sft")
+def sft_probe_qwen3_8b() -> SFTConfig:
+    """Fixed SFT probe for Qwen3-8B-shaped checkpoints: agent traces at 64K, 400 steps x 32, cosine 1e-5 (H200)."""
+    from recipes.models import qwen3_8b_256k_h200
+
+    train = qwen3_8b_256k_h200().apply_overrides([
+        "name=sft_probe_qwen3_8b", "run_dir=runs/sft_probe_qwen3_8b", "init_from=null", "seed=4321",
+        "data.seed=4321", "data.seq_length=65536", "optim.lr=1e-5", "optim.min_lr=1e-6", "optim.decay_style=cosine",
+        "optim.warmup_steps=20", "optim.train_steps=400", "optim.global_batch_size=32",
+        "checkpoint.save_interval=100", "checkpoint.keep_last=1"])
+    # pieces padded to 2*CP*TP (sequence parallel with context parallelism)
+    pad = 2 * train.parallel.context * train.parallel.tensor
+    return SFTConfig(name="sft_probe_qwen3_8b", traces=["out/prep/traces"], valid_fraction=0.02, pad_multiple=pad,
+                     train=train)
+
+
 @recipe("protocol")
 def protocol_demo() -> ProtocolConfig:
     """Demo protocol: probe + proxy evals of the tiny model before (step 0) and after midtraining."""
@@ -58,6 +74,7 @@ def protocol_swebench() -> ProtocolConfig:
     """Cluster protocol: probe, proxy evals and SWE-bench (Verified, Multilingual, Pro) per checkpoint."""
     cfg = protocol_demo()
     cfg.name = "swebench"
+    cfg.sft_recipe = "sft_probe_qwen3_8b"
     cfg.output = "runs/protocol_swebench"
     cfg.report_dir = None
     cfg.checkpoints = {"base": "runs/base", "midtrained": "runs/midtrained"}  # override with checkpoints.NAME=PATH
