@@ -2,8 +2,8 @@
 
 Layout written under RUN_DIR/slurm/: ``train.sbatch`` (what was submitted), ``config.yaml`` (the resolved
 TrainConfig), ``site.yaml`` (the resolved site config), and ``logs/train-<jobid>.out`` (appended across
-requeues). The job runs ``midtrain train RECIPE OVERRIDES`` with the same overrides the user gave, so a
-requeued job rebuilds exactly the config recorded here and resumes from run_dir's newest checkpoint.
+requeues). Every rank runs ``midtrain train RUN_DIR/slurm/config.yaml``: the job, and each requeue of it,
+trains exactly the config resolved at submission and resumes from run_dir's newest checkpoint.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ class TrainJob:
         return self.script_path
 
 
-def train_argv(recipe: str, overrides: list[str]) -> list[str]:
-    """What each rank runs after ``python -m midtrain.cli``."""
-    return ["train", recipe, *overrides]
+def train_argv(config_path: Path) -> list[str]:
+    """What each rank runs after ``python -m midtrain.cli``: the resolved config, replayed."""
+    return ["train", str(config_path)]
 
 
 def world_size(res: JobResources) -> int:
@@ -79,12 +79,13 @@ def check_layout(cfg: Config, res: JobResources) -> None:
 
 def build_train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: JobResources | None = None,
                     job_name: str | None = None) -> TrainJob:
-    """Resolve RECIPE + overrides, check them against the allocation, and render the job script."""
-    from recipes import get_recipe
+    """Resolve RECIPE (a train recipe or a run's config.yaml) + overrides, check them against the allocation,
+    and render the job script."""
+    from midtrain.train.command import load_config
 
     for i, item in enumerate(overrides):
         clean(item, f"override[{i}]")
-    cfg = get_recipe(recipe).build(overrides).validate()
+    cfg = load_config(recipe, overrides)
     res = (resources or site.train).validate()
     check_layout(cfg, res)
     run_dir = Path(getattr(cfg, "run_dir")).absolute()
@@ -100,7 +101,7 @@ def build_train_job(recipe: str, overrides: list[str], site: SiteConfig, resourc
         "ranks_per_node": str(res.ranks_per_node),
         "signal_before_s": str(site.signal_before_s),
         "srun_container": srun_container_args(site),
-        "train_argv": qargv(train_argv(recipe, overrides), "train argv"),
+        "train_argv": qargv(train_argv(slurm_dir / "config.yaml"), "train argv"),
         "max_requeues": str(site.max_requeues),
         "pid_dir": q(str(slurm_dir / "pids"), "run_dir"),
     }

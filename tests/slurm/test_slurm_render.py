@@ -111,12 +111,26 @@ def _argv_from_script(script: str, launcher: str) -> list[str]:
     return out.stdout.splitlines()
 
 
-def test_overrides_reach_the_job_verbatim_and_are_never_executed(tmp_path):
-    marker = tmp_path / "pwned"
-    hostile = f"data.path=/data/a b;$(touch {marker})`touch {marker}`'\"*"
-    job = build_train_job("demo_tiny", ["run_dir=/lustre/proj/runs/q", hostile], _site())
+def test_train_job_replays_the_resolved_config(tmp_path):
+    run_dir = tmp_path / "run"
+    path = "/data/a b;$(touch /tmp/pwned)`id`'\"*"
+    job = build_train_job("demo_tiny", [f"run_dir={run_dir}", f"data.path={path}", "optim.train_steps=7"], _site())
     argv = _argv_from_script(job.script, "python -m midtrain.cli ")
-    assert argv == ["train", "demo_tiny", "run_dir=/lustre/proj/runs/q", hostile]
+    assert argv == ["train", str(run_dir / "slurm" / "config.yaml")]
+    assert path not in job.script  # the override travels in config.yaml, never through the shell
+    job.write()
+    from midtrain.train.config import TrainConfig
+
+    saved = TrainConfig.from_yaml(run_dir / "slurm" / "config.yaml")
+    assert saved.data.path == path and saved.optim.train_steps == 7 and saved.run_dir == str(run_dir)
+
+
+def test_step_argv_reaches_the_job_verbatim_and_is_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = f"data_dir=/data/a b;$(touch {marker})`touch {marker}`'\"*"
+    jobs = build_chains(_site(), tmp_path / "slurm", {"base": [("sft", ["sft", "probe", hostile])]})
+    argv = _argv_from_script(jobs.chains["base"][0].script, "python -m midtrain.cli ")
+    assert argv == ["sft", "probe", hostile]
     assert not marker.exists()
 
 
