@@ -261,12 +261,13 @@ class Redactor:
         # env/CLI style (API_TOKEN=..., --password=...) and YAML values are literals; in code an unquoted
         # value is an expression or a variable: password=get_password(), key=self.key, token=tok
         tight = re.match(r"[\"']?=[^\s=]", m.group()) is not None  # NAME=value, no spaces: env files, CLI
-        literal = quoted or yaml_like or \
-            (tight and (re.fullmatch(r"[A-Z0-9_]+", name) is not None or name.startswith("-")))
+        env = tight and (re.fullmatch(r"[A-Z0-9_]+", name) is not None or name.startswith("-"))
+        literal = quoted or yaml_like or env
         if not literal and _CODE_VALUE_RE.search(v):
             return None
-        if not quoted and v.rstrip(":").isidentifier() and not _looks_random(v, 3.0, 12):
-            return None
+        if not (quoted or env) and v.rstrip(":").isidentifier() and not _looks_random(v, 3.0, 12) and \
+                not (yaml_like and v[0].islower() and re.search(r"\d", v)):
+            return None  # a variable or a type: password=passwd, token: TokenType (but YAML password: hunter2)
         if yaml_like and re.fullmatch(r"[A-Za-z_][\w.]*(?:\[.*\]|\(.*\))(?:\s*\|.*)?", v):
             return None  # a type annotation (password: Optional[str]) or a call, not a YAML value
         if NOT_SECRET_NAME_RE.search(name):
