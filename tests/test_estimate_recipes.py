@@ -32,7 +32,8 @@ def _single_gpu_layout(name: str):
     # The same shape on one rank, local spec: megatron-core builds it on the meta device in ~0.1 s.
     return get_recipe(name).build(["precision.transformer_impl=local", "parallel.tensor=1",
                                    "parallel.context=1", "parallel.pipeline=1",
-                                   "parallel.sequence_parallel=false"]).validate()
+                                   "parallel.sequence_parallel=false",
+                                   "parallel.distributed_optimizer=false"]).validate()
 
 
 @pytest.mark.parametrize("name", REAL)

@@ -205,3 +205,16 @@ def test_te_names_and_qkv_helpers_round_trip():
     te = hf_mapping.to_te_names(local)
     assert "decoder.layers.3.self_attention.linear_qkv.layer_norm_weight" in te and hf_mapping.uses_te_names(te)
     assert hf_mapping.from_te_names(te) == local
+
+
+def test_conversion_builds_any_recipe_on_one_cpu_process():
+    """mcore2hf of a GPU run (TE, CP, SP, distributed optimizer, FP8) builds its model here at TP=PP=1."""
+    from midtrain.train.hf_import import conversion_config
+    from midtrain.train.model import resolve_impl
+    from recipes import get_recipe
+
+    gpu_run = get_recipe("qwen3_32b_256k_h200").build(["precision.fp8=hybrid"])
+    cfg = conversion_config(gpu_run).validate()
+    assert resolve_impl(cfg) == "local"
+    assert (cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context) == (1, 1, 1)
+    assert cfg.model == gpu_run.model

@@ -187,7 +187,8 @@ def conversion_config(cfg: Any) -> Any:
     """
     return cfg.apply_overrides(["parallel.tensor=1", "parallel.pipeline=1", "parallel.context=1",
                                 "parallel.sequence_parallel=false", "parallel.data=null",
-                                "precision.transformer_impl=local", "precision.fp8=none"])
+                                "parallel.distributed_optimizer=false", "precision.transformer_impl=local",
+                                "precision.fp8=none"])
 
 
 @contextlib.contextmanager
