@@ -11,6 +11,12 @@ from tests.sft_helpers import code_docs, sample_trace_docs, write_documents
 
 pytestmark = pytest.mark.slow
 
+NOT_FOR_THE_PROBE = [  # trace documents the probe must leave out, counted by reason
+    {"text": "### User\nhi\n", "id": "trace:plain", "metadata": {"source": "trace", "render_format": "plain",
+                                                                   "loss_spans": [[0, 3]]}},
+    {"text": "def f(): pass\n", "id": "repo:x", "metadata": {"source": "repo"}},
+]
+
 
 def _tiny(run_dir, shards):
     from midtrain.train.config import TrainConfig
@@ -41,7 +47,7 @@ def protocol_run(tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("protocol")
     repos = write_documents(tmp / "prep" / "repos", code_docs())
-    traces = write_documents(tmp / "prep" / "traces", sample_trace_docs())
+    traces = write_documents(tmp / "prep" / "traces", sample_trace_docs() + NOT_FOR_THE_PROBE)
     manifest = pack(PackConfig(seq_length=512, valid_fraction=0.3, seed=3, tokenize_tasks=1), [repos],
                     tmp / "shards")
     assert manifest["splits"]["valid"]["sequences"] > 0
@@ -169,3 +175,67 @@ def test_rerun_skips_finished_steps(protocol_run, caplog):
         assert run_protocol(proto) == 0
     assert (tmp / "protocol" / "base" / "sft" / "sft_result.json").stat().st_mtime_ns == before
     assert "complete for these settings; skipped" in caplog.text
+
+
+def _probe_cfg(tmp, proto):
+    from recipes import get_recipe
+
+    return get_recipe(proto.sft_recipe).build([*proto.sft_overrides]).validate()
+
+
+def test_loss_only_on_assistant_tokens(protocol_run):
+    """Through rendering, packing and the reader: every trained token sequence is exactly one assistant turn
+    (content + <|im_end|>), every assistant turn is trained, and no system/user/tool token carries loss."""
+    from midtrain.pack.reader import PackedDataset
+    from midtrain.pack.tokenizer import load_tokenizer
+    from midtrain.sft.data import render
+
+    tmp, proto, _ = protocol_run
+    stamp = json.loads((tmp / "protocol" / "sft_data" / "sft_data.json").read_text())
+    tok = load_tokenizer()
+    assert stamp["masks"] is True
+    expected, others = [], []
+    for d in sample_trace_docs():
+        text, spans = render(d, tok)
+        expected += [text[a:b] for a, b in spans]
+        last = 0
+        for a, b in spans:
+            others.append(text[last:a])
+            last = b
+        others.append(text[last:])
+    assert all(e.endswith("<|im_end|>") for e in expected)
+    runs = []
+    for shards in (stamp["train_shards"], stamp["valid_shards"]):
+        ds = PackedDataset(shards, "train")
+        for i in range(len(ds)):
+            s = ds[i]
+            labels = s["labels"].tolist()
+            run: list[int] = []
+            for p, flag in enumerate(s["loss_mask"].bool().tolist()):
+                if flag:
+                    run.append(labels[p])
+                elif run:
+                    runs.append(tok.decode(run))
+                    run = []
+            if run:
+                runs.append(tok.decode(run))
+    assert sorted(runs) == sorted(expected)
+    joined = "".join(runs)
+    for marker in ("<|im_start|>system", "<|im_start|>user", "<|im_start|>assistant", "<tool_response>"):
+        assert marker not in joined
+    assert any("<|im_start|>system" in o for o in others) and any("<tool_response>" in o for o in others)
+
+
+def test_probe_data_counts_drops_and_is_pinned(protocol_run):
+    from midtrain.sft.data import prepare_data
+
+    tmp, proto, _ = protocol_run
+    data_dir = tmp / "protocol" / "sft_data"
+    stamp = json.loads((data_dir / "sft_data.json").read_text())
+    assert stamp["dropped"] == {"plain_render_without_messages": 1, "not_a_trace": 1}
+    assert stamp["train_docs"] + stamp["valid_docs"] == len(sample_trace_docs())
+    assert stamp["valid_docs"] >= 1 and not set(stamp["train_ids"]) & set(stamp["valid_ids"])
+    cfg = _probe_cfg(tmp, proto)
+    assert prepare_data(cfg, data_dir) == stamp  # the same settings reuse the data
+    with pytest.raises(ValueError, match="other settings"):
+        prepare_data(cfg.apply_overrides(["valid_fraction=0.5"]), data_dir)

@@ -127,6 +127,8 @@ def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:
             log.info("protocol %s: %s: midtrain %s", name, step, " ".join(argv))
             try:
                 rc = main(argv)
+            except SystemExit as e:  # argparse rejected the argv
+                rc = e.code if isinstance(e.code, int) else 2
             except Exception:  # noqa: BLE001 - one checkpoint's failure must not stop the others
                 log.exception("protocol %s: step %s raised", name, step)
                 rc = 1
