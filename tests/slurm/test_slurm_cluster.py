@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 import time
@@ -154,3 +155,29 @@ def test_midtrain_prep_executor_slurm_writes_documents_and_relaunch_resumes(slur
     r = _prep(out)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Skipping launch" in r.stderr and "Launching Slurm job" not in r.stderr, r.stderr[-3000:]
+
+
+def test_submit_protocol_cli_submits_one_afterok_chain_per_checkpoint(slurm_cluster, tmp_path):
+    from slurm_helpers import REPO
+
+    site = cluster_site(tmp_path)
+    out = tmp_path / "protocol"
+    # checkpoints that do not exist: each chain's SFT step fails, its evals are cancelled, the report still runs
+    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "submit", "protocol", "protocol_demo", f"output={out}",
+                        f"checkpoints={{a: {tmp_path}/none_a, b: {tmp_path}/none_b}}", "baseline=a",
+                        "--site", str(site)], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    chains = {m[0]: m[1:] for m in re.findall(r"^(\w+): sft (\d+) -> eval_proxy (\d+)", r.stdout, re.M)}
+    assert set(chains) == {"a", "b"}, r.stdout
+    report = re.search(r"^report: job (\d+)", r.stdout, re.M).group(1)
+    for sft, ev in chains.values():  # afterok inside a chain (unless already resolved and cancelled)
+        info = job_state(ev)
+        assert f"afterok:{sft}" in info.get("Dependency", "") or info.get("JobState") == "CANCELLED", info
+    info = job_state(report)  # afterany on every chain's last job
+    assert info.get("JobState") != "PENDING" or all(f"afterany:{ev}" in info["Dependency"] for _, ev in chains.values())
+    final = wait_job(report, timeout=180)
+    for sft, ev in chains.values():
+        assert wait_job(sft, 30)["JobState"] == "FAILED"
+        assert wait_job(ev, 30)["JobState"] == "CANCELLED"
+    assert final["JobState"] in ("COMPLETED", "FAILED")  # ran after every chain ended (afterany)
+    assert (out / "slurm" / "a-sft.sbatch").is_file() and (out / "slurm" / "all-report.sbatch").is_file()
