@@ -167,8 +167,13 @@ def test_mixture_targets_repeats_and_cap(prep, tmp_path):
 
 
 def test_bad_inputs_are_clear(prep, tmp_path):
+    dirs, _, _ = prep
     with pytest.raises(FileNotFoundError, match="midtrain prep"):
         pack(PackConfig(seq_length=S), [tmp_path / "nothing"], tmp_path / "o")
+    (tmp_path / "theirs" / "train").mkdir(parents=True)  # someone else's data: never deleted
+    with pytest.raises(FileExistsError, match="not a `midtrain pack` output"):
+        pack(PackConfig(seq_length=S), [dirs["traces"]], tmp_path / "theirs")
+    assert (tmp_path / "theirs" / "train").is_dir()
     from midtrain.config import ConfigError
 
     with pytest.raises(ConfigError, match="pad_multiple"):

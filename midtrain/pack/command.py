@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         site = load_site(args.site_config)
     try:
         manifest = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, FileExistsError) as e:
         print(f"midtrain pack: {e}")
         return 1
     if args.dry_run:

@@ -163,10 +163,18 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
         if old.get("run_key") == run_key:
             log.info("%s is complete for this configuration and these inputs; nothing to do", out)
             return old
-    # A different run wrote here before: remove its outputs (only what `midtrain pack` writes).
-    for name in ("train", "valid", "logs", MANIFEST) if not dry_run else ():
+    # A different run wrote here before: remove its outputs (only what `midtrain pack` writes). An unfinished
+    # run of the same settings keeps them: its finished tasks are skipped.
+    ours = (out / MANIFEST).exists() or (out / "logs").is_dir()
+    if not ours and any((out / n).exists() for n in ("train", "valid")) and not dry_run:
+        raise FileExistsError(f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output")
+    resuming = (out / "logs" / run_key).exists()
+    if ours and not dry_run:
+        log.info("%s: %s", out, "resuming an unfinished run with these settings" if resuming else
+                 "replacing an earlier pack output made with other settings or inputs")
+    for name in ("train", "valid", "logs", MANIFEST) if ours and not dry_run else ():
         p = out / name
-        if p.exists() and (not (out / "logs" / run_key).exists() or name == MANIFEST):
+        if p.exists() and (not resuming or name == MANIFEST):
             shutil.rmtree(p) if p.is_dir() else p.unlink()
     out.mkdir(parents=True, exist_ok=True)
 
