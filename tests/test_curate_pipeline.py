@@ -213,3 +213,14 @@ def test_repo_files_fallback_to_separator_lines():
     files = repo_files(Document(text=text, id="1", metadata={"source": "repo"}))
     assert [(f.path, text[f.start:f.end]) for f in files] == [("x.py", "<|file_sep|>x.py\nprint(1)\n"),
                                                               ("y.py", "<|file_sep|>y.py\nprint(2)\n")]
+
+
+def test_redaction_keeps_the_repository_file_table_right(tmp_path):
+    secret_file = 'API_TOKEN = "ghp_' + "Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5" + '"\nOWNER = "maria.garcia7@globex.io"\n'
+    write_raw(tmp_path / "raw", [repo_row("acme/app", {"settings.py": secret_file + stdlib("colorsys.py"),
+                                                       "util.py": stdlib("bisect.py")})])
+    docs, counts, _ = curate(tmp_path, CurationConfig().apply_overrides(["dedup.enabled=false"]))
+    (doc,) = docs
+    _check_file_table(doc)
+    assert "<GITHUB_TOKEN>" in doc["text"] and "<EMAIL>" in doc["text"] and "ghp_" not in doc["text"]
+    assert doc["metadata"]["redactions"] == {"github_token": 1, "email": 1}

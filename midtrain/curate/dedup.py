@@ -119,9 +119,10 @@ class ExactHashWriter(PipelineStep):
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         hashes = []
         for doc in data or []:
-            for u in safe_units(doc, self.min_file_chars):
-                hashes.append(exact_hash(u.text))
-                self.stat_update("units")
+            with self.track_time():
+                for u in safe_units(doc, self.min_file_chars):
+                    hashes.append(exact_hash(u.text))
+                    self.stat_update("units")
         folder = get_datafolder(self.output_folder)
         with folder.open(f"{rank:05d}.hashes", "wb") as f:
             f.write(np.asarray(hashes, dtype="<u8").tobytes())
@@ -144,6 +145,7 @@ class ExactFindDuplicates(PipelineStep):
         folder = get_datafolder(self.folder)
         seen: set[int] = set()
         for name in sorted(folder.list_files(glob_pattern="*.hashes")):
+            self.stat_update("rank_files")
             with folder.open(name, "rb") as f:
                 hashes = np.frombuffer(f.read(), dtype="<u8")
             remove = []
