@@ -176,7 +176,7 @@ class Redactor:
                         found.append(Finding(kind, s, e, ph))
             for m in self._url_passwords(text):
                 pw = m.group("s")
-                if not _PLACEHOLDER_RE.match(pw) and not re.match(r"\d+(?:,|$)", pw):
+                if not _PLACEHOLDER_RE.match(pw) and not re.match(r"\d+(?:,|$)", pw) and pw != m.group("user"):
                     found.append(Finding("url_password", *m.span("s"), "<PASSWORD>"))
             for m in AUTH_HEADER_RE.finditer(text) if "authoriz" in low else ():
                 if _looks_random(m.group("s"), cfg.min_generic_entropy, 12):
@@ -282,6 +282,8 @@ class Redactor:
                 return None  # short hex ids (schema hashes, commit prefixes)
             ph = "<PASSWORD>" if re.search(r"(?i)pass|pwd", name) else "<SECRET>"
             return Finding("assigned_secret", span[0], span[0] + len(value), ph)
+        if re.search(r"\\[xuU0-7]|&#|&[lg]t;|\[.*\]", v):
+            return None  # escaped text or a regular expression, not a key
         if MAYBE_NAME_RE.search(name) and " " not in v and \
                 _looks_random(v, self.cfg.min_generic_entropy, self.cfg.min_generic_length):
             if re.fullmatch(r"[0-9a-fA-F]+", v) and len(v) < 32:
