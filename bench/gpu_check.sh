@@ -2,7 +2,7 @@
 # GPU check for one GPU machine (H200: Python 3.12 + torch, no network, no Transformer Engine), < 8 min.
 #
 #   bench/gpu_check.sh prepare      # HERE, with package-registry access: fetch the wheels the GPU machine
-#                                   # lacks (megatron-core 0.16.1, PyYAML, numpy, packaging, pytest) for
+#                                   # lacks (megatron-core 0.16.1, PyYAML, numpy, packaging, pytest + deps) for
 #                                   # CPython 3.12 into bench/wheels/ (not committed; carry it along)
 #   bench/gpu_check.sh              # ON THE GPU MACHINE: unpack those wheels for whatever does not import,
 #                                   # run the portable attention's no-leak tests on the GPU, then
@@ -34,9 +34,10 @@ OUT="${OUT:-$ROOT/out/gpu_check}"
 if [[ "$MODE" == "prepare" ]]; then
   mkdir -p "$WHEELS"
   # Binary wheels for CPython 3.12 on x86-64 Linux; --no-deps: torch is already on the GPU machine.
+  # setuptools: megatron-core imports torch.utils.cpp_extension, which needs it (3.12 venvs lack it).
   "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d "$WHEELS" megatron-core==0.16.1 pyyaml numpy packaging pytest pluggy iniconfig
+    -d "$WHEELS" megatron-core==0.16.1 pyyaml numpy packaging pytest pluggy iniconfig pygments setuptools
   ls -l "$WHEELS"
   exit 0
 fi
@@ -59,7 +60,7 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 # 1. Dependencies: a wheel is a zip; unpacking it onto PYTHONPATH needs neither pip nor network.
 for pair in megatron:megatron_core yaml:pyyaml numpy:numpy packaging:packaging pytest:pytest \
-            pluggy:pluggy iniconfig:iniconfig; do
+            pluggy:pluggy iniconfig:iniconfig pygments:pygments setuptools:setuptools; do
   mod="${pair%%:*}"; dist="${pair##*:}"
   if "$PYTHON" -c "import $mod" 2>/dev/null; then continue; fi
   whl=$(ls "$WHEELS"/"${dist}"-*.whl 2>/dev/null | head -1 || true)
