@@ -22,8 +22,8 @@ def demo_tiny() -> TrainConfig:
     cfg.data.build_demo_if_missing = True
     cfg.optim.lr = 3e-3
     cfg.optim.min_lr = 3e-4
-    cfg.optim.train_steps = 60
-    cfg.optim.warmup_steps = 6
+    cfg.optim.train_steps = 40
+    cfg.optim.warmup_steps = 4
     cfg.optim.global_batch_size = 2
     cfg.checkpoint.save_interval = 20
     cfg.log.interval = 5

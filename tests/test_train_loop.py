@@ -149,6 +149,7 @@ def test_seq_length_mismatch_names_the_field(shards, tmp_path):
         _run(shards, tmp_path / "x", **{"data.seq_length": 128})
 
 
+@pytest.mark.slow
 def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     run_dir = tmp_path / "sig"
     cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "optim.train_steps": 400,

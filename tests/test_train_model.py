@@ -170,3 +170,47 @@ def test_te_thd_packed_logits_equal_documents_alone():
         assert (packed - alone).abs().max().item() < 5e-2  # bf16 kernels
     finally:
         distributed.destroy()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("impl", ["local", "transformer_engine"])
+def test_gpu_train_steps_lower_the_loss(tmp_path, impl):
+    """The same loop on one GPU (bf16): TE spec when installed, the portable attention on CUDA otherwise."""
+    from midtrain.train.model import te_available
+    from midtrain.train.trainer import train
+    from train_helpers import write_shards
+
+    if impl == "transformer_engine" and not te_available():
+        pytest.skip("Transformer Engine not installed")
+    shards = write_shards(tmp_path / "shards", sequences=24, seq_length=256)
+    cfg = tiny_config(**{"precision.transformer_impl": impl, "precision.dtype": "bf16", "data.path": str(shards),
+                         "data.seq_length": 256, "run_dir": str(tmp_path / "run"), "optim.train_steps": 12})
+    try:
+        result = train(cfg)
+    finally:
+        distributed.destroy()
+    import json
+
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert result["exit_code"] == 0 and len(rows) == 12
+    assert rows[-1]["loss"] < rows[0]["loss"]
+    assert rows[-1]["tflops_per_device"] > 0
+
+
+@pytest.mark.gpu
+def test_gpu_fp8_recipe_trains(tmp_path):
+    from midtrain.train.model import te_available
+    from midtrain.train.trainer import train
+    from train_helpers import write_shards
+
+    if not te_available():
+        pytest.skip("Transformer Engine not installed")
+    shards = write_shards(tmp_path / "shards", sequences=16, seq_length=256)
+    cfg = tiny_config(**{"precision.fp8": "hybrid", "precision.fp8_recipe": "tensorwise", "precision.dtype": "bf16",
+                         "model.num_layers": 4, "model.hidden_size": 128, "model.ffn_hidden_size": 256,
+                         "precision.transformer_impl": "transformer_engine", "data.path": str(shards),
+                         "data.seq_length": 256, "run_dir": str(tmp_path / "run"), "optim.train_steps": 6})
+    try:
+        assert train(cfg)["exit_code"] == 0
+    finally:
+        distributed.destroy()

@@ -168,7 +168,8 @@ def _prune(run_dir: str | Path, keep_last: int) -> None:
 def _all_ok(ok: bool) -> bool:
     if not dist.is_initialized():
         return ok
-    flag = torch.tensor([0 if ok else 1], dtype=torch.int64)
+    device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else "cpu"  # NCCL
+    flag = torch.tensor([0 if ok else 1], dtype=torch.int64, device=device)
     dist.all_reduce(flag)
     return int(flag.item()) == 0
 

@@ -218,6 +218,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
     cfg.validate()
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):
+        # megatron-core logs its full configs and bucket layouts at INFO; keep them for -v.
+        logging.getLogger("megatron").setLevel(logging.WARNING)
     p = cfg.parallel
     env = distributed.initialize(p.tensor, p.pipeline, p.context, seed=cfg.seed)
     flag = _SignalFlag()

@@ -1,0 +1,55 @@
+"""`midtrain train`: recipe or YAML, overrides, --help, demo_tiny recipe, distributed environment parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from midtrain.cli import main
+from midtrain.config import ConfigError
+from midtrain.train.command import load_config
+from midtrain.train.config import TrainConfig
+from midtrain.train.distributed import read_env
+
+
+def test_help_teaches_with_an_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = capsys.readouterr().out
+    assert "midtrain train demo_tiny optim.train_steps=20" in out and "exit" in out and "75" in out
+
+
+def test_demo_tiny_is_a_tiny_qwen3(capsys):
+    assert main(["train", "demo_tiny", "optim.lr=1e-3", "--print-config"]) == 0
+    cfg = TrainConfig.from_yaml(capsys.readouterr().out)
+    assert cfg.optim.lr == 1e-3 and cfg.name == "demo_tiny"
+    m = cfg.model
+    assert (m.family, m.qk_layernorm, m.tie_embeddings, m.vocab_size) == ("qwen3", True, True, 151936)
+    assert m.num_attention_heads // m.num_query_groups == 2  # GQA
+    assert cfg.data.seq_length == 2048 and cfg.data.build_demo_if_missing and cfg.precision.dtype == "fp32"
+
+
+def test_yaml_replay_and_overrides(tmp_path):
+    cfg = load_config("demo_tiny", ["optim.train_steps=7", "run_dir=somewhere"])
+    path = tmp_path / "config.yaml"
+    cfg.save_yaml(path)
+    again = load_config(str(path), ["optim.lr=2e-3"])
+    assert again.optim.train_steps == 7 and again.run_dir == "somewhere" and again.optim.lr == 2e-3
+
+
+def test_bad_inputs_name_the_problem(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(str(tmp_path / "missing.yaml"), [])
+    with pytest.raises(ConfigError, match="did you mean 'optim.lr'|optim.*lr"):
+        load_config("demo_tiny", ["optim.lrr=1"])
+    assert main(["train", "demo_tiny", "parallel.tensor=3", "--print-config"]) == 2  # config error exit code
+
+
+def test_distributed_env_torchrun_then_slurm():
+    assert read_env({}).world_size == 1
+    tr = read_env({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "29500"})
+    assert (tr.rank, tr.world_size, tr.local_rank, tr.master_addr, tr.master_port) == (3, 8, 1, "n1", 29500)
+    sl = read_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "MASTER_ADDR": "n2",
+                   "MASTER_PORT": "6000"})
+    assert (sl.rank, sl.world_size, sl.local_rank) == (5, 16, 5)
+    with pytest.raises(RuntimeError, match="MASTER_PORT"):
+        read_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
