@@ -59,6 +59,8 @@ def protocol_demo() -> ProtocolConfig:
         sft_recipe="sft_probe_demo",
         evals=["proxy"],
         report_dir=".demo/report",
+        notes={"base": "demo_tiny's step-0 initialisation (the weights midtraining started from)",
+               "midtrained": "demo_tiny after its 60 midtraining steps on the demo shards"},
     )
     cfg.proxy.shards = ".demo/shards"
     cfg.proxy.max_sequences = 8
@@ -78,6 +80,7 @@ def protocol_swebench() -> ProtocolConfig:
     cfg.output = "runs/protocol_swebench"
     cfg.report_dir = None
     cfg.checkpoints = {"base": "runs/base", "midtrained": "runs/midtrained"}  # override with checkpoints.NAME=PATH
+    cfg.notes = {"base": "the released base model", "midtrained": "the base model after midtraining"}
     cfg.evals = ["proxy", "swebench"]
     cfg.proxy.shards = "out/shards"
     cfg.proxy.max_sequences = 512

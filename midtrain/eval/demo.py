@@ -50,6 +50,11 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
     cfg.proxy.shards = str(w / "shards")
     cfg.proxy.retrieval.repos = str(w / "prep" / "repos")
     cfg.sft_overrides = [f"traces=[{w / 'prep' / 'traces'}]"]
+    from midtrain.train.checkpoint import latest_checkpoint
+
+    done = latest_checkpoint(w / "runs" / "demo_tiny")
+    steps = int(done.name.split("_")[-1]) if done is not None else "its"
+    cfg.notes["midtrained"] = f"demo_tiny after {steps} midtraining steps on the demo shards"
     return cfg.validate()
 
 

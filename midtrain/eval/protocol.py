@@ -45,6 +45,7 @@ class ProtocolConfig(Config):
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
     swebench: SweBenchConfig = field(default_factory=SweBenchConfig)
     report_dir: str | None = None  # None = OUTPUT/report
+    notes: dict[str, str] = field(default_factory=dict)  # checkpoint name -> what it is (shown in the report)
 
     def check(self) -> None:
         require(len(self.checkpoints) > 0, "checkpoints", "name at least one checkpoint (name -> path)")
@@ -112,7 +113,8 @@ def report_argv(cfg: ProtocolConfig) -> list[str]:
     cfg.validate()
     runs = [f"{name}={checkpoint_dirs(cfg, name)['root']}" for name in cfg.checkpoints]
     out = cfg.report_dir or str(Path(cfg.output) / "report")
-    return ["report", *runs, "--baseline", cfg.baseline_name, "--output", out, "--title", cfg.name]
+    notes = [f"--note={name}={text}" for name, text in cfg.notes.items()]
+    return ["report", *runs, "--baseline", cfg.baseline_name, "--output", out, "--title", cfg.name, *notes]
 
 
 def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:

@@ -192,7 +192,9 @@ def plot_retrieval(results: list[CheckpointResults], path: Path) -> Path | None:
             for y, row in enumerate(grid):
                 for x, v in enumerate(row):
                     if not math.isnan(v):
-                        ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w")
+                        r_, g_, b_, _ = im.cmap(im.norm(v))
+                        dark = 0.299 * r_ + 0.587 * g_ + 0.114 * b_ < 0.5  # text colour readable on the cell
+                        ax.text(x, y, f"{v:.2f}", ha="center", va="center", fontsize=7, color="w" if dark else "k")
             fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -202,7 +204,7 @@ def plot_retrieval(results: list[CheckpointResults], path: Path) -> Path | None:
 
 # -- the report --------------------------------------------------------------------------------------
 def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str | None = None,
-                 title: str = "midtraining comparison") -> Path:
+                 title: str = "midtraining comparison", notes: dict[str, str] | None = None) -> Path:
     """Compare checkpoints (name -> protocol directory); returns the path of report.md."""
     if not runs:
         raise ValueError("no checkpoints to compare")
@@ -231,9 +233,11 @@ def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str 
                   f" (probe hash {', '.join(sorted(map(str, shas)))}).")
         md.append("")
     md += [markdown_table(rows, names, baseline) if rows else "_No results found yet._", ""]
-    md += ["| checkpoint | start | probe run |", "|---|---|---|"]
+    notes = notes or {}
+    md += ["| checkpoint | what it is | start | probe run |", "|---|---|---|---|"]
     for r in results:
-        md.append(f"| {r.name} | `{(r.sft or {}).get('from', '—')}` | `{(r.sft or {}).get('run_dir', '—')}` |")
+        md.append(f"| {r.name} | {notes.get(r.name, '')} | `{(r.sft or {}).get('from', '—')}` | "
+                  f"`{(r.sft or {}).get('run_dir', '—')}` |")
     md.append("")
     captions = {"curves": "Training curves", "heldout": "Held-out loss per source",
                 "retrieval": "Long-context retrieval: needle depth x context length"}

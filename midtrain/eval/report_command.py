@@ -23,12 +23,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", help="checkpoint name deltas are taken against (default: the first)")
     p.add_argument("--title", default="midtraining comparison", help="report title")
     p.add_argument("--protocol", metavar="RECIPE", help="take the checkpoints from a protocol recipe")
+    p.add_argument("--note", action="append", default=[], metavar="NAME=TEXT",
+                   help="what a checkpoint is (repeatable), shown in the report")
 
 
 def run(args: argparse.Namespace) -> int:
     from midtrain.eval.report import write_report
 
     runs: dict[str, str] = {}
+    notes = dict(n.partition("=")[::2] for n in args.note)
     output, baseline, title = args.output, args.baseline, args.title
     if args.protocol:
         from midtrain.eval.protocol import checkpoint_dirs
@@ -39,6 +42,7 @@ def run(args: argparse.Namespace) -> int:
         output = output or cfg.report_dir or str(Path(cfg.output) / "report")
         baseline = baseline or cfg.baseline_name
         title = cfg.name if title == "midtraining comparison" else title
+        notes = {**cfg.notes, **notes}
     for item in args.runs:
         name, _, path = item.partition("=") if "=" in item else (Path(item).name, "", item)
         if name in runs:
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         print("midtrain report: give RUN directories or --protocol RECIPE")
         return 2
     try:
-        path = write_report(runs, output or "report", baseline, title)
+        path = write_report(runs, output or "report", baseline, title, notes)
     except ValueError as e:
         print(f"midtrain report: {e}")
         return 2
