@@ -218,3 +218,23 @@ def test_conversion_builds_any_recipe_on_one_cpu_process():
     assert resolve_impl(cfg) == "local"
     assert (cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context) == (1, 1, 1)
     assert cfg.model == gpu_run.model
+
+
+def test_tokenizer_sources_in_order(tmp_path):
+    from hf_helpers import save_tiny_tokenizer
+    from midtrain.train.hf_export import copy_tokenizer
+
+    tok_dir = tmp_path / "tok"
+    save_tiny_tokenizer(tok_dir)
+    out1, out2, out3 = (tmp_path / n for n in ("o1", "o2", "o3"))
+    for d in (out1, out2, out3):
+        d.mkdir()
+    # --tokenizer wins over the run's source; a bare tokenizer.json is enough
+    assert copy_tokenizer(out1, tok_dir / "tokenizer.json", tmp_path / "nothing", "llama3") == str(tok_dir / "tokenizer.json")
+    assert (out1 / "tokenizer.json").is_file()
+    assert copy_tokenizer(out2, None, tok_dir, "llama3") == str(tok_dir)
+    assert (out2 / "tokenizer_config.json").is_file()
+    with pytest.raises(ConfigError, match="--tokenizer"):
+        copy_tokenizer(out3, tmp_path / "empty_dir", None, "llama3")
+    with pytest.raises(ConfigError, match="pass --tokenizer"):
+        copy_tokenizer(out3, None, None, "llama3")  # Llama has no offline default

@@ -50,3 +50,6 @@ def test_init_from_hf_dir_and_from_its_conversion_train_the_same(tmp_path):
     assert max((a[k] - b[k]).abs().max().item() for k in a.keys()) < 1e-6
     assert (back / "tokenizer.json").is_file()
     assert export_hf(from_hf, tmp_path / "back") == tmp_path / "back"  # a rerun replaces the export
+    # a run trained from scratch has no HF source: a Qwen3 model gets the offline default tokenizer
+    scratch_hf = export_hf(scratch, tmp_path / "scratch_hf")
+    assert json.loads((scratch_hf / "tokenizer_config.json").read_text())["eos_token"] == "<|endoftext|>"
