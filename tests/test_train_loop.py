@@ -69,6 +69,8 @@ def test_loss_goes_down_and_everything_is_logged(straight_run):
     lrs = [r["lr"] for r in rows]
     assert lrs[0] < lrs[1] == lrs[5] and abs(lrs[-1] - 3e-4) < 1e-9
     assert (run_dir / "config.yaml").is_file()
+    info = json.loads((run_dir / "run_info.json").read_text())
+    assert "sum(l_i^2)" in info["flops_count"] and info["layer_impl"] == "local" and info["data_parallel"] == 1
     assert list((run_dir / "tb").glob("events.out.tfevents.*"))
     assert [s for s, _ in list_checkpoints(run_dir)] == [4, 8, 12]
     assert latest_checkpoint(run_dir).name == "iter_0000012"
@@ -179,3 +181,17 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert [r["step"] for r in _metrics(run_dir)] == list(range(1, stopped + 3))
     assert f"resuming at step {stopped}" in again.stderr
+
+
+def test_loss_mask_is_honoured_sft_style(tmp_path):
+    """Shards with loss masks (assistant-only SFT data) train through the same loop on the target tokens only."""
+    from midtrain.pack.reader import PackedDataset, PackedLoader
+
+    shards = write_shards(tmp_path / "sft", sequences=8, seq_length=64, masks=True)
+    run_dir = tmp_path / "run"
+    _run(shards, run_dir, **{"optim.train_steps": 3, "checkpoint.save_final": False})
+    loader = iter(PackedLoader(PackedDataset(shards), seed=tiny_config().data.seed))
+    for row in _metrics(run_dir):
+        expected = sum(float(next(loader)["loss_mask"].sum()) for _ in range(2))
+        full = 2 * 64
+        assert row["trained_tokens"] == expected and expected < 0.6 * full

@@ -49,7 +49,7 @@ def packed_sample(lengths: list[int], vocab: int, seed: int = 0, n_sources: int 
 
 
 def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: int = 256, seed: int = 0,
-                 sources: tuple[str, ...] = ("repo", "trace"), valid: int = 2):
+                 sources: tuple[str, ...] = ("repo", "trace"), valid: int = 2, masks: bool = False):
     """A tiny packed shard dir written with the pack team's shard writer (interface 4 layout + manifest).
 
     Documents are learnable (each continues an arithmetic progression mod vocab with a per-document step),
@@ -64,19 +64,22 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
 
     out = Path(out_dir)
     rng = np.random.default_rng(seed)
-    manifest = {"seq_length": seq_length, "pad_id": 0, "pad_multiple": 1, "masks": False, "vocab_size": vocab,
+    manifest = {"seq_length": seq_length, "pad_id": 0, "pad_multiple": 1, "masks": masks, "vocab_size": vocab,
                 "sources": {s: {} for s in sources}, "splits": {}}
     doc = 0
     for split, count in (("train", sequences), ("valid", valid)):
         w = PackedShardWriter(shard_prefix(out, split, 0), seq_length=seq_length, pad_id=0, dtype=np.uint16,
-                              sources=list(sources))
+                              sources=list(sources), with_masks=masks)
         for _ in range(count):
             pieces, room = [], seq_length - int(rng.integers(0, 6))  # some sequences end with padding
             while room >= 4:
                 n = int(rng.integers(4, min(room, seq_length // 2) + 1))
                 start, step = int(rng.integers(1, vocab)), int(rng.integers(1, 4))
                 toks = (start + step * np.arange(n)) % (vocab - 1) + 1
-                pieces.append(Piece(toks, None, doc % len(sources), f"doc-{doc}"))
+                mask = None
+                if masks:  # SFT-like: only the second half of each document is a loss target
+                    mask = (np.arange(n) >= n // 2).astype(np.uint8)
+                pieces.append(Piece(toks, mask, doc % len(sources), f"doc-{doc}"))
                 doc += 1
                 room -= n
             w.add(pieces)

@@ -8,6 +8,7 @@ the packed-shard loader, checkpoints, signals, guards and logs.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import signal
@@ -28,7 +29,7 @@ from midtrain.train.config import TrainConfig
 from midtrain.train.flops import FLOPS_COUNT, peak_tflops, step_flops
 from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
-from midtrain.train.model import build_gpt_model
+from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
 
 log = logging.getLogger("midtrain.train")
 
@@ -271,6 +272,11 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
     last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=True)
     peak = peak_tflops(cfg)
     if rank0:
+        info = {"name": cfg.name, "flops_count": FLOPS_COUNT, "parameters": count_parameters(cfg),
+                "layer_impl": resolve_impl(cfg), "world_size": env.world_size, "data_parallel": dp,
+                "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": peak,
+                "sources": sources, "shards": str(cfg.data.path), "train_sequences": len(dataset)}
+        (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
         log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
                  cfg.name, cfg.optim.train_steps, cfg.optim.global_batch_size, cfg.data.seq_length,
                  cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,
