@@ -195,3 +195,21 @@ def test_loss_mask_is_honoured_sft_style(tmp_path):
         expected = sum(float(next(loader)["loss_mask"].sum()) for _ in range(2))
         full = 2 * 64
         assert row["trained_tokens"] == expected and expected < 0.6 * full
+
+
+def test_weights_only_checkpoint_in_run_dir_starts_fresh_from_its_weights(straight_run, shards, tmp_path):
+    """A step-0 weights-only checkpoint (eval's initial weights, an HF conversion) seeds the run, not resumes it."""
+    from midtrain.train.checkpoint import save_checkpoint
+    from midtrain.train.model import build_gpt_model
+
+    src, _ = straight_run
+    run_dir = tmp_path / "w0"
+    cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir)})
+    distributed.initialize(seed=cfg.seed)
+    save_checkpoint(run_dir, 0, build_gpt_model(cfg), None, {"step": 0, "initial": True}, 1)
+    distributed.destroy()
+    _run(shards, run_dir, **{"optim.train_steps": 2, "checkpoint.save_final": True})
+    rows = _metrics(run_dir)
+    assert [r["step"] for r in rows] == [1, 2]
+    assert rows[0]["loss"] == _metrics(src)[0]["loss"]  # the seeded initial weights, the same first batch
+    assert latest_checkpoint(run_dir).name == "iter_0000002"

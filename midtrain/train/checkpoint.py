@@ -184,6 +184,12 @@ def load_checkpoint(run_dir: str | Path, model: torch.nn.Module, optimizer: Any)
 
     for step, path in valid_checkpoints(run_dir):
         try:
+            common = dist_checkpointing.load_common_state_dict(str(path)).get("common", {})
+            if optimizer is not None and "scheduler" not in common:
+                # A weights-only checkpoint (step-0 initial weights, an HF conversion): start from its
+                # weights with a fresh optimizer, schedule and data position.
+                load_weights(path, model)
+                return path, {"step": 0, "weights_only": True}
             loaded = dist_checkpointing.load(_sharded_state(model, optimizer, {}, is_loading=True), str(path))
             ok = True
         except (Exception, CheckpointException) as e:  # noqa: BLE001 - any failure: use the previous one

@@ -256,11 +256,15 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
     resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
     if resumed is not None:
         path, common = resumed
-        step = int(common["step"])
-        scheduler.load_state_dict(common["scheduler"])
-        loader.load_state_dict(common["loader"])
-        if rank0:
-            log.info("resuming at step %d from %s", step, path)
+        if common.get("weights_only"):
+            if rank0:
+                log.info("starting from the weights of %s (weights-only checkpoint; fresh optimizer)", path)
+        else:
+            step = int(common["step"])
+            scheduler.load_state_dict(common["scheduler"])
+            loader.load_state_dict(common["loader"])
+            if rank0:
+                log.info("resuming at step %d from %s", step, path)
     elif cfg.init_from:
         _init_weights(cfg, model)
 
