@@ -53,3 +53,15 @@ def test_distributed_env_torchrun_then_slurm():
     assert (sl.rank, sl.world_size, sl.local_rank) == (5, 16, 5)
     with pytest.raises(RuntimeError, match="MASTER_PORT"):
         read_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
+
+
+def test_missing_shards_is_a_message_not_a_traceback(tmp_path, capsys):
+    from midtrain.train import distributed
+
+    try:
+        rc = main(["train", "demo_tiny", f"data.path={tmp_path / 'none'}", "data.build_demo_if_missing=false",
+                   f"run_dir={tmp_path / 'run'}"])
+    finally:
+        distributed.destroy()
+    assert rc == 2
+    assert "has no manifest.json" in capsys.readouterr().err

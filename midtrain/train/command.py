@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 
 EPILOG = """examples:
@@ -57,8 +58,15 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
-    from midtrain.train.trainer import train
+    from midtrain.train.trainer import NonFiniteError, train
 
     logging.getLogger("midtrain").setLevel(logging.INFO)
-    result = train(cfg)
+    try:
+        result = train(cfg)
+    except FileNotFoundError as e:  # missing shards / init_from: say what, no traceback
+        print(f"midtrain train: {e}", file=sys.stderr)
+        return 2
+    except NonFiniteError as e:
+        print(f"midtrain train: stopped: {e} (guard.on_nonfinite=skip skips such steps)", file=sys.stderr)
+        return 1
     return int(result["exit_code"])
