@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.readers import JsonlReader
-from datatrove.pipeline.writers import JsonlWriter
+from midtrain.document_io import DocumentWriter
 from datatrove.utils.word_tokenizers import WordTokenizer
 
 log = logging.getLogger("midtrain.curate")
@@ -123,7 +123,7 @@ class CurationStep(PipelineStep):
     def __init__(self, exclusion_dir: str | None = None):
         super().__init__()
         self.exclusion_dir = exclusion_dir
-        self._writer: JsonlWriter | None = None
+        self._writer: DocumentWriter | None = None
         self._rank = 0
 
     def process(self, doc: Document) -> None:
@@ -158,7 +158,7 @@ class CurationStep(PipelineStep):
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         self._rank = rank
         if self.exclusion_dir:
-            self._writer = JsonlWriter(self.exclusion_dir, output_filename="${rank}.jsonl.gz")
+            self._writer = DocumentWriter(self.exclusion_dir)
         with self._writer if self._writer else contextlib.nullcontext():
             for doc in data or []:
                 self.stat_update("total")

@@ -15,6 +15,7 @@ documents sharing a long word n-gram with an issue text or with the lines a gold
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import json
 import logging
@@ -87,7 +88,8 @@ def normalize_repo(value: Any) -> str | None:
     return f"{owner}/{name}"
 
 
-def swebench_package_repos() -> set[str]:
+@functools.lru_cache(maxsize=1)
+def swebench_package_repos() -> frozenset[str]:
     """Repositories the installed swebench package knows (its per-repository maps); empty if not installed.
 
     The package's modules are parsed, not imported: importing its harness pulls in docker and friends
@@ -95,7 +97,7 @@ def swebench_package_repos() -> set[str]:
     """
     spec = importlib.util.find_spec("swebench")
     if spec is None or not spec.submodule_search_locations:
-        return set()
+        return frozenset()
     root = Path(list(spec.submodule_search_locations)[0])
     names: set[str] = set()
     for path in sorted((root / "harness").rglob("*.py")):
@@ -110,7 +112,7 @@ def swebench_package_repos() -> set[str]:
                        for t in targets):
                     names.update(k.value for k in node.value.keys
                                  if isinstance(k, ast.Constant) and isinstance(k.value, str) and "/" in k.value)
-    return names
+    return frozenset(names)
 
 
 def _read_lines(path: Path) -> list[str]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupCluster
-from datatrove.pipeline.writers import JsonlWriter
+from midtrain.document_io import DocumentWriter
 
 from midtrain.config import Config
 from midtrain.curate.base import CurationReader, ValidateDocuments
@@ -97,7 +97,7 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
         steps.append(QualityFilter(cfg.quality, exc("quality")))
     if cfg.redact.enabled:
         steps.append(RedactSecrets(cfg.redact, exc("redact")))
-    steps.append(JsonlWriter(filtered, output_filename="${rank}.jsonl.gz"))
+    steps.append(DocumentWriter(filtered))
     stages = [CurationStage("curate", steps, None, {"source": source, "steps": cfg.steps()})]
     if not dedup:
         return stages
@@ -121,5 +121,5 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
         stages.append(CurationStage("dedup_cluster", [MinhashDedupCluster(bucket_dir, near_dir, config=mh)], 1))
     stages.append(CurationStage("dedup_filter", [
         reader(), DedupFilter(d, exact_dir, near_dir if d.near else None, exc("dedup")),
-        JsonlWriter(out_dir, output_filename="${rank}.jsonl.gz")]))
+        DocumentWriter(out_dir)]))
     return stages
