@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from hf_helpers import make_hf_model
 from midtrain.train import distributed

@@ -15,10 +15,8 @@ Conversion runs in one CPU process and needs about twice the model's size in mem
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 
-log = logging.getLogger(__name__)
 
 EPILOG = """examples:
   midtrain convert hf2mcore ~/models/Qwen3-1.7B-Base ckpt/qwen3-1.7b --tp 2
