@@ -229,7 +229,7 @@ def test_redaction_keeps_the_repository_file_table_right(tmp_path):
 @pytest.mark.slow
 def test_everything_dropped_upstream_leaves_the_dedup_stages_empty_not_crashing(tmp_path):
     write_raw(tmp_path / "raw", [repo_row("django/django", {"a.py": stdlib("bisect.py")})])
-    docs, counts, prep = curate(tmp_path, tasks=3)
+    docs, counts, prep = curate(tmp_path, tasks=2)  # rank 1 has no input at all
     assert docs == []
     assert count(counts, "SWE-bench repos", "dropped_swebench_repo") == 1
     assert len(read_docs(prep / "excluded" / "decontam")) == 1
