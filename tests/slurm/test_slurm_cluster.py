@@ -125,7 +125,9 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
 def _prep(out: Path) -> subprocess.CompletedProcess:
     from slurm_helpers import REPO
 
-    return subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "buildlogs", "--input",
+    return subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "buildlogs",
+                           # dedup adds five more job arrays; the Slurm wiring is the same, the test budget is not
+                           "dedup.enabled=false", "--input",
                            str(REPO / "data_prep" / "samples" / "buildlogs"), "--output", str(out),
                            "--executor", "slurm", "--tasks", "2", "--partition", "debug", "--time", "00:10:00",
                            "--mem-per-cpu-gb", "1"], capture_output=True, text=True, cwd=out.parent)
