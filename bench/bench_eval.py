@@ -4,8 +4,9 @@
 - hf: its Hugging Face export (the HF team's export_hf), one forward per document piece (what `eval proxy`
   does for an HF directory).
 
-Both must give the same held-out loss (printed: |delta|); the figures are tokens/s and their ratio, and the
-retrieval probe's cost per sample at each context length. A tiny Qwen3-shaped model (Qwen vocabulary) on
+Both must give the same held-out loss (printed: |delta|); the figures are tokens/s and their ratio (measured
+interleaved, sequence by sequence), and the retrieval probe's cost per sample at each context length with
+logits for the answer positions only (what the probe does) against logits for every position. A tiny Qwen3-shaped model (Qwen vocabulary) on
 real code: stdlib modules packed at --seq-length with the pack team's pipeline.
 
     .venv/bin/python bench/bench_eval.py [--seq-length 1024] [--sequences 6] [--json out.json]
@@ -48,7 +49,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from midtrain.eval.config import RetrievalConfig
     from midtrain.eval.demo import save_initial_checkpoint
-    from midtrain.eval.heldout import heldout_loss
     from midtrain.eval.retrieval import Haystack, build_samples, read_documents, score_sample
     from midtrain.eval.scoring import HFScorer, MidtrainScorer
     from midtrain.pack.pack_step import PackConfig
@@ -71,33 +71,55 @@ def main(argv: list[str] | None = None) -> int:
         save_initial_checkpoint(cfg.validate(), tmp / "run")
         export_hf(tmp / "run", tmp / "hf")
 
-        rows = {}
-        for name, scorer in (("megatron", MidtrainScorer(tmp / "run")), ("hf", HFScorer(tmp / "hf"))):
-            heldout_loss(scorer, tmp / "shards", "valid", 1)  # warm-up
-            t0 = time.perf_counter()
-            h = heldout_loss(scorer, tmp / "shards", "valid", args.sequences)
-            dt = time.perf_counter() - t0
-            rows[name] = {"tokens_per_s": h["sequences"] * S / dt, "loss": h["all"]["loss"], "sequences": h["sequences"]}
+        # Interleaved, same sequence back to back: a fair ratio on a machine whose load changes.
+        from midtrain.pack.reader import PackedDataset
+
+        ds = PackedDataset(tmp / "shards", "valid")
+        scorers = {"megatron": MidtrainScorer(tmp / "run"), "hf": HFScorer(tmp / "hf")}
+        secs = {k: 0.0 for k in scorers}
+        nll = {k: [] for k in scorers}
+        n = min(len(ds), args.sequences)
+        for i in range(n):
+            s = ds[i]
+            order = list(scorers) if i % 2 == 0 else list(reversed(scorers))
+            for k in order:
+                t0 = time.perf_counter()
+                out = scorers[k].token_nll(s["tokens"], s["labels"], s["position_ids"], s["cu_seqlens"])
+                secs[k] += time.perf_counter() - t0
+                nll[k].append(out[s["loss_mask"] > 0])
+        import torch
+
+        loss = {k: float(torch.cat(v).mean()) for k, v in nll.items()}
         tok = load_tokenizer()
         hay = Haystack(read_documents(prep, 200_000), tok)
-        per_len = {}
-        scorer = MidtrainScorer(tmp / "run")
-        for n in (256, 512, 1024, 2048):
-            samples, _ = build_samples(RetrievalConfig(lengths=[n], depths=[0.5], tasks=["function"], samples=3),
+        per_len, full_len = {}, {}
+        scorer = scorers["megatron"]
+        for L in (256, 512, 1024, 2048):
+            samples, _ = build_samples(RetrievalConfig(lengths=[L], depths=[0.5], tasks=["function"], samples=3),
                                        tok, hay)
-            t0 = time.perf_counter()
-            for s in samples:
-                score_sample(scorer, s)
-            per_len[str(n)] = (time.perf_counter() - t0) / len(samples)
+            t_pos = t_full = 0.0
+            for smp in samples:  # answer positions only (what the probe does) vs every position's logits
+                ids = torch.tensor(smp.ids)
+                cu = torch.tensor([0, L], dtype=torch.int32)
+                t0 = time.perf_counter()
+                score_sample(scorer, smp)
+                t_pos += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                scorer.logits(ids, torch.arange(L), cu)
+                t_full += time.perf_counter() - t0
+            per_len[str(L)] = t_pos / len(samples)
+            full_len[str(L)] = t_full / len(samples)
 
     fig = {
-        "heldout_tokens_per_s_megatron_packed": round(rows["megatron"]["tokens_per_s"]),
-        "heldout_tokens_per_s_hf_per_document": round(rows["hf"]["tokens_per_s"]),
-        "ratio_megatron_over_hf": round(rows["megatron"]["tokens_per_s"] / rows["hf"]["tokens_per_s"], 2),
-        "heldout_loss_megatron": round(rows["megatron"]["loss"], 6), "heldout_loss_hf": round(rows["hf"]["loss"], 6),
-        "heldout_loss_abs_delta": float(f"{abs(rows['megatron']['loss'] - rows['hf']['loss']):.2e}"),
-        "retrieval_seconds_per_sample": {k: round(v, 3) for k, v in per_len.items()},
-        "seq_length": S, "sequences": rows["megatron"]["sequences"],
+        "heldout_tokens_per_s_megatron_packed": round(n * S / secs["megatron"]),
+        "heldout_tokens_per_s_hf_per_document": round(n * S / secs["hf"]),
+        "ratio_megatron_over_hf": round(secs["hf"] / secs["megatron"], 2),
+        "heldout_loss_megatron": round(loss["megatron"], 6), "heldout_loss_hf": round(loss["hf"], 6),
+        "heldout_loss_abs_delta": float(f"{abs(loss['megatron'] - loss['hf']):.2e}"),
+        "retrieval_s_per_sample_answer_logits": {k: round(v, 3) for k, v in per_len.items()},
+        "retrieval_s_per_sample_full_logits": {k: round(v, 3) for k, v in full_len.items()},
+        "retrieval_speedup_at_2048": round(full_len["2048"] / per_len["2048"], 1),
+        "seq_length": S, "sequences": n,
     }
     print(f"{'figure':<42} value")
     for k, v in fig.items():
