@@ -133,3 +133,19 @@ def test_helper_cli_converts_predictions(tmp_path):
                           str(tmp_path / "p.jsonl")], capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1])["dropped_no_instance_id"] == 1
     assert (tmp_path / "p.jsonl").read_text().count("\n") == 1
+
+
+def test_eval_swebench_command(tmp_path, capsys):
+    from midtrain.cli import main
+
+    assert main(["eval", "swebench", "--checkpoint", str(tmp_path / "nope"), "--output", str(tmp_path / "o")]) == 2
+    assert "Hugging Face model directory" in capsys.readouterr().err
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    assert main(["eval", "swebench", "--checkpoint", str(hf), "--output", str(tmp_path / "o"),
+                 "benchmarks=[verified]", "max_steps=7"]) == 0
+    assert (tmp_path / "o" / "verified" / "agent.yaml").exists() and not (tmp_path / "o" / "pro").exists()
+    assert "step_limit: 7" in (tmp_path / "o" / "verified" / "agent.yaml").read_text()
+    assert main(["eval", "swebench", "--collect", "--output", str(tmp_path / "o")]) == 0
+    assert json.loads((tmp_path / "o" / "swebench_results.json").read_text()) == {}

@@ -60,8 +60,11 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(swebench.collect_results(args.output), indent=2))
         return 0
     cfg = SweBenchConfig().apply_overrides(args.overrides).validate()
-    if not args.checkpoint:
-        print("midtrain eval swebench: --checkpoint (an HF model directory) is required", file=sys.stderr)
+    from midtrain.eval.scoring import is_hf_dir
+
+    if not args.checkpoint or not is_hf_dir(args.checkpoint):
+        print(f"midtrain eval swebench: --checkpoint must be a Hugging Face model directory (config.json), got "
+              f"{args.checkpoint!r}; the SFT probe writes one to OUTPUT/hf", file=sys.stderr)
         return 2
     files = swebench.write_run(cfg, args.checkpoint, args.output)
     print(f"wrote {len(files)} files under {args.output}; run it with: sbatch {files['sbatch']}  (or bash {files['run']})")
