@@ -7,6 +7,7 @@ Each stage's command lives next to its code as a module with ``add_arguments(par
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import sys
@@ -149,6 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"midtrain {args.command}: config error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        # A full disk or an unwritable path is the user's to fix: say what and where, not a traceback
+        # (which -v still shows). Outputs are written to temporary names first, so nothing half-written
+        # is left where a later stage would read it.
+        if args.verbose:
+            raise
+        where = f": {e.filename}" if e.filename else ""
+        hint = " (disk full or file-size limit?)" if e.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) else ""
+        print(f"midtrain {args.command}: I/O error: {e.strerror or e}{where}{hint}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

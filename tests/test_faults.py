@@ -1,0 +1,136 @@
+"""Fault tolerance of the whole pipeline: SIGKILL at random points then rerun, full disks, unwritable outputs.
+
+A rerun after a kill must give byte-identical outputs (prep, pack) and identical per-step losses (train);
+a write failure must stop with a message naming the problem and leave nothing a later stage would read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "data_prep" / "samples"
+MIDTRAIN = [sys.executable, "-m", "midtrain.cli"]
+
+
+def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(MIDTRAIN + args, capture_output=True, text=True, cwd=REPO, **kw)
+
+
+def _kill_after(args: list[str], delay: float) -> None:
+    """Start a midtrain command and SIGKILL its whole process group after ``delay`` seconds."""
+    proc = subprocess.Popen(MIDTRAIN + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        proc.wait(timeout=delay)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _tree_bytes(root: Path, patterns: tuple[str, ...]) -> dict[str, bytes]:
+    out = {}
+    for pattern in patterns:
+        for p in sorted(root.rglob(pattern)):
+            if p.is_file():
+                out[str(p.relative_to(root))] = p.read_bytes()
+    return out
+
+
+PREP_ARGS = ["prep", "pulls", "--input", str(SAMPLES / "pulls"), "--tasks", "3"]
+
+
+@pytest.fixture(scope="module")
+def prep_reference(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("prep_ref") / "pulls"
+    r = _run(PREP_ARGS + ["--output", str(out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2])
+def test_prep_killed_at_random_point_then_rerun_is_byte_identical(tmp_path, prep_reference, seed):
+    out = tmp_path / "pulls"
+    _kill_after(PREP_ARGS + ["--output", str(out)], random.Random(seed).uniform(1.0, 6.0))
+    r = _run(PREP_ARGS + ["--output", str(out)])
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = _tree_bytes(prep_reference, ("documents/*",))
+    got = _tree_bytes(out, ("documents/*",))
+    assert ref and got.keys() == ref.keys()
+    for name in ref:
+        assert got[name] == ref[name], f"{name} differs after kill + rerun"
+    stats = json.loads((out / "stats.json").read_text())
+    ref_stats = json.loads((prep_reference / "stats.json").read_text())
+    assert stats["documents_out"] == ref_stats["documents_out"] and stats["drops"] == ref_stats["drops"]
+
+
+@pytest.fixture(scope="module")
+def pack_inputs(prep_reference) -> list[str]:
+    return [str(prep_reference)]
+
+
+def _pack_args(inputs: list[str], out: Path) -> list[str]:
+    return ["pack", "--input", *inputs, "--output", str(out), "--seq-length", "1024", "tasks=2"]
+
+
+@pytest.mark.slow
+def test_pack_killed_at_random_point_then_rerun_is_byte_identical(tmp_path, pack_inputs):
+    ref = tmp_path / "ref"
+    r = _run(_pack_args(pack_inputs, ref))
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = tmp_path / "killed"
+    _kill_after(_pack_args(pack_inputs, out), random.Random(7).uniform(2.0, 8.0))
+    r = _run(_pack_args(pack_inputs, out))
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref_files = _tree_bytes(ref, ("*.bin", "*.idx"))
+    got_files = _tree_bytes(out, ("*.bin", "*.idx"))
+    assert ref_files and got_files.keys() == ref_files.keys()
+    for name in ref_files:
+        assert got_files[name] == ref_files[name], f"{name} differs after kill + rerun"
+    ref_manifest = json.loads((ref / "manifest.json").read_text())
+    got_manifest = json.loads((out / "manifest.json").read_text())
+    for key in ("seq_length", "sequences", "tokens", "padding_tokens", "sources"):
+        assert got_manifest.get(key) == ref_manifest.get(key), key
+
+
+def _limit_file_size(limit: int):
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.slow
+def test_pack_on_a_full_disk_fails_clearly_and_leaves_no_readable_shards(tmp_path, pack_inputs):
+    out = tmp_path / "full"
+    proc = subprocess.run(MIDTRAIN + _pack_args(pack_inputs, out), capture_output=True, text=True, cwd=REPO,
+                          preexec_fn=_limit_file_size(2048))  # smaller than one packed sequence
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("midtrain pack: I/O error: File too large") and "disk full" in last, last
+    # The manifest is written last: without it no later stage (reader, trainer, inspect) accepts the dir.
+    assert not (out / "manifest.json").exists()
+    from midtrain.pack.reader import PackedDataset
+
+    with pytest.raises(Exception, match="manifest"):
+        PackedDataset(out)
+
+
+def test_prep_into_an_unwritable_output_fails_with_a_message(tmp_path):
+    blocker = tmp_path / "not_a_dir"
+    blocker.write_text("a file where the output directory should be")
+    r = _run(["prep", "pulls", "--input", str(SAMPLES / "pulls"), "--output", str(blocker / "out")])
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert "not_a_dir" in last and "Traceback" not in r.stderr, r.stderr[-2000:]
