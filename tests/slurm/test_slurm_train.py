@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +20,7 @@ sys.path.insert(0, str(REPO / "tests"))  # the train team's tiny-shard writer (t
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
-STEPS = 12
+STEPS = 16
 
 
 def _tiny(run_dir: Path, shards: Path) -> list[str]:
@@ -57,6 +58,13 @@ def _losses(run_dir: Path) -> dict[int, float]:
     return {int(r["step"]): float(r["loss"]) for r in rows}
 
 
+def _usr1_pending(pid: int) -> bool:
+    """USR1 queued for a (stopped) process: bit 10 of SigPnd/ShdPnd in /proc/PID/status."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    masks = [int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd", "ShdPnd"))]
+    return any(m & (1 << (signal.SIGUSR1 - 1)) for m in masks)
+
+
 def _checkpoints(run_dir: Path) -> list[str]:
     return sorted(p.name for p in (run_dir / "checkpoints").glob("iter_*"))
 
@@ -92,14 +100,28 @@ def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(refere
     run_dir = tmp_path / "run"
     job_id, log = _submit(tmp_path, _tiny(run_dir, shards))
     metrics = run_dir / "metrics.jsonl"
+    pid_dir = run_dir / "slurm" / "pids" / job_id
     t0 = time.time()
-    # signal once training is under way (before the end), as Slurm does signal_before_s before the limit
-    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 3):
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
         state = job_state(job_id).get("JobState")
         assert state in ("PENDING", "RUNNING", "CONFIGURING"), f"job ended before it could be signalled: {state}"
-        assert time.time() - t0 < 180, "training did not start within 180 s"
-        time.sleep(0.2)
-    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
+        assert time.time() - t0 < 240, "training did not start within 240 s"
+        time.sleep(0.05)
+    # Hold the ranks (as a slow machine would) so the signal lands mid-run however fast training is here,
+    # then signal the batch script exactly as --signal=B:USR1@N does before the time limit.
+    pids = [int(p.read_text()) for p in pid_dir.iterdir()]
+    assert len(pids) == 2
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
+        t0 = time.time()
+        while not all(_usr1_pending(pid) for pid in pids):  # the script's forwarder reached both ranks
+            assert time.time() - t0 < 120, "USR1 was not forwarded to the ranks"
+            time.sleep(0.2)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
     # the job requeues itself: it comes back PENDING with a restart count; Slurm holds it ~2 min (BeginTime)
     t0 = time.time()
     while True:
