@@ -60,7 +60,7 @@ def protocol_demo() -> ProtocolConfig:
         evals=["proxy"],
         report_dir=".demo/report",
         notes={"base": "demo_tiny's step-0 initialisation (the weights midtraining started from)",
-               "midtrained": "demo_tiny after its 60 midtraining steps on the demo shards"},
+               "midtrained": "demo_tiny after its midtraining run on the demo shards"},
     )
     cfg.proxy.shards = ".demo/shards"
     cfg.proxy.max_sequences = 8

@@ -10,7 +10,7 @@ from typing import Any
 
 from midtrain.eval.config import ProxyConfig
 from midtrain.eval.results import PROXY_RESULT
-from midtrain.eval.scoring import is_hf_dir, load_scorer
+from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,10 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
 
         tok_path = cfg.tokenizer or (checkpoint if is_hf_dir(checkpoint) else None)
         result["retrieval"] = retrieval_probe(scorer, cfg.retrieval, load_tokenizer(tok_path))
+    if isinstance(scorer, MidtrainScorer):  # leave no process group behind for the next step in this process
+        from midtrain.train import distributed
+
+        distributed.destroy()
     result["seconds"] = round(time.time() - t0, 1)
     (out / PROXY_RESULT).write_text(json.dumps(result, indent=2))
     _log_summary(result)
