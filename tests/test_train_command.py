@@ -65,3 +65,20 @@ def test_missing_shards_is_a_message_not_a_traceback(tmp_path, capsys):
         distributed.destroy()
     assert rc == 2
     assert "has no manifest.json" in capsys.readouterr().err
+
+
+def test_shards_must_fit_the_recipe():
+    from midtrain.train.trainer import check_shards
+
+    cfg = TrainConfig().apply_overrides(["data.seq_length=4096", "parallel.context=2"]).validate()
+    ok = {"seq_length": 4096, "pad_multiple": 4, "vocab_size": 151669}
+    check_shards(cfg, ok)
+    with pytest.raises(ConfigError, match="data.seq_length"):
+        check_shards(cfg, {**ok, "seq_length": 2048})
+    with pytest.raises(ConfigError, match="pad_multiple=4"):
+        check_shards(cfg, {**ok, "pad_multiple": 1})
+    sp = cfg.apply_overrides(["parallel.tensor=2", "parallel.sequence_parallel=true"]).validate()
+    with pytest.raises(ConfigError, match="multiple of 8"):
+        check_shards(sp, ok)
+    with pytest.raises(ConfigError, match="model.vocab_size"):
+        check_shards(cfg, {**ok, "vocab_size": 200_000})

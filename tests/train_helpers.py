@@ -49,7 +49,8 @@ def packed_sample(lengths: list[int], vocab: int, seed: int = 0, n_sources: int 
 
 
 def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: int = 256, seed: int = 0,
-                 sources: tuple[str, ...] = ("repo", "trace"), valid: int = 2, masks: bool = False):
+                 sources: tuple[str, ...] = ("repo", "trace"), valid: int = 2, masks: bool = False,
+                 pad_multiple: int = 1):
     """A tiny packed shard dir written with the pack team's shard writer (interface 4 layout + manifest).
 
     Documents are learnable (each continues an arithmetic progression mod vocab with a per-document step),
@@ -64,12 +65,12 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
 
     out = Path(out_dir)
     rng = np.random.default_rng(seed)
-    manifest = {"seq_length": seq_length, "pad_id": 0, "pad_multiple": 1, "masks": masks, "vocab_size": vocab,
+    manifest = {"seq_length": seq_length, "pad_id": 0, "pad_multiple": pad_multiple, "masks": masks, "vocab_size": vocab,
                 "sources": {s: {} for s in sources}, "splits": {}}
     doc = 0
     for split, count in (("train", sequences), ("valid", valid)):
         w = PackedShardWriter(shard_prefix(out, split, 0), seq_length=seq_length, pad_id=0, dtype=np.uint16,
-                              sources=list(sources), with_masks=masks)
+                              sources=list(sources), with_masks=masks, pad_multiple=pad_multiple)
         for _ in range(count):
             pieces, room = [], seq_length - int(rng.integers(0, 6))  # some sequences end with padding
             while room >= 4:
@@ -81,7 +82,7 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
                     mask = (np.arange(n) >= n // 2).astype(np.uint8)
                 pieces.append(Piece(toks, mask, doc % len(sources), f"doc-{doc}"))
                 doc += 1
-                room -= n
+                room -= -(-n // pad_multiple) * pad_multiple
             w.add(pieces)
         stats = w.finalize()
         manifest["splits"][split] = {"shards": [f"{split}/00000"], "sequences": stats["sequences"]}

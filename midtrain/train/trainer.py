@@ -140,17 +140,30 @@ def _ensure_shards(cfg: TrainConfig) -> None:
         dist.barrier()
 
 
+def check_shards(cfg: TrainConfig, manifest: dict) -> None:
+    """The shards fit the recipe: sequence length, vocabulary, piece padding for context parallelism."""
+    seq = int(manifest["seq_length"])
+    if seq != cfg.data.seq_length:
+        raise ConfigError(f"data.seq_length: {cfg.data.seq_length} but the shards in {cfg.data.path} are packed "
+                          f"at {seq}; set data.seq_length={seq} or repack")
+    cp, tp = cfg.parallel.context, cfg.parallel.tensor
+    need = 2 * cp * (tp if cfg.parallel.sequence_parallel else 1) if cp > 1 else 1
+    have = int(manifest.get("pad_multiple", 1))
+    if have % need:
+        raise ConfigError(f"parallel.context: context={cp} needs every document piece padded to a multiple of "
+                          f"{need}, but {cfg.data.path} was packed with pad_multiple={have}; repack with "
+                          f"pad_multiple={need}")
+    vocab = manifest.get("vocab_size") or (manifest.get("tokenizer") or {}).get("vocab_size")
+    if vocab and int(vocab) > cfg.model.vocab_size:
+        raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} is smaller than the shards' tokenizer "
+                          f"vocabulary ({vocab})")
+
+
 def _open_data(cfg: TrainConfig, dp_rank: int, dp_size: int):
     from midtrain.pack.reader import PackedDataset, PackedLoader
 
     dataset = PackedDataset(cfg.data.path, "train")
-    if dataset.seq_length != cfg.data.seq_length:
-        raise ConfigError(f"data.seq_length: {cfg.data.seq_length} but the shards in {cfg.data.path} are packed "
-                          f"at {dataset.seq_length}; set data.seq_length={dataset.seq_length} or repack")
-    vocab = dataset.manifest.get("vocab_size") or (dataset.manifest.get("tokenizer") or {}).get("vocab_size")
-    if vocab and int(vocab) > cfg.model.vocab_size:
-        raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} is smaller than the shards' tokenizer "
-                          f"vocabulary ({vocab})")
+    check_shards(cfg, dataset.manifest)
     sources = list(dataset.manifest.get("sources") or [])
     if sources and isinstance(sources[0], dict):
         sources = [s.get("name", str(i)) for i, s in enumerate(sources)]
