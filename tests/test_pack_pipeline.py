@@ -3,7 +3,6 @@ splits only when over-long and at natural boundaries, deterministic, masks honou
 
 from __future__ import annotations
 
-import json
 import random
 
 import numpy as np
@@ -140,7 +139,7 @@ def test_deterministic_and_seeded(prep, packed, tmp_path):
     dirs, _, _ = prep
     out, m = packed
     cfg = PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=7)
-    again = pack(cfg, list(dirs.values()), tmp_path / "again")
+    pack(cfg, list(dirs.values()), tmp_path / "again")
     for name in ("train/00000.bin", "train/00001.bin", "valid/00000.bin", "train/00000.mask.bin"):
         assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
     other = pack(PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=8), list(dirs.values()), tmp_path / "other")
