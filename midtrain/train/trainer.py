@@ -399,5 +399,6 @@ def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, us
         "trained_tokens": int(totals[1]), "step_time_s": dt,
         "tflops_per_device": tflops_dev, "mfu": tflops_dev / peak if peak else None,
         "loss_by_source": loss_by_source, "skipped": skipped, "time": time.time(),
+        "process_cpu_s": time.process_time(),  # cumulative CPU time of this rank (bench/bench_step.py)
     }
     logger.step(record)
