@@ -23,7 +23,7 @@ EPILOG = """examples:
   midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144
   midtrain pack --input out/prep/* --output out/shards --seq-length 2048 --mixture swe_midtrain \\
       pad_multiple=16 valid_fraction=0.01 mixture.total_tokens=500000000000
-  midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=256 \
+  midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=256 \\
       --executor slurm --site-config site.yaml --dry-run      # print the sbatch scripts
   midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B   # local HF dir
 """
