@@ -210,10 +210,10 @@ def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
     if (path / "config.json").is_file():
         try:
             from midtrain.train.hf_import import load_hf_into
-        except ModuleNotFoundError as e:
+        except ImportError as e:
             raise ConfigError(f"init_from: {path} is a Hugging Face directory but HF import is not available "
                               f"({e})") from None
-        load_hf_into(ckpt.unwrap(model), path)
+        load_hf_into(ckpt.unwrap(model), path, cfg.model)  # checks the recipe's shape against config.json
         log.info("initialised weights from Hugging Face model %s", path)
     else:
         ckpt.load_weights(path, model)
