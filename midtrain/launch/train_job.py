@@ -62,19 +62,14 @@ def world_size(res: JobResources) -> int:
 
 
 def check_layout(cfg: Config, res: JobResources) -> None:
-    """The parallel layout must fit the allocation: world = nodes x ranks per node = DP x TP x PP x CP."""
-    par = getattr(cfg, "parallel", None)
-    if par is None:
-        return
+    """The parallel layout must fit the allocation (the trainer's own rule, checked before submitting)."""
+    from midtrain.train.layout import resolve_data_parallel
+
     world = world_size(res)
-    mp = par.tensor * par.pipeline * par.context
-    if world % mp:
-        raise ConfigError(f"parallel: tensor*pipeline*context={mp} does not divide the job's {world} ranks "
-                          f"({res.nodes} nodes x {res.ranks_per_node} ranks)")
-    data = getattr(par, "data", None)
-    if data is not None and data * mp != world:
-        raise ConfigError(f"parallel.data: {data} x {mp} (tensor*pipeline*context) != {world} ranks "
-                          f"({res.nodes} nodes x {res.ranks_per_node} ranks)")
+    try:
+        resolve_data_parallel(cfg, world)
+    except ConfigError as e:
+        raise ConfigError(f"{e} (the job has {res.nodes} node(s) x {res.ranks_per_node} ranks = {world})") from None
 
 
 def build_train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: JobResources | None = None,
