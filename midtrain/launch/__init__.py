@@ -1,1 +1,3 @@
-"""midtrain.launch"""
+"""Slurm launch: site config (site.py), safe rendering of slurm/ templates (shell.py, render.py), submission
+and afterok chains (sbatch.py), training jobs (train_job.py), protocol chains (protocol_job.py), datatrove
+prep arrays (prep.py), and `midtrain submit` (command.py)."""
