@@ -6,7 +6,7 @@ import pytest
 
 from midtrain.eval.config import RetrievalConfig
 from midtrain.eval.retrieval import Haystack, build_samples, read_documents
-from tests.sft_helpers import code_docs, write_documents
+from sft_helpers import code_docs, write_documents
 
 
 @pytest.fixture(scope="module")

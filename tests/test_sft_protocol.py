@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.sft_helpers import code_docs, sample_trace_docs, write_documents
+from sft_helpers import code_docs, sample_trace_docs, write_documents
 
 pytestmark = pytest.mark.slow
 
