@@ -61,6 +61,25 @@ def test_tp2_and_dp2_match_single_process(tmp_path):
         assert c["loss_by_source"] == pytest.approx(a["loss_by_source"], rel=1e-6)
 
 
+@pytest.mark.slow
+def test_pp2_trains_over_gloo(tmp_path):
+    """PP=2: megatron's pipelined schedule over gloo p2p; loss comes back from the last stage to rank 0's log.
+
+    Each stage draws its layers' initial weights from its own RNG stream, so the losses match a
+    single-process run only closely, not exactly.
+    """
+    shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
+    cfg = tiny_config(**{"data.path": str(shards), "optim.train_steps": 4, "optim.global_batch_size": 4,
+                         "checkpoint.save_interval": 2, "checkpoint.save_final": False})
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg.save_yaml(cfg_path)
+    pp = _train(cfg_path, tmp_path / "pp2", 2, "parallel.pipeline=2")
+    assert [r["step"] for r in pp] == [1, 2, 3, 4]
+    assert pp[-1]["loss"] < pp[0]["loss"] and pp[0]["loss"] == pytest.approx(5.55, abs=0.1)  # ~ln(256)
+    assert set(pp[0]["loss_by_source"]) == {"repo", "trace"}
+    assert (tmp_path / "pp2" / "checkpoints" / "iter_0000004" / "complete.json").is_file()
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_gpu_context_parallel_matches_cp1(tmp_path):
