@@ -38,6 +38,18 @@ def _kill_after(args: list[str], delay: float) -> None:
         proc.wait()
 
 
+def _kill_when(args: list[str], ready, timeout: float = 300) -> None:
+    """Start a midtrain command and SIGKILL its process group as soon as ``ready()`` holds."""
+    proc = subprocess.Popen(MIDTRAIN + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.time() + timeout
+    while proc.poll() is None and time.time() < deadline and not ready():
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before the kill point: the test would prove nothing"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def _tree_bytes(root: Path, patterns: tuple[str, ...]) -> dict[str, bytes]:
     out = {}
     for pattern in patterns:
@@ -134,3 +146,34 @@ def test_prep_into_an_unwritable_output_fails_with_a_message(tmp_path):
     assert r.returncode != 0
     last = r.stderr.strip().splitlines()[-1]
     assert "not_a_dir" in last and "Traceback" not in r.stderr, r.stderr[-2000:]
+
+
+def _losses(run_dir: Path) -> dict[int, float]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return {r["step"]: r["loss"] for r in rows}
+
+
+@pytest.mark.slow
+def test_train_killed_at_random_point_then_rerun_gives_identical_losses(tmp_path):
+    from train_helpers import tiny_config, write_shards
+
+    shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
+    losses = {}
+    kill_at = random.Random(3).randint(4, 12)  # a step between checkpoints (every 3 steps)
+    for name in ("straight", "killed"):
+        run_dir = tmp_path / name
+        cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "optim.train_steps": 16,
+                             "checkpoint.save_interval": 3, "model.num_layers": 3})
+        cfg_path = tmp_path / f"{name}.yaml"
+        cfg.save_yaml(cfg_path)
+        metrics = run_dir / "metrics.jsonl"
+        if name == "killed":  # SIGKILL: no chance to checkpoint on the way out
+            _kill_when(["train", str(cfg_path)],
+                       lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= kill_at)
+        r = _run(["train", str(cfg_path)], env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        if name == "killed":
+            assert "resuming at step" in r.stderr
+        losses[name] = _losses(run_dir)
+    assert sorted(losses["straight"]) == list(range(1, 17))
+    assert losses["killed"] == losses["straight"]  # bitwise on CPU, every step
