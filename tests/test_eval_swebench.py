@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
 import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no network fetch at import
 
 from midtrain.eval.config import SweBenchConfig
 from midtrain.eval.swebench import (collect_results, convert_predictions, parse_harness_report, parse_pro_results,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +49,7 @@ def model_id(cfg: SweBenchConfig) -> str:
 
 def agent_config(cfg: SweBenchConfig, bench: Benchmark) -> dict[str, Any]:
     """mini-swe-agent config: its builtin SWE-bench config + our model endpoint, limits and environment."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # writing a config needs no network
     from minisweagent.config import get_config_from_spec
     from minisweagent.utils.serialize import recursive_merge
 
