@@ -35,13 +35,29 @@ def load_manifest(shard_dir: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _open_indexed(prefix: Path):
+    """Open a Megatron indexed dataset, refusing a truncated or garbled .idx/.bin with the file named."""
+    from megatron.core.datasets.indexed_dataset import IndexedDataset
+
+    try:
+        ds = IndexedDataset(str(prefix), mmap=True)
+    except Exception as e:  # noqa: BLE001 - numpy/struct errors say nothing about which file
+        raise ValueError(f"{prefix}.idx: unreadable index ({e}); the shard is truncated or corrupt") from e
+    expected = int(ds.sequence_lengths.astype(np.int64).sum()) * np.dtype(ds.index.dtype).itemsize
+    actual = Path(f"{prefix}.bin").stat().st_size
+    if actual != expected:
+        raise ValueError(f"{prefix}.bin: {actual} bytes, the index expects {expected}; the shard is truncated or "
+                         "corrupt (re-run `midtrain pack`)")
+    return ds
+
+
 class _Shard:
     def __init__(self, prefix: Path, masks: bool) -> None:
         from megatron.core.datasets.indexed_dataset import IndexedDataset
 
         self.prefix = prefix
-        self.ids = IndexedDataset(str(prefix), mmap=True)
-        self.masks = IndexedDataset(f"{prefix}.mask", mmap=True) if masks else None
+        self.ids = _open_indexed(prefix)
+        self.masks = _open_indexed(Path(f"{prefix}.mask")) if masks else None
         # Memory-mapped, viewed as a plain ndarray: slicing a np.memmap costs ~1 ms per call in __array_finalize__.
         self.pieces = np.load(f"{prefix}.pieces.npy", mmap_mode="r").view(np.ndarray)
         self.doc_index = self.ids.document_indices  # sequence (piece) offsets of each packed sequence
