@@ -177,3 +177,31 @@ def test_train_killed_at_random_point_then_rerun_gives_identical_losses(tmp_path
         losses[name] = _losses(run_dir)
     assert sorted(losses["straight"]) == list(range(1, 17))
     assert losses["killed"] == losses["straight"]  # bitwise on CPU, every step
+
+
+@pytest.mark.slow
+def test_job_wide_sigterm_checkpoints_and_exits_75(tmp_path):
+    """Slurm preemption signals every process of the step, megatron's checkpoint helper included."""
+    from midtrain.train.checkpoint import latest_checkpoint
+    from train_helpers import tiny_config, write_shards
+
+    shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
+    run_dir = tmp_path / "run"
+    cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "optim.train_steps": 400,
+                         "checkpoint.save_interval": 2, "model.num_layers": 3})
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg.save_yaml(cfg_path)
+    proc = subprocess.Popen(MIDTRAIN + ["train", str(cfg_path)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.time() + 300
+    while proc.poll() is None and time.time() < deadline:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= 5:  # past the first checkpoint save
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None
+    os.killpg(proc.pid, signal.SIGTERM)  # the whole process group, as a job-wide signal does
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 75, err[-3000:]
+    ckpt = latest_checkpoint(run_dir)
+    assert ckpt is not None and int(ckpt.name.split("_")[1]) >= 5

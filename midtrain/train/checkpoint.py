@@ -13,6 +13,7 @@ import json
 import logging
 import re
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -127,6 +128,29 @@ def unwrap(model: torch.nn.Module) -> torch.nn.Module:
     while hasattr(model, "module"):
         model = model.module
     return model
+
+
+def shield_checkpoint_helper() -> None:
+    """Start megatron-core's checkpoint-writer helper process now, with SIGTERM/SIGUSR1 ignored in it.
+
+    dist_checkpointing reports write results through a multiprocessing Manager started at the first save. A
+    job-wide SIGTERM/SIGUSR1 (Slurm preemption, `scancel --signal`) reaches that helper too, and without a
+    handler it dies, so the very save the signal asks for fails (EOFError/BrokenPipe). Started while the
+    signals are ignored, it keeps ignoring them (SIG_IGN survives exec). Call before installing handlers.
+    """
+    try:
+        from megatron.core.dist_checkpointing.strategies import filesystem_async
+    except ImportError:
+        return
+    start = getattr(filesystem_async, "_get_write_results_queue", None)  # absent in other versions: nothing to do
+    if start is None:
+        return
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: Any,

@@ -12,6 +12,7 @@ import json
 import logging
 import math
 import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from functools import partial
@@ -238,6 +239,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     p = cfg.parallel
     env = distributed.initialize(p.tensor, p.pipeline, p.context, seed=cfg.seed)
     flag = _SignalFlag()
+    if threading.current_thread() is threading.main_thread():
+        ckpt.shield_checkpoint_helper()
     flag.install()
     try:
         return _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func)
