@@ -20,7 +20,6 @@ import statistics
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

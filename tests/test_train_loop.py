@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed

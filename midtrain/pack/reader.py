@@ -53,8 +53,6 @@ def _open_indexed(prefix: Path):
 
 class _Shard:
     def __init__(self, prefix: Path, masks: bool) -> None:
-        from megatron.core.datasets.indexed_dataset import IndexedDataset
-
         self.prefix = prefix
         self.ids = _open_indexed(prefix)
         self.masks = _open_indexed(Path(f"{prefix}.mask")) if masks else None

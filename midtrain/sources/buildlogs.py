@@ -22,7 +22,7 @@ from typing import Iterator
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.common import ReaderConfig, SourceReader, decode_utf8, expand_inputs, make_document, stable_hash, walk_files
+from midtrain.sources.common import file_units, ReaderConfig, SourceReader, decode_utf8, make_document, stable_hash
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".log.gz", ".txt.gz", ".jsonl", ".jsonl.gz")
 
@@ -198,12 +198,7 @@ class BuildLogReader(SourceReader):
     cfg: BuildLogsConfig
 
     def units(self) -> list[tuple[str, tuple[str, str]]]:
-        units = []
-        for p in sorted(expand_inputs(self.inputs), key=str):
-            root = p if p.is_dir() else p.parent
-            files = walk_files(p, LOG_SUFFIXES) if p.is_dir() else [p]
-            units.extend((str(p), (str(f), f.relative_to(root).as_posix())) for f in files)
-        return units
+        return file_units(self.inputs, LOG_SUFFIXES)
 
     def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
         path, rel = Path(unit[0]), unit[1]

@@ -134,6 +134,16 @@ def walk_files(root: Path, suffixes: tuple[str, ...] | None = None) -> list[Path
     return found
 
 
+def file_units(inputs: Iterable[str | Path], suffixes: tuple[str, ...]) -> list[tuple[str, tuple[str, str]]]:
+    """One unit per matching file: (input it came from, (file path, path relative to that input))."""
+    units = []
+    for p in sorted(expand_inputs(inputs), key=str):
+        root = p if p.is_dir() else p.parent
+        files = walk_files(p, suffixes) if p.is_dir() else [p]
+        units.extend((str(p), (str(f), f.relative_to(root).as_posix())) for f in files)
+    return units
+
+
 class SourceReader(PipelineStep):
     """Base of the source readers: sharding over input units, error accounting, the error report."""
 

@@ -31,7 +31,7 @@ from typing import Any, Iterator, Literal
 
 from datatrove.data import Document
 
-from midtrain.sources.common import ReaderConfig, SourceReader, expand_inputs, log, make_document, walk_files
+from midtrain.sources.common import file_units, ReaderConfig, SourceReader, log, make_document, walk_files
 
 TRACE_SUFFIXES = (".traj", ".traj.json", ".json", ".jsonl", ".jsonl.gz")
 _ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
@@ -302,12 +302,7 @@ class TraceReader(SourceReader):
         self._resolved: dict[str, bool] | None = None
 
     def units(self) -> list[tuple[str, tuple[str, str]]]:
-        units = []
-        for p in sorted(expand_inputs(self.inputs), key=str):
-            root = p if p.is_dir() else p.parent
-            files = walk_files(p, TRACE_SUFFIXES) if p.is_dir() else [p]
-            units.extend((str(p), (str(f), f.relative_to(root).as_posix())) for f in files)
-        return units
+        return file_units(self.inputs, TRACE_SUFFIXES)
 
     def run(self, data=None, rank: int = 0, world_size: int = 1):
         self._template_tokenizer()  # a broken tokenizer for format=chat_template fails the task, not each file
