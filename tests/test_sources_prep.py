@@ -158,6 +158,10 @@ def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
     for source in SOURCES:
         stats = json.loads((result / source / "stats.json").read_text())
         assert stats["complete"] and stats["documents_out"] >= 1, source
+    from midtrain.sources.demo import project_repo
+
+    if project_repo():  # this ~1 MB repository is split so that the validation split holds repository text too
+        assert json.loads((result / "repos" / "stats.json").read_text())["documents_out"] >= 2
     logs = {d["id"] for d in read_documents(result / "buildlogs")}
     assert {"buildlog:make.log", "buildlog:pytest.log", "buildlog:pip.log", "buildlog:cargo_build.log"} <= logs
     traces = read_documents(result / "traces")
