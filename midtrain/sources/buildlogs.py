@@ -200,12 +200,11 @@ class BuildLogReader(SourceReader):
     def units(self) -> list[tuple[str, tuple[str, str]]]:
         return file_units(self.inputs, LOG_SUFFIXES)
 
+    def unit_path(self, unit: tuple[str, str]) -> Path:
+        return Path(unit[0])
+
     def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
         path, rel = Path(unit[0]), unit[1]
-        if not path.exists():
-            self.stat_update("records")
-            self.error("missing_input", str(path), "no such file or directory", origin)
-            return
         raw = path.read_bytes()
         if path.name.endswith(".gz"):
             try:

@@ -171,6 +171,11 @@ class SourceReader(PipelineStep):
     def read_unit(self, unit: Any, origin: str) -> Iterator[Document]:
         raise NotImplementedError
 
+    def unit_path(self, unit: Any) -> Path | None:
+        """The file or directory a unit reads; run() counts it as missing_input when it is gone (an input
+        listed in a .lst file, or deleted since the listing). None: the reader checks for itself."""
+        return None
+
     # -- accounting -----------------------------------------------------------------------------
     def error(self, reason: str, where: str, detail: str = "", origin: str | None = None) -> None:
         """A record (or whole unit) that could not be used: counted, logged and reported."""
@@ -208,6 +213,11 @@ class SourceReader(PipelineStep):
             self._per_input.setdefault(origin, {"documents": 0, "errors": 0})
         try:
             for origin, unit in mine:
+                path = self.unit_path(unit)
+                if path is not None and not path.exists():
+                    self.stat_update("records")
+                    self.error("missing_input", str(path), "no such file or directory", origin)
+                    continue
                 docs = self.read_unit(unit, origin)
                 while True:  # streamed: a huge input file is never held in memory
                     try:

@@ -126,11 +126,11 @@ class PullReader(SourceReader):
                 units.append((str(p), str(p)))
         return units
 
+    def unit_path(self, unit: str) -> Path:
+        return Path(unit)
+
     def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
         path = Path(unit)
-        if not path.exists():
-            self.error("missing_input", unit, "no such file or directory", origin)
-            return
         for where, rec in iter_records(path):
             self.stat_update("records")
             if isinstance(rec, Exception):

@@ -213,12 +213,12 @@ class RepoReader(SourceReader):
                 files[rel] = text
         return files
 
+    def unit_path(self, unit: str) -> Path:
+        return Path(unit)
+
     def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
         root = Path(unit)
         self.stat_update("records")
-        if not root.exists():
-            self.error("missing_input", unit, "no such file or directory", origin)
-            return
         if not root.is_dir():
             self.error("not_a_directory", unit, "repos takes repositories or directories", origin)
             return

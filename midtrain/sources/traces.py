@@ -342,12 +342,11 @@ class TraceReader(SourceReader):
                 self._resolved.update({i: True for i in report.get("resolved_ids") or []})
         return self._resolved
 
+    def unit_path(self, unit: tuple[str, str]) -> Path:
+        return Path(unit[0])
+
     def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
         path, rel = Path(unit[0]), unit[1]
-        if not path.exists():
-            self.stat_update("records")
-            self.error("missing_input", str(path), "no such file or directory", origin)
-            return
         for where, obj in iter_trajectory_records(path):
             self.stat_update("records")
             if isinstance(obj, UnicodeDecodeError):
