@@ -234,26 +234,23 @@ def mcore_to_hf(mc: dict[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor
     return out
 
 
-def to_te_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Local-spec names -> Transformer Engine spec names (norms fused into the next linear layer)."""
+def _rename_layer_params(sd: dict[str, torch.Tensor], names: dict[str, str]) -> dict[str, torch.Tensor]:
     out = {}
     for k, v in sd.items():
         m = _LAYER.match(k)
-        if m and m.group(2) in TE_NORM_NAMES:
-            k = f"decoder.layers.{m.group(1)}.{TE_NORM_NAMES[m.group(2)]}"
+        if m and m.group(2) in names:
+            k = f"decoder.layers.{m.group(1)}.{names[m.group(2)]}"
         out[k] = v
     return out
+
+
+def to_te_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Local-spec names -> Transformer Engine spec names (norms fused into the next linear layer)."""
+    return _rename_layer_params(sd, TE_NORM_NAMES)
 
 
 def from_te_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    back = {te: local for local, te in TE_NORM_NAMES.items()}
-    out = {}
-    for k, v in sd.items():
-        m = _LAYER.match(k)
-        if m and m.group(2) in back:
-            k = f"decoder.layers.{m.group(1)}.{back[m.group(2)]}"
-        out[k] = v
-    return out
+    return _rename_layer_params(sd, {te: local for local, te in TE_NORM_NAMES.items()})
 
 
 def local_spec_name(name: str) -> str:
