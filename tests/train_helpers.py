@@ -88,3 +88,12 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
         manifest["splits"][split] = {"shards": [f"{split}/00000"], "sequences": stats["sequences"]}
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
+
+
+MOE = {"model.num_experts": 4, "model.moe_ffn_hidden_size": 32, "model.moe_router_topk": 2,
+       "model.moe_aux_loss_coeff": 0.01}
+
+
+def tiny_moe_config(**overrides: object) -> TrainConfig:
+    """tiny_config as a Qwen3-MoE shape: 4 experts of width 32, top-2, load-balancing loss."""
+    return tiny_config(**{**MOE, **overrides})

@@ -10,7 +10,7 @@ from midtrain.config import Config, require
 
 @dataclass
 class ModelConfig(Config):
-    """A GPT-family dense decoder in the Llama-3 / Qwen3 shape."""
+    """A GPT-family decoder in the Llama-3 / Qwen3 shape; dense, or Qwen3-MoE when num_experts is set."""
 
     family: Literal["qwen3", "llama3"] = "qwen3"
     num_layers: int = 2
@@ -36,9 +36,29 @@ class ModelConfig(Config):
     rope_high_freq_factor: float = 4.0  # llama3 only
     yarn_beta_fast: float = 32.0
     yarn_beta_slow: float = 1.0
+    # Mixture of experts (Qwen3-MoE shape, megatron-core's MoE layer in every decoder layer). None = dense.
+    num_experts: int | None = None
+    moe_ffn_hidden_size: int | None = None  # one expert's SwiGLU width (HF moe_intermediate_size)
+    moe_router_topk: int = 2  # experts per token (HF num_experts_per_tok)
+    moe_router_score_function: Literal["softmax", "sigmoid"] = "softmax"
+    moe_router_topk_norm: bool = True  # renormalise the top-k scores to sum to 1 (HF norm_topk_prob)
+    moe_load_balancing: Literal["aux_loss", "seq_aux_loss", "global_aux_loss", "none"] = "aux_loss"
+    moe_aux_loss_coeff: float = 1e-3  # load-balancing loss weight (HF router_aux_loss_coef)
+    moe_z_loss_coeff: float | None = None  # router z-loss weight (None = off)
+    moe_shared_expert_ffn_hidden_size: int | None = None  # always-on shared expert(s) width; None = none
+    moe_capacity_factor: float | None = None  # None = dropless (every token reaches its top-k experts)
+    moe_grouped_gemm: bool = True  # grouped GEMM for the experts where Transformer Engine provides it
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.num_experts)
 
     def check(self) -> None:
         require(self.num_layers > 0, "num_layers", "must be positive")
+        if self.num_experts is not None:
+            from midtrain.train.moe import check_moe_fields
+
+            check_moe_fields(self)
         require(self.hidden_size % self.num_attention_heads == 0 or self.kv_channels is not None,
                 "hidden_size", f"{self.hidden_size} is not divisible by num_attention_heads="
                 f"{self.num_attention_heads}; set kv_channels explicitly")
@@ -57,13 +77,19 @@ class ParallelConfig(Config):
     pipeline: int = 1
     context: int = 1
     data: int | None = None  # None = world_size // (tensor * pipeline * context), checked at launch
+    # MoE: experts are split over `expert` ranks (taken from data x context x tensor, megatron's parallel
+    # folding) and each expert's weights over `expert_tensor` ranks (None = same as tensor).
+    expert: int = 1
+    expert_tensor: int | None = None
     sequence_parallel: bool = False
     distributed_optimizer: bool = False
     recompute: Literal["none", "selective", "full"] = "none"
 
     def check(self) -> None:
-        for name in ("tensor", "pipeline", "context"):
+        for name in ("tensor", "pipeline", "context", "expert"):
             require(getattr(self, name) >= 1, name, "must be >= 1")
+        require(self.expert_tensor is None or self.expert_tensor >= 1, "expert_tensor",
+                "must be >= 1 (or null: same as tensor)")
         require(self.data is None or self.data >= 1, "data", "must be >= 1 (or null: derived from world size)")
         require(not self.sequence_parallel or self.tensor > 1, "sequence_parallel", "needs tensor > 1")
 

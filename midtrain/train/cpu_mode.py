@@ -7,7 +7,9 @@ raise, so redirecting them to the CPU changes nothing where CUDA exists. What is
   RoPE's ``inv_freq``, DDP's grad buffers and the optimizer's scalars — a TorchFunctionMode maps CUDA
   devices to the CPU, and ``Tensor.cuda()`` is the identity;
 * the CUDA RNG tracker (model-parallel RNG forks, activation recompute) — a tracker over the CPU generator;
-* gradient clipping, which asserts ``torch.cuda.FloatTensor`` grads — a CPU version of the same math.
+* gradient clipping, which asserts ``torch.cuda.FloatTensor`` grads — a CPU version of the same math;
+* the MoE router's gating matmul, which names Transformer Engine's GEMM even when TE did not import
+  (``moe_router_without_te``; also needed on a GPU without TE, so the MoE spec calls it too).
 
 Every monkey-patch of the project lives in this module. ``enable()`` is idempotent and a no-op when
 CUDA is available, so the training loop calls it unconditionally: the loop is the same code on CPU and GPU.
@@ -112,6 +114,16 @@ def _clip_grad_by_total_norm_cpu(parameters, max_norm, total_norm, use_decoupled
             grad.detach().mul_(clip_coeff)
 
 
+def moe_router_without_te() -> None:
+    """megatron-core 0.16's router gating checks ``te_general_gemm is not None``, a name only bound when
+    Transformer Engine imports; without TE that check raises NameError. Bind it to None (the torch matmul
+    path). Idempotent; does nothing where TE imported."""
+    import megatron.core.transformer.moe.moe_utils as moe_utils
+
+    if not getattr(moe_utils, "HAVE_TE", True) and not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+
+
 def enable() -> bool:
     """Make megatron-core usable on CPU (once per process). Returns True when CPU mode is active."""
     global _ENABLED, _MODE
@@ -135,6 +147,7 @@ def enable() -> bool:
 
     clip_grads.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
     optimizer.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
+    moe_router_without_te()
     _ENABLED = True
     log.info("CPU mode: megatron-core runs on the CPU (no CUDA device)")
     return True

@@ -57,8 +57,10 @@ def read_env(environ: dict[str, str] | None = None) -> DistEnv:
 
 
 def initialize(tensor: int = 1, pipeline: int = 1, context: int = 1, seed: int = 1234,
-               timeout_minutes: int = 30) -> DistEnv:
-    """Initialise torch.distributed (if needed) and megatron's model-parallel groups; seed RNGs."""
+               timeout_minutes: int = 30, expert: int = 1, expert_tensor: int | None = None) -> DistEnv:
+    """Initialise torch.distributed (if needed) and megatron's model-parallel groups; seed RNGs.
+
+    ``expert``/``expert_tensor``: MoE expert-parallel and expert-tensor-parallel sizes (None = tensor)."""
     from megatron.core import parallel_state
 
     cpu_mode.enable()
@@ -75,7 +77,9 @@ def initialize(tensor: int = 1, pipeline: int = 1, context: int = 1, seed: int =
         parallel_state.destroy_model_parallel()
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=tensor,
                                              pipeline_model_parallel_size=pipeline,
-                                             context_parallel_size=context)
+                                             context_parallel_size=context,
+                                             expert_model_parallel_size=expert,
+                                             expert_tensor_parallel_size=expert_tensor)
     cpu_mode.seed_model_parallel_rng(seed, parallel_state.get_tensor_model_parallel_rank())
     return env
 

@@ -1,7 +1,8 @@
 """Model FLOPs with document-aware attention, and MFU.
 
 Count used (report it with the numbers): matmul FLOPs only, forward + backward = 3 x forward.
-- dense part per token: 6 * (transformer matmul parameters + vocab * hidden for the output layer);
+- dense part per token: 6 * (transformer matmul parameters + vocab * hidden for the output layer); for a
+  mixture of experts only the parameters a token uses count (router, its top-k experts, shared expert);
 - attention per layer, per document of length l: causal QK^T and AV cost 2 * l^2 * d_attn forward
   (half of the full l x l square), so 6 * d_attn * sum(l_i^2) per layer for forward + backward.
 For a single document filling the sequence this is Megatron's causal count 6N + 6*L*d_attn*S per token;
@@ -13,6 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
+
+from midtrain.train.moe import mlp_params
 
 if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig
@@ -29,7 +32,7 @@ def matmul_params(cfg: "TrainConfig") -> int:
     m = cfg.model
     head_dim = m.kv_channels or m.hidden_size // m.num_attention_heads
     attn = m.hidden_size * head_dim * (m.num_attention_heads * 2 + m.num_query_groups * 2)
-    mlp = 3 * m.hidden_size * m.ffn_hidden_size
+    _, mlp = mlp_params(m)  # active per token: dense SwiGLU, or router + top-k experts (+ shared)
     return m.num_layers * (attn + mlp) + m.vocab_size * m.hidden_size
 
 

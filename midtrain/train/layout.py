@@ -1,4 +1,4 @@
-"""Parallel layout rules: which TP/PP/CP/DP/SP combinations can run, with messages naming the field.
+"""Parallel layout rules: which TP/PP/CP/DP/SP/EP combinations can run, with messages naming the field.
 
 ``check_layout`` is static (called from ``TrainConfig.check``, no I/O); ``resolve_data_parallel`` adds
 what only the launch knows (the world size).
@@ -53,6 +53,44 @@ def check_layout(cfg: "TrainConfig") -> None:
     if p.data is not None:
         require(cfg.optim.global_batch_size % p.data == 0, "optim.global_batch_size",
                 f"{cfg.optim.global_batch_size} is not divisible by parallel.data={p.data}")
+    check_expert_layout(cfg)
+
+
+def expert_tensor(cfg: "TrainConfig") -> int:
+    p = cfg.parallel
+    return p.tensor if p.expert_tensor is None else p.expert_tensor
+
+
+def check_expert_layout(cfg: "TrainConfig") -> None:
+    """Expert parallelism (EP) and expert-tensor parallelism (ETP) against the model and the dense layout.
+
+    megatron-core folds the expert layout into the dense one: within a pipeline stage the
+    tensor x context x data ranks are regrouped as expert_tensor x expert x expert-data, so EP x ETP must
+    divide TP x CP x DP (the world size per pipeline stage).
+    """
+    m, p = cfg.model, cfg.parallel
+    ep, etp = p.expert, expert_tensor(cfg)
+    if not m.is_moe:
+        require(ep == 1, "parallel.expert", f"expert={ep} needs a mixture-of-experts model (model.num_experts)")
+        require(p.expert_tensor in (None, p.tensor), "parallel.expert_tensor",
+                "needs a mixture-of-experts model (model.num_experts)")
+        return
+    require(m.num_experts % ep == 0, "parallel.expert",
+            f"model.num_experts={m.num_experts} is not divisible by expert={ep}")
+    require(m.moe_ffn_hidden_size % etp == 0, "parallel.expert_tensor",
+            f"model.moe_ffn_hidden_size={m.moe_ffn_hidden_size} is not divisible by expert_tensor={etp}")
+    if m.moe_shared_expert_ffn_hidden_size:
+        require(m.moe_shared_expert_ffn_hidden_size % p.tensor == 0, "parallel.tensor",
+                f"model.moe_shared_expert_ffn_hidden_size={m.moe_shared_expert_ffn_hidden_size} is not "
+                f"divisible by tensor={p.tensor}")
+    require(p.tensor == 1 or p.sequence_parallel, "parallel.sequence_parallel",
+            f"MoE layers with tensor={p.tensor} need sequence_parallel=true (megatron-core refuses to train "
+            "them otherwise)")
+    if p.data is not None:
+        per_stage = p.tensor * p.context * p.data
+        require(per_stage % (ep * etp) == 0, "parallel.expert",
+                f"expert={ep} x expert_tensor={etp} = {ep * etp} does not divide tensor x context x data = "
+                f"{p.tensor} x {p.context} x {p.data} = {per_stage} (the ranks of one pipeline stage)")
 
 
 def resolve_data_parallel(cfg: "TrainConfig", world_size: int) -> int:
@@ -67,4 +105,8 @@ def resolve_data_parallel(cfg: "TrainConfig", world_size: int) -> int:
     if cfg.optim.global_batch_size % dp:
         raise ConfigError(f"optim.global_batch_size: {cfg.optim.global_batch_size} is not divisible by the "
                           f"data-parallel size {dp}")
+    ep, etp = cfg.parallel.expert, expert_tensor(cfg)
+    if world_size % (ep * etp * cfg.parallel.pipeline):
+        raise ConfigError(f"parallel.expert: expert={ep} x expert_tensor={etp} x pipeline={cfg.parallel.pipeline} "
+                          f"does not divide the world size {world_size}")
     return dp

@@ -20,6 +20,7 @@ from megatron.core.transformer.spec_utils import ModuleSpec
 from megatron.core.transformer.transformer_config import TransformerConfig
 
 from midtrain.config import ConfigError
+from midtrain.train import moe
 from midtrain.train.attention import PortableDocumentAttention
 from midtrain.train.config import TrainConfig
 
@@ -129,6 +130,7 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None) -> Trans
         if prec.fp8_bf16_first_layers or prec.fp8_bf16_last_layers:
             kwargs.update(first_last_layers_bf16=True, num_layers_at_start_in_bf16=prec.fp8_bf16_first_layers,
                           num_layers_at_end_in_bf16=prec.fp8_bf16_last_layers)
+    kwargs.update(moe.transformer_config_kwargs(cfg, impl))
     _, attrs = _rope_extra(cfg)
     tc = TransformerConfig(**kwargs)
     for key, value in attrs.items():
@@ -137,6 +139,11 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None) -> Trans
 
 
 def build_layer_spec(cfg: TrainConfig, impl: str) -> ModuleSpec:
+    if cfg.model.is_moe:
+        spec = moe.layer_spec(cfg, impl)
+        if impl != "transformer_engine":
+            spec.submodules.self_attention.submodules.core_attention = PortableDocumentAttention
+        return spec
     if impl == "transformer_engine":
         from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_with_transformer_engine_spec
 
@@ -185,7 +192,7 @@ def count_parameters(cfg: TrainConfig) -> dict[str, int]:
     m = cfg.model
     head_dim = m.kv_channels or m.hidden_size // m.num_attention_heads
     attn = m.hidden_size * head_dim * (m.num_attention_heads * 2 + m.num_query_groups * 2)
-    mlp = 3 * m.hidden_size * m.ffn_hidden_size
+    mlp, _ = moe.mlp_params(m)  # dense SwiGLU, or router + every expert (+ shared expert)
     norms = 2 * m.hidden_size + (2 * head_dim if m.qk_layernorm else 0)
     per_layer = attn + mlp + norms
     embed = m.vocab_size * m.hidden_size

@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from midtrain.config import ConfigError
 from midtrain.train import checkpoint as ckpt
-from midtrain.train import distributed
+from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
 from midtrain.train.config import TrainConfig
 from midtrain.train.flops import FLOPS_COUNT, peak_tflops, step_flops
@@ -237,7 +237,8 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         # megatron-core logs its full configs and bucket layouts at INFO; keep them for -v.
         logging.getLogger("megatron").setLevel(logging.WARNING)
     p = cfg.parallel
-    env = distributed.initialize(p.tensor, p.pipeline, p.context, seed=cfg.seed)
+    env = distributed.initialize(p.tensor, p.pipeline, p.context, seed=cfg.seed, expert=p.expert,
+                                 expert_tensor=p.expert_tensor)
     flag = _SignalFlag()
     if threading.current_thread() is threading.main_thread():
         ckpt.shield_checkpoint_helper()
@@ -259,6 +260,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
         cfg.save_yaml(run_dir / "config.yaml")
     _ensure_shards(cfg)
 
+    moe.reset_router_log()
     model = _wrap_model(cfg, build_gpt_model(cfg))
     optimizer, scheduler = _build_optimizer(cfg, model)
     tc = model.config
@@ -314,6 +316,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
                 num_microbatches=micro_batches, seq_length=cfg.data.seq_length // cp_size, micro_batch_size=1,
                 forward_only=False)
             stats = _step_stats(reported, n_sources, _device())
+            router = moe.step_router_metrics(cfg, micro_batches)  # {} for dense models
             # Loss over the global batch: sum over micro-batches here, then over DP/CP ranks, then from the
             # last pipeline stage to all.
             totals = torch.cat([torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64,
@@ -346,7 +349,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             last_loss = loss
             if rank0 or last_stage:
                 _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, batches.used, dt,
-                          env.world_size, dp, peak, not finite)
+                          env.world_size, dp, peak, not finite, extra=router)
             save_now = step % cfg.checkpoint.save_interval == 0 or (
                 step == cfg.optim.train_steps and cfg.checkpoint.save_final)
             stop = flag.any_rank()
@@ -385,7 +388,7 @@ def _describe_batch(used: list[Batch], group: Any) -> str:
 
 
 def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, used, dt, world, dp, peak,
-              skipped) -> None:
+              skipped, extra: dict[str, float] | None = None) -> None:
     n = len(sources)
     by_source = totals[2:].reshape(n, 2) if n else None
     loss_by_source = {name: float(by_source[i, 0] / by_source[i, 1])
@@ -403,5 +406,6 @@ def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, us
         "tflops_per_device": tflops_dev, "mfu": tflops_dev / peak if peak else None,
         "loss_by_source": loss_by_source, "skipped": skipped, "time": time.time(),
         "process_cpu_s": time.process_time(),  # cumulative CPU time of this rank (bench/bench_step.py)
+        **(extra or {}),  # MoE: moe_load_balancing_loss, moe_aux_loss (midtrain/train/moe.py)
     }
     logger.step(record)

@@ -1,0 +1,167 @@
+"""Mixture of experts: a recipe's MoE fields -> megatron-core's MoE layer, parameter counts, router metrics.
+
+The shape is Qwen3-MoE's: every decoder layer's MLP is a router (top-k of ``num_experts``, softmax or
+sigmoid scores) over SwiGLU experts of width ``moe_ffn_hidden_size``, optionally beside an always-on
+shared expert. Training is dropless by default (no capacity factor: every token reaches its top-k experts)
+with the load-balancing auxiliary loss added to the language-model loss; both are megatron-core's own
+(``megatron.core.transformer.moe``), this module only translates the recipe and reads the router's logs.
+
+Layer specs: Transformer Engine's with grouped GEMM experts on GPUs (``moe_grouped_gemm``), else the local
+spec with one plain MLP per expert (``SequentialMLP``), which is what runs on CPU. Tokens reach the
+experts with the all-to-all dispatcher on GPUs and the all-gather one on CPU (all-to-all needs CUDA
+streams); both give the same results.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from midtrain.config import require
+from midtrain.train.layout import expert_tensor
+
+if TYPE_CHECKING:
+    from megatron.core.transformer.spec_utils import ModuleSpec
+
+    from midtrain.train.config import ModelConfig, TrainConfig
+
+# The router's per-layer logging names in megatron-core's tracker -> our metric names.
+_TRACKED = {"load_balancing_loss": "moe_load_balancing_loss", "seq_load_balancing_loss": "moe_load_balancing_loss",
+            "global_load_balancing_loss": "moe_load_balancing_loss", "z_loss": "moe_z_loss"}
+
+
+def check_moe_fields(m: "ModelConfig") -> None:
+    """ModelConfig's MoE fields (called from ModelConfig.check when num_experts is set)."""
+    require(m.num_experts is not None and m.num_experts >= 2, "num_experts",
+            f"{m.num_experts}: a mixture needs at least 2 experts (null = dense model)")
+    require(m.moe_ffn_hidden_size is not None and m.moe_ffn_hidden_size > 0, "moe_ffn_hidden_size",
+            "must be set (one expert's SwiGLU width) when num_experts is set")
+    require(1 <= m.moe_router_topk <= m.num_experts, "moe_router_topk",
+            f"{m.moe_router_topk} must be in [1, num_experts={m.num_experts}]")
+    require(m.moe_aux_loss_coeff >= 0, "moe_aux_loss_coeff", "must be >= 0")
+    require(m.moe_z_loss_coeff is None or m.moe_z_loss_coeff > 0, "moe_z_loss_coeff", "must be > 0 (or null: off)")
+    require(m.moe_capacity_factor is None or m.moe_capacity_factor > 0, "moe_capacity_factor",
+            "must be > 0 (or null: dropless)")
+    require(m.moe_shared_expert_ffn_hidden_size is None or m.moe_shared_expert_ffn_hidden_size > 0,
+            "moe_shared_expert_ffn_hidden_size", "must be > 0 (or null: no shared expert)")
+    # megatron-core always renormalises sigmoid top-k scores (and cannot keep them raw)
+    require(m.moe_router_score_function == "softmax" or m.moe_router_topk_norm, "moe_router_topk_norm",
+            "sigmoid routing always renormalises the top-k scores in megatron-core; set moe_router_topk_norm=true")
+
+
+def token_dispatcher() -> str:
+    """All-to-all on GPUs; all-gather on CPU (megatron's all-to-all dispatcher creates CUDA streams)."""
+    return "alltoall" if torch.cuda.is_available() else "allgather"
+
+
+def grouped_gemm(cfg: "TrainConfig", impl: str) -> bool:
+    """Grouped GEMM experts where available: Transformer Engine's grouped linear layers."""
+    return bool(cfg.model.moe_grouped_gemm) and impl == "transformer_engine"
+
+
+def transformer_config_kwargs(cfg: "TrainConfig", impl: str) -> dict[str, Any]:
+    """The TransformerConfig fields of the MoE layer ({} for a dense model)."""
+    m = cfg.model
+    if not m.is_moe:
+        return {}
+    kwargs: dict[str, Any] = dict(
+        num_moe_experts=m.num_experts,
+        moe_ffn_hidden_size=m.moe_ffn_hidden_size,
+        moe_router_topk=m.moe_router_topk,
+        moe_router_score_function=m.moe_router_score_function,
+        # softmax: top-k of the logits then softmax over those k = renormalised top-k probabilities;
+        # softmax over all experts first = raw probabilities (HF norm_topk_prob=false)
+        moe_router_pre_softmax=m.moe_router_score_function == "softmax" and not m.moe_router_topk_norm,
+        moe_router_load_balancing_type=m.moe_load_balancing,
+        moe_aux_loss_coeff=m.moe_aux_loss_coeff if m.moe_load_balancing != "none" else 0.0,
+        moe_z_loss_coeff=m.moe_z_loss_coeff,
+        moe_router_dtype="fp32",  # routing decisions in fp32 (bf16 logits flip near-ties)
+        moe_token_dispatcher_type=token_dispatcher(),
+        moe_grouped_gemm=grouped_gemm(cfg, impl),
+        moe_permute_fusion=False,
+        expert_model_parallel_size=cfg.parallel.expert,
+        expert_tensor_parallel_size=expert_tensor(cfg),
+    )
+    if m.moe_capacity_factor is not None:
+        kwargs.update(moe_expert_capacity_factor=m.moe_capacity_factor, moe_token_drop_policy="probs",
+                      moe_pad_expert_input_to_capacity=False)
+    if m.moe_shared_expert_ffn_hidden_size:
+        kwargs.update(moe_shared_expert_intermediate_size=m.moe_shared_expert_ffn_hidden_size,
+                      moe_shared_expert_overlap=False)
+    return kwargs
+
+
+def layer_spec(cfg: "TrainConfig", impl: str) -> "ModuleSpec":
+    """The decoder layer spec with an MoE MLP: TE's (grouped GEMM experts) or the local one."""
+    from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
+                                                            get_gpt_layer_with_transformer_engine_spec)
+
+    from midtrain.train.cpu_mode import moe_router_without_te
+
+    moe_router_without_te()
+    m = cfg.model
+    grouped = grouped_gemm(cfg, impl)
+    if impl == "transformer_engine":
+        return get_gpt_layer_with_transformer_engine_spec(num_experts=m.num_experts, moe_grouped_gemm=grouped,
+                                                          qk_layernorm=m.qk_layernorm)
+    return get_gpt_layer_local_spec(num_experts=m.num_experts, moe_grouped_gemm=grouped,
+                                    qk_layernorm=m.qk_layernorm, normalization="RMSNorm")
+
+
+# -- parameter counts (pure; used by the estimate and by the FLOP count) ---------------------------------
+
+def mlp_params(m: "ModelConfig") -> tuple[int, int]:
+    """(all, active per token) matmul parameters of one decoder layer's MLP, router included."""
+    h = m.hidden_size
+    if not m.is_moe:
+        dense = 3 * h * m.ffn_hidden_size
+        return dense, dense
+    expert = 3 * h * int(m.moe_ffn_hidden_size or 0)
+    shared = 3 * h * int(m.moe_shared_expert_ffn_hidden_size or 0)
+    router = h * int(m.num_experts or 0)
+    return int(m.num_experts or 0) * expert + shared + router, m.moe_router_topk * expert + shared + router
+
+
+def expert_params(m: "ModelConfig") -> int:
+    """Routed-expert weights of one layer (split over expert-parallel ranks, not tensor-parallel ones)."""
+    if not m.is_moe:
+        return 0
+    return int(m.num_experts or 0) * 3 * m.hidden_size * int(m.moe_ffn_hidden_size or 0)
+
+
+# -- router metrics for the step log ----------------------------------------------------------------------
+
+def reset_router_log() -> None:
+    """Forget what earlier models in this process logged (the tracker is a module-level dict)."""
+    from megatron.core.transformer.moe.moe_utils import get_moe_layer_wise_logging_tracker
+
+    get_moe_layer_wise_logging_tracker().clear()
+
+
+def step_router_metrics(cfg: "TrainConfig", num_microbatches: int) -> dict[str, float]:
+    """This step's router losses, averaged over MoE layers, micro-batches and data-parallel ranks.
+
+    ``moe_load_balancing_loss`` is the balancing loss itself (1.0 = perfectly balanced for the standard
+    aux loss); ``moe_aux_loss`` is what was added to the training loss (x moe_aux_loss_coeff). Collective:
+    every rank calls it after the forward-backward pass. Clears the tracker for the next step.
+    """
+    if not cfg.model.is_moe:
+        return {}
+    from megatron.core.transformer.moe.moe_utils import (clear_aux_losses_tracker,
+                                                         get_moe_layer_wise_logging_tracker,
+                                                         reduce_aux_losses_tracker_across_ranks)
+
+    tracker = get_moe_layer_wise_logging_tracker()
+    names = sorted(n for n in tracker if n in _TRACKED)
+    if not names:
+        return {}
+    reduce_aux_losses_tracker_across_ranks(names)
+    out: dict[str, float] = {}
+    for name in names:
+        value = float(tracker[name]["values"].sum()) / cfg.model.num_layers / max(1, num_microbatches)
+        out[_TRACKED[name]] = value
+    if "moe_load_balancing_loss" in out:
+        out["moe_aux_loss"] = out["moe_load_balancing_loss"] * cfg.model.moe_aux_loss_coeff
+    clear_aux_losses_tracker()
+    return out
