@@ -5,7 +5,9 @@ raise, so redirecting them to the CPU changes nothing where CUDA exists. What is
 
 * device placement: ``device='cuda'`` / ``torch.cuda.current_device()`` in the global memory buffer,
   RoPE's ``inv_freq``, DDP's grad buffers and the optimizer's scalars — a TorchFunctionMode maps CUDA
-  devices to the CPU, and ``Tensor.cuda()`` is the identity;
+  devices to the CPU, and ``Tensor.cuda()`` is the identity; the backward pass runs under it too (torch
+  starts the autograd engine inside a torch-function handler, where modes are off, and the MoE
+  dispatcher's gather/scatter allocate on ``torch.cuda.current_device()`` in backward);
 * the CUDA RNG tracker (model-parallel RNG forks, activation recompute) — a tracker over the CPU generator;
 * gradient clipping, which asserts ``torch.cuda.FloatTensor`` grads — a CPU version of the same math;
 * the MoE router's gating matmul, which names Transformer Engine's GEMM even when TE did not import
@@ -148,6 +150,13 @@ def enable() -> bool:
     clip_grads.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
     optimizer.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
     moe_router_without_te()
+    run_backward = torch.autograd._engine_run_backward
+
+    def _run_backward_on_cpu(*args: Any, **kwargs: Any) -> Any:
+        with _CpuDevices():
+            return run_backward(*args, **kwargs)
+
+    torch.autograd._engine_run_backward = _run_backward_on_cpu
     _ENABLED = True
     log.info("CPU mode: megatron-core runs on the CPU (no CUDA device)")
     return True

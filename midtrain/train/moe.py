@@ -165,3 +165,23 @@ def step_router_metrics(cfg: "TrainConfig", num_microbatches: int) -> dict[str, 
         out["moe_aux_loss"] = out["moe_load_balancing_loss"] * cfg.model.moe_aux_loss_coeff
     clear_aux_losses_tracker()
     return out
+
+
+def clip_grad_norm(optimizer: Any, max_norm: float) -> float:
+    """Global gradient norm, clipping to ``max_norm``, for a plain or a chained optimizer.
+
+    With expert parallelism megatron-core builds one optimizer for the dense parameters and one for the
+    experts (a ``ChainedOptimizer``), whose ``clip_grad_norm`` only works with a single member: take the
+    norm over both (as its ``step`` does) and clip each member's parameters by it.
+    """
+    members = getattr(optimizer, "chained_optimizers", None)
+    if not members or len(members) == 1:
+        return optimizer.clip_grad_norm(max_norm)
+    from megatron.core.optimizer import clip_grads  # looked up at call time: CPU mode replaces the clipper
+
+    total = optimizer.get_grad_norm()
+    for member in members:
+        params = member.get_parameters()
+        if params and not getattr(member, "is_stub_optimizer", False):
+            clip_grads.clip_grad_by_total_norm_fp32(params, max_norm, total)
+    return total

@@ -329,7 +329,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             # The LR of update k is the schedule at k (warmup starts above zero, not with a wasted step).
             scheduler.step(increment=1)
             found_inf = optimizer.prepare_grads()
-            grad_norm = (optimizer.clip_grad_norm(cfg.optim.clip_grad) if cfg.optim.clip_grad > 0
+            grad_norm = (moe.clip_grad_norm(optimizer, cfg.optim.clip_grad) if cfg.optim.clip_grad > 0
                          else optimizer.get_grad_norm())
             finite = math.isfinite(loss) and grad_norm is not None and math.isfinite(grad_norm) and not found_inf
             step += 1
