@@ -10,13 +10,21 @@ FAMILIES = ("qwen3", "llama3")
 
 
 def hf_config(family: str, rope: dict | None = None, tied: bool | None = None, **over):
-    """A tiny transformers config of the family (GQA 4 heads / 2 groups, head_dim 16, vocab 256)."""
-    from transformers import LlamaConfig, Qwen3Config
+    """A tiny transformers config of the family (GQA 4 heads / 2 groups, head_dim 16, vocab 256).
+
+    ``qwen3_moe``: Qwen3-MoE with 4 experts of width 32, top-2, renormalised top-k scores."""
+    from transformers import LlamaConfig, Qwen3Config, Qwen3MoeConfig
 
     common = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
                   rms_norm_eps=1e-6, initializer_range=0.08, bos_token_id=1, eos_token_id=2)
+    if family == "qwen3_moe":
+        common.update(num_experts=4, moe_intermediate_size=32, num_experts_per_tok=2, norm_topk_prob=True,
+                      router_aux_loss_coef=0.01)
     common.update(over)
+    if family == "qwen3_moe":
+        rope = rope or {"rope_type": "default", "rope_theta": 1_000_000.0}
+        return Qwen3MoeConfig(**common, rope_parameters=rope, tie_word_embeddings=bool(tied))
     if family == "qwen3":
         rope = rope or {"rope_type": "default", "rope_theta": 1_000_000.0}
         return Qwen3Config(**common, rope_parameters=rope, tie_word_embeddings=True if tied is None else tied)

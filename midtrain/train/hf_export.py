@@ -146,6 +146,7 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     cfg = TrainConfig.from_yaml(cfg_file)
     assert isinstance(cfg, TrainConfig)
     cfg.validate()
+    hf_mapping.check_exportable(cfg.model)
     dtype = dtype or cfg.precision.dtype
     if dtype not in _DTYPES:
         raise ConfigError(f"--dtype: {dtype!r} is not one of {', '.join(_DTYPES)}")

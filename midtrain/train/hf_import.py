@@ -24,6 +24,7 @@ from midtrain.train import hf_mapping
 log = logging.getLogger(__name__)
 
 _LOCAL_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
+_LOCAL_EXPERT = re.compile(r"^mlp\.experts\.local_experts\.(\d+)\.(.+)$")
 
 
 def is_hf_model_dir(path: str | Path) -> bool:
@@ -91,7 +92,9 @@ def _check_shape_matches(model: torch.nn.Module, m: Any, path: str | Path) -> No
         return
     pairs = {"num_layers": tc.num_layers, "hidden_size": tc.hidden_size, "ffn_hidden_size": tc.ffn_hidden_size,
              "num_attention_heads": tc.num_attention_heads, "num_query_groups": tc.num_query_groups,
-             "kv_channels": tc.kv_channels, "qk_layernorm": tc.qk_layernorm}
+             "kv_channels": tc.kv_channels, "qk_layernorm": tc.qk_layernorm,
+             "num_experts": tc.num_moe_experts, "moe_ffn_hidden_size": tc.moe_ffn_hidden_size if tc.num_moe_experts
+             else None}
     for name, built in pairs.items():
         want = getattr(m, name)
         if want != built:
@@ -105,25 +108,41 @@ def _tp_shard(name: str, full: torch.Tensor, param: torch.Tensor) -> torch.Tenso
         return full
     from megatron.core import parallel_state
 
-    tp, rank = (parallel_state.get_tensor_model_parallel_world_size(),
-                parallel_state.get_tensor_model_parallel_rank())
+    if ".mlp.experts." in name:  # routed experts are split over the expert-tensor-parallel ranks
+        tp, rank = (parallel_state.get_expert_tensor_parallel_world_size(),
+                    parallel_state.get_expert_tensor_parallel_rank())
+    else:
+        tp, rank = (parallel_state.get_tensor_model_parallel_world_size(),
+                    parallel_state.get_tensor_model_parallel_rank())
     if tp == 1:
         return full
-    if name.endswith("mlp.linear_fc1.weight"):  # [gate; up]: each rank holds [gate_r; up_r]
+    if name.endswith("linear_fc1.weight"):  # SwiGLU [gate; up]: each rank holds [gate_r; up_r]
         gate, up = full.chunk(2, 0)
         return torch.cat([gate.chunk(tp, 0)[rank], up.chunk(tp, 0)[rank]], 0)
     return full.chunk(tp, dim=param.partition_dim)[rank]
 
 
 def local_to_global_names(model: torch.nn.Module) -> dict[str, str]:
-    """This stage's state-dict names -> whole-model names (pipeline stages number their layers from 0)."""
+    """This rank's state-dict names -> whole-model names: pipeline stages number their layers from 0 and
+    expert-parallel ranks their experts from 0."""
     layers = model.decoder.layers
+    expert_offset = 0
+    num_experts = getattr(model.config, "num_moe_experts", None)
+    if num_experts:
+        from megatron.core import parallel_state
+
+        ep = parallel_state.get_expert_model_parallel_world_size()
+        expert_offset = parallel_state.get_expert_model_parallel_rank() * (num_experts // ep)
     out = {}
     for name in model.state_dict():
         mt = _LOCAL_LAYER.match(name)
         if mt:
             global_idx = layers[int(mt.group(1))].layer_number - 1
-            out[name] = f"decoder.layers.{global_idx}.{mt.group(2)}"
+            rest = mt.group(2)
+            me = _LOCAL_EXPERT.match(rest)
+            if me:
+                rest = f"mlp.experts.local_experts.{int(me.group(1)) + expert_offset}.{me.group(2)}"
+            out[name] = f"decoder.layers.{global_idx}.{rest}"
         else:
             out[name] = name
     return out
@@ -161,7 +180,8 @@ def load_hf_into(model: torch.nn.Module, path: str | Path, model_cfg: Any | None
     m = model_config_from_hf(path)
     if model_cfg is not None:
         for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
-                  "vocab_size", "tie_embeddings", "qk_layernorm"):
+                  "vocab_size", "tie_embeddings", "qk_layernorm", "num_experts", "moe_ffn_hidden_size",
+                  "moe_router_topk"):
             if getattr(model_cfg, f) != getattr(m, f):
                 raise ConfigError(f"model.{f}: the recipe says {getattr(model_cfg, f)} but {path} has "
                                   f"{getattr(m, f)}")

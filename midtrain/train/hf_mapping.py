@@ -1,4 +1,4 @@
-"""Hugging Face <-> megatron-core tables for the Llama-3 and Qwen3 dense families.
+"""Hugging Face <-> megatron-core tables for the Llama-3 and Qwen3 dense families and Qwen3-MoE.
 
 Two tables and two layout rules cover both families (megatron-bridge does the same for more models, but
 does not install here):
@@ -9,6 +9,9 @@ does not install here):
   (``num_query_groups`` blocks of (heads/groups + 2) x head_dim rows), so a tensor-parallel split along
   rows hands each rank whole groups. HF keeps q_proj / k_proj / v_proj apart.
 - fused fc1: megatron's SwiGLU ``linear_fc1`` is [gate; up] along rows; HF has gate_proj and up_proj.
+- Qwen3-MoE: the MLP rows of ``LAYER_TABLE`` give way to ``moe_entries``: the router (HF ``mlp.gate``) and
+  one fc1/fc2 pair per expert (HF ``mlp.experts.E.{gate,up,down}_proj``, the released checkpoints' layout;
+  megatron's local spec numbers experts ``mlp.experts.local_experts.E``, per expert-parallel rank).
 
 Transformer Engine's layer spec fuses each RMSNorm into the following linear layer, so the same weights
 appear under two other names (``TE_NORM_NAMES``); ``to_spec_names`` translates to what a model has.
@@ -28,8 +31,9 @@ from midtrain.config import ConfigError
 from midtrain.train import hf_rope
 
 # HF model_type -> ModelConfig.family, and back (with the HF class names written into config.json).
-FAMILY_OF_MODEL_TYPE = {"qwen3": "qwen3", "llama": "llama3"}
+FAMILY_OF_MODEL_TYPE = {"qwen3": "qwen3", "llama": "llama3", "qwen3_moe": "qwen3"}
 HF_ARCH = {"qwen3": ("qwen3", "Qwen3ForCausalLM"), "llama3": ("llama", "LlamaForCausalLM")}
+HF_ARCH_MOE = {"qwen3": ("qwen3_moe", "Qwen3MoeForCausalLM")}
 
 LAYER_TABLE: list[tuple[str, tuple[str, ...], str]] = [
     # (megatron-core suffix, HF suffixes, how they combine)
@@ -43,6 +47,18 @@ LAYER_TABLE: list[tuple[str, tuple[str, ...], str]] = [
     ("mlp.linear_fc1.weight", ("mlp.gate_proj.weight", "mlp.up_proj.weight"), "fc1"),
     ("mlp.linear_fc2.weight", ("mlp.down_proj.weight",), "copy"),
 ]
+DENSE_MLP = {"mlp.linear_fc1.weight", "mlp.linear_fc2.weight"}
+
+
+def moe_entries(num_experts: int) -> list[tuple[str, tuple[str, ...], str]]:
+    """The MLP rows of a Qwen3-MoE layer: router, then fc1 = [gate; up] and fc2 = down per expert."""
+    rows = [("mlp.router.weight", ("mlp.gate.weight",), "copy")]
+    for e in range(num_experts):
+        rows += [(f"mlp.experts.local_experts.{e}.linear_fc1.weight",
+                  (f"mlp.experts.{e}.gate_proj.weight", f"mlp.experts.{e}.up_proj.weight"), "fc1"),
+                 (f"mlp.experts.local_experts.{e}.linear_fc2.weight", (f"mlp.experts.{e}.down_proj.weight",), "copy")]
+    return rows
+
 GLOBAL_TABLE: list[tuple[str, str]] = [
     ("embedding.word_embeddings.weight", "model.embed_tokens.weight"),
     ("decoder.final_layernorm.weight", "model.norm.weight"),
@@ -67,13 +83,14 @@ class Shape:
     hidden_size: int
     qk_layernorm: bool
     tie_embeddings: bool
+    num_experts: int = 0  # 0 = dense MLP
 
     @classmethod
     def of(cls, m: Any) -> "Shape":
         """From a ModelConfig."""
         return cls(m.num_layers, m.num_attention_heads, m.num_query_groups,
                    m.kv_channels or m.hidden_size // m.num_attention_heads, m.hidden_size, m.qk_layernorm,
-                   m.tie_embeddings)
+                   m.tie_embeddings, int(getattr(m, "num_experts", None) or 0))
 
 
 # -- configs --------------------------------------------------------------------------------------------
@@ -106,7 +123,38 @@ def model_fields_from_hf(hf: dict[str, Any], where: str = "config.json") -> dict
         init_method_std=float(hf.get("initializer_range", 0.02)),
     )
     fields.update(hf_rope.from_hf_rope_parameters(rope_params, where))
+    if model_type == "qwen3_moe":
+        fields.update(_moe_fields_from_hf(hf, where))
     return fields
+
+
+def _moe_fields_from_hf(hf: dict[str, Any], where: str) -> dict[str, Any]:
+    """ModelConfig MoE fields from a Qwen3-MoE config.json (every layer an MoE layer, no shared expert)."""
+    if hf.get("mlp_only_layers"):
+        raise ConfigError(f"{where}: mlp_only_layers={hf['mlp_only_layers']!r} is not supported (every layer "
+                          "must be an MoE layer)")
+    if int(hf.get("decoder_sparse_step", 1)) != 1:
+        raise ConfigError(f"{where}: decoder_sparse_step={hf['decoder_sparse_step']!r} is not supported (every "
+                          "layer must be an MoE layer)")
+    experts = hf.get("num_experts") or hf.get("num_local_experts")
+    if not experts:
+        raise ConfigError(f"{where}: model_type qwen3_moe without num_experts")
+    return dict(num_experts=int(experts), moe_ffn_hidden_size=int(hf["moe_intermediate_size"]),
+                moe_router_topk=int(hf["num_experts_per_tok"]), moe_router_score_function="softmax",
+                moe_router_topk_norm=bool(hf.get("norm_topk_prob", False)),
+                moe_aux_loss_coeff=float(hf.get("router_aux_loss_coef", 1e-3)))
+
+
+def check_exportable(m: Any) -> None:
+    """Refuse models the Hugging Face families cannot hold (before anything is written)."""
+    if getattr(m, "moe_shared_expert_ffn_hidden_size", None):
+        raise ConfigError("model.moe_shared_expert_ffn_hidden_size: Qwen3-MoE has no shared expert, so this "
+                          "model has no Hugging Face layout to export to")
+    if getattr(m, "is_moe", False) and m.family not in HF_ARCH_MOE:
+        raise ConfigError(f"model.family: no Hugging Face MoE layout for {m.family!r} (supported: "
+                          f"{', '.join(HF_ARCH_MOE)})")
+    if getattr(m, "is_moe", False) and m.moe_router_score_function != "softmax":
+        raise ConfigError("model.moe_router_score_function: Qwen3-MoE routes with softmax")
 
 
 def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfloat16") -> dict[str, Any]:
@@ -117,7 +165,8 @@ def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfl
     RoPE is written twice: ``rope_parameters`` (transformers >= 5) and the legacy ``rope_theta`` /
     ``rope_scaling`` keys that inference engines still read.
     """
-    model_type, arch = HF_ARCH[m.family]
+    check_exportable(m)
+    model_type, arch = (HF_ARCH_MOE if m.is_moe else HF_ARCH)[m.family]
     out = {k: v for k, v in (base or {}).items() if k not in ("rope_scaling", "rope_theta", "rope_parameters")}
     out.update(
         model_type=model_type, architectures=[arch], hidden_size=m.hidden_size,
@@ -133,6 +182,11 @@ def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfl
         out["mlp_bias"] = False
     else:
         out["use_sliding_window"] = False
+    if m.is_moe:
+        out.pop("num_local_experts", None)
+        out.update(num_experts=m.num_experts, moe_intermediate_size=m.moe_ffn_hidden_size,
+                   num_experts_per_tok=m.moe_router_topk, norm_topk_prob=m.moe_router_topk_norm,
+                   router_aux_loss_coef=m.moe_aux_loss_coeff, decoder_sparse_step=1, mlp_only_layers=[])
     out.pop("torch_dtype", None)
     return out
 
@@ -160,7 +214,9 @@ QK_NORM = {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weig
 
 
 def _layer_entries(s: Shape) -> list[tuple[str, tuple[str, ...], str]]:
-    return [e for e in LAYER_TABLE if s.qk_layernorm or e[0] not in QK_NORM]
+    rows = [e for e in LAYER_TABLE if (s.qk_layernorm or e[0] not in QK_NORM)
+            and not (s.num_experts and e[0] in DENSE_MLP)]
+    return rows + moe_entries(s.num_experts) if s.num_experts else rows
 
 
 class McoreView(Mapping):
