@@ -157,15 +157,19 @@ def test_ep2_over_gloo_matches_ep1_from_hf_weights(shards, tmp_path):
     train(cfg.apply_overrides([f"run_dir={tmp_path / 'ep1'}"]))
     distributed.destroy()
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(_free_port()), "-m", "midtrain.cli",
-           "train", str(cfg_path), f"run_dir={tmp_path / 'ep2'}", "parallel.expert=2"]
-    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
-    ep1, ep2 = _metrics(tmp_path / "ep1"), _metrics(tmp_path / "ep2")
-    assert len(ep1) == len(ep2) == 4 and ep1[-1]["loss"] < ep1[0]["loss"]
-    for a, b in zip(ep1, ep2):
+    # EP=2 from the converted checkpoint (dist_checkpointing hands each rank its experts), and straight from
+    # the HF directory (load_hf_into picks this rank's experts itself)
+    for name, init in (("ep2", mc), ("ep2_hf", src)):
+        cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(_free_port()), "-m", "midtrain.cli",
+               "train", str(cfg_path), f"run_dir={tmp_path / name}", "parallel.expert=2", f"init_from={init}"]
+        out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    ep1, ep2, ep2_hf = (_metrics(tmp_path / n) for n in ("ep1", "ep2", "ep2_hf"))
+    assert len(ep1) == len(ep2) == len(ep2_hf) == 4 and ep1[-1]["loss"] < ep1[0]["loss"]
+    for a, b, c in zip(ep1, ep2, ep2_hf):
         for key in ("loss", "grad_norm", "moe_load_balancing_loss"):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), (key, a["step"])
+            assert c[key] == pytest.approx(a[key], rel=1e-5, abs=1e-6), ("from HF", key, a["step"])
 
 
 @pytest.mark.slow
