@@ -1,11 +1,12 @@
-"""Real-size midtraining recipes at 256K context: Qwen3 1.7B / 8B / 32B- and Llama-3.1-8B-shaped.
+"""Real-size midtraining recipes at 256K context: Qwen3 1.7B / 8B / 32B, Qwen3-30B-A3B (MoE) and
+Llama-3.1-8B-shaped.
 
 Each recipe is one base (`midtrain_256k`: the published model shape, RoPE extended to 256K, the
 midtraining optimizer) plus a parallel layout for the target GPU, written as deltas. The H200 (141 GB)
 layout is the reference; the H100 (80 GB) variant is the H200 recipe with the fields that change.
 `midtrain config RECIPE` prints the size, FLOPs/token and the memory estimate with a verdict.
 
-Shapes are the released config.json values (Qwen/Qwen3-*-Base, meta-llama/Llama-3.1-8B). Start from the
+Shapes are the released config.json values (Qwen/Qwen3-*-Base, Qwen/Qwen3-30B-A3B-Base, meta-llama/Llama-3.1-8B). Start from the
 released weights with `init_from=PATH` (a Hugging Face model directory; see `midtrain convert`).
 """
 
@@ -30,6 +31,12 @@ SHAPES: dict[str, dict] = {
                       num_attention_heads=64, num_query_groups=8, kv_channels=128, vocab_size=151_936,
                       tie_embeddings=False, qk_layernorm=True, rotary_base=1_000_000.0,
                       max_position_embeddings=40_960),
+    # Qwen3-MoE: 128 experts of width 768, top-8 with renormalised scores, 30.5B parameters, 3.3B active
+    "qwen3_30b_a3b": dict(family="qwen3", num_layers=48, hidden_size=2048, ffn_hidden_size=6144,
+                          num_attention_heads=32, num_query_groups=4, kv_channels=128, vocab_size=151_936,
+                          tie_embeddings=False, qk_layernorm=True, rotary_base=1_000_000.0,
+                          max_position_embeddings=40_960, num_experts=128, moe_ffn_hidden_size=768,
+                          moe_router_topk=8, moe_router_topk_norm=True, moe_aux_loss_coeff=1e-3),
     "llama31_8b": dict(family="llama3", num_layers=32, hidden_size=4096, ffn_hidden_size=14_336,
                        num_attention_heads=32, num_query_groups=8, kv_channels=128, vocab_size=128_256,
                        tie_embeddings=False, qk_layernorm=False, rotary_base=500_000.0, norm_epsilon=1e-5,
@@ -39,10 +46,12 @@ SHAPES: dict[str, dict] = {
 
 # The context each base model's RoPE was trained at (Qwen3: 32K pretraining, 40,960 positions in config;
 # Llama 3.1: 8K base, scaled x8 to 128K by its llama3 RoPE scaling).
-NATIVE_CONTEXT = {"qwen3_1p7b": 32_768, "qwen3_8b": 32_768, "qwen3_32b": 32_768, "llama31_8b": 131_072}
+NATIVE_CONTEXT = {"qwen3_1p7b": 32_768, "qwen3_8b": 32_768, "qwen3_32b": 32_768, "qwen3_30b_a3b": 32_768,
+                  "llama31_8b": 131_072}
 
 BASE_MODEL_DIRS = {"qwen3_1p7b": "models/Qwen3-1.7B-Base", "qwen3_8b": "models/Qwen3-8B-Base",
-                   "qwen3_32b": "models/Qwen3-32B-Base", "llama31_8b": "models/Llama-3.1-8B"}
+                   "qwen3_32b": "models/Qwen3-32B-Base", "qwen3_30b_a3b": "models/Qwen3-30B-A3B-Base",
+                   "llama31_8b": "models/Llama-3.1-8B"}
 
 
 def model_shape(shape: str) -> ModelConfig:
@@ -150,6 +159,23 @@ def qwen3_32b_256k_h200() -> TrainConfig:
 def qwen3_32b_256k_h100() -> TrainConfig:
     """Qwen3-32B-shaped midtraining at 256K on H100 nodes (TP=8 x CP=4 over four nodes)."""
     return _variant(qwen3_32b_256k_h200(), "qwen3_32b_256k_h100", ["parallel.context=4"])
+
+
+# -- Qwen3-30B-A3B (mixture of experts) ----------------------------------------------------------------
+
+@recipe("train")
+def qwen3_30b_a3b_256k_h200() -> TrainConfig:
+    """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H200 nodes (CP=8, EP=8 folded over CP, full recompute)."""
+    return _variant(midtrain_config("qwen3_30b_a3b"), "qwen3_30b_a3b_256k_h200",
+                    ["parallel.context=8", "parallel.expert=8", "parallel.expert_tensor=1",
+                     "parallel.recompute=full"])
+
+
+@recipe("train")
+def qwen3_30b_a3b_256k_h100() -> TrainConfig:
+    """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H100 nodes (TP=2 x CP=8, EP=16 over two nodes)."""
+    return _variant(qwen3_30b_a3b_256k_h200(), "qwen3_30b_a3b_256k_h100",
+                    ["parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.expert=16"])
 
 
 # -- Llama-3.1-8B -------------------------------------------------------------------------------------

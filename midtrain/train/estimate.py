@@ -1,8 +1,13 @@
 """Size, FLOPs and memory-per-GPU estimates for a ``TrainConfig`` (what ``midtrain config`` prints).
 
-Counts are closed-form from the model shape, for the Llama-3 / Qwen3 dense decoder megatron-core builds
-(RMSNorm, SwiGLU, GQA, optional QK-norm, tied or untied output layer); tests/test_estimate_*.py checks the
-parameter count against megatron-core's own model.
+Counts are closed-form from the model shape, for the Llama-3 / Qwen3 decoder megatron-core builds
+(RMSNorm, SwiGLU, GQA, optional QK-norm, tied or untied output layer; dense or Qwen3-MoE);
+tests/test_estimate_*.py checks the parameter count against megatron-core's own model.
+
+Mixture of experts: every expert is a parameter (memory) but a token only uses the router, its top-k
+experts and the shared expert (FLOPs, MFU: N counts active parameters). Routed-expert weights are split
+over expert x expert_tensor ranks instead of tensor ranks, and their optimizer state over the expert-data-
+parallel ranks (world / (expert x expert_tensor x pipeline)) instead of data x context.
 
 FLOPs per token use Megatron's current causal count, 6·N + 6·L·d_attn·S, computed by the trainer's
 midtrain/train/flops.py (the same count its MFU uses): N is every parameter that takes part in a matmul
@@ -26,6 +31,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from midtrain.train.layout import expert_tensor
 
 if TYPE_CHECKING:
     from midtrain.train.config import ModelConfig, TrainConfig
@@ -63,10 +70,17 @@ class ParamCount:
     output_layer: int  # 0 when tied to the embedding
     matmul_per_layer: int  # the linear weights of one layer (what FLOPs count)
     output_matmul: int  # V × h: the logits matmul costs FLOPs even when its weight is tied
+    expert_per_layer: int = 0  # routed-expert weights in per_layer (MoE; split over expert-parallel ranks)
+    active_per_layer: int = 0  # per_layer minus the experts a token does not use (= per_layer when dense)
 
     @property
     def total(self) -> int:
         return self.embedding + self.per_layer * self.num_layers + self.final_norm + self.output_layer
+
+    @property
+    def active(self) -> int:
+        """Parameters one token uses (MoE: router, top-k experts, shared expert; dense: all)."""
+        return self.embedding + self.active_per_layer * self.num_layers + self.final_norm + self.output_layer
 
     @property
     def flops_params(self) -> int:
@@ -79,14 +93,18 @@ def head_dim(m: "ModelConfig") -> int:
 
 
 def param_count(m: "ModelConfig") -> ParamCount:
-    h, f, d = m.hidden_size, m.ffn_hidden_size, head_dim(m)
+    from midtrain.train.moe import expert_params, mlp_params
+
+    h, d = m.hidden_size, head_dim(m)
     q, kv = m.num_attention_heads * d, m.num_query_groups * d
-    matmul = h * (q + 2 * kv) + q * h + h * 2 * f + f * h  # qkv, proj, fc1 (gate+up), fc2
+    attn = h * (q + 2 * kv) + q * h  # qkv, proj
+    mlp_all, mlp_active = mlp_params(m)  # fc1 (gate+up) + fc2; MoE: router + experts (+ shared)
     norms = 2 * h + (2 * d if m.qk_layernorm else 0)
     emb = m.vocab_size * h
-    return ParamCount(embedding=emb, per_layer=matmul + norms, num_layers=m.num_layers, final_norm=h,
-                      output_layer=0 if m.tie_embeddings else emb, matmul_per_layer=matmul,
-                      output_matmul=emb)
+    return ParamCount(embedding=emb, per_layer=attn + mlp_all + norms, num_layers=m.num_layers, final_norm=h,
+                      output_layer=0 if m.tie_embeddings else emb, matmul_per_layer=attn + mlp_active,
+                      output_matmul=emb, expert_per_layer=expert_params(m),
+                      active_per_layer=attn + mlp_active + norms)
 
 
 # -- FLOPs ----------------------------------------------------------------------------------------------
@@ -124,16 +142,27 @@ def flops_per_token(cfg: "TrainConfig", doc_lengths: list[int] | None = None) ->
 # -- memory ---------------------------------------------------------------------------------------------
 
 def activation_bytes_per_token_layer(m: "ModelConfig", tensor: int, sequence_parallel: bool,
-                                     dtype_bytes: int = 2) -> float:
-    """Activations one layer keeps for backward, per token on one GPU (fused attention)."""
+                                     dtype_bytes: int = 2, expert_tensor: int = 1) -> float:
+    """Activations one layer keeps for backward, per token on one GPU (fused attention).
+
+    MoE: per routed copy of a token (top-k of them; balanced routing brings as many to each rank as leave it)
+    the permuted input and the expert output rows (2h), fc1 out (2f) and SwiGLU out (f) of the expert
+    (÷ expert_tensor); the router's fp32 logits and scores (4 x num_experts in 2-byte units); a shared
+    expert like a dense MLP. With sequence parallelism each tensor rank routes its share of the tokens."""
     h, f, d = m.hidden_size, m.ffn_hidden_size, head_dim(m)
     q, kv = m.num_attention_heads * d, m.num_query_groups * d
     norm_terms = 4 * h  # input and output of the two RMSNorms (TE keeps the norm output for wgrad)
-    sharded = 2 * q + 2 * kv + 3 * f  # q,k,v after RoPE + attention output; fc1 out (2f) + SwiGLU out (f)
+    mlp = 3 * f  # fc1 out (2f) + SwiGLU out (f)
+    expert = 0.0
+    if m.is_moe:
+        mlp = 3 * (m.moe_shared_expert_ffn_hidden_size or 0)
+        expert = m.moe_router_topk * (2 * h + 3 * m.moe_ffn_hidden_size / expert_tensor) + 4 * m.num_experts
+    sharded = 2 * q + 2 * kv + mlp  # q,k,v after RoPE + attention output; the MLP's
     if m.qk_layernorm:
         sharded += q + kv  # QK-norm inputs
     replicated = norm_terms / tensor if sequence_parallel else norm_terms
-    return float(dtype_bytes) * (replicated + sharded / tensor)
+    routed = expert / tensor if sequence_parallel else expert
+    return float(dtype_bytes) * (replicated + sharded / tensor + routed)
 
 
 @dataclass
@@ -181,7 +210,10 @@ def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEst
         last += pc.output_layer
     if pp == 1:  # one stage holds everything once
         first = last = pc.total
-    stage_params = max(first, last) / tp
+    ep, etp = p.expert, expert_tensor(cfg)
+    stage_experts = layers_per_stage * pc.expert_per_layer  # routed experts: split over EP x ETP, not TP
+    expert_params = stage_experts / (ep * etp)
+    stage_params = (max(first, last) - stage_experts) / tp + expert_params
 
     bf16 = cfg.precision.dtype == "bf16"
     weights = (2.0 if bf16 else 4.0) * stage_params
@@ -190,12 +222,15 @@ def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEst
         weights += 2.0 * stage_params
     grads = 4.0 * stage_params
     opt_shards = dp * cp if p.distributed_optimizer else 1
+    # experts' optimizer state is sharded over the expert-data-parallel ranks (the rest of the world)
+    expert_opt_shards = max(1, num_gpus // (ep * etp * pp)) if p.distributed_optimizer else 1
     # bf16: fp32 master copy + two moments; fp32: the weights are the master, two moments only
-    optimizer = (12.0 if bf16 else 8.0) * stage_params / opt_shards
+    opt_bytes = 12.0 if bf16 else 8.0
+    optimizer = opt_bytes * ((stage_params - expert_params) / opt_shards + expert_params / expert_opt_shards)
 
     tokens = cfg.data.seq_length / cp
     act_bytes = 2 if bf16 else 4
-    per_layer = activation_bytes_per_token_layer(m, tp, p.sequence_parallel, act_bytes) * tokens
+    per_layer = activation_bytes_per_token_layer(m, tp, p.sequence_parallel, act_bytes, etp) * tokens
     in_flight = pp  # 1F1B: the first stage holds pp micro-batches, i.e. all layers' worth
     layer_input = act_bytes * m.hidden_size * tokens / (tp if p.sequence_parallel else 1)
     if p.recompute == "full":
@@ -213,6 +248,11 @@ def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEst
 
     notes = [f"optimizer sharded over {opt_shards} rank(s) (dp={dp} x cp={cp} at {num_gpus} GPUs)"
              if p.distributed_optimizer else "optimizer replicated (distributed_optimizer=false)"]
+    if m.is_moe:
+        w = (2.0 if bf16 else 4.0) * expert_params
+        notes.append(f"experts: {expert_params / 1e9:.2f}B routed-expert parameters on this GPU ({ep * etp} "
+                     f"way expert x expert_tensor split, {w / GIB:.1f} GiB of the weights); their optimizer "
+                     f"state sharded over {expert_opt_shards} expert-data-parallel rank(s)")
     if fp8:
         notes.append("FP8: weights include TE's FP8 weight copies; activations are counted in BF16 "
                      "(TE saves some GEMM inputs in FP8, so the real figure is lower)")
@@ -240,14 +280,18 @@ def summary(cfg: "TrainConfig", num_gpus: int | None = None) -> str:
     pc = param_count(m)
     fl = flops_per_token(cfg)
     mem = memory_per_gpu(cfg, num_gpus)
+    moe_line = (f", MoE {m.num_experts} experts top-{m.moe_router_topk}: {_count(pc.active)} active per token "
+                f"({pc.active / pc.total:.0%})" if m.is_moe else "")
     lines = [
         f"model: {m.family}, {_count(pc.total)} parameters ({_count(pc.total - pc.embedding - pc.output_layer)}"
-        f" without embeddings{', tied output' if m.tie_embeddings else ''})",
-        f"FLOPs/token at seq_length={S}: {fl.total / 1e9:.1f} GFLOP (6N = {fl.dense / 1e9:.1f}, causal "
+        f" without embeddings{', tied output' if m.tie_embeddings else ''}){moe_line}",
+        f"FLOPs/token at seq_length={S}: {fl.total / 1e9:.1f} GFLOP (6N = {fl.dense / 1e9:.1f}"
+        f"{' with N = active parameters' if m.is_moe else ''}, causal "
         f"attention = {fl.attention / 1e9:.1f}, {fl.attention_fraction:.0%} of the total; document masking "
         f"cuts the attention part by Σlᵢ²/S²)",
         f"layout: TP={p.tensor} PP={p.pipeline} CP={p.context} SP={p.sequence_parallel} "
-        f"recompute={p.recompute} distributed_optimizer={p.distributed_optimizer}",
+        + (f"EP={p.expert} ETP={expert_tensor(cfg)} " if m.is_moe else "")
+        + f"recompute={p.recompute} distributed_optimizer={p.distributed_optimizer}",
         "memory per GPU (most loaded stage, micro-batch 1):",
         f"  weights ({cfg.precision.dtype})         {_gib(mem.weights)}",
         f"  grads (fp32 buffer)    {_gib(mem.grads)}",

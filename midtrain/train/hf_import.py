@@ -206,8 +206,8 @@ def conversion_config(cfg: Any) -> Any:
     dist_checkpointing stores global tensors, so what one process writes loads at any TP/PP layout.
     """
     return cfg.apply_overrides(["parallel.tensor=1", "parallel.pipeline=1", "parallel.context=1",
-                                "parallel.sequence_parallel=false", "parallel.data=null",
-                                "parallel.distributed_optimizer=false", "precision.transformer_impl=local",
+                                "parallel.sequence_parallel=false", "parallel.data=null", "parallel.expert=1",
+                                "parallel.expert_tensor=null", "parallel.distributed_optimizer=false", "precision.transformer_impl=local",
                                 "precision.fp8=none"])
 
 
