@@ -121,3 +121,14 @@ def test_conversion_builds_the_moe_recipe_on_one_cpu_process():
     cfg = conversion_config(gpu_run).validate()
     assert resolve_impl(cfg) == "local" and (cfg.parallel.expert, cfg.parallel.expert_tensor) == (1, None)
     assert cfg.model == gpu_run.model
+
+
+def test_expert_names_are_numbered_globally_in_either_spec():
+    from midtrain.train.hf_import import global_expert_name
+
+    # expert-parallel rank 1 of 2 with 4 experts holds experts 2 and 3 as its local 0 and 1
+    assert global_expert_name("mlp.experts.local_experts.1.linear_fc2.weight", 2) == \
+        "mlp.experts.local_experts.3.linear_fc2.weight"
+    assert global_expert_name("mlp.experts.linear_fc1.weight0", 2) == "mlp.experts.local_experts.2.linear_fc1.weight"
+    assert global_expert_name("mlp.router.weight", 2) == "mlp.router.weight"
+    assert global_expert_name("self_attention.linear_qkv.weight", 0) == "self_attention.linear_qkv.weight"

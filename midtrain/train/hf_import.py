@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _LOCAL_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
 _LOCAL_EXPERT = re.compile(r"^mlp\.experts\.local_experts\.(\d+)\.(.+)$")
+_GROUPED_EXPERT = re.compile(r"^mlp\.experts\.(linear_fc[12])\.weight(\d+)$")  # TE grouped-GEMM experts
 
 
 def is_hf_model_dir(path: str | Path) -> bool:
@@ -138,14 +139,24 @@ def local_to_global_names(model: torch.nn.Module) -> dict[str, str]:
         mt = _LOCAL_LAYER.match(name)
         if mt:
             global_idx = layers[int(mt.group(1))].layer_number - 1
-            rest = mt.group(2)
-            me = _LOCAL_EXPERT.match(rest)
-            if me:
-                rest = f"mlp.experts.local_experts.{int(me.group(1)) + expert_offset}.{me.group(2)}"
-            out[name] = f"decoder.layers.{global_idx}.{rest}"
+            out[name] = f"decoder.layers.{global_idx}.{global_expert_name(mt.group(2), expert_offset)}"
         else:
             out[name] = name
     return out
+
+
+def global_expert_name(layer_param: str, expert_offset: int) -> str:
+    """A layer parameter's name with this rank's expert numbered globally, in the local spec's form.
+
+    Sequential experts are ``mlp.experts.local_experts.E.linear_fc1.weight``; Transformer Engine's grouped
+    GEMM experts hold the same tensors as ``mlp.experts.linear_fc1.weightE``. Other names pass through."""
+    me = _LOCAL_EXPERT.match(layer_param)
+    if me:
+        return f"mlp.experts.local_experts.{int(me.group(1)) + expert_offset}.{me.group(2)}"
+    mg = _GROUPED_EXPERT.match(layer_param)
+    if mg:
+        return f"mlp.experts.local_experts.{int(mg.group(2)) + expert_offset}.{mg.group(1)}.weight"
+    return layer_param
 
 
 @torch.no_grad()
