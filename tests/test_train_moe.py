@@ -53,8 +53,11 @@ def straight(shards, tmp_path_factory):
 
 def test_moe_trains_and_logs_router_losses(straight):
     from midtrain.train.flops import matmul_params
+    from midtrain.train.logger import RunLogger
 
     rows = _metrics(straight)
+    line = RunLogger(straight, tiny_moe_config(), enabled=False).format(rows[0])
+    assert f"moe balance {rows[0]['moe_load_balancing_loss']:.3f}" in line
     assert [r["step"] for r in rows] == list(range(1, 9))
     first, last = sum(r["loss"] for r in rows[:2]) / 2, sum(r["loss"] for r in rows[-2:]) / 2
     assert last < first - 0.2, (first, last)

@@ -69,6 +69,8 @@ class RunLogger:
             parts.append(f"{r['tflops_per_device']:.2f} TFLOP/s/dev")
         if r.get("mfu") is not None:
             parts.append(f"MFU {100 * r['mfu']:.1f}%")
+        if r.get("moe_load_balancing_loss") is not None:  # MoE router: 1.0 = balanced
+            parts.append(f"moe balance {r['moe_load_balancing_loss']:.3f}")
         if r.get("skipped"):
             parts.append("SKIPPED (non-finite)")
         src = r.get("loss_by_source") or {}
