@@ -116,8 +116,7 @@ def test_local_spec_rejects_gpu_only_features_here():
 
     if torch.cuda.is_available():
         pytest.skip("checks the CPU-only refusals")
-    for override, field in (("parallel.context=2", "parallel.context"), ("precision.fp8=hybrid", "precision.fp8"),
-                            ("parallel.distributed_optimizer=true", "parallel.distributed_optimizer")):
+    for override, field in (("parallel.context=2", "parallel.context"), ("precision.fp8=hybrid", "precision.fp8")):
         cfg = TrainConfig().apply_overrides([override, "model.num_layers=4"]).validate()  # impl auto
         with pytest.raises(ConfigError, match=field):
             resolve_impl(cfg)

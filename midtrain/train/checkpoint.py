@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 CHECKPOINTS = "checkpoints"
 MARKER = "complete.json"
 _NAME = re.compile(r"^iter_(\d{7})$")
+# The distributed optimizer's state layout in a checkpoint: one tensor per contiguous buffer shard, saved
+# and loaded by every rank in parallel, reshardable over data parallelism (megatron's own default). Its
+# built-in default ("fully_sharded_model_space") is deprecated and fails to save in megatron-core 0.16
+# ("ShardedTensor.flattened_range is not supported"). Other optimizers ignore the key.
+OPTIMIZER_METADATA = {"distrib_optim_sharding_type": "dp_reshardable"}
 
 
 def checkpoint_name(step: int) -> str:
@@ -117,7 +122,7 @@ def _sharded_state(model: torch.nn.Module, optimizer: Any | None, common: dict[s
     model_sd = unwrap(model).sharded_state_dict()
     state: dict[str, Any] = {"model": model_sd, **common}
     if optimizer is not None:
-        state["optimizer"] = optimizer.sharded_state_dict(model_sd, is_loading=is_loading)
+        state["optimizer"] = optimizer.sharded_state_dict(model_sd, is_loading=is_loading, metadata=OPTIMIZER_METADATA)
     state["rng"] = ShardedObject("rng_state", None if is_loading else _rng_state(), (world,), (_rank(),),
                                  replica_id=0)
     return state

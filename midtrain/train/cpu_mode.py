@@ -39,6 +39,19 @@ def _is_cuda(device: Any) -> bool:
     return False
 
 
+def _tensor_type(tensor: torch.Tensor, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``Tensor.type()`` as megatron's mixed-precision optimizers check it: a CPU tensor answers with the
+    CUDA type name (``torch.BFloat16Tensor`` -> ``torch.cuda.BFloat16Tensor``); a CUDA type name asked for
+    as a conversion target means the CPU type of the same dtype."""
+    if dtype is None and not kwargs.get("dtype"):
+        name = torch.Tensor.type(tensor)
+        return name.replace("torch.", "torch.cuda.", 1) if tensor.device.type == "cpu" and ".cuda." not in name \
+            else name
+    if isinstance(dtype, str):
+        dtype = dtype.replace("torch.cuda.", "torch.", 1)
+    return torch.Tensor.type(tensor, dtype, *args, **kwargs)
+
+
 class _CpuDevices(TorchFunctionMode):
     """Map every CUDA device argument of a torch call to the CPU."""
 
@@ -46,6 +59,8 @@ class _CpuDevices(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.Tensor.cuda:
             return args[0]
+        if func is torch.Tensor.type:
+            return _tensor_type(*args, **kwargs)
         if "device" in kwargs and _is_cuda(kwargs["device"]):
             kwargs = {**kwargs, "device": torch.device("cpu")}
         if func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):

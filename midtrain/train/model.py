@@ -52,9 +52,6 @@ def resolve_impl(cfg: TrainConfig) -> str:
         for field, needed in needs_te.items():
             if needed:
                 raise ConfigError(f"{field}: needs Transformer Engine, which is not available on this machine")
-    if cfg.parallel.distributed_optimizer and not torch.cuda.is_available():
-        raise ConfigError("parallel.distributed_optimizer: megatron-core's distributed optimizer needs CUDA "
-                          "tensors; set parallel.distributed_optimizer=false on CPU")
     if cfg.precision.fp8_recipe == "mxfp8" and cfg.precision.fp8 != "none" and torch.cuda.is_available():
         major, _ = torch.cuda.get_device_capability()
         if major < 10:

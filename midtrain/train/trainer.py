@@ -270,9 +270,11 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
     n_sources = len(sources)
     step = 0
     resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
+    weights_loaded = False
     if resumed is not None:
         path, common = resumed
         if common.get("weights_only"):
+            weights_loaded = True
             if rank0:
                 log.info("starting from the weights of %s (weights-only checkpoint; fresh optimizer)", path)
         else:
@@ -283,6 +285,13 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
                 log.info("resuming at step %d from %s", step, path)
     elif cfg.init_from:
         _init_weights(cfg, model)
+        weights_loaded = True
+    if weights_loaded:
+        # With bf16 the optimizer keeps fp32 master copies of the weights, cloned when it was built, and
+        # copies them back into the model after every update: refresh them from the loaded weights, or the
+        # first step would put the initial (random) weights back. (A full resume restores the master
+        # copies from the checkpoint's optimizer state instead.)
+        optimizer.reload_model_params()
 
     micro_batches = cfg.optim.global_batch_size // dp
     batches = _BatchIterator(loader, cp_size, cp_rank)
