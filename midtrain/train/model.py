@@ -22,6 +22,7 @@ from megatron.core.transformer.transformer_config import TransformerConfig
 from midtrain.config import ConfigError
 from midtrain.train.attention import PortableDocumentAttention
 from midtrain.train.config import TrainConfig
+from midtrain.train.gpu_choices import choose_impl, installed_te_version, te_version_problem
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +41,20 @@ def te_available() -> bool:
 
 def resolve_impl(cfg: TrainConfig) -> str:
     """'transformer_engine' or 'local' for this machine; raises ConfigError when the recipe needs TE."""
-    impl = cfg.precision.transformer_impl
-    if impl == "auto":
-        impl = "transformer_engine" if te_available() else "local"
-    if impl == "transformer_engine" and not te_available():
-        raise ConfigError("precision.transformer_impl: transformer_engine requested but Transformer Engine "
-                          "does not import here (needs a CUDA GPU and the `gpu` extra)")
+    impl = choose_impl(cfg.precision.transformer_impl, te_available(), cfg.precision.dtype)
+    if impl == "transformer_engine":
+        problem = te_version_problem(cfg.precision.fp8, cfg.precision.fp8_recipe, installed_te_version())
+        if problem:
+            raise ConfigError(problem)
     if impl == "local":
         needs_te = {"parallel.context": cfg.parallel.context > 1, "precision.fp8": cfg.precision.fp8 != "none",
                     "parallel.sequence_parallel": cfg.parallel.sequence_parallel}
         for field, needed in needs_te.items():
             if needed:
-                raise ConfigError(f"{field}: needs Transformer Engine, which is not available on this machine")
+                why = ("which is not available on this machine" if not te_available() else
+                       f"which transformer_impl={cfg.precision.transformer_impl} with dtype="
+                       f"{cfg.precision.dtype} does not use (TE layers train in bf16)")
+                raise ConfigError(f"{field}: needs Transformer Engine, {why}")
     if cfg.precision.fp8_recipe == "mxfp8" and cfg.precision.fp8 != "none" and torch.cuda.is_available():
         major, _ = torch.cuda.get_device_capability()
         if major < 10:

@@ -27,7 +27,7 @@ from midtrain.train import checkpoint as ckpt
 from midtrain.train import distributed
 from midtrain.train.batch import Batch, to_batch
 from midtrain.train.config import TrainConfig
-from midtrain.train.flops import FLOPS_COUNT, peak_tflops, step_flops
+from midtrain.train.flops import FLOPS_COUNT, flops_from_sums, fp8_peak_tflops, peak_tflops
 from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
@@ -220,6 +220,15 @@ def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
         ckpt.load_weights(path, model)
 
 
+def schedule_seq_length(cfg: TrainConfig) -> int:
+    """The ``seq_length`` for megatron's forward-backward schedule: the full packed length.
+
+    The pipeline schedule sizes the activations sent between stages itself, dividing by the context-parallel
+    size (and by TP with sequence parallelism), which is exactly this rank's share of the THD batch.
+    """
+    return cfg.data.seq_length
+
+
 def _reduce(tensor: torch.Tensor, group: Any) -> torch.Tensor:
     if dist.is_initialized():
         dist.all_reduce(tensor, group=group)
@@ -304,6 +313,8 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
         info = {"name": cfg.name, "flops_count": FLOPS_COUNT, "parameters": count_parameters(cfg),
                 "layer_impl": resolve_impl(cfg), "world_size": env.world_size, "data_parallel": dp,
                 "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": peak,
+                "mfu_against": "dense BF16 peak" + (" (FP8 runs: mfu_fp8_peak against twice that)"
+                                                    if cfg.precision.fp8 != "none" else ""),
                 "sources": sources, "shards": str(cfg.data.path), "train_sequences": len(dataset)}
         (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
         log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
@@ -320,13 +331,18 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             optimizer.zero_grad()
             reported = forward_backward(
                 forward_step_func=partial(_forward_step, n_sources), data_iterator=batches, model=[model],
-                num_microbatches=micro_batches, seq_length=cfg.data.seq_length // cp_size, micro_batch_size=1,
+                num_microbatches=micro_batches, seq_length=schedule_seq_length(cfg), micro_batch_size=1,
                 forward_only=False)
             stats = _step_stats(reported, n_sources, _device())
             # Loss over the global batch: sum over micro-batches here, then over DP/CP ranks, then from the
             # last pipeline stage to all.
+            # The same sums carry the attention-FLOPs terms (tokens computed and sum(l_i^2) of this rank's
+            # sequences): each data-parallel rank holds different documents; CP ranks share theirs.
+            computed, sum_sq = _flops_sums(batches.used)
             totals = torch.cat([torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64,
-                                             device=_device()), stats.by_source.reshape(-1)])
+                                             device=_device()), stats.by_source.reshape(-1),
+                                torch.tensor([computed / cp_size, sum_sq / cp_size], dtype=torch.float64,
+                                             device=_device())])
             _reduce(totals, dp_cp_group)
             if cfg.parallel.pipeline > 1:
                 pp_group = parallel_state.get_pipeline_model_parallel_group()
@@ -354,8 +370,8 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             dt = time.perf_counter() - t0
             last_loss = loss
             if rank0 or last_stage:
-                _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, batches.used, dt,
-                          env.world_size, dp, peak, not finite)
+                _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, dt, env.world_size, peak,
+                          not finite)
             save_now = step % cfg.checkpoint.save_interval == 0 or (
                 step == cfg.optim.train_steps and cfg.checkpoint.save_final)
             stop = flag.any_rank()
@@ -393,23 +409,31 @@ def _describe_batch(used: list[Batch], group: Any) -> str:
     return str(sorted(set(mine)))
 
 
-def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, used, dt, world, dp, peak,
-              skipped) -> None:
+def _flops_sums(used: list[Batch]) -> tuple[float, float]:
+    """Tokens computed (padding included) and sum of squared piece lengths of this rank's sequences."""
+    return (float(sum(sum(b.doc_lengths) for b in used)),
+            float(sum(l * l for b in used for l in b.doc_lengths)))
+
+
+def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, dt, world, peak, skipped) -> None:
     n = len(sources)
-    by_source = totals[2:].reshape(n, 2) if n else None
+    by_source = totals[2:2 + 2 * n].reshape(n, 2) if n else None
     loss_by_source = {name: float(by_source[i, 0] / by_source[i, 1])
                       for i, name in enumerate(sources) if by_source is not None and by_source[i, 1] > 0}
     # Tokens processed this step by all data-parallel replicas (padding included: it is computed).
     tokens = cfg.optim.global_batch_size * cfg.data.seq_length
-    # FLOPs: this rank's sequences stand for their replica; the global batch is dp times as many on average.
-    flops = step_flops(cfg, [b.doc_lengths for b in used]) * dp
+    # FLOPs of the whole global batch: token counts and sum(l_i^2) summed over the data-parallel ranks.
+    flops = flops_from_sums(cfg, float(totals[-2]), float(totals[-1]))
     tflops_dev = flops / dt / world / 1e12
+    fp8_peak = fp8_peak_tflops(cfg, peak)
     record = {
         "step": step, "loss": loss, "lr": optimizer.param_groups[0]["lr"],
         "grad_norm": float(grad_norm) if grad_norm is not None else None,
         "tokens_per_s": tokens / dt, "tokens_per_s_per_device": tokens / dt / world,
         "trained_tokens": int(totals[1]), "step_time_s": dt,
-        "tflops_per_device": tflops_dev, "mfu": tflops_dev / peak if peak else None,
+        "flops": flops, "tflops_per_device": tflops_dev,
+        "mfu": tflops_dev / peak if peak else None,  # against the dense BF16 peak
+        **({"mfu_fp8_peak": tflops_dev / fp8_peak} if fp8_peak else {}),
         "loss_by_source": loss_by_source, "skipped": skipped, "time": time.time(),
         "process_cpu_s": time.process_time(),  # cumulative CPU time of this rank (bench/bench_step.py)
     }
