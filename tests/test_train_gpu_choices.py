@@ -133,3 +133,44 @@ def test_attention_flops_add_up_over_ranks():
     summed = flops_from_sums(cfg, 2 * 32768, 32768**2 + 8 * 4096**2)
     assert together == pytest.approx(summed)
     assert 2 * step_flops(cfg, rank0) > 1.2 * together  # the old estimate from rank 0 alone overcounts
+
+
+def test_fusions_are_off_on_cpu_and_on_where_megatron_has_them():
+    from midtrain.train.gpu_choices import fusion_flags
+
+    cpu = fusion_flags("local", cuda=False, rope_scaling="none", apex_wgrad=True)
+    assert not any(v for k, v in cpu.items() if k != "cross_entropy_fusion_impl")
+    te = fusion_flags("transformer_engine", cuda=True, rope_scaling="none", apex_wgrad=True)
+    assert te["bias_activation_fusion"] and te["cross_entropy_loss_fusion"] and te["apply_rope_fusion"]
+    assert te["cross_entropy_fusion_impl"] == "te" and te["gradient_accumulation_fusion"]
+    assert not fusion_flags("transformer_engine", True, "yarn", True)["apply_rope_fusion"]  # YaRN's mscale
+    assert not fusion_flags("transformer_engine", True, "none", False)["gradient_accumulation_fusion"]
+    portable = fusion_flags("local", cuda=True, rope_scaling="none", apex_wgrad=True)
+    assert portable["bias_activation_fusion"] and portable["cross_entropy_loss_fusion"]
+    assert portable["cross_entropy_fusion_impl"] == "native"
+    assert not portable["apply_rope_fusion"] and not portable["gradient_accumulation_fusion"]  # TE-only
+
+
+def test_gpu_fusion_flags_make_a_valid_transformer_config():
+    """megatron-core's own TransformerConfig checks accept the CUDA flags for the SwiGLU model (no TE
+    needed to construct the config)."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    import torch.nn.functional as F
+
+    from midtrain.train.gpu_choices import fusion_flags
+
+    for impl in ("local", "transformer_engine"):
+        flags = fusion_flags(impl, cuda=True, rope_scaling="none", apex_wgrad=False)
+        flags.pop("apply_rope_fusion")  # its check imports TE's fused RoPE
+        TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, gated_linear_unit=True,
+                          activation_func=F.silu, add_bias_linear=False, **flags)
+
+
+def test_distributed_optimizer_overlaps_communication():
+    from midtrain.train.trainer import ddp_config
+
+    on = ddp_config(TrainConfig().apply_overrides(["parallel.distributed_optimizer=true"]).validate())
+    assert on.use_distributed_optimizer and on.overlap_grad_reduce and on.overlap_param_gather
+    assert on.grad_reduce_in_fp32
+    off = ddp_config(TrainConfig().validate())
+    assert not off.use_distributed_optimizer and not off.overlap_param_gather

@@ -74,3 +74,34 @@ def pick_cuda_device(local_rank: int, visible_devices: int) -> int:
         raise RuntimeError("no CUDA device visible to this process (check CUDA_VISIBLE_DEVICES and the job's "
                            "GPU request)")
     return local_rank % visible_devices
+
+
+def fusion_flags(impl: str, cuda: bool, rope_scaling: str, apex_wgrad: bool) -> dict[str, object]:
+    """megatron-core fusion settings of the TransformerConfig for this machine and layer implementation.
+
+    CPU (tests, the demo) keeps every fusion off: the fused paths are CUDA kernels or torch.compile'd ones.
+    On CUDA: SwiGLU (bias-activation) and bias-dropout-add fusions, the fused cross-entropy (Transformer
+    Engine's with TE layers, megatron's own otherwise: neither materialises a second fp32 copy of the
+    logits); with TE layers also fused RoPE — except YaRN, whose attention scale the fused packed path
+    drops — and gradient-accumulation fusion where megatron's output layer finds its CUDA extension
+    (``fused_weight_gradient_mlp_cuda``; without it megatron-core refuses the flag).
+    """
+    te = impl == "transformer_engine"
+    flags: dict[str, object] = dict(
+        bias_activation_fusion=cuda,
+        bias_dropout_fusion=cuda,
+        cross_entropy_loss_fusion=cuda,
+        cross_entropy_fusion_impl="te" if te else "native",
+        apply_rope_fusion=cuda and te and rope_scaling != "yarn",
+        gradient_accumulation_fusion=cuda and te and apex_wgrad,
+        masked_softmax_fusion=False,  # neither attention path uses megatron's unfused softmax
+        persist_layer_norm=False,
+    )
+    return flags
+
+
+def apex_wgrad_available() -> bool:
+    """Whether megatron's linear layers can fuse weight-gradient accumulation (apex's CUDA extension)."""
+    from importlib.util import find_spec
+
+    return find_spec("fused_weight_gradient_mlp_cuda") is not None

@@ -22,7 +22,8 @@ from megatron.core.transformer.transformer_config import TransformerConfig
 from midtrain.config import ConfigError
 from midtrain.train.attention import PortableDocumentAttention
 from midtrain.train.config import TrainConfig
-from midtrain.train.gpu_choices import choose_impl, installed_te_version, te_version_problem
+from midtrain.train.gpu_choices import (apex_wgrad_available, choose_impl, fusion_flags, installed_te_version,
+                                        te_version_problem)
 
 log = logging.getLogger(__name__)
 
@@ -106,13 +107,8 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None) -> Trans
         pipeline_dtype=torch.bfloat16 if bf16 else torch.float32,
         # loss averaged per token over the global batch (the schedule sums, finalize divides)
         calculate_per_token_loss=True,
-        # fused kernels exist only with CUDA/TE; CPU and the portable path use the plain ones
-        apply_rope_fusion=False,
-        masked_softmax_fusion=False,
-        bias_activation_fusion=False,
-        bias_dropout_fusion=False,
-        gradient_accumulation_fusion=False,
-        persist_layer_norm=False,
+        # fused kernels where this machine has them (all off on CPU); see gpu_choices.fusion_flags
+        **fusion_flags(impl, torch.cuda.is_available(), m.rope_scaling, apex_wgrad_available()),
         use_cpu_initialization=not torch.cuda.is_available(),
         transformer_impl="transformer_engine" if impl == "transformer_engine" else "local",
     )

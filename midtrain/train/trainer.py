@@ -194,15 +194,31 @@ def _build_optimizer(cfg: TrainConfig, model: torch.nn.Module):
 
 
 def _wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> torch.nn.Module:
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.distributed import DistributedDataParallel
     from megatron.core.transformer.module import Float16Module
 
     tc = model.config
     if cfg.precision.dtype == "bf16":
         model = Float16Module(tc, model)
-    ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
-                                        use_distributed_optimizer=cfg.parallel.distributed_optimizer)
-    return DistributedDataParallel(config=tc, ddp_config=ddp, module=model)
+    return DistributedDataParallel(config=tc, ddp_config=ddp_config(cfg), module=model)
+
+
+def ddp_config(cfg: TrainConfig):
+    """megatron DDP settings: fp32 gradient reduction; with the distributed optimizer the gradient
+    reduce-scatter overlaps the backward pass and the parameter all-gather overlaps the next forward."""
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    overlap = cfg.parallel.distributed_optimizer
+    return DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=overlap,
+                                         overlap_param_gather=overlap,
+                                         use_distributed_optimizer=cfg.parallel.distributed_optimizer)
+
+
+def _sync_params(model: torch.nn.Module) -> None:
+    """Finish the parameter all-gather now (it is otherwise deferred into the next forward with
+    overlap_param_gather), so every rank holds the full updated weights, e.g. before a checkpoint."""
+    if model.ddp_config.overlap_param_gather:
+        model.start_param_sync(force_sync=True)
 
 
 def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
@@ -376,6 +392,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
                 step == cfg.optim.train_steps and cfg.checkpoint.save_final)
             stop = flag.any_rank()
             if save_now or stop:
+                _sync_params(model)
                 common = {"step": step, "scheduler": scheduler.state_dict(), "loader": loader.state_dict(),
                           "name": cfg.name}
                 ckpt.save_checkpoint(run_dir, step, model, optimizer, common, cfg.checkpoint.keep_last)
