@@ -174,3 +174,13 @@ def test_distributed_optimizer_overlaps_communication():
     assert on.grad_reduce_in_fp32
     off = ddp_config(TrainConfig().validate())
     assert not off.use_distributed_optimizer and not off.overlap_param_gather
+
+
+def test_without_torch_compile_the_jit_fusions_stay_off():
+    from midtrain.train.gpu_choices import fusion_flags
+
+    portable = fusion_flags("local", cuda=True, rope_scaling="none", apex_wgrad=False, jit_ok=False)
+    assert not portable["bias_activation_fusion"] and not portable["cross_entropy_loss_fusion"]
+    te = fusion_flags("transformer_engine", cuda=True, rope_scaling="none", apex_wgrad=False, jit_ok=False)
+    assert te["cross_entropy_loss_fusion"] and te["apply_rope_fusion"]  # TE's own kernels
+    assert not te["bias_activation_fusion"]

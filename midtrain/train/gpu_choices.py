@@ -76,7 +76,8 @@ def pick_cuda_device(local_rank: int, visible_devices: int) -> int:
     return local_rank % visible_devices
 
 
-def fusion_flags(impl: str, cuda: bool, rope_scaling: str, apex_wgrad: bool) -> dict[str, object]:
+def fusion_flags(impl: str, cuda: bool, rope_scaling: str, apex_wgrad: bool,
+                 jit_ok: bool = True) -> dict[str, object]:
     """megatron-core fusion settings of the TransformerConfig for this machine and layer implementation.
 
     CPU (tests, the demo) keeps every fusion off: the fused paths are CUDA kernels or torch.compile'd ones.
@@ -84,13 +85,16 @@ def fusion_flags(impl: str, cuda: bool, rope_scaling: str, apex_wgrad: bool) -> 
     Engine's with TE layers, megatron's own otherwise: neither materialises a second fp32 copy of the
     logits); with TE layers also fused RoPE — except YaRN, whose attention scale the fused packed path
     drops — and gradient-accumulation fusion where megatron's output layer finds its CUDA extension
-    (``fused_weight_gradient_mlp_cuda``; without it megatron-core refuses the flag).
+    (``fused_weight_gradient_mlp_cuda``; without it megatron-core refuses the flag). megatron compiles its
+    SwiGLU, bias-dropout and native cross-entropy fusions with torch.compile: ``jit_ok`` False (a machine
+    where torch.compile cannot build kernels) keeps those off.
     """
     te = impl == "transformer_engine"
+    jit = cuda and jit_ok
     flags: dict[str, object] = dict(
-        bias_activation_fusion=cuda,
-        bias_dropout_fusion=cuda,
-        cross_entropy_loss_fusion=cuda,
+        bias_activation_fusion=jit,
+        bias_dropout_fusion=jit,
+        cross_entropy_loss_fusion=cuda and (te or jit_ok),
         cross_entropy_fusion_impl="te" if te else "native",
         apply_rope_fusion=cuda and te and rope_scaling != "yarn",
         gradient_accumulation_fusion=cuda and te and apex_wgrad,
@@ -105,3 +109,30 @@ def apex_wgrad_available() -> bool:
     from importlib.util import find_spec
 
     return find_spec("fused_weight_gradient_mlp_cuda") is not None
+
+
+_JIT_OK: bool | None = None
+
+
+def jit_fusions_work() -> bool:
+    """Whether torch.compile builds a CUDA kernel here (megatron's jit fusions need it); tried once per process.
+
+    A bare machine may lack the C compiler or Python headers Triton needs; then the run keeps the plain
+    kernels and says so, instead of failing at the first fused op.
+    """
+    global _JIT_OK
+    if _JIT_OK is None:
+        import logging
+
+        import torch
+
+        try:
+            f = torch.compile(lambda x: torch.nn.functional.silu(x) * x)
+            f(torch.ones(8, device="cuda"))
+            _JIT_OK = True
+        except Exception as e:  # noqa: BLE001 - any compile failure: run without the jit fusions
+            logging.getLogger(__name__).warning(
+                "torch.compile does not work here (%s: %s); megatron's SwiGLU/bias-dropout/cross-entropy "
+                "fusions stay off", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+            _JIT_OK = False
+    return _JIT_OK

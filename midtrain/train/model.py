@@ -23,7 +23,7 @@ from midtrain.config import ConfigError
 from midtrain.train.attention import PortableDocumentAttention
 from midtrain.train.config import TrainConfig
 from midtrain.train.gpu_choices import (apex_wgrad_available, choose_impl, fusion_flags, installed_te_version,
-                                        te_version_problem)
+                                        jit_fusions_work, te_version_problem)
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,8 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None) -> Trans
         # loss averaged per token over the global batch (the schedule sums, finalize divides)
         calculate_per_token_loss=True,
         # fused kernels where this machine has them (all off on CPU); see gpu_choices.fusion_flags
-        **fusion_flags(impl, torch.cuda.is_available(), m.rope_scaling, apex_wgrad_available()),
+        **fusion_flags(impl, torch.cuda.is_available(), m.rope_scaling, apex_wgrad_available(),
+                       jit_ok=torch.cuda.is_available() and jit_fusions_work()),
         use_cpu_initialization=not torch.cuda.is_available(),
         transformer_impl="transformer_engine" if impl == "transformer_engine" else "local",
     )
