@@ -189,3 +189,21 @@ def test_bf16_distributed_optimizer_dp2_keeps_init_weights_and_resumes_exactly(t
     again = _metrics(run_dir)
     assert [r["step"] for r in again] == list(range(1, 7))
     assert _losses(again) == _losses(first)
+
+
+def test_async_checkpoint_saves_complete_and_resume_bitwise(trained, shards, tmp_path):
+    """checkpoint.async_save: the background writes end as complete checkpoints (marker, rename) that a
+    restart resumes from bit for bit; training itself is unchanged."""
+    _, straight = trained
+    run_dir = tmp_path / "async"
+    over = {"optim.train_steps": 12, "checkpoint.keep_last": 3, "checkpoint.async_save": True}
+    rows = _run(shards, run_dir, **over)
+    assert _losses(rows) == _losses(straight)
+    assert [s for s, _ in list_checkpoints(run_dir)] == [4, 8, 12]
+    assert all((p / MARKER).is_file() for _, p in list_checkpoints(run_dir))
+    assert not list((run_dir / "checkpoints").glob("*.tmp"))
+    for step, path in list_checkpoints(run_dir):
+        if step > 4:
+            shutil.rmtree(path)
+    again = _run(shards, run_dir, **over)
+    assert _losses(again) == _losses(straight)

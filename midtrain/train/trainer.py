@@ -338,6 +338,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
                  cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,
                  "CPU mode" if not torch.cuda.is_available() else torch.cuda.get_device_name(), FLOPS_COUNT)
     exit_code, skipped_in_row, last_loss = 0, 0, float("nan")
+    saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
     model.train()
     try:
         while step < cfg.optim.train_steps:
@@ -391,17 +392,22 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             save_now = step % cfg.checkpoint.save_interval == 0 or (
                 step == cfg.optim.train_steps and cfg.checkpoint.save_final)
             stop = flag.any_rank()
+            # background saves: complete those that are done; at most one in flight, none left at the end
+            ckpt.finish_async_saves(saves, blocking=save_now or stop)
             if save_now or stop:
                 _sync_params(model)
                 common = {"step": step, "scheduler": scheduler.state_dict(), "loader": loader.state_dict(),
                           "name": cfg.name}
-                ckpt.save_checkpoint(run_dir, step, model, optimizer, common, cfg.checkpoint.keep_last)
+                ckpt.save_checkpoint(run_dir, step, model, optimizer, common, cfg.checkpoint.keep_last,
+                                     async_queue=saves)
             if stop and step < cfg.optim.train_steps:
                 if rank0:
                     log.warning("checkpointed at step %d after a signal; exiting %d (requeue to resume)", step,
                                 EXIT_REQUEUE)
                 exit_code = EXIT_REQUEUE
                 break
+        if saves is not None:
+            saves.close()  # the last checkpoint is complete before the run reports done (or exits 75)
     finally:
         logger.close()
     return {"exit_code": exit_code, "step": step, "loss": last_loss, "run_dir": str(run_dir)}
