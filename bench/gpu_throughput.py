@@ -102,13 +102,14 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(cfg: TrainConfig, lengths: list[int], steps: int, warmup: int, device: torch.device,
-            model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+            model: torch.nn.Module, optimizer: torch.optim.Optimizer, impl: str = "local") -> dict:
     S = cfg.data.seq_length
     g = torch.Generator().manual_seed(S)
     tokens = torch.randint(0, cfg.model.vocab_size, (1, S + 1), generator=g).to(device)
     inputs, labels = tokens[:, :S], tokens[0, 1:]
     position_ids = torch.cat([torch.arange(n) for n in lengths])[None].to(device)
-    psp = _packed_params(lengths, device)
+    # the portable path keeps document boundaries on the host (no GPU sync in megatron's packed RoPE)
+    psp = _packed_params(lengths, device if impl == "transformer_engine" else torch.device("cpu"))
     weight = model.embedding.word_embeddings.weight
 
     def step() -> float:
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode, lengths in (("causal", [S]), ("documents", docs)):
             flops = step_flops(run_cfg, [lengths])
             try:
-                r = measure(run_cfg, lengths, steps, warmup, device, model, optimizer)
+                r = measure(run_cfg, lengths, steps, warmup, device, model, optimizer, impl)
             except torch.cuda.OutOfMemoryError as e:  # report the length that does not fit, keep going
                 print(f"seq {S} {mode}: out of memory ({str(e).splitlines()[0]})", file=sys.stderr)
                 optimizer.zero_grad(set_to_none=True)

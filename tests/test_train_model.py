@@ -235,3 +235,27 @@ def test_gpu_fp8_recipe_trains(tmp_path):
         assert train(cfg)["exit_code"] == 0
     finally:
         distributed.destroy()
+
+
+@pytest.mark.gpu
+def test_gpu_portable_path_with_host_document_bounds_gives_the_same_logits():
+    """The trainer keeps cu_seqlens on the host for the portable path (no GPU sync in megatron's unfused
+    packed RoPE); the logits equal those with device cu_seqlens."""
+    from midtrain.train.batch import to_batch
+    from train_helpers import packed_sample
+
+    distributed.initialize(seed=3)
+    try:
+        cfg = tiny_config(**{"precision.transformer_impl": "local", "precision.dtype": "fp32"})
+        model = build_gpt_model(cfg).eval()
+        sample = packed_sample([7, 19, 12, 26], cfg.model.vocab_size)
+        out = []
+        for host in (False, True):
+            b = to_batch(sample, "cuda", cu_seqlens_on_host=host)
+            assert b.packed_seq_params.cu_seqlens_q.device.type == ("cpu" if host else "cuda")
+            assert b.tokens.device.type == "cuda"
+            with torch.no_grad():
+                out.append(model(b.tokens, b.position_ids, None, packed_seq_params=b.packed_seq_params))
+        assert torch.equal(out[0], out[1])
+    finally:
+        distributed.destroy()

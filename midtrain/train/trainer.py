@@ -111,8 +111,9 @@ def _forward_step(n_sources: int, data_iterator: Iterator[Batch], model: torch.n
 class _BatchIterator:
     """Wraps the PackedLoader: reader dicts -> Batch on this device/CP rank; records what the step used."""
 
-    def __init__(self, loader: Any, cp_size: int, cp_rank: int) -> None:
+    def __init__(self, loader: Any, cp_size: int, cp_rank: int, cu_seqlens_on_host: bool = False) -> None:
         self.loader, self.cp_size, self.cp_rank = loader, cp_size, cp_rank
+        self.cu_seqlens_on_host = cu_seqlens_on_host
         self._it = iter(loader)
         self.used: list[Batch] = []
 
@@ -120,7 +121,7 @@ class _BatchIterator:
         return self
 
     def __next__(self) -> Batch:
-        batch = to_batch(next(self._it), _device(), self.cp_size, self.cp_rank)
+        batch = to_batch(next(self._it), _device(), self.cp_size, self.cp_rank, self.cu_seqlens_on_host)
         self.used.append(batch)
         return batch
 
@@ -319,7 +320,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
         optimizer.reload_model_params()
 
     micro_batches = cfg.optim.global_batch_size // dp
-    batches = _BatchIterator(loader, cp_size, cp_rank)
+    batches = _BatchIterator(loader, cp_size, cp_rank, cu_seqlens_on_host=resolve_impl(cfg) == "local")
     forward_backward = get_forward_backward_func()
     logger = RunLogger(run_dir, cfg, enabled=rank0, resume_step=step)
     dp_cp_group = parallel_state.get_data_parallel_group(with_context_parallel=True)
