@@ -7,7 +7,11 @@ raise, so redirecting them to the CPU changes nothing where CUDA exists. What is
   RoPE's ``inv_freq``, DDP's grad buffers and the optimizer's scalars — a TorchFunctionMode maps CUDA
   devices to the CPU, and ``Tensor.cuda()`` is the identity;
 * the CUDA RNG tracker (model-parallel RNG forks, activation recompute) — a tracker over the CPU generator;
-* gradient clipping, which asserts ``torch.cuda.FloatTensor`` grads — a CPU version of the same math.
+* gradient clipping, which asserts ``torch.cuda.FloatTensor`` grads — a CPU version of the same math;
+* the mixed-precision optimizers (bf16 with fp32 master weights, plain and distributed), which sort
+  parameters by their ``Tensor.type()`` name and accept only CUDA names — CPU tensors report the CUDA name
+  of their dtype (``torch.cuda.BFloat16Tensor``), and a CUDA type name asked for as a conversion target
+  converts to the CPU type of that dtype.
 
 Every monkey-patch of the project lives in this module. ``enable()`` is idempotent and a no-op when
 CUDA is available, so the training loop calls it unconditionally: the loop is the same code on CPU and GPU.
