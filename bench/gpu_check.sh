@@ -120,10 +120,10 @@ if [[ "$MODE" == "gpu" ]]; then
   # export (needs transformers) stay on CPU
   step "2 bf16 init_from keeps weights (tests)" 90 "$OUT/bf16.txt" \
     "${PYTEST[@]}" "$ROOT/tests/test_train_bf16.py" -k "not distributed and not kill and not hugging"
-  step "3 bf16 training + init_from check" 90 "$OUT/train_check.txt" \
+  step "3 bf16 training + init_from check" 120 "$OUT/train_check.txt" \
     "$PYTHON" "$ROOT/bench/gpu_train_check.py" --fp8 "$FP8" --json "$OUT/train_check.json"
   # shellcheck disable=SC2086
-  step "4 throughput (MFU, doc-masked vs causal)" 200 "$OUT/gpu_throughput.txt" \
+  step "4 throughput (MFU, doc-masked vs causal)" 180 "$OUT/gpu_throughput.txt" \
     "$PYTHON" "$ROOT/bench/gpu_throughput.py" --seq $SEQS --json "$OUT/gpu_throughput.json"
 else
   step "1 no-leak (portable attention, CPU)" 300 "$OUT/noleak.txt" \
