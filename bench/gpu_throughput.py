@@ -31,7 +31,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from midtrain.train.config import TrainConfig  # noqa: E402
 
 
-def bench_config(seq_length: int, cpu: bool) -> TrainConfig:
+def recompute_for(seq_length: int, choice: str, cpu: bool) -> str:
+    """Activation recompute per case: ``auto`` = none up to 32K, full from 64K (where a 1.1B model's
+    activations do not fit 141 GB otherwise); selective recompute only re-runs core attention, which the
+    flash/per-document kernels already keep small, so it does not make 64K fit."""
+    if choice != "auto":
+        return choice
+    return "none" if cpu or seq_length <= 32_768 else "full"
+
+
+def bench_config(seq_length: int, cpu: bool, recompute: str = "none") -> TrainConfig:
     """~1.1B Qwen3-shaped (the Qwen3-1.7B layer shape, 16 layers, tied 151,936 vocabulary) or a CPU toy."""
     cfg = TrainConfig(name="gpu_throughput", seed=1234)
     m = cfg.model
@@ -47,6 +56,7 @@ def bench_config(seq_length: int, cpu: bool) -> TrainConfig:
     m.max_position_embeddings = max(seq_length, 4096)
     cfg.data.seq_length = seq_length
     cfg.precision.transformer_impl = "auto"
+    cfg.parallel.recompute = recompute
     return cfg.validate()
 
 
@@ -92,13 +102,14 @@ def _sync(device: torch.device) -> None:
 
 
 def measure(cfg: TrainConfig, lengths: list[int], steps: int, warmup: int, device: torch.device,
-            model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+            model: torch.nn.Module, optimizer: torch.optim.Optimizer, impl: str = "local") -> dict:
     S = cfg.data.seq_length
     g = torch.Generator().manual_seed(S)
     tokens = torch.randint(0, cfg.model.vocab_size, (1, S + 1), generator=g).to(device)
     inputs, labels = tokens[:, :S], tokens[0, 1:]
     position_ids = torch.cat([torch.arange(n) for n in lengths])[None].to(device)
-    psp = _packed_params(lengths, device)
+    # the portable path keeps document boundaries on the host (no GPU sync in megatron's packed RoPE)
+    psp = _packed_params(lengths, device if impl == "transformer_engine" else torch.device("cpu"))
     weight = model.embedding.word_embeddings.weight
 
     def step() -> float:
@@ -128,12 +139,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cpu", action="store_true", help="tiny model on CPU (checks the script, not the GPU)")
     ap.add_argument("--seq", type=int, nargs="+", help="sequence lengths (default 16384 32768 65536; "
                                                        "--cpu: 256 512)")
-    ap.add_argument("--steps", type=int, default=None, help="timed steps per case (default 5; --cpu 1)")
-    ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 2; --cpu 1)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="timed steps per case (default 5, 3 from 64K; --cpu 1)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed steps first (default 2, 1 from 64K; --cpu 1)")
     ap.add_argument("--mean-doc-tokens", type=float, default=None,
                     help="mean document length of the packed batch (default 3000; --cpu 60)")
     ap.add_argument("--peak-tflops", type=float, default=None,
                     help="device peak for MFU (default: looked up from the GPU name, dense BF16)")
+    ap.add_argument("--recompute", choices=["auto", "none", "selective", "full"], default="auto",
+                    help="activation recompute (default auto: none up to 32K, full from 64K)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args(argv)
 
@@ -154,31 +168,52 @@ def main(argv: list[str] | None = None) -> int:
     distributed.initialize(seed=1234)
     cfg = bench_config(max(seqs), args.cpu)
     impl = resolve_impl(cfg)
-    model = build_gpt_model(cfg, pre_process=True, post_process=False)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=device.type == "cuda")
+    built: dict[str, tuple] = {}  # one model (and optimizer) per recompute setting, built when first needed
+
+    def model_for(recompute: str):
+        if recompute not in built:
+            for other in list(built):  # free the previous model before building the next
+                del built[other]
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+            m = build_gpt_model(bench_config(max(seqs), args.cpu, recompute), pre_process=True,
+                                post_process=False)
+            built[recompute] = (m, torch.optim.AdamW(m.parameters(), lr=1e-5, fused=device.type == "cuda"))
+        return built[recompute]
+
+    model, _ = model_for(recompute_for(min(seqs), args.recompute, args.cpu))
     peak = args.peak_tflops or peak_tflops(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     gpu = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
     te_note = ("Transformer Engine present: TE spec (BF16; FP8 not part of this check)" if impl == "transformer_engine"
                else "no Transformer Engine: local spec + portable per-document attention; FP8 is not measured")
     print(f"device: {gpu} | torch {torch.__version__} | model {n_params / 1e9:.2f}B params | {te_note}")
-    print(f"FLOP count: {FLOPS_COUNT}; MFU against {peak} TFLOP/s" if peak else f"FLOP count: {FLOPS_COUNT}")
+    print(f"FLOP count: {FLOPS_COUNT} (model FLOPs: recomputed activations are not counted, so full "
+          f"recompute shows ~1/4 lower MFU for the same hardware rate)")
+    if peak:
+        print(f"MFU against the dense BF16 peak, {peak} TFLOP/s per device")
 
     rows = []
-    for S in seqs:
-        run_cfg = bench_config(S, args.cpu)
+    for S in sorted(seqs):
+        recompute = recompute_for(S, args.recompute, args.cpu)
+        run_cfg = bench_config(S, args.cpu, recompute)
+        model, optimizer = model_for(recompute)
         docs = document_lengths(S, seed=S, mean_tokens=mean_doc)
         for mode, lengths in (("causal", [S]), ("documents", docs)):
             flops = step_flops(run_cfg, [lengths])
             try:
-                r = measure(run_cfg, lengths, steps, warmup, device, model, optimizer)
+                # from 64K a step takes seconds: fewer steps keep the whole check within its time
+                long = S >= 65_536 and not args.cpu
+                r = measure(run_cfg, lengths, args.steps or 3 if long else steps,
+                            args.warmup if args.warmup is not None else 1 if long else warmup,
+                            device, model, optimizer, impl)
             except torch.cuda.OutOfMemoryError as e:  # report the length that does not fit, keep going
                 print(f"seq {S} {mode}: out of memory ({str(e).splitlines()[0]})", file=sys.stderr)
                 optimizer.zero_grad(set_to_none=True)
                 torch.cuda.empty_cache()
                 r = {"seconds_per_step": float("nan"), "tokens_per_s": float("nan"), "loss": None,
                      "peak_mem_gib": float("nan"), "error": "out of memory"}
-            r.update(seq_length=S, mode=mode, documents=len(lengths), flops_per_token=flops / S,
+            r.update(seq_length=S, mode=mode, recompute=recompute, documents=len(lengths), flops_per_token=flops / S,
                      tflops=flops / r["seconds_per_step"] / 1e12,
                      mfu=(flops / r["seconds_per_step"] / 1e12 / peak) if peak else None)
             rows.append(r)
@@ -186,14 +221,14 @@ def main(argv: list[str] | None = None) -> int:
         masked["predicted_speedup"] = causal["flops_per_token"] / masked["flops_per_token"]
         masked["measured_speedup"] = causal["seconds_per_step"] / masked["seconds_per_step"]
 
-    head = (f"{'seq':>6} {'mode':>9} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} {'GFLOP/tok':>9} "
-            f"{'speedup (FLOP model | measured)':>32} {'peak GiB':>8}")
+    head = (f"{'seq':>6} {'mode':>9} {'recompute':>9} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} "
+            f"{'GFLOP/tok':>9} {'speedup (FLOP model | measured)':>32} {'peak GiB':>8}")
     print(head)
     print("-" * len(head))
     for r in rows:
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
         sp = (f"{r['predicted_speedup']:.2f}x | {r['measured_speedup']:.2f}x" if "predicted_speedup" in r else "")
-        print(f"{r['seq_length']:>6} {r['mode']:>9} {r['documents']:>5} {r['tokens_per_s']:>9.0f} "
+        print(f"{r['seq_length']:>6} {r['mode']:>9} {r['recompute']:>9} {r['documents']:>5} {r['tokens_per_s']:>9.0f} "
               f"{r['tflops']:>8.1f} {mfu:>6} {r['flops_per_token'] / 1e9:>9.2f} {sp:>32} {r['peak_mem_gib']:>8.1f}")
     result = {"device": gpu, "torch": torch.__version__, "impl": impl, "params": n_params, "peak_tflops": peak,
               "flops_count": FLOPS_COUNT, "fp8": "not measured (no Transformer Engine)" if impl != "transformer_engine"

@@ -20,6 +20,7 @@ def test_script_is_valid_bash_and_prints_its_plan():
     subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
     out = subprocess.run([str(SCRIPT), "--dry-run"], capture_output=True, text=True, check=True).stdout
     assert "no-leak" in out and "gpu_throughput.py" in out and "wheels" in out
+    assert "test_train_bf16.py" in out and "gpu_train_check.py" in out and "gpu_summary.py" in out
     bad = subprocess.run([str(SCRIPT), "--bogus"], capture_output=True, text=True)
     assert bad.returncode == 2 and "usage" in bad.stderr
 
@@ -60,3 +61,22 @@ def test_document_lengths_fill_the_sequence_deterministically():
     a = gpu_throughput.document_lengths(65_536, seed=3, mean_tokens=3000)
     assert sum(a) == 65_536 and min(a) >= 1 and len(a) > 5
     assert a == gpu_throughput.document_lengths(65_536, seed=3, mean_tokens=3000)
+
+
+@pytest.mark.slow
+def test_train_check_cpu_mode_and_the_summary_table(tmp_path):
+    """bench/gpu_train_check.py on CPU: the bf16 run's loss falls and init_from keeps the weights; the
+    summary table carries the checks and the figures."""
+    import gpu_summary
+    import gpu_train_check
+
+    out = tmp_path / "out"
+    assert gpu_train_check.main(["--cpu", "--steps", "12", "--json", str(out / "train_check.json")]) == 0
+    result = json.loads((out / "train_check.json").read_text())
+    names = [c["name"] for c in result["checks"]]
+    assert any("loss falls" in n for n in names) and any("midtrain checkpoint" in n for n in names)
+    assert all(c["ok"] for c in result["checks"] if c["ok"] is not None)
+    (out / "steps.tsv").write_text("3 bf16 training + init_from check\tok\t12\t\n")
+    table = gpu_summary.summary(out)
+    assert "GPU CHECK SUMMARY" in table and "loaded weights survive" in table and "tok/s" in table
+    assert "3 bf16 training + init_from check" in table

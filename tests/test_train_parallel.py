@@ -59,6 +59,8 @@ def test_tp2_and_dp2_match_single_process(tmp_path):
             assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), ("TP=2", key, a["step"])
             assert c[key] == pytest.approx(a[key], rel=1e-6, abs=1e-7), ("DP=2", key, a["step"])
         assert c["loss_by_source"] == pytest.approx(a["loss_by_source"], rel=1e-6)
+        # model FLOPs of the step: the two DP ranks' documents add up to the single process's batch
+        assert b["flops"] == pytest.approx(a["flops"], rel=1e-12) and c["flops"] == pytest.approx(a["flops"], rel=1e-12)
 
 
 @pytest.mark.slow

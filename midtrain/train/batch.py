@@ -32,8 +32,13 @@ class Batch:
 
 
 def to_batch(sample: dict[str, torch.Tensor], device: torch.device | str = "cpu", cp_size: int = 1,
-             cp_rank: int = 0) -> Batch:
-    """Build a Batch (on ``device``) from a reader sample; validates the shapes the model relies on."""
+             cp_rank: int = 0, cu_seqlens_on_host: bool = False) -> Batch:
+    """Build a Batch (on ``device``) from a reader sample; validates the shapes the model relies on.
+
+    ``cu_seqlens_on_host``: keep the document boundaries on the CPU (the portable attention path). There the
+    only reader of ``cu_seqlens`` besides our attention is megatron's unfused packed RoPE, which turns it into
+    Python lengths for q and k in every layer: on the host that costs no GPU synchronisation.
+    """
     tokens = sample["tokens"]
     S = tokens.shape[-1]
     cu = sample["cu_seqlens"].to(torch.int32)
@@ -54,7 +59,8 @@ def to_batch(sample: dict[str, torch.Tensor], device: torch.device | str = "cpu"
         fields, psp = get_thd_batch_on_this_cp_rank(
             fields, unpadded, cu_dev, torch.tensor([max_len]), cp_size=cp_size, cp_rank=cp_rank)
     else:
-        psp = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu_dev, cu_seqlens_kv=cu_dev,
+        cu_psp = cu if cu_seqlens_on_host else cu_dev
+        psp = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu_psp, cu_seqlens_kv=cu_psp,
                               max_seqlen_q=max_len, max_seqlen_kv=max_len)
         setattr(psp, BOUNDS_ATTR, bounds)  # the portable attention slices with these, no device sync
     return Batch(packed_seq_params=psp, index=index, doc_lengths=lengths, **fields)

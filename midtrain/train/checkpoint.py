@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 CHECKPOINTS = "checkpoints"
 MARKER = "complete.json"
 _NAME = re.compile(r"^iter_(\d{7})$")
+# The distributed optimizer's state layout in a checkpoint: one tensor per contiguous buffer shard, saved
+# and loaded by every rank in parallel, reshardable over data parallelism (megatron's own default). Its
+# built-in default ("fully_sharded_model_space") is deprecated and fails to save in megatron-core 0.16
+# ("ShardedTensor.flattened_range is not supported"). Other optimizers ignore the key.
+OPTIMIZER_METADATA = {"distrib_optim_sharding_type": "dp_reshardable"}
 
 
 def checkpoint_name(step: int) -> str:
@@ -117,7 +122,7 @@ def _sharded_state(model: torch.nn.Module, optimizer: Any | None, common: dict[s
     model_sd = unwrap(model).sharded_state_dict()
     state: dict[str, Any] = {"model": model_sd, **common}
     if optimizer is not None:
-        state["optimizer"] = optimizer.sharded_state_dict(model_sd, is_loading=is_loading)
+        state["optimizer"] = optimizer.sharded_state_dict(model_sd, is_loading=is_loading, metadata=OPTIMIZER_METADATA)
     state["rng"] = ShardedObject("rng_state", None if is_loading else _rng_state(), (world,), (_rank(),),
                                  replica_id=0)
     return state
@@ -154,8 +159,13 @@ def shield_checkpoint_helper() -> None:
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: Any,
-                    common: dict[str, Any], keep_last: int) -> Path:
-    """Save atomically to RUN_DIR/checkpoints/iter_<step>; keep the newest ``keep_last``. Collective."""
+                    common: dict[str, Any], keep_last: int, async_queue: Any = None) -> Path:
+    """Save atomically to RUN_DIR/checkpoints/iter_<step>; keep the newest ``keep_last``. Collective.
+
+    With ``async_queue`` (megatron's ``AsyncCallsQueue``) the tensors are staged and written by a background
+    process; the marker and the rename happen when the queue finalizes the save (``finish_async_saves``),
+    so until then the checkpoint is an ignored ``.tmp`` directory.
+    """
     from megatron.core import dist_checkpointing
 
     root = Path(run_dir) / CHECKPOINTS
@@ -167,7 +177,21 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
             shutil.rmtree(tmp)
         tmp.mkdir(parents=True)
     _barrier()
-    dist_checkpointing.save(_sharded_state(model, optimizer, {"common": common}, is_loading=False), str(tmp))
+    state = _sharded_state(model, optimizer, {"common": common}, is_loading=False)
+    if async_queue is None:
+        dist_checkpointing.save(state, str(tmp))
+        _complete(run_dir, tmp, final, step, keep_last, t0)
+        return final
+    request = dist_checkpointing.save(state, str(tmp), async_sharded_save=True)
+    request.finalize_fns.append(lambda: _complete(run_dir, tmp, final, step, keep_last, t0))
+    async_queue.schedule_async_request(request)
+    if _rank() == 0:
+        log.info("checkpoint %s: writing in the background", final.name)
+    return final
+
+
+def _complete(run_dir: str | Path, tmp: Path, final: Path, step: int, keep_last: int, t0: float) -> None:
+    """All ranks have written ``tmp``: write the marker, rename into place, prune. Collective."""
     _barrier()
     if _rank() == 0:
         files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
@@ -178,7 +202,19 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
         _prune(run_dir, keep_last)
         log.info("saved checkpoint %s in %.1fs", final, time.time() - t0)
     _barrier()
-    return final
+
+
+def async_queue() -> Any:
+    """A queue for background checkpoint writes (megatron-core's AsyncCallsQueue)."""
+    from megatron.core.dist_checkpointing.strategies.async_utils import AsyncCallsQueue
+
+    return AsyncCallsQueue()
+
+
+def finish_async_saves(queue: Any, blocking: bool) -> None:
+    """Complete the background saves that are done (all of them with ``blocking``). Collective."""
+    if queue is not None:
+        queue.maybe_finalize_async_calls(blocking=blocking)
 
 
 def _prune(run_dir: str | Path, keep_last: int) -> None:

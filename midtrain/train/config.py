@@ -166,6 +166,9 @@ class CheckpointConfig(Config):
     save_interval: int = 50
     keep_last: int = 2
     save_final: bool = True  # also save at the last step
+    # Write checkpoints in a background process while training continues (megatron dist_checkpointing's
+    # async save): for runs where a save takes minutes. A checkpoint counts once its writes are finished.
+    async_save: bool = False
 
     def check(self) -> None:
         require(self.save_interval > 0, "save_interval", "must be positive")

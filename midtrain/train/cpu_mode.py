@@ -12,6 +12,10 @@ raise, so redirecting them to the CPU changes nothing where CUDA exists. What is
 * gradient clipping, which asserts ``torch.cuda.FloatTensor`` grads — a CPU version of the same math;
 * the MoE router's gating matmul, which names Transformer Engine's GEMM even when TE did not import
   (``moe_router_without_te``; also needed on a GPU without TE, so the MoE spec calls it too).
+* the mixed-precision optimizers (bf16 with fp32 master weights, plain and distributed), which sort
+  parameters by their ``Tensor.type()`` name and accept only CUDA names — CPU tensors report the CUDA name
+  of their dtype (``torch.cuda.BFloat16Tensor``), and a CUDA type name asked for as a conversion target
+  converts to the CPU type of that dtype.
 
 Every monkey-patch of the project lives in this module. ``enable()`` is idempotent and a no-op when
 CUDA is available, so the training loop calls it unconditionally: the loop is the same code on CPU and GPU.
@@ -43,6 +47,19 @@ def _is_cuda(device: Any) -> bool:
     return False
 
 
+def _tensor_type(tensor: torch.Tensor, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``Tensor.type()`` as megatron's mixed-precision optimizers check it: a CPU tensor answers with the
+    CUDA type name (``torch.BFloat16Tensor`` -> ``torch.cuda.BFloat16Tensor``); a CUDA type name asked for
+    as a conversion target means the CPU type of the same dtype."""
+    if dtype is None and not kwargs.get("dtype"):
+        name = torch.Tensor.type(tensor)
+        return name.replace("torch.", "torch.cuda.", 1) if tensor.device.type == "cpu" and ".cuda." not in name \
+            else name
+    if isinstance(dtype, str):
+        dtype = dtype.replace("torch.cuda.", "torch.", 1)
+    return torch.Tensor.type(tensor, dtype, *args, **kwargs)
+
+
 class _CpuDevices(TorchFunctionMode):
     """Map every CUDA device argument of a torch call to the CPU."""
 
@@ -50,6 +67,8 @@ class _CpuDevices(TorchFunctionMode):
         kwargs = kwargs or {}
         if func is torch.Tensor.cuda:
             return args[0]
+        if func is torch.Tensor.type:
+            return _tensor_type(*args, **kwargs)
         if "device" in kwargs and _is_cuda(kwargs["device"]):
             kwargs = {**kwargs, "device": torch.device("cpu")}
         if func is torch.Tensor.to and len(args) > 1 and _is_cuda(args[1]):

@@ -2,7 +2,8 @@
 
 Reads RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT, falling back to SLURM_PROCID/SLURM_NTASKS/
 SLURM_LOCALID (the sbatch script exports MASTER_ADDR/PORT). A plain single process (no launcher) gets a
-world of one on a free local port. NCCL on GPUs, gloo on CPU.
+world of one on a free local port. NCCL on GPUs, gloo on CPU. The CUDA device is picked among those the
+process can see (a site that binds GPUs per task shows each task only its own).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from midtrain.train import cpu_mode
+from midtrain.train.gpu_choices import pick_cuda_device
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,10 @@ def initialize(tensor: int = 1, pipeline: int = 1, context: int = 1, seed: int =
     if not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if torch.cuda.is_available():
-            torch.cuda.set_device(env.local_rank)
+            device = pick_cuda_device(env.local_rank, torch.cuda.device_count())
+            torch.cuda.set_device(device)
+            log.debug("rank %d (local %d): CUDA device %d of %d visible", env.rank, env.local_rank, device,
+                      torch.cuda.device_count())
         port = env.master_port or _free_port()
         dist.init_process_group(backend=backend, init_method=f"tcp://{env.master_addr}:{port}",
                                 rank=env.rank, world_size=env.world_size,

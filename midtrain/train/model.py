@@ -23,6 +23,8 @@ from midtrain.config import ConfigError
 from midtrain.train import moe
 from midtrain.train.attention import PortableDocumentAttention
 from midtrain.train.config import TrainConfig
+from midtrain.train.gpu_choices import (apex_wgrad_available, choose_impl, fusion_flags, installed_te_version,
+                                        jit_fusions_work, te_version_problem)
 
 log = logging.getLogger(__name__)
 
@@ -41,21 +43,20 @@ def te_available() -> bool:
 
 def resolve_impl(cfg: TrainConfig) -> str:
     """'transformer_engine' or 'local' for this machine; raises ConfigError when the recipe needs TE."""
-    impl = cfg.precision.transformer_impl
-    if impl == "auto":
-        impl = "transformer_engine" if te_available() else "local"
-    if impl == "transformer_engine" and not te_available():
-        raise ConfigError("precision.transformer_impl: transformer_engine requested but Transformer Engine "
-                          "does not import here (needs a CUDA GPU and the `gpu` extra)")
+    impl = choose_impl(cfg.precision.transformer_impl, te_available(), cfg.precision.dtype)
+    if impl == "transformer_engine":
+        problem = te_version_problem(cfg.precision.fp8, cfg.precision.fp8_recipe, installed_te_version())
+        if problem:
+            raise ConfigError(problem)
     if impl == "local":
         needs_te = {"parallel.context": cfg.parallel.context > 1, "precision.fp8": cfg.precision.fp8 != "none",
                     "parallel.sequence_parallel": cfg.parallel.sequence_parallel}
         for field, needed in needs_te.items():
             if needed:
-                raise ConfigError(f"{field}: needs Transformer Engine, which is not available on this machine")
-    if cfg.parallel.distributed_optimizer and not torch.cuda.is_available():
-        raise ConfigError("parallel.distributed_optimizer: megatron-core's distributed optimizer needs CUDA "
-                          "tensors; set parallel.distributed_optimizer=false on CPU")
+                why = ("which is not available on this machine" if not te_available() else
+                       f"which transformer_impl={cfg.precision.transformer_impl} with dtype="
+                       f"{cfg.precision.dtype} does not use (TE layers train in bf16)")
+                raise ConfigError(f"{field}: needs Transformer Engine, {why}")
     if cfg.precision.fp8_recipe == "mxfp8" and cfg.precision.fp8 != "none" and torch.cuda.is_available():
         major, _ = torch.cuda.get_device_capability()
         if major < 10:
@@ -107,13 +108,9 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None) -> Trans
         pipeline_dtype=torch.bfloat16 if bf16 else torch.float32,
         # loss averaged per token over the global batch (the schedule sums, finalize divides)
         calculate_per_token_loss=True,
-        # fused kernels exist only with CUDA/TE; CPU and the portable path use the plain ones
-        apply_rope_fusion=False,
-        masked_softmax_fusion=False,
-        bias_activation_fusion=False,
-        bias_dropout_fusion=False,
-        gradient_accumulation_fusion=False,
-        persist_layer_norm=False,
+        # fused kernels where this machine has them (all off on CPU); see gpu_choices.fusion_flags
+        **fusion_flags(impl, torch.cuda.is_available(), m.rope_scaling, apex_wgrad_available(),
+                       jit_ok=torch.cuda.is_available() and jit_fusions_work()),
         use_cpu_initialization=not torch.cuda.is_available(),
         transformer_impl="transformer_engine" if impl == "transformer_engine" else "local",
     )

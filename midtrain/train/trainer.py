@@ -27,7 +27,7 @@ from midtrain.train import checkpoint as ckpt
 from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
 from midtrain.train.config import TrainConfig
-from midtrain.train.flops import FLOPS_COUNT, peak_tflops, step_flops
+from midtrain.train.flops import FLOPS_COUNT, flops_from_sums, fp8_peak_tflops, peak_tflops
 from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
@@ -111,8 +111,9 @@ def _forward_step(n_sources: int, data_iterator: Iterator[Batch], model: torch.n
 class _BatchIterator:
     """Wraps the PackedLoader: reader dicts -> Batch on this device/CP rank; records what the step used."""
 
-    def __init__(self, loader: Any, cp_size: int, cp_rank: int) -> None:
+    def __init__(self, loader: Any, cp_size: int, cp_rank: int, cu_seqlens_on_host: bool = False) -> None:
         self.loader, self.cp_size, self.cp_rank = loader, cp_size, cp_rank
+        self.cu_seqlens_on_host = cu_seqlens_on_host
         self._it = iter(loader)
         self.used: list[Batch] = []
 
@@ -120,7 +121,7 @@ class _BatchIterator:
         return self
 
     def __next__(self) -> Batch:
-        batch = to_batch(next(self._it), _device(), self.cp_size, self.cp_rank)
+        batch = to_batch(next(self._it), _device(), self.cp_size, self.cp_rank, self.cu_seqlens_on_host)
         self.used.append(batch)
         return batch
 
@@ -194,15 +195,31 @@ def _build_optimizer(cfg: TrainConfig, model: torch.nn.Module):
 
 
 def _wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> torch.nn.Module:
-    from megatron.core.distributed import DistributedDataParallel, DistributedDataParallelConfig
+    from megatron.core.distributed import DistributedDataParallel
     from megatron.core.transformer.module import Float16Module
 
     tc = model.config
     if cfg.precision.dtype == "bf16":
         model = Float16Module(tc, model)
-    ddp = DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=False,
-                                        use_distributed_optimizer=cfg.parallel.distributed_optimizer)
-    return DistributedDataParallel(config=tc, ddp_config=ddp, module=model)
+    return DistributedDataParallel(config=tc, ddp_config=ddp_config(cfg), module=model)
+
+
+def ddp_config(cfg: TrainConfig):
+    """megatron DDP settings: fp32 gradient reduction; with the distributed optimizer the gradient
+    reduce-scatter overlaps the backward pass and the parameter all-gather overlaps the next forward."""
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    overlap = cfg.parallel.distributed_optimizer
+    return DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=overlap,
+                                         overlap_param_gather=overlap,
+                                         use_distributed_optimizer=cfg.parallel.distributed_optimizer)
+
+
+def _sync_params(model: torch.nn.Module) -> None:
+    """Finish the parameter all-gather now (it is otherwise deferred into the next forward with
+    overlap_param_gather), so every rank holds the full updated weights, e.g. before a checkpoint."""
+    if model.ddp_config.overlap_param_gather:
+        model.start_param_sync(force_sync=True)
 
 
 def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
@@ -218,6 +235,15 @@ def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
         log.info("initialised weights from Hugging Face model %s", path)
     else:
         ckpt.load_weights(path, model)
+
+
+def schedule_seq_length(cfg: TrainConfig) -> int:
+    """The ``seq_length`` for megatron's forward-backward schedule: the full packed length.
+
+    The pipeline schedule sizes the activations sent between stages itself, dividing by the context-parallel
+    size (and by TP with sequence parallelism), which is exactly this rank's share of the THD batch.
+    """
+    return cfg.data.seq_length
 
 
 def _reduce(tensor: torch.Tensor, group: Any) -> torch.Tensor:
@@ -272,9 +298,11 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
     n_sources = len(sources)
     step = 0
     resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
+    weights_loaded = False
     if resumed is not None:
         path, common = resumed
         if common.get("weights_only"):
+            weights_loaded = True
             if rank0:
                 log.info("starting from the weights of %s (weights-only checkpoint; fresh optimizer)", path)
         else:
@@ -285,9 +313,16 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
                 log.info("resuming at step %d from %s", step, path)
     elif cfg.init_from:
         _init_weights(cfg, model)
+        weights_loaded = True
+    if weights_loaded:
+        # With bf16 the optimizer keeps fp32 master copies of the weights, cloned when it was built, and
+        # copies them back into the model after every update: refresh them from the loaded weights, or the
+        # first step would put the initial (random) weights back. (A full resume restores the master
+        # copies from the checkpoint's optimizer state instead.)
+        optimizer.reload_model_params()
 
     micro_batches = cfg.optim.global_batch_size // dp
-    batches = _BatchIterator(loader, cp_size, cp_rank)
+    batches = _BatchIterator(loader, cp_size, cp_rank, cu_seqlens_on_host=resolve_impl(cfg) == "local")
     forward_backward = get_forward_backward_func()
     logger = RunLogger(run_dir, cfg, enabled=rank0, resume_step=step)
     dp_cp_group = parallel_state.get_data_parallel_group(with_context_parallel=True)
@@ -297,6 +332,8 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
         info = {"name": cfg.name, "flops_count": FLOPS_COUNT, "parameters": count_parameters(cfg),
                 "layer_impl": resolve_impl(cfg), "world_size": env.world_size, "data_parallel": dp,
                 "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": peak,
+                "mfu_against": "dense BF16 peak" + (" (FP8 runs: mfu_fp8_peak against twice that)"
+                                                    if cfg.precision.fp8 != "none" else ""),
                 "sources": sources, "shards": str(cfg.data.path), "train_sequences": len(dataset)}
         (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
         log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
@@ -304,6 +341,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
                  cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,
                  "CPU mode" if not torch.cuda.is_available() else torch.cuda.get_device_name(), FLOPS_COUNT)
     exit_code, skipped_in_row, last_loss = 0, 0, float("nan")
+    saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
     model.train()
     try:
         while step < cfg.optim.train_steps:
@@ -313,14 +351,19 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             optimizer.zero_grad()
             reported = forward_backward(
                 forward_step_func=partial(_forward_step, n_sources), data_iterator=batches, model=[model],
-                num_microbatches=micro_batches, seq_length=cfg.data.seq_length // cp_size, micro_batch_size=1,
+                num_microbatches=micro_batches, seq_length=schedule_seq_length(cfg), micro_batch_size=1,
                 forward_only=False)
             stats = _step_stats(reported, n_sources, _device())
             router = moe.step_router_metrics(cfg, micro_batches)  # {} for dense models
             # Loss over the global batch: sum over micro-batches here, then over DP/CP ranks, then from the
             # last pipeline stage to all.
+            # The same sums carry the attention-FLOPs terms (tokens computed and sum(l_i^2) of this rank's
+            # sequences): each data-parallel rank holds different documents; CP ranks share theirs.
+            computed, sum_sq = _flops_sums(batches.used)
             totals = torch.cat([torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64,
-                                             device=_device()), stats.by_source.reshape(-1)])
+                                             device=_device()), stats.by_source.reshape(-1),
+                                torch.tensor([computed / cp_size, sum_sq / cp_size], dtype=torch.float64,
+                                             device=_device())])
             _reduce(totals, dp_cp_group)
             if cfg.parallel.pipeline > 1:
                 pp_group = parallel_state.get_pipeline_model_parallel_group()
@@ -348,21 +391,27 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             dt = time.perf_counter() - t0
             last_loss = loss
             if rank0 or last_stage:
-                _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, batches.used, dt,
-                          env.world_size, dp, peak, not finite, extra=router)
+                _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, dt, env.world_size, peak,
+                          not finite, extra=router)
             save_now = step % cfg.checkpoint.save_interval == 0 or (
                 step == cfg.optim.train_steps and cfg.checkpoint.save_final)
             stop = flag.any_rank()
+            # background saves: complete those that are done; at most one in flight, none left at the end
+            ckpt.finish_async_saves(saves, blocking=save_now or stop)
             if save_now or stop:
+                _sync_params(model)
                 common = {"step": step, "scheduler": scheduler.state_dict(), "loader": loader.state_dict(),
                           "name": cfg.name}
-                ckpt.save_checkpoint(run_dir, step, model, optimizer, common, cfg.checkpoint.keep_last)
+                ckpt.save_checkpoint(run_dir, step, model, optimizer, common, cfg.checkpoint.keep_last,
+                                     async_queue=saves)
             if stop and step < cfg.optim.train_steps:
                 if rank0:
                     log.warning("checkpointed at step %d after a signal; exiting %d (requeue to resume)", step,
                                 EXIT_REQUEUE)
                 exit_code = EXIT_REQUEUE
                 break
+        if saves is not None:
+            saves.close()  # the last checkpoint is complete before the run reports done (or exits 75)
     finally:
         logger.close()
     return {"exit_code": exit_code, "step": step, "loss": last_loss, "run_dir": str(run_dir)}
@@ -387,23 +436,32 @@ def _describe_batch(used: list[Batch], group: Any) -> str:
     return str(sorted(set(mine)))
 
 
-def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, used, dt, world, dp, peak,
-              skipped, extra: dict[str, float] | None = None) -> None:
+def _flops_sums(used: list[Batch]) -> tuple[float, float]:
+    """Tokens computed (padding included) and sum of squared piece lengths of this rank's sequences."""
+    return (float(sum(sum(b.doc_lengths) for b in used)),
+            float(sum(l * l for b in used for l in b.doc_lengths)))
+
+
+def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, dt, world, peak, skipped,
+              extra: dict[str, float] | None = None) -> None:
     n = len(sources)
-    by_source = totals[2:].reshape(n, 2) if n else None
+    by_source = totals[2:2 + 2 * n].reshape(n, 2) if n else None
     loss_by_source = {name: float(by_source[i, 0] / by_source[i, 1])
                       for i, name in enumerate(sources) if by_source is not None and by_source[i, 1] > 0}
     # Tokens processed this step by all data-parallel replicas (padding included: it is computed).
     tokens = cfg.optim.global_batch_size * cfg.data.seq_length
-    # FLOPs: this rank's sequences stand for their replica; the global batch is dp times as many on average.
-    flops = step_flops(cfg, [b.doc_lengths for b in used]) * dp
+    # FLOPs of the whole global batch: token counts and sum(l_i^2) summed over the data-parallel ranks.
+    flops = flops_from_sums(cfg, float(totals[-2]), float(totals[-1]))
     tflops_dev = flops / dt / world / 1e12
+    fp8_peak = fp8_peak_tflops(cfg, peak)
     record = {
         "step": step, "loss": loss, "lr": optimizer.param_groups[0]["lr"],
         "grad_norm": float(grad_norm) if grad_norm is not None else None,
         "tokens_per_s": tokens / dt, "tokens_per_s_per_device": tokens / dt / world,
         "trained_tokens": int(totals[1]), "step_time_s": dt,
-        "tflops_per_device": tflops_dev, "mfu": tflops_dev / peak if peak else None,
+        "flops": flops, "tflops_per_device": tflops_dev,
+        "mfu": tflops_dev / peak if peak else None,  # against the dense BF16 peak
+        **({"mfu_fp8_peak": tflops_dev / fp8_peak} if fp8_peak else {}),
         "loss_by_source": loss_by_source, "skipped": skipped, "time": time.time(),
         "process_cpu_s": time.process_time(),  # cumulative CPU time of this rank (bench/bench_step.py)
         **(extra or {}),  # MoE: moe_load_balancing_loss, moe_aux_loss (midtrain/train/moe.py)

@@ -1,0 +1,186 @@
+"""The trainer's GPU-side decisions, held on CPU: layer implementation, TE version floor for FP8 recipes,
+CUDA device choice, the pipeline schedule's activation shape with context parallelism, and the FLOPs/MFU
+numbers users read."""
+
+from __future__ import annotations
+
+import pytest
+
+from midtrain.config import ConfigError
+from midtrain.train.config import TrainConfig
+from midtrain.train.gpu_choices import (TE_MIN_FOR_FP8_RECIPE, choose_impl, pick_cuda_device,
+                                        te_version_problem)
+
+
+@pytest.mark.parametrize("requested, te, dtype, expected", [
+    ("auto", True, "bf16", "transformer_engine"),
+    ("auto", True, "fp32", "local"),  # TE's packed attention kernels take bf16/fp16 only
+    ("auto", False, "bf16", "local"),
+    ("local", True, "bf16", "local"),
+    ("transformer_engine", True, "bf16", "transformer_engine"),
+])
+def test_layer_implementation_choice(requested, te, dtype, expected):
+    assert choose_impl(requested, te, dtype) == expected
+
+
+def test_transformer_engine_is_refused_where_it_cannot_run():
+    with pytest.raises(ConfigError, match="transformer_impl: transformer_engine requested"):
+        choose_impl("transformer_engine", False, "bf16")
+    with pytest.raises(ConfigError, match="precision.dtype: fp32 .*transformer_impl=local"):
+        choose_impl("transformer_engine", True, "fp32")
+
+
+def test_fp32_auto_with_context_parallel_names_the_dtype_here():
+    """CPU: auto + fp32 + CP gives the local spec, whose refusal names the field."""
+    from midtrain.train.model import resolve_impl
+
+    cfg = TrainConfig().apply_overrides(["parallel.context=2", "precision.dtype=fp32",
+                                         "model.num_layers=4"]).validate()
+    with pytest.raises(ConfigError, match="parallel.context: needs Transformer Engine"):
+        resolve_impl(cfg)
+
+
+@pytest.mark.parametrize("recipe, version, ok", [
+    ("tensorwise", "2.1.0", False), ("tensorwise", "2.2.0", True), ("tensorwise", "2.2.0.dev0+abc", True),
+    ("blockwise", "2.2.1", False), ("blockwise", "2.3.0", True), ("blockwise", "2.8.0+cu12", True),
+    ("delayed", "2.0.0", False), ("delayed", "2.1.0", True), ("mxfp8", "2.4.0", True),
+])
+def test_fp8_recipe_needs_its_transformer_engine(recipe, version, ok):
+    problem = te_version_problem("hybrid", recipe, version)
+    assert (problem is None) == ok, problem
+    if not ok:
+        assert problem.startswith("precision.fp8_recipe: ") and version in problem
+        assert TE_MIN_FOR_FP8_RECIPE[recipe] in problem
+    assert te_version_problem("none", recipe, "1.0") is None  # no FP8: any TE
+
+
+def test_fp8_refusal_suggests_what_this_te_can_do():
+    assert "fp8_recipe=delayed" in te_version_problem("e4m3", "tensorwise", "2.1.3")
+    assert "precision.fp8=none" in te_version_problem("e4m3", "tensorwise", "2.0.0")
+
+
+def test_gpu_extra_pins_the_newest_fp8_floor():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    floor = re.search(r'"transformer-engine\[pytorch\]>=([\d.]+)"', text).group(1)
+    newest = max(TE_MIN_FOR_FP8_RECIPE.values(), key=lambda v: tuple(map(int, v.split("."))))
+    assert tuple(map(int, floor.split("."))) >= tuple(map(int, newest.split(".")))
+
+
+@pytest.mark.parametrize("local_rank, visible, device", [
+    (0, 8, 0), (5, 8, 5),  # torchrun / srun with the node's GPUs visible to every task
+    (3, 1, 0), (7, 1, 0),  # --gpus-per-task=1 / --gpu-bind: each task sees only its own GPU
+    (5, 4, 1),  # a socket's 4 GPUs visible to local ranks 4-7
+])
+def test_cuda_device_is_picked_among_the_visible_ones(local_rank, visible, device):
+    assert pick_cuda_device(local_rank, visible) == device
+
+
+def test_no_visible_cuda_device_is_a_message():
+    with pytest.raises(RuntimeError, match="CUDA_VISIBLE_DEVICES"):
+        pick_cuda_device(0, 0)
+
+
+class _Group:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def size(self) -> int:
+        return self.n
+
+
+@pytest.mark.parametrize("cp, tp, sp", [(1, 1, False), (2, 1, False), (4, 2, True), (8, 1, False)])
+def test_pipeline_activations_are_this_ranks_share_of_the_sequence(cp, tp, sp):
+    """megatron's pipeline schedule sizes the tensors between stages from the seq_length the trainer passes:
+    they must be this rank's tokens (S/CP, /TP with sequence parallelism), not S/CP²."""
+    from megatron.core.pipeline_parallel.schedules import get_tensor_shapes
+
+    from midtrain.train.trainer import schedule_seq_length
+
+    cfg = TrainConfig().apply_overrides([f"parallel.context={cp}", f"parallel.tensor={tp}",
+                                         f"parallel.sequence_parallel={str(sp).lower()}",
+                                         "data.seq_length=4096", "model.num_layers=4", "parallel.pipeline=2",
+                                         "model.num_attention_heads=8", "model.num_query_groups=2",
+                                         "model.hidden_size=128"]).validate()
+    tc = type("TC", (), {"sequence_parallel": sp, "hidden_size": 128})()
+    shapes = get_tensor_shapes(seq_length=schedule_seq_length(cfg), micro_batch_size=1, decoder_seq_length=None,
+                               config=tc, tp_group=_Group(tp), cp_group=_Group(cp))
+    local_tokens = 4096 // cp // (tp if sp else 1)
+    assert shapes == [(local_tokens, 1, 128)]
+
+
+def test_mfu_is_against_the_bf16_peak_and_fp8_is_labelled():
+    from midtrain.train.flops import bf16_peak_for, fp8_peak_tflops
+
+    assert bf16_peak_for("NVIDIA H200") == 989.0
+    assert bf16_peak_for("NVIDIA H100 80GB HBM3") == 989.0
+    assert bf16_peak_for("Some Unknown GPU") is None
+    fp8 = TrainConfig().apply_overrides(["precision.fp8=hybrid", "model.num_layers=4"]).validate()
+    assert fp8_peak_tflops(fp8, 989.0) == 1978.0
+    assert fp8_peak_tflops(TrainConfig(), 989.0) is None
+
+
+def test_attention_flops_add_up_over_ranks():
+    """Σl² of the global batch is the sum over ranks' documents, not one rank's times the DP size."""
+    from midtrain.train.flops import flops_from_sums, step_flops
+
+    cfg = TrainConfig().apply_overrides(["model.vocab_size=256", "model.max_position_embeddings=65536",
+                                         "data.seq_length=32768"]).validate()
+    rank0, rank1 = [[32768]], [[4096] * 8]  # one long document vs eight short ones
+    together = step_flops(cfg, rank0 + rank1)
+    summed = flops_from_sums(cfg, 2 * 32768, 32768**2 + 8 * 4096**2)
+    assert together == pytest.approx(summed)
+    assert 2 * step_flops(cfg, rank0) > 1.2 * together  # the old estimate from rank 0 alone overcounts
+
+
+def test_fusions_are_off_on_cpu_and_on_where_megatron_has_them():
+    from midtrain.train.gpu_choices import fusion_flags
+
+    cpu = fusion_flags("local", cuda=False, rope_scaling="none", apex_wgrad=True)
+    assert not any(v for k, v in cpu.items() if k != "cross_entropy_fusion_impl")
+    te = fusion_flags("transformer_engine", cuda=True, rope_scaling="none", apex_wgrad=True)
+    assert te["bias_activation_fusion"] and te["cross_entropy_loss_fusion"] and te["apply_rope_fusion"]
+    assert te["cross_entropy_fusion_impl"] == "te" and te["gradient_accumulation_fusion"]
+    assert not fusion_flags("transformer_engine", True, "yarn", True)["apply_rope_fusion"]  # YaRN's mscale
+    assert not fusion_flags("transformer_engine", True, "none", False)["gradient_accumulation_fusion"]
+    portable = fusion_flags("local", cuda=True, rope_scaling="none", apex_wgrad=True)
+    assert portable["bias_activation_fusion"] and portable["cross_entropy_loss_fusion"]
+    assert portable["cross_entropy_fusion_impl"] == "native"
+    assert not portable["apply_rope_fusion"] and not portable["gradient_accumulation_fusion"]  # TE-only
+
+
+def test_gpu_fusion_flags_make_a_valid_transformer_config():
+    """megatron-core's own TransformerConfig checks accept the CUDA flags for the SwiGLU model (no TE
+    needed to construct the config)."""
+    from megatron.core.transformer.transformer_config import TransformerConfig
+    import torch.nn.functional as F
+
+    from midtrain.train.gpu_choices import fusion_flags
+
+    for impl in ("local", "transformer_engine"):
+        flags = fusion_flags(impl, cuda=True, rope_scaling="none", apex_wgrad=False)
+        flags.pop("apply_rope_fusion")  # its check imports TE's fused RoPE
+        TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, gated_linear_unit=True,
+                          activation_func=F.silu, add_bias_linear=False, **flags)
+
+
+def test_distributed_optimizer_overlaps_communication():
+    from midtrain.train.trainer import ddp_config
+
+    on = ddp_config(TrainConfig().apply_overrides(["parallel.distributed_optimizer=true"]).validate())
+    assert on.use_distributed_optimizer and on.overlap_grad_reduce and on.overlap_param_gather
+    assert on.grad_reduce_in_fp32
+    off = ddp_config(TrainConfig().validate())
+    assert not off.use_distributed_optimizer and not off.overlap_param_gather
+
+
+def test_without_torch_compile_the_jit_fusions_stay_off():
+    from midtrain.train.gpu_choices import fusion_flags
+
+    portable = fusion_flags("local", cuda=True, rope_scaling="none", apex_wgrad=False, jit_ok=False)
+    assert not portable["bias_activation_fusion"] and not portable["cross_entropy_loss_fusion"]
+    te = fusion_flags("transformer_engine", cuda=True, rope_scaling="none", apex_wgrad=False, jit_ok=False)
+    assert te["cross_entropy_loss_fusion"] and te["apply_rope_fusion"]  # TE's own kernels
+    assert not te["bias_activation_fusion"]
