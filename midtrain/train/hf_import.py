@@ -245,7 +245,7 @@ def empty_model(cfg: Any) -> torch.nn.Module:
     from midtrain.train.model import build_gpt_model
 
     with torch.device("meta"):
-        model = build_gpt_model(cfg)
+        model = build_gpt_model(cfg, on_cpu=True)  # also on a GPU node: conversion is a CPU job
     return model.to_empty(device="cpu")
 
 

@@ -75,9 +75,13 @@ def _rope_extra(cfg: TrainConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     return hf_rope.gpt_model_kwargs(m), hf_rope.transformer_config_attrs(m)
 
 
-def build_transformer_config(cfg: TrainConfig, impl: str | None = None) -> TransformerConfig:
-    """The megatron-core TransformerConfig for a recipe (pure translation; no model is built)."""
+def build_transformer_config(cfg: TrainConfig, impl: str | None = None, on_cpu: bool = False) -> TransformerConfig:
+    """The megatron-core TransformerConfig for a recipe (pure translation; no model is built).
+
+    on_cpu: build for the CPU even where CUDA is available (checkpoint conversion runs in one CPU process).
+    """
     m, p, prec = cfg.model, cfg.parallel, cfg.precision
+    gpu = torch.cuda.is_available() and not on_cpu
     impl = impl or resolve_impl(cfg)
     bf16 = prec.dtype == "bf16"
     kwargs: dict[str, Any] = dict(
@@ -109,9 +113,9 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None) -> Trans
         # loss averaged per token over the global batch (the schedule sums, finalize divides)
         calculate_per_token_loss=True,
         # fused kernels where this machine has them (all off on CPU); see gpu_choices.fusion_flags
-        **fusion_flags(impl, torch.cuda.is_available(), m.rope_scaling, apex_wgrad_available(),
-                       jit_ok=torch.cuda.is_available() and jit_fusions_work()),
-        use_cpu_initialization=not torch.cuda.is_available(),
+        **fusion_flags(impl, gpu, m.rope_scaling, apex_wgrad_available(),
+                       jit_ok=gpu and jit_fusions_work()),
+        use_cpu_initialization=not gpu,
         transformer_impl="transformer_engine" if impl == "transformer_engine" else "local",
     )
     if p.context > 1:
@@ -152,15 +156,16 @@ def build_layer_spec(cfg: TrainConfig, impl: str) -> ModuleSpec:
 
 
 def build_gpt_model(cfg: TrainConfig, pre_process: bool | None = None,
-                    post_process: bool | None = None) -> GPTModel:
+                    post_process: bool | None = None, on_cpu: bool = False) -> GPTModel:
     """Build this rank's GPTModel for a recipe (parallel_state must be initialised).
 
-    pre_process/post_process default to this rank's pipeline position.
+    pre_process/post_process default to this rank's pipeline position; on_cpu keeps the model on the CPU
+    even on a GPU machine (conversion, which also builds under the meta device).
     """
     from megatron.core import parallel_state
 
     impl = resolve_impl(cfg)
-    tc = build_transformer_config(cfg, impl)
+    tc = build_transformer_config(cfg, impl, on_cpu=on_cpu)
     if pre_process is None:
         pre_process = parallel_state.is_pipeline_first_stage(ignore_virtual=True)
     if post_process is None:
@@ -177,7 +182,7 @@ def build_gpt_model(cfg: TrainConfig, pre_process: bool | None = None,
         parallel_output=True,
         **rope_kwargs,
     )
-    if torch.cuda.is_available():
+    if torch.cuda.is_available() and not on_cpu:
         model.cuda(torch.cuda.current_device())
     log.debug("built GPTModel (%s spec): %d parameters on this rank", impl,
               sum(p.numel() for p in model.parameters()))
