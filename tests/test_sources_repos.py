@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from midtrain.sources.licenses import detect_spdx
-from midtrain.sources.ordering import dependency_order
+from midtrain.sources.ordering import dependency_order, file_dependencies, file_group, forward_imports
 from midtrain.sources.repos import RepoReader, ReposConfig
 from sources_fixtures import REPO_ROOT, SAMPLES, git, make_repo, run_reader
 
@@ -161,8 +161,36 @@ def test_ordering_is_stable_and_breaks_cycles():
     files = {"b.py": "import a\n", "a.py": "import b\n", "c.py": "import a\nimport b\n", "d.py": ""}
     order = dependency_order(files)
     assert order == dependency_order(dict(reversed(list(files.items()))))
-    assert order[0] == "d.py" and order[-1] == "c.py"
+    assert order.index("c.py") > max(order.index("a.py"), order.index("b.py"))
+    assert order.index("a.py") + 1 == order.index("b.py")  # the cycle stays together
     assert sorted(order) == sorted(files)
+
+
+def test_ordering_uses_module_level_imports_and_puts_tests_and_examples_last():
+    files = {
+        # core imports api only inside a function and under TYPE_CHECKING: no cycle, core goes first
+        "pkg/core.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.api import Api\n\n"
+                       "def make():\n    from pkg.api import Api\n    return Api()\n",
+        "pkg/api.py": "from .core import make\n\nclass Api:\n    pass\n",
+        "pkg/__init__.py": "from .api import Api\nfrom .core import make\n",
+        "pkg/zz_util.py": "try:\n    import pkg.core\nexcept ImportError:\n    pass\n",
+        # a real module-level cycle: broken inside its own component only
+        "pkg/cyc_a.py": "from . import cyc_b\n", "pkg/cyc_b.py": "from . import cyc_a\n",
+        "tests/test_api.py": "from pkg.api import Api\n",
+        "tests/conftest.py": "import pytest\n",
+        "examples/demo.py": "import pkg\n",
+        "aaa_setup.py": "x = 1\n",
+    }
+    order = dependency_order(files)
+    pos = {p: i for i, p in enumerate(order)}
+    assert pos["pkg/core.py"] < pos["pkg/api.py"] < pos["pkg/__init__.py"]
+    assert pos["pkg/core.py"] < pos["pkg/zz_util.py"]
+    deps = file_dependencies(files)
+    assert deps["pkg/core.py"] == set()  # function-level and TYPE_CHECKING imports are not edges
+    assert forward_imports(order, deps) == (1, 8)  # only the one inside the real cycle points forward
+    # library code, then tests, then examples
+    assert [file_group(p) for p in order] == sorted(file_group(p) for p in order)
+    assert order[-1] == "examples/demo.py" and {order[-3], order[-2]} == {"tests/test_api.py", "tests/conftest.py"}
 
 
 @pytest.mark.parametrize("text,spdx", [
