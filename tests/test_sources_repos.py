@@ -46,6 +46,10 @@ def pkg_repo(tmp_path):
         "data/blob.dat": b"abc\x00def",
         "data/latin1.txt": "caf\xe9".encode("latin-1"),
         "data/huge.py": "x = 1\n" * 200_000,
+        "docs/diagram.svg": "<svg><path d='M0 0 L10 10'/></svg>\n",
+        "static/icon.svg": "<svg/>\n",
+        "deploy/server.pem": "-----BEGIN PRIVATE KEY-----\n" + "QUJD" * 16 + "\n-----END PRIVATE KEY-----\n",
+        "requirements.txt": "numpy==2.0.1\nrequests==2.32.0\nrich==13.7.1\n",
     }
     repo = make_repo(tmp_path / "proj", files)
     os.symlink("../../etc/passwd", repo / "escape.txt")
@@ -79,12 +83,19 @@ def test_skips_are_counted_by_reason(pkg_repo):
     kept = set(_paths(doc))
     for skipped in ["vendor/lib/thing.py", "node_modules/pkg/index.js", "package-lock.json", "static/app.min.js",
                     "static/bundle.js", "proto/api_pb2.py", "gen/types.go", "assets/logo.png", "data/blob.dat",
-                    "data/latin1.txt", "data/huge.py", "escape.txt", "util_link.py"]:
+                    "data/latin1.txt", "data/huge.py", "escape.txt", "util_link.py", "docs/diagram.svg",
+                    "static/icon.svg", "deploy/server.pem", "requirements.txt"]:
         assert skipped not in kept, skipped
+    assert "PRIVATE KEY" not in doc.text  # a key file is dropped whole, not kept as a stub
     counts = {k: v.total for k, v in reader.stats.stats.items() if k.startswith("skip/")}
-    assert counts == {"skip/vendored": 2, "skip/lock_file": 1, "skip/minified": 2, "skip/generated": 2,
+    assert counts == {"skip/vendored": 2, "skip/lock_file": 2, "skip/minified": 2, "skip/generated": 2,
                       "skip/binary": 2, "skip/not_utf8": 1, "skip/too_large": 1, "skip/symlink_outside_repo": 1,
-                      "skip/symlink": 1}
+                      "skip/symlink": 1, "skip/svg": 2, "skip/private_key": 1}
+    # every skipped path is listed with its reason, so a user can audit what was left out
+    removed = {r["path"]: r["reason"] for r in doc.metadata["removed_files"]}
+    assert removed["docs/diagram.svg"] == removed["static/icon.svg"] == "svg"
+    assert removed["deploy/server.pem"] == "private_key" and removed["requirements.txt"] == "lock_file"
+    assert len(removed) == doc.metadata["removed_files_total"] == sum(counts.values())
 
 
 def test_license_languages_and_metadata(pkg_repo):

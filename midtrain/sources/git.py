@@ -120,7 +120,7 @@ class CommitRecord:
 def iter_commits(repo: Path, rev: str = "HEAD", max_count: int | None = None) -> Iterator[CommitRecord]:
     """Commits oldest first (``--date-order`` keeps each commit after its parents), with their patch."""
     args = ["git", "-C", str(repo), "log", "--reverse", "--date-order", "-p", "--no-color", "--no-ext-diff",
-            "--no-renames", f"--format={_FORMAT}"]
+            "--find-renames", "--no-textconv", f"--format={_FORMAT}"]
     if max_count:
         args.append(f"--max-count={max_count}")
     args.append(rev)
