@@ -167,6 +167,9 @@ class CommitReader(SourceReader):
         if self.cfg.bots == "skip" and is_bot(c.author_name, c.author_email):
             self.skip("bot_commit")
             return None
+        if c.cut_bytes:  # a commit whose patch is bigger than the reader's input cap: not kept in part
+            self.skip("commit_over_input_cap")
+            return None
         had_diff = bool(c.diff.strip())
         mine: list[tuple[str, str]] = []
         sections = self._filter_diff(c, mine)
@@ -200,7 +203,8 @@ class CommitReader(SourceReader):
             license_id = self._license(repo)
             repo_name = remote_name(repo)
             display = repo_name or repo.name.removesuffix(".git")
-            commits = iter_commits(repo, max_count=self.cfg.max_commits or None)
+            commits = iter_commits(repo, max_count=self.cfg.max_commits or None,
+                                   max_commit_bytes=self.cfg.max_input_bytes)
             group: list[tuple[str, CommitRecord]] = []
             size = 0
             removed: list[tuple[str, str]] = []

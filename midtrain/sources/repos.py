@@ -51,6 +51,7 @@ class ReposConfig(ReaderConfig):
     skip_generated: bool = True
     extra_skip_dirs: list[str] = field(default_factory=list)
     max_removed_paths: int = 200  # per repository: skipped file paths recorded with their reason
+    max_files: int = 50_000  # per repository; files past this (in path order) and past max_input_bytes are cut
 
     def check(self) -> None:
         super().check()
@@ -112,6 +113,18 @@ class RepoReader(SourceReader):
         reason = text_skip_reason(path, text, self.cfg.max_line_chars, self.cfg.skip_generated)
         return (reason, None) if reason else (None, text)
 
+    def _capped(self, items: list, sizes: list[int], paths: list[str]) -> list:
+        """The first items (in path order) within max_files and max_input_bytes; the rest counted as cut."""
+        total = 0
+        for i, size in enumerate(sizes):
+            total += size
+            if i >= self.cfg.max_files or total > self.cfg.max_input_bytes:
+                reason = "too_many_files" if i >= self.cfg.max_files else "repository_bytes_cap"
+                for path in paths[i:]:
+                    self.skip_path(path, reason)
+                return items[:i]
+        return items
+
     def skip_path(self, path: str, reason: str) -> None:
         """A file left out: counted, and its path kept (bounded) for the document's ``removed_files``."""
         self.skip(reason)
@@ -137,6 +150,7 @@ class RepoReader(SourceReader):
                 self.skip_path(e.path, reason)
                 continue
             wanted.append(e)
+        wanted = self._capped(wanted, [max(e.size, 0) for e in wanted], [e.path for e in wanted])
         files: dict[str, str] = {}
         by_sha: dict[str, list] = {}
         for e in wanted:
@@ -157,6 +171,7 @@ class RepoReader(SourceReader):
 
     def _files_dir(self, root: Path) -> dict[str, str]:
         files: dict[str, str] = {}
+        size_read = 0
         real_root = os.path.realpath(root)
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != ".git")
@@ -186,6 +201,10 @@ class RepoReader(SourceReader):
                 if reason:
                     self.skip_path(rel, reason)
                     continue
+                size_read += len(data)
+                if len(files) >= self.cfg.max_files or size_read > self.cfg.max_input_bytes:
+                    self.skip_path(rel, "too_many_files" if len(files) >= self.cfg.max_files else "repository_bytes_cap")
+                    return files  # the rest of the directory is not walked (nor counted)
                 files[rel] = text
         return files
 

@@ -29,7 +29,6 @@ turn is placeholder text ("Blah blah blah", "lorem ipsum", "asdf").
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from dataclasses import dataclass, field
@@ -39,7 +38,8 @@ from typing import Any, Iterator, Literal
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.common import file_units, ReaderConfig, SourceReader, log, make_document, walk_files
+from midtrain.sources.common import (TOO_LONG, TRUNCATED, ReaderConfig, SourceReader, file_units, iter_lines, log,
+                                     make_document, read_capped, walk_files)
 
 TRACE_SUFFIXES = (".traj", ".traj.json", ".json", ".jsonl", ".jsonl.gz")
 _ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
@@ -49,6 +49,10 @@ _ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "ass
 
 class TraceFormatError(ValueError):
     """A record that is not a trajectory in any known format (the message says what is wrong)."""
+
+
+class InputTooLarge(ValueError):
+    """A record or file over the reader's size caps (left unread, counted)."""
 
 
 @dataclass
@@ -220,25 +224,37 @@ def parse_trajectory(obj: Any, name: str | None = None) -> Trajectory:
                       repo=obj.get("repo"), license=obj.get("license"))
 
 
-def iter_trajectory_records(path: Path) -> Iterator[tuple[str, Any]]:
-    """(where, parsed JSON or the exception) per trajectory record of a file."""
-    name = path.name
-    data = path.read_bytes()
-    if name.endswith(".gz"):
-        data = gzip.decompress(data)
-        name = name[:-3]
+def iter_trajectory_records(path: Path, max_record_bytes: int = 32_000_000,
+                            max_input_bytes: int = 256_000_000) -> Iterator[tuple[str, Any]]:
+    """(where, parsed JSON or the exception) per trajectory record of a file, streamed: a record over
+    ``max_record_bytes`` or input past ``max_input_bytes`` (decompressed) gives an InputTooLarge."""
+    name = path.name.removesuffix(".gz")
     if name.endswith(".jsonl"):
-        for lineno, line in enumerate(data.split(b"\n"), 1):
-            if line.strip():
+        for lineno, line in iter_lines(path, max_record_bytes, max_input_bytes):
+            if line is TRUNCATED:
+                yield str(path), InputTooLarge(f"stopped after {max_input_bytes} bytes")
+                return
+            if line is TOO_LONG:
+                yield f"{path}:{lineno}", InputTooLarge(f"record over {max_record_bytes} bytes")
+            elif line.strip():
                 try:
                     yield f"{path}:{lineno}", json.loads(line.decode("utf-8"))
                 except (UnicodeDecodeError, json.JSONDecodeError) as e:
                     yield f"{path}:{lineno}", e
+                except RecursionError:
+                    yield f"{path}:{lineno}", ValueError("JSON nested too deeply")
+        return
+    data, left = read_capped(path, max_record_bytes)
+    if left:
+        yield str(path), InputTooLarge(f"file over {max_record_bytes} bytes")
         return
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         yield str(path), e
+        return
+    except RecursionError:
+        yield str(path), ValueError("JSON nested too deeply")
         return
     # a .json list is either one bare message list or a list of trajectory records
     if isinstance(obj, list) and obj and all(isinstance(o, dict) and "role" not in o for o in obj):
@@ -435,8 +451,11 @@ class TraceReader(SourceReader):
 
     def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
         path, rel = Path(unit[0]), unit[1]
-        for where, obj in iter_trajectory_records(path):
+        for where, obj in iter_trajectory_records(path, self.cfg.max_record_bytes, self.cfg.max_input_bytes):
             self.stat_update("records")
+            if isinstance(obj, InputTooLarge):
+                self.error("input_too_large", where, str(obj), origin)
+                continue
             if isinstance(obj, UnicodeDecodeError):
                 self.error("invalid_utf8", where, str(obj), origin)
                 continue
