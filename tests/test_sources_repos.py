@@ -182,7 +182,8 @@ def test_ordering_uses_module_level_imports_and_puts_tests_and_examples_last():
         # core imports api only inside a function and under TYPE_CHECKING: no cycle, core goes first
         "pkg/core.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.api import Api\n\n"
                        "def make():\n    from pkg.api import Api\n    return Api()\n",
-        "pkg/api.py": "from .core import make\n\nclass Api:\n    pass\n",
+        "pkg/api.py": "from .core import make\n\nclass Api:\n    pass\n\nif __name__ == '__main__':\n"
+                      "    from pkg import zz_util\n",
         "pkg/__init__.py": "from .api import Api\nfrom .core import make\n",
         "pkg/zz_util.py": "try:\n    import pkg.core\nexcept ImportError:\n    pass\n",
         # a real module-level cycle: broken inside its own component only

@@ -2,7 +2,8 @@
 
 The graph holds the imports that run when a module is loaded: for Python the module-level ones (also inside
 module-level ``if``/``try``/``with`` and class bodies), not those inside functions (lazy imports) or under
-``if TYPE_CHECKING:`` (annotations only), which would otherwise invent cycles. Files are emitted in a
+``if TYPE_CHECKING:`` (annotations only) or ``if __name__ == "__main__":`` (a module's demo), which would
+otherwise invent cycles. Files are emitted in a
 topological order of the graph's strongly connected components; a cycle is broken only inside its own
 component (the member with the fewest unmet imports first). Among the files that are ready, library code
 goes first, then tests, then examples, each by path, so tests and examples come after the code they
@@ -57,15 +58,21 @@ def _python_modules(paths: list[str]) -> dict[str, str]:
     return mods
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:``."""
+def _not_run_on_import(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:`` (annotations only) and
+    ``if __name__ == "__main__":`` (a script's demo): blocks whose imports do not run when a module is imported."""
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
+            len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
+            test.comparators[0].value == "__main__":
+        return True
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
         (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _import_statements(tree: ast.AST):
     """Import statements that run when the module is loaded: module level, module-level ``if``/``try``/
-    ``with``/loops and class bodies; not function bodies nor ``if TYPE_CHECKING:`` blocks. Statements only,
+    ``with``/loops and class bodies; not function bodies, ``if TYPE_CHECKING:`` nor ``if __name__ ==
+    "__main__":`` blocks. Statements only,
     no expressions: several times faster than ast.walk on real code."""
     stack = [tree]
     while stack:
@@ -73,7 +80,7 @@ def _import_statements(tree: ast.AST):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
         fields = ("body", "orelse", "finalbody", "handlers", "cases")
-        if isinstance(node, ast.If) and _is_type_checking(node.test):
+        if isinstance(node, ast.If) and _not_run_on_import(node.test):
             fields = ("orelse",)
         for name in fields:
             for child in getattr(node, name, None) or ():
