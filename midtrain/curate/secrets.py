@@ -296,6 +296,8 @@ class Redactor:
         value = m.group("qv") if quoted else m.group("uv")
         if quoted and re.search(r"\\[nrt]", value):
             return None  # text with escaped line breaks: a message, not a secret
+        if not quoted and value.startswith("<"):
+            return None  # markup after a label (password: <input ...>) or a <placeholder>
 
         span = m.span("qv") if quoted else m.span("uv")
         v = value.strip()
