@@ -32,7 +32,7 @@ COMMANDS = [
     Command("pack", "midtrain.pack.command", "tokenize documents and pack them into long-context shards",
             "tokenize and pack", "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards "
             "--seq-length 262144"),
-    Command("inspect", "midtrain.pack.inspect_command", "show fill, padding, splits and samples of packed shards",
+    Command("inspect", "midtrain.pack.inspect_command", "show packed shards (fill, splits, samples) or a data card",
             "tokenize and pack", "midtrain inspect out/shards --json"),
     Command("train", "midtrain.train.command", "midtrain a model on packed shards (megatron-core)",
             "long-context trainer", "midtrain train demo_tiny optim.train_steps=20 run_dir=runs/try"),

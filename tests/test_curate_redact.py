@@ -127,3 +127,27 @@ def test_redaction_can_be_narrowed_by_config():
     text = 'email me at maria.garcia7@globex.io; password = "Tr0ub4dor&3x"'
     out, counts = Redactor(RedactConfig(emails=False)).redact(text)
     assert "maria.garcia7@globex.io" in out and "<PASSWORD>" in out
+
+
+def test_redaction_does_not_change_what_test_code_means(redactor):
+    # a password prompt in a test's expected output: the rule must not run across the \n escape
+    prompt = "<|file_sep|>tests/test_prompt.py\ndef test_prompt():\n    assert child.read() == 'Password: \\nScrew you.\\n'\n"
+    assert redactor.redact(prompt)[0] == prompt
+    # an unquoted value inside a string literal is the string's prose
+    assert redactor.redact('log.info("password: hunter22 was rejected")\n')[0].count("<PASSWORD>") == 0
+    form = 'password: <input name="password" type="password" size="30"><br>\n'  # a label before markup
+    assert redactor.redact(form)[0] == form
+    # fixtures in test files stay; the same values in library code are redacted
+    fixtures = ("def test_login():\n    user = login('a@b.com', password='hunter22')\n    assert user.mail == 'x@corp.io'\n"
+                "    db = connect('postgres://app:pw1234@db.local/main')\n")
+    in_test = "<|file_sep|>tests/test_login.py\n" + fixtures
+    assert redactor.redact(in_test)[0] == in_test
+    in_lib = "<|file_sep|>app/login.py\n" + fixtures
+    out, counts = redactor.redact(in_lib)
+    assert counts["assigned_secret"] == 1 and counts["url_password"] == 1 and counts["email"] == 1, counts
+    assert "'a@b.com'" in out  # one-letter local part and domain: a fixture everywhere
+    # the same in a commit's diff, and real-looking tokens are still replaced in tests
+    diff = ("diff --git a/tests/test_api.py b/tests/test_api.py\n+    key = 'ghp_Ab3dE5gH7jK9mN1pQ3sT5vW7yZ9bC1dE3fG5'\n"
+            "+    password = 'hunter22'\n")
+    out, counts = redactor.redact(diff)
+    assert counts == {"github_token": 1}, counts

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,3 +110,20 @@ def test_slurm_dry_run_prints_chained_job_arrays(tmp_path, capsys):
     assert "#SBATCH --array=0-1" in out and "#SBATCH --array=0-2" in out  # 2 files -> 2 tokenize tasks, 3 packers
     assert "launch_pickled_pipeline" in out
     assert not (tmp_path / "shards" / "manifest.json").exists()
+
+
+@pytest.mark.slow
+def test_inspect_card_of_shards_covers_their_inputs(packed_cli, capsys):
+    capsys.readouterr()
+    assert main(["inspect", str(packed_cli), "--card"]) == 0
+    out = capsys.readouterr().out
+    assert "# Data card:" in out and "## Input:" in out
+    card = json.loads((packed_cli / "datacard.json").read_text())
+    assert set(card["by_source"]) == {"commit", "trace"}
+    assert {Path(c["prep_dir"]).name for c in card["inputs"]} == {"commits", "traces"}
+    # the tokenize cache pack wrote under each prep dir makes the input cards' token counts exact
+    assert all(c["tokens_exact"] for c in card["inputs"])
+    packed = card["by_source"]["commit"]["tokens"] + json.loads((packed_cli / "manifest.json").read_text())[
+        "sources"]["commit"]["valid_tokens"]
+    assert sum(c["tokens"] for c in card["inputs"] if Path(c["prep_dir"]).name == "commits") == packed
+    assert (packed_cli / "datacard.png").read_bytes()[:4] == b"\x89PNG"

@@ -54,7 +54,9 @@ def test_nothing_lost_and_exact_lengths(prep, packed):
     tok = load_tokenizer()
     expected = sum(len(tok.encode(t, add_special_tokens=False)) + 1 for t in texts.values())  # + EOS each
     total = m["splits"]["train"]["tokens"] + m["splits"]["valid"]["tokens"]
-    assert total == expected == m["input_tokens"]
+    repeated = m["splits"]["train"]["repeated_header_tokens"] + m["splits"]["valid"]["repeated_header_tokens"]
+    assert repeated > 0  # split repositories' later pieces start with the repository header again
+    assert total - repeated == expected == m["input_tokens"]
     for split in ("train", "valid"):
         sp = m["splits"][split]
         assert sp["selected_tokens"] == sp["tokens"]
@@ -67,7 +69,7 @@ def test_nothing_lost_and_exact_lengths(prep, packed):
             real += int(rows["tokens"][rows["source"] >= 0].sum())
         assert real == sp["tokens"]
     assert set(m["sources"]) == {"commit", "repo", "trace"}
-    assert m["sources"]["repo"]["tokens"] + m["sources"]["repo"]["valid_tokens"] == sum(
+    assert m["sources"]["repo"]["tokens"] + m["sources"]["repo"]["valid_tokens"] - repeated == sum(
         len(tok.encode(t, add_special_tokens=False)) + 1 for k, t in texts.items() if k.startswith("repo"))
     assert m["masks"] is True and m["tokenizer"]["hash"] and m["config"]["seq_length"] == S
 
@@ -101,12 +103,18 @@ def test_split_only_overlong_at_boundaries_and_docs_roundtrip(prep, packed):
         n_parts = parts[0][2]
         assert [p[1] for p in parts] == list(range(n_parts))
         assert (n_parts > 1) == (lengths[doc_id] > S)
+        if doc_id.startswith("repo") and n_parts > 1:  # later pieces repeat the repository header
+            header = tok.encode(texts[doc_id][:texts[doc_id].index("<|file_sep|>")], add_special_tokens=False)
+            for p in parts[1:]:
+                assert p[3][:len(header)] == header
+                p[3][:len(header)] = []
         ids = [t for p in parts for t in p[3]]
         assert tok.decode(ids[:-1]) == texts[doc_id] and ids[-1] == tok.eos_token_id
-        for p in parts[1:]:  # each later piece starts a file, or a line
-            first = tok.decode(p[3][:1])
+        for p in parts[1:]:  # each later piece starts a file or a commit (or a file's diff), else a line
+            first = tok.decode(p[3][:3])
             prev = tok.decode(parts[p[1] - 1][3][-1:])
-            assert first == "<|file_sep|>" or prev.endswith("\n"), (doc_id, p[1], prev, first)
+            assert first.startswith(("<|file_sep|>", "commit ", "diff --git")) or prev.endswith("\n"), \
+                (doc_id, p[1], prev, first)
 
 
 def test_trace_loss_mask_covers_assistant_answer_only(prep, packed):

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from midtrain.sources.licenses import detect_spdx
-from midtrain.sources.ordering import dependency_order
+from midtrain.sources.ordering import dependency_order, file_dependencies, file_group, forward_imports
 from midtrain.sources.repos import RepoReader, ReposConfig
 from sources_fixtures import REPO_ROOT, SAMPLES, git, make_repo, run_reader
 
@@ -46,6 +46,10 @@ def pkg_repo(tmp_path):
         "data/blob.dat": b"abc\x00def",
         "data/latin1.txt": "caf\xe9".encode("latin-1"),
         "data/huge.py": "x = 1\n" * 200_000,
+        "docs/diagram.svg": "<svg><path d='M0 0 L10 10'/></svg>\n",
+        "static/icon.svg": "<svg/>\n",
+        "deploy/server.pem": "-----BEGIN PRIVATE KEY-----\n" + "QUJD" * 16 + "\n-----END PRIVATE KEY-----\n",
+        "requirements.txt": "numpy==2.0.1\nrequests==2.32.0\nrich==13.7.1\n",
     }
     repo = make_repo(tmp_path / "proj", files)
     os.symlink("../../etc/passwd", repo / "escape.txt")
@@ -79,12 +83,19 @@ def test_skips_are_counted_by_reason(pkg_repo):
     kept = set(_paths(doc))
     for skipped in ["vendor/lib/thing.py", "node_modules/pkg/index.js", "package-lock.json", "static/app.min.js",
                     "static/bundle.js", "proto/api_pb2.py", "gen/types.go", "assets/logo.png", "data/blob.dat",
-                    "data/latin1.txt", "data/huge.py", "escape.txt", "util_link.py"]:
+                    "data/latin1.txt", "data/huge.py", "escape.txt", "util_link.py", "docs/diagram.svg",
+                    "static/icon.svg", "deploy/server.pem", "requirements.txt"]:
         assert skipped not in kept, skipped
+    assert "PRIVATE KEY" not in doc.text  # a key file is dropped whole, not kept as a stub
     counts = {k: v.total for k, v in reader.stats.stats.items() if k.startswith("skip/")}
-    assert counts == {"skip/vendored": 2, "skip/lock_file": 1, "skip/minified": 2, "skip/generated": 2,
+    assert counts == {"skip/vendored": 2, "skip/lock_file": 2, "skip/minified": 2, "skip/generated": 2,
                       "skip/binary": 2, "skip/not_utf8": 1, "skip/too_large": 1, "skip/symlink_outside_repo": 1,
-                      "skip/symlink": 1}
+                      "skip/symlink": 1, "skip/svg": 2, "skip/private_key": 1}
+    # every skipped path is listed with its reason, so a user can audit what was left out
+    removed = {r["path"]: r["reason"] for r in doc.metadata["removed_files"]}
+    assert removed["docs/diagram.svg"] == removed["static/icon.svg"] == "svg"
+    assert removed["deploy/server.pem"] == "private_key" and removed["requirements.txt"] == "lock_file"
+    assert len(removed) == doc.metadata["removed_files_total"] == sum(counts.values())
 
 
 def test_license_languages_and_metadata(pkg_repo):
@@ -161,8 +172,37 @@ def test_ordering_is_stable_and_breaks_cycles():
     files = {"b.py": "import a\n", "a.py": "import b\n", "c.py": "import a\nimport b\n", "d.py": ""}
     order = dependency_order(files)
     assert order == dependency_order(dict(reversed(list(files.items()))))
-    assert order[0] == "d.py" and order[-1] == "c.py"
+    assert order.index("c.py") > max(order.index("a.py"), order.index("b.py"))
+    assert order.index("a.py") + 1 == order.index("b.py")  # the cycle stays together
     assert sorted(order) == sorted(files)
+
+
+def test_ordering_uses_module_level_imports_and_puts_tests_and_examples_last():
+    files = {
+        # core imports api only inside a function and under TYPE_CHECKING: no cycle, core goes first
+        "pkg/core.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.api import Api\n\n"
+                       "def make():\n    from pkg.api import Api\n    return Api()\n",
+        "pkg/api.py": "from .core import make\n\nclass Api:\n    pass\n\nif __name__ == '__main__':\n"
+                      "    from pkg import zz_util\n",
+        "pkg/__init__.py": "from .api import Api\nfrom .core import make\n",
+        "pkg/zz_util.py": "try:\n    import pkg.core\nexcept ImportError:\n    pass\n",
+        # a real module-level cycle: broken inside its own component only
+        "pkg/cyc_a.py": "from . import cyc_b\n", "pkg/cyc_b.py": "from . import cyc_a\n",
+        "tests/test_api.py": "from pkg.api import Api\n",
+        "tests/conftest.py": "import pytest\n",
+        "examples/demo.py": "import pkg\n",
+        "aaa_setup.py": "x = 1\n",
+    }
+    order = dependency_order(files)
+    pos = {p: i for i, p in enumerate(order)}
+    assert pos["pkg/core.py"] < pos["pkg/api.py"] < pos["pkg/__init__.py"]
+    assert pos["pkg/core.py"] < pos["pkg/zz_util.py"]
+    deps = file_dependencies(files)
+    assert deps["pkg/core.py"] == set()  # function-level and TYPE_CHECKING imports are not edges
+    assert forward_imports(order, deps) == (1, 8)  # only the one inside the real cycle points forward
+    # library code, then tests, then examples
+    assert [file_group(p) for p in order] == sorted(file_group(p) for p in order)
+    assert order[-1] == "examples/demo.py" and {order[-3], order[-2]} == {"tests/test_api.py", "tests/conftest.py"}
 
 
 @pytest.mark.parametrize("text,spdx", [

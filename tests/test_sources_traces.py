@@ -120,3 +120,33 @@ def test_auto_format_falls_back_to_plain_when_the_tokenizer_is_unusable(tmp_path
     with pytest.raises(Exception, match="key must be a string"):  # explicit chat_template: fail loudly
         run_reader(TraceReader([str(TRACES / "acme__minicalc-15.traj.json")],
                                TracesConfig(format="chat_template", tokenizer=str(bad))))
+
+
+def test_cleaning_cuts_long_outputs_drops_dummies_and_hides_home_paths(tmp_path):
+    long_output = "".join(f"line {i}\n" for i in range(5000))  # ~44K characters
+    good = {"instance_id": "good", "messages": [
+        {"role": "user", "content": "Fix the parser in /home/jdoe/proj/minicalc/parse.py"},
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "bash", "arguments":
+                                                                          {"command": "cat /Users/Jane.Doe/proj/log.txt"}}}]},
+        {"role": "tool", "name": "bash", "content": long_output},
+        {"role": "assistant", "content": "Done.\n```\nsubmit\n```"},
+        {"role": "user", "content": "   "},  # an empty final turn
+    ]}
+    dummy = {"instance_id": "dummy", "messages": [
+        {"role": "user", "content": "Blah blah blah"}, {"role": "assistant", "content": "```\nls\n```"}]}
+    idle = {"instance_id": "idle", "messages": [
+        {"role": "user", "content": "Fix the bug"}, {"role": "assistant", "content": "I think it is fine as is."}]}
+    f = tmp_path / "t.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in (good, dummy, idle)) + "\n")
+    reader = TraceReader([str(f)], TracesConfig(format="plain", max_tool_output_chars=2000, tool_output_tail_chars=500))
+    [doc] = run_reader(reader)
+    assert doc.metadata["instance_id"] == "good"
+    text = doc.text
+    assert "jdoe" not in text and "Jane.Doe" not in text and "/home/user/proj" in text and "/Users/user/proj" in text
+    assert "line 0\n" in text and "line 4999\n" in text and "line 2500\n" not in text
+    assert "characters, " in text and "lines of output cut ...]" in text
+    assert not text.rstrip().endswith("### User")  # the empty final turn is gone
+    assert doc.metadata["n_messages"] == 4 and len(text) < 5000
+    stats = {k: v.total for k, v in reader.stats.stats.items()}
+    assert stats["dropped/placeholder_text"] == 1 and stats["dropped/no_actions"] == 1
+    assert stats["skip/empty_final_turn"] == 1 and stats["skip/tool_output_cut"] == 1 and stats["skip/home_path"] == 2

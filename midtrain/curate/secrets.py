@@ -7,6 +7,12 @@ says it is a secret (``password = "..."``, ``API_TOKEN=...``, ``"client_secret":
 (``"changeme"``, ``${TOKEN}``, ``os.environ[...]``) and, for names that are only *maybe* secret (``token``,
 ``key``), require a high-entropy value.
 
+Redaction must not change what code means: a value never runs across a string's ``\\n`` escape or its
+closing quote, and in test files (found by the ``<|file_sep|>path`` and ``diff --git`` headers of repository
+and commit documents) obvious fixtures stay: e-mails with a one-letter local part or domain (``a@b.com``),
+example domains, and passwords that are not random-looking (``password="hunter22"``); token formats
+(cloud keys, ...) are replaced everywhere.
+
 A replacement never contains or removes a newline, and a multi-line private key keeps every line (and
 every diff prefix ``+``/``-``/`` ``): only the key material is replaced, line by line, so diffs stay diffs.
 """
@@ -23,6 +29,7 @@ from datatrove.data import Document
 
 from midtrain.config import Config, require
 from midtrain.curate.base import CurationStep, Edit, apply_edits, shannon_entropy
+from midtrain.sources.ordering import file_group
 
 # ----------------------------------------------------------------------------------------------------------
 # config
@@ -108,7 +115,7 @@ NOT_SECRET_NAME_RE = re.compile(
     r"expiry|expires|ttl|timeout|limit|usage|encoding|algorithm|alg|bits|storage|backend|func|s)$")
 VALUE_AFTER_NAME_RE = re.compile(
     r"(?P<q1>[\"']?)[ \t]*(?P<op>:=|=>|==|=|:(?!:))[ \t]*"
-    r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,400})(?P=q)|(?P<uv>[^\s\"'`,;}\]]{1,400}))")
+    r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,400})(?P=q)|(?P<uv>[^\s\"'`,;}\]\\]{1,400}))")
 AUTH_HEADER_RE = re.compile(r"(?i)\b(?:authorization|proxy-authorization)\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+"
                             r"(?P<s>[A-Za-z0-9._~+/=-]{12,})")
 BEARER_RE = re.compile(r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/-]{20,}=*)")
@@ -139,6 +146,30 @@ ph pk eg ng ke cl pe ve cc tv ws xyz online site tech cloud email name pro mobi 
 _DIFF_PREFIXES = ("+", "-", " ")
 
 
+# file headers in repository documents and diffs: the file each following span of text belongs to
+_FILE_HEADER_RE = re.compile(r"^(?:<\|file_sep\|>|diff --git a/)(\S+)", re.MULTILINE)
+_FIXTURE_EMAIL_DOMAINS = ("example", "test", "invalid", "localhost", "foo", "bar", "baz", "domain", "yourdomain",
+                          "mydomain", "company", "acme", "email", "somewhere", "host")
+
+
+def test_regions(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the parts of ``text`` under a test file's header."""
+    heads = [(m.start(), file_group(m.group(1)) == 1) for m in _FILE_HEADER_RE.finditer(text)]
+    return [(a, heads[i + 1][0] if i + 1 < len(heads) else len(text)) for i, (a, is_test) in enumerate(heads)
+            if is_test]
+
+
+def _inside(pos: int, regions: list[tuple[int, int]]) -> bool:
+    return any(a <= pos < b for a, b in regions)
+
+
+def _in_string(text: str, pos: int) -> bool:
+    """True when ``pos`` is inside a one-line string literal (an odd number of one kind of quote before it on
+    its line): an unquoted value there is the string's prose, e.g. a password prompt."""
+    line = text[text.rfind("\n", 0, pos) + 1:pos]
+    return any(line.count(q) - line.count("\\" + q) & 1 for q in "\"'")
+
+
 @dataclass
 class Finding:
     kind: str
@@ -163,6 +194,7 @@ class Redactor:
         found: list[Finding] = []
         cfg = self.cfg
         low = text.lower()
+        tests = test_regions(text) if ("<|file_sep|>" in text or "diff --git" in text) else []
         if cfg.secrets:
             for m in PRIVATE_KEY_RE.finditer(text) if "PRIVATE KEY" in text else ():
                 if len(m.group("body")) < 20_000 and _KEY_LINE_RE.search(m.group("body")):
@@ -176,6 +208,8 @@ class Redactor:
                         found.append(Finding(kind, s, e, ph))
             for m in self._url_passwords(text):
                 pw = m.group("s")
+                if tests and _inside(m.start(), tests) and not _looks_random(pw, cfg.min_generic_entropy, 12):
+                    continue  # a test's fixture credentials (postgres://user:pw1234@db)
                 if not _PLACEHOLDER_RE.match(pw) and not re.match(r"\d+(?:,|$)", pw) and pw != m.group("user"):
                     found.append(Finding("url_password", *m.span("s"), "<PASSWORD>"))
             for m in AUTH_HEADER_RE.finditer(text) if "authoriz" in low else ():
@@ -184,14 +218,20 @@ class Redactor:
             for m in BEARER_RE.finditer(text) if "bearer" in low else ():
                 if _looks_random(m.group("s"), cfg.min_generic_entropy, 20):
                     found.append(Finding("bearer_token", *m.span("s"), "<TOKEN>"))
-            found.extend(self._assignments(text, low))
+            for f in self._assignments(text, low):
+                if tests and _inside(f.start, tests) and not _looks_random(text[f.start:f.end], cfg.min_generic_entropy, 12):
+                    continue  # a test's fixture password
+                found.append(f)
         if cfg.emails:
             for m in self._emails(text):
                 dom = m.group("domain").lower()
+                local = m.group("s").split("@", 1)[0]
                 if m.group("tld").lower() not in _EMAIL_TLDS or dom.endswith(self.keep_domains) or \
-                        dom.split(".")[0] in ("example", "test", "invalid", "localhost") or \
-                        m.group("s").lower().startswith("git@"):
+                        dom.split(".")[0] in _FIXTURE_EMAIL_DOMAINS or m.group("s").lower().startswith("git@"):
                     continue
+                short = (len(local) == 1) + (len(dom.split(".")[0]) == 1)
+                if short == 2 or (short and _inside(m.start(), tests)):
+                    continue  # fixtures: a@b.com anywhere; x@corp.io and jane@x.org in tests
                 found.append(Finding("email", *m.span("s"), "<EMAIL>"))
         if cfg.ip_addresses:
             for c in IPV4_CANDIDATE_RE.finditer(text):
@@ -242,6 +282,9 @@ class Redactor:
             m = VALUE_AFTER_NAME_RE.match(text, start + len(name))
             if m:
                 f = self._assignment(name, m, _yaml_like(text, start, m))
+                if f and m.group("uv") is not None and _in_string(text, start) and \
+                        not _looks_random(m.group("uv"), self.cfg.min_generic_entropy, 12):
+                    continue  # prose inside a string literal: a prompt or a message ("Password: try again")
                 if f:
                     out.append(f)
         return out
@@ -251,6 +294,11 @@ class Redactor:
             return None
         quoted = m.group("qv") is not None
         value = m.group("qv") if quoted else m.group("uv")
+        if quoted and re.search(r"\\[nrt]", value):
+            return None  # text with escaped line breaks: a message, not a secret
+        if not quoted and value.startswith("<"):
+            return None  # markup after a label (password: <input ...>) or a <placeholder>
+
         span = m.span("qv") if quoted else m.span("uv")
         v = value.strip()
         if not v or _PLACEHOLDER_RE.match(v) or "EXAMPLE" in v.upper() or "..." in v or "\u2026" in v or \

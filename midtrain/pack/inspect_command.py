@@ -1,7 +1,10 @@
 """Show what packed shards hold: fill, padding, split documents, per-source target vs achieved tokens and
-piece-length histograms, and decoded samples with every document boundary marked.
+piece-length histograms, and decoded samples with every document boundary marked; and the data card of a
+`midtrain prep` output or of shards (composition by source, language, file kind, repository, removed and
+redacted counts, bot share, lengths) written as DIR/datacard.md, .json and .png.
 
-Reads DIR/manifest.json (written by `midtrain pack`) and the shard files next to it.
+Reads DIR/manifest.json (written by `midtrain pack`) and the shard files next to it, or a prep DIR's
+documents/ and stats.json.
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ import argparse
 import json
 
 EPILOG = """examples:
+  midtrain inspect out/prep/repos                  # data card of a prep output (also written to DIR/datacard.*)
+  midtrain inspect out/shards --card               # shards: summary table, then the data card of their inputs
   midtrain inspect out/shards                      # summary table
   midtrain inspect out/shards --json               # the same as JSON (seq_length, sequences, tokens, fill, sources, ...)
   midtrain inspect out/shards --sample 0 5         # decode packed sequences 0 and 5, boundaries marked
@@ -18,7 +23,9 @@ EPILOG = """examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("shard_dir", metavar="DIR", help="output directory of `midtrain pack`")
+    p.add_argument("shard_dir", metavar="DIR", help="output directory of `midtrain pack` or `midtrain prep`")
+    p.add_argument("--card", action="store_true", help="shards: also print and write the data card (DIR/datacard.*)")
+    p.add_argument("--top", type=int, default=20, help="repositories listed in the data card (default 20)")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--sample", type=int, nargs="*", metavar="I", default=[], help="decode these packed sequences")
     p.add_argument("--split", default="train", choices=["train", "valid"], help="split for --sample (default train)")
@@ -28,14 +35,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from midtrain.pack.datacard import prep_card, shards_card, to_markdown, write_card
     from midtrain.pack.inspect import decode_sample, format_summary, plot_histograms, summarize, tokenizer_for
 
+    directory = Path(args.shard_dir)
+    if not (directory / "manifest.json").exists() and (directory / "documents").is_dir():  # a prep output
+        card = prep_card(directory, args.top)
+        print(json.dumps(card, indent=1) if args.json else to_markdown(card))
+        print("wrote " + ", ".join(str(p) for p in write_card(directory, card)))
+        return 0
     try:
         summary = summarize(args.shard_dir)
     except FileNotFoundError as e:
         print(f"midtrain inspect: {e}")
         return 1
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
+    if args.card:
+        card = shards_card(directory, args.top)
+        print("\n" + to_markdown(card))
+        print("wrote " + ", ".join(str(p) for p in write_card(directory, card)))
     if args.png:
         print(f"wrote {plot_histograms(summary, args.png)}")
     if args.sample:

@@ -62,6 +62,8 @@ def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], 
             "selected_tokens": sum(s["selected_tokens"] for s in stats),
             "fill": toks / (seqs * cfg.seq_length) if seqs else 0.0,
             "split_documents": sum(s["split_documents"] for s in stats),
+            # headers repeated at the start of continuation pieces (counted in tokens, not in the input)
+            "repeated_header_tokens": sum(s.get("repeated_header_tokens", 0) for s in stats),
             "documents": sum(s["documents"] for s in stats),
             "tokens_by_source": dict(sorted(by_source.items())),
             "tasks": [{"task": s["task"], "sequences": s["sequences"], "tokens": s["tokens"], "fill": s["fill"],

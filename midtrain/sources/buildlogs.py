@@ -12,9 +12,9 @@ or cut inside. The tool (pytest, cargo, npm, pip, make, cmake, github-actions) a
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
@@ -22,7 +22,8 @@ from typing import Iterator
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.common import file_units, ReaderConfig, SourceReader, decode_utf8, make_document, stable_hash
+from midtrain.sources.common import (TOO_LONG, TRUNCATED, ReaderConfig, SourceReader, decode_utf8, file_units,
+                                     iter_lines, make_document, read_capped, stable_hash)
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".log.gz", ".txt.gz", ".jsonl", ".jsonl.gz")
 
@@ -57,6 +58,7 @@ class BuildLogsConfig(ReaderConfig):
     """Build-log cleaning."""
 
     max_doc_bytes: int = 200_000
+    max_input_bytes: int = 32_000_000  # a bigger log keeps its first and last 16 MB (decompressed)
     context_lines: int = 10  # kept either side of every failure line
     collapse_min_run: int = 6  # runs of at least this many near-identical lines are collapsed ...
     collapse_keep: int = 2  # ... to this many lines and a marker
@@ -205,39 +207,21 @@ class BuildLogReader(SourceReader):
 
     def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
         path, rel = Path(unit[0]), unit[1]
-        raw = path.read_bytes()
-        if path.name.endswith(".gz"):
-            try:
-                raw = gzip.decompress(raw)
-            except (OSError, EOFError) as e:
-                self.stat_update("records")
-                self.error("bad_gzip", str(path), str(e), origin)
-                return
         name = path.name.removesuffix(".gz")
-        if name.endswith(".jsonl"):
-            for lineno, line in enumerate(raw.split(b"\n"), 1):
-                if not line.strip():
-                    continue
-                self.stat_update("records")
-                where = f"{path}:{lineno}"
-                try:
-                    rec = json.loads(line.decode("utf-8"))
-                except UnicodeDecodeError as e:
-                    self.error("invalid_utf8", where, str(e), origin)
-                    continue
-                except json.JSONDecodeError as e:
-                    self.error("malformed_json", where, str(e), origin)
-                    continue
-                text = rec.get("text") or rec.get("log") or rec.get("content") if isinstance(rec, dict) else None
-                if not isinstance(text, str):
-                    self.error("bad_record", where, "no log text in 'text', 'log' or 'content'", origin)
-                    continue
-                doc_id = f"buildlog:{rec.get('id') or f'{rel}:{lineno}'}"
-                doc = self._document(text, doc_id, rec.get("repo"), rec.get("license"),
-                                     {k: rec[k] for k in ("job", "conclusion", "workflow") if k in rec})
-                if doc:
-                    yield doc
+        try:
+            if name.endswith(".jsonl"):
+                yield from self._jsonl(path, rel, origin)
+                return
+            # streamed with a cap: a log that expands to gigabytes keeps its head and its tail (the failure)
+            raw, left = read_capped(path, self.cfg.max_input_bytes, head_and_tail=True)
+        except (OSError, EOFError, zlib.error) as e:
+            self.stat_update("records")
+            self.error("bad_gzip" if path.name.endswith(".gz") else "unreadable_file", str(path), str(e), origin)
             return
+        if left:
+            self.skip("input_bytes_cut", left)
+            half = self.cfg.max_input_bytes - self.cfg.max_input_bytes // 2
+            raw = raw[:half] + f"\n[... {left} bytes of log cut ...]\n".encode() + raw[half:]
         self.stat_update("records")
         if b"\0" in raw[:8192]:
             self.error("binary_file", str(path), "not a text log", origin)
@@ -251,6 +235,36 @@ class BuildLogReader(SourceReader):
         doc = self._document(text, f"buildlog:{rel}", None, None, {})
         if doc:
             yield doc
+
+    def _jsonl(self, path: Path, rel: str, origin: str) -> Iterator[Document]:
+        for lineno, line in iter_lines(path, self.cfg.max_record_bytes, self.cfg.max_input_bytes):
+            where = f"{path}:{lineno}"
+            if line is TRUNCATED:
+                self.error("input_too_large", str(path), f"stopped after {self.cfg.max_input_bytes} bytes", origin)
+                return
+            if line is not TOO_LONG and not line.strip():
+                continue
+            self.stat_update("records")
+            if line is TOO_LONG:
+                self.error("record_too_large", where, f"over {self.cfg.max_record_bytes} bytes", origin)
+                continue
+            try:
+                rec = json.loads(line.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                self.error("invalid_utf8", where, str(e), origin)
+                continue
+            except (json.JSONDecodeError, RecursionError) as e:
+                self.error("malformed_json", where, str(e) or "nested too deeply", origin)
+                continue
+            text = rec.get("text") or rec.get("log") or rec.get("content") if isinstance(rec, dict) else None
+            if not isinstance(text, str):
+                self.error("bad_record", where, "no log text in 'text', 'log' or 'content'", origin)
+                continue
+            doc_id = f"buildlog:{rec.get('id') or f'{rel}:{lineno}'}"
+            doc = self._document(text, doc_id, rec.get("repo"), rec.get("license"),
+                                 {k: rec[k] for k in ("job", "conclusion", "workflow") if k in rec})
+            if doc:
+                yield doc
 
     def _document(self, text: str, doc_id: str, repo: str | None, license: str | None, extra: dict) -> Document | None:
         cleaned, counts = clean_log(text, self.cfg)

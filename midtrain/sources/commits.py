@@ -1,11 +1,19 @@
 """Commit histories -> documents of consecutive commits (message + unified diff), oldest first.
 
-Commits are taken in chronological order (``git log --reverse --date-order``) and grouped into runs whose
-text stays under ``max_doc_bytes``. Authors and committers become ``author_<n>`` (numbered per repository,
-also where their names or emails appear in messages, e.g. ``Signed-off-by``). Explicit policies:
-merge commits are skipped (their changes are in the merged commits) or kept as a message-only entry;
-binary file changes become a one-line marker; a diff over ``max_diff_bytes`` keeps its per-file headers
-and hunks up to the cap, then says how much was cut.
+Commits are taken in chronological order (``git log --reverse --date-order``, renames detected) and grouped
+into runs whose text stays under ``max_doc_bytes``, so every document starts at a commit header. Authors and
+committers become ``author_<n>`` (numbered per repository, also where their names or emails appear in
+messages, e.g. ``Signed-off-by``). Explicit policies, each counted (``skip/<reason>``):
+
+- each file of a diff goes through the repository reader's file filters (lock files and pinned
+  requirements, generated, minified, binary, SVG and data files, vendored paths, private keys): its whole
+  section is removed and its path recorded in ``metadata["removed_files"]`` (bounded) with the reason;
+- a file section larger than ``max_diff_bytes`` is removed the same way (never cut mid-hunk), and so are
+  the sections that would take the commit's diff over that size;
+- commits left with no diff, and formatting-only commits (the same code modulo whitespace, quotes and
+  trailing commas), are skipped; so are merge commits (or kept as a message-only entry);
+- commits by bots (dependabot, renovate, ``[bot]`` accounts ...) are skipped, or kept and counted in
+  ``metadata["bot_commits"]``/``bot_bytes`` with ``bots="mark"``.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from datatrove.data import Document
 
 from midtrain.config import require
 from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, expand_inputs, make_document
+from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import CommitRecord, GitError, head_commit, is_git_repo, iter_commits, remote_name
 from midtrain.sources.licenses import detect_spdx, is_license_file
 
@@ -36,31 +45,73 @@ class CommitsConfig(ReaderConfig):
     merges: Literal["skip", "message"] = "skip"
     max_commits: int = 0  # per repository, newest history kept; 0 = all
     skip_empty: bool = True  # commits with no diff (e.g. --allow-empty) are skipped
+    file_filters: bool = True  # remove files the repository reader would skip (lock, generated, SVG ...)
+    skip_formatting: bool = True  # commits that only reformat code (whitespace, quotes, trailing commas)
+    bots: Literal["skip", "mark", "keep"] = "skip"
+    max_removed_paths: int = 200  # per document: removed file paths recorded with their reason
 
     def check(self) -> None:
         super().check()
+        require(self.max_removed_paths >= 0, "max_removed_paths", "must be >= 0")
         require(self.max_diff_bytes >= 1000, "max_diff_bytes", "must be at least 1000")
         require(self.max_commits >= 0, "max_commits", "must be >= 0")
 
 
-def _clean_diff(diff: str, max_bytes: int) -> tuple[str, dict[str, int]]:
-    """Binary changes -> markers; cap the size at a line boundary with an explicit marker."""
-    counts = {"binary_files": 0, "truncated": 0}
-    out = []
-    size = 0
-    lines = diff.splitlines(keepends=True)
-    for i, line in enumerate(lines):
-        if line.startswith("Binary files ") or line.startswith("GIT binary patch"):
-            counts["binary_files"] += 1
-            line = f"[binary file changed: {line.strip()}]\n"
-        size += len(line.encode())
-        if size > max_bytes:
-            rest = sum(len(x.encode()) for x in lines[i:])
-            out.append(f"[diff truncated: {len(lines) - i} more lines, {rest} bytes]\n")
-            counts["truncated"] = 1
-            break
-        out.append(line)
-    return "".join(out), counts
+_FILE_START = re.compile(rb"^diff --git ", re.MULTILINE)
+_FILE_PATHS = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
+BOT_NAME = re.compile(r"\[bot\]|^(?:dependabot|renovate|greenkeeper|snyk-bot|pre-commit-ci|github-actions|"
+                      r"allcontributors|imgbot|pyup-bot|mergify|codecov|semantic-release-bot|web-flow-bot)\b|"
+                      r"(?:^|[-_.])bot(?:@|$)", re.IGNORECASE)
+
+
+def is_bot(name: str, email: str) -> bool:
+    """Accounts of dependency updaters, CI and other automation (by name or e-mail local part)."""
+    return bool(BOT_NAME.search(name.strip()) or BOT_NAME.search(email.split("@")[0] + "@"))
+
+
+def split_files(diff: bytes) -> list[bytes]:
+    """A commit's diff cut into one section per file (each starting at its ``diff --git`` line)."""
+    starts = [m.start() for m in _FILE_START.finditer(diff)]
+    if not starts:
+        return [diff] if diff.strip() else []
+    return [diff[a:b] for a, b in zip(starts, starts[1:] + [len(diff)])]
+
+
+def section_path(section: str) -> str:
+    m = _FILE_PATHS.match(section)
+    return m.group(2) if m else ""
+
+
+def _changed_lines(section: str, sign: str) -> list[str]:
+    return [line[1:] for line in section.splitlines() if line.startswith(sign) and not line.startswith(sign * 3)]
+
+
+def file_skip_reason(section: str) -> str | None:
+    """The repository reader's reason to leave this file out, judged from its diff section."""
+    path = section_path(section)
+    reason = path_skip_reason(path)
+    if reason:
+        return reason
+    if re.search(r"^(?:Binary files .* differ|GIT binary patch)$", section, re.MULTILINE):
+        return "binary"
+    added = _changed_lines(section, "+")
+    return text_skip_reason(path, "\n".join(added)) if added else None
+
+
+_FORMAT_NOISE = re.compile(r"\s+|,(?=[)\]}])")
+
+
+def formatting_only(sections: list[str]) -> bool:
+    """Every changed file holds the same code before and after, modulo whitespace, line breaks, quote style
+    and trailing commas (what black, prettier or gofmt change)."""
+    changed = False
+    for sec in sections:
+        old = _FORMAT_NOISE.sub("", "".join(_changed_lines(sec, "-"))).replace("'", '"').replace(",)", ")")
+        new = _FORMAT_NOISE.sub("", "".join(_changed_lines(sec, "+"))).replace("'", '"').replace(",)", ")")
+        if old != new or re.search(r"^(?:new|deleted) file mode|^rename from", sec, re.MULTILINE):
+            return False
+        changed = changed or bool(old or new)
+    return changed
 
 
 class CommitReader(SourceReader):
@@ -85,24 +136,51 @@ class CommitReader(SourceReader):
                 return spdx
         return None
 
-    def _render_commit(self, c: CommitRecord, names: Pseudonyms) -> str | None:
+    def _filter_diff(self, c: CommitRecord, removed: list[tuple[str, str]]) -> list[str]:
+        """The file sections of a commit that stay, in order; the others are counted and listed."""
+        kept, size = [], 0
+        for raw in split_files(c.diff):
+            sec = raw.decode("utf-8", "replace")
+            if "\ufffd" in sec and b"\xef\xbf\xbd" not in raw:
+                self.skip("invalid_utf8_replaced")  # text kept, undecodable bytes shown as U+FFFD
+            reason = file_skip_reason(sec) if self.cfg.file_filters else None
+            n = len(raw)
+            if reason is None and n > self.cfg.max_diff_bytes:
+                reason = "huge_file_diff"
+            elif reason is None and size + n > self.cfg.max_diff_bytes:
+                reason = "diff_over_cap"
+            if reason:
+                self.skip(f"file_{reason}")
+                removed.append((section_path(sec), reason))
+                continue
+            kept.append(sec if sec.endswith("\n") else sec + "\n")
+            size += n
+        return kept
+
+    def _render_commit(self, c: CommitRecord, names: Pseudonyms, removed: list[tuple[str, str]]) -> str | None:
         author = names(c.author_name, c.author_email)
         committer = names(c.committer_name, c.committer_email)
         is_merge = len(c.parents) > 1
         if is_merge and self.cfg.merges == "skip":
             self.skip("merge_commit")
             return None
-        diff_text = c.diff.decode("utf-8", "replace")
-        if "\ufffd" in diff_text and b"\xef\xbf\xbd" not in c.diff:
-            self.skip("invalid_utf8_replaced")  # text kept, undecodable bytes shown as U+FFFD
-        diff_text, counts = _clean_diff(diff_text, self.cfg.max_diff_bytes)
-        if counts["binary_files"]:
-            self.skip("binary_file_diff", counts["binary_files"])
-        if counts["truncated"]:
-            self.skip("huge_diff_truncated")
-        if not diff_text.strip() and not is_merge and self.cfg.skip_empty:
-            self.skip("empty_commit")
+        if self.cfg.bots == "skip" and is_bot(c.author_name, c.author_email):
+            self.skip("bot_commit")
             return None
+        if c.cut_bytes:  # a commit whose patch is bigger than the reader's input cap: not kept in part
+            self.skip("commit_over_input_cap")
+            return None
+        had_diff = bool(c.diff.strip())
+        mine: list[tuple[str, str]] = []
+        sections = self._filter_diff(c, mine)
+        if not sections and not is_merge and self.cfg.skip_empty:
+            self.skip("empty_commit" if not had_diff else "only_removed_files")
+            removed.extend((p, f"{r} (commit skipped)") for p, r in mine)
+            return None
+        if self.cfg.skip_formatting and not is_merge and formatting_only(sections):
+            self.skip("formatting_only_commit")
+            return None
+        removed.extend(mine)
         message = _TRAILER.sub(lambda m: m.group(1) + names(*_split_ident(m.group(2))), c.message)
         message = names.scrub(message)
         message = _EMAIL.sub("<EMAIL>", message)
@@ -112,10 +190,7 @@ class CommitReader(SourceReader):
         if is_merge:
             head += f"Merge: {' '.join(p[:12] for p in c.parents)}\n"
         body = "\n".join("    " + line if line else "" for line in message.splitlines())
-        text = f"{head}\n{body}\n\n"
-        if diff_text.strip():
-            text += diff_text if diff_text.endswith("\n") else diff_text + "\n"
-        return text
+        return f"{head}\n{body}\n\n" + "".join(sections)
 
     def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
         repo = Path(unit)
@@ -128,33 +203,40 @@ class CommitReader(SourceReader):
             license_id = self._license(repo)
             repo_name = remote_name(repo)
             display = repo_name or repo.name.removesuffix(".git")
-            commits = iter_commits(repo, max_count=self.cfg.max_commits or None)
+            commits = iter_commits(repo, max_count=self.cfg.max_commits or None,
+                                   max_commit_bytes=self.cfg.max_input_bytes)
             group: list[tuple[str, CommitRecord]] = []
             size = 0
+            removed: list[tuple[str, str]] = []
             names = Pseudonyms("author")  # one numbering per repository: the same person keeps one alias
             for c in commits:
                 self.stat_update("records")
-                text = self._render_commit(c, names)
+                text = self._render_commit(c, names, removed)
                 if text is None:
                     continue
                 n = len(text.encode())
                 if group and size + n > self.cfg.max_doc_bytes:
-                    yield self._document(group, display, repo_name, license_id)
-                    group, size = [], 0
+                    yield self._document(group, display, repo_name, license_id, removed)
+                    group, size, removed = [], 0, []
                 group.append((text, c))
                 size += n
             if group:
-                yield self._document(group, display, repo_name, license_id)
+                yield self._document(group, display, repo_name, license_id, removed)
         except GitError as e:
             self.error("bad_git_repository", unit, str(e), origin)
 
     def _document(self, group: list[tuple[str, CommitRecord]], display: str, repo_name: str | None,
-                  license_id: str | None) -> Document:
+                  license_id: str | None, removed: list[tuple[str, str]]) -> Document:
         first, last = group[0][1], group[-1][1]
         doc_id = f"commit:{display}@{first.sha[:12]}..{last.sha[:12]}"
+        bots = [(t, c) for t, c in group if is_bot(c.author_name, c.author_email)]
+        cap = self.cfg.max_removed_paths
         return make_document("".join(t for t, _ in group), doc_id, "commit", repo=repo_name, license=license_id,
                              commits=[c.sha for _, c in group], first_timestamp=first.timestamp,
-                             last_timestamp=last.timestamp)
+                             last_timestamp=last.timestamp, bot_commits=len(bots),
+                             bot_bytes=sum(len(t.encode()) for t, _ in bots),
+                             removed_files=[{"path": p, "reason": r} for p, r in removed[:cap]],
+                             removed_files_total=len(removed))
 
 
 def _split_ident(text: str) -> tuple[str, str]:

@@ -10,14 +10,16 @@ into ``stats.json``.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
 import os
 import re
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator
 
 import orjson
 from datatrove.data import Document, DocumentsPipeline
@@ -35,9 +37,15 @@ class ReaderConfig(Config):
     """Settings every reader shares."""
 
     max_doc_bytes: int = 4_000_000  # documents are split (at natural boundaries) or capped above this
+    # hostile or broken inputs (a gzip bomb, a one-line 2 GB file): readers stream and stop at these caps,
+    # counting what they cut, so a worker's memory stays bounded
+    max_input_bytes: int = 256_000_000  # decompressed bytes read from one input file
+    max_record_bytes: int = 32_000_000  # one JSONL record (line) or one JSON file
 
     def check(self) -> None:
         require(self.max_doc_bytes >= 1024, "max_doc_bytes", "must be at least 1024")
+        require(self.max_input_bytes >= 1024, "max_input_bytes", "must be at least 1024")
+        require(self.max_record_bytes >= 1024, "max_record_bytes", "must be at least 1024")
 
 
 def make_document(text: str, doc_id: str, source: str, repo: str | None = None, license: str | None = None,
@@ -105,6 +113,69 @@ def decode_utf8(data: bytes) -> str | None:
 
 def looks_binary(data: bytes) -> bool:
     return b"\0" in data[:8192]
+
+
+def open_input(path: Path) -> IO[bytes]:
+    """A file as a binary stream, decompressed on the fly when it ends in .gz."""
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+
+
+def read_capped(path: Path, cap: int, head_and_tail: bool = False) -> tuple[bytes, int]:
+    """(content, bytes left out) reading at most ``cap`` (decompressed) bytes, streamed: never more than
+    about ``cap`` bytes in memory whatever the file expands to. With ``head_and_tail`` an oversized file
+    gives its first and last ``cap // 2`` bytes (a log's failure is at its end), else its first ``cap``."""
+    with open_input(path) as f:
+        if not head_and_tail:
+            data = f.read(cap)
+            left = 0
+            while chunk := f.read(1 << 20):
+                left += len(chunk)
+            return data, left
+        half = cap // 2
+        head = f.read(cap - half)
+        tail: deque[bytes] = deque()
+        size = left = 0
+        while chunk := f.read(1 << 20):
+            tail.append(chunk)
+            size += len(chunk)
+            while size - len(tail[0]) >= half:
+                size -= len(tail[0])
+                left += len(tail.popleft())
+        rest = b"".join(tail)
+        if len(rest) > half:
+            left += len(rest) - half
+            rest = rest[len(rest) - half:]
+        return head + rest, left
+
+
+TOO_LONG = object()  # iter_lines' stand-in for a line over the record cap
+TRUNCATED = object()  # iter_lines' last item when the input cap was reached
+
+
+def iter_lines(path: Path, max_line: int, max_total: int) -> Iterator[tuple[int, Any]]:
+    """(line number, line bytes) of a (gzipped) text file, streamed. A line over ``max_line`` bytes comes as
+    ``TOO_LONG`` (skipped without being held); past ``max_total`` bytes the last item is ``TRUNCATED``."""
+    total = 0
+    with open_input(path) as f:
+        lineno = 0
+        while True:
+            line = f.readline(max_line + 1)
+            if not line:
+                return
+            lineno += 1
+            total += len(line)
+            if len(line) > max_line and not line.endswith(b"\n"):
+                while True:  # the rest of the over-long line, chunk by chunk
+                    more = f.readline(1 << 20)
+                    total += len(more)
+                    if not more or more.endswith(b"\n") or total > max_total:
+                        break
+                yield lineno, TOO_LONG
+            else:
+                yield lineno, line
+            if total > max_total:
+                yield lineno, TRUNCATED
+                return
 
 
 def expand_inputs(inputs: Iterable[str | Path]) -> list[Path]:

@@ -115,32 +115,65 @@ class CommitRecord:
     timestamp: int
     message: str
     diff: bytes  # raw unified diff (empty for merges)
+    cut_bytes: int = 0  # bytes of this commit's log output past max_commit_bytes (not kept)
 
 
-def iter_commits(repo: Path, rev: str = "HEAD", max_count: int | None = None) -> Iterator[CommitRecord]:
-    """Commits oldest first (``--date-order`` keeps each commit after its parents), with their patch."""
+def iter_commits(repo: Path, rev: str = "HEAD", max_count: int | None = None,
+                 max_commit_bytes: int = 256_000_000) -> Iterator[CommitRecord]:
+    """Commits oldest first (``--date-order`` keeps each commit after its parents), with their patch, streamed:
+    at most ``max_commit_bytes`` of one commit's output are held (the rest is counted in ``cut_bytes``)."""
     args = ["git", "-C", str(repo), "log", "--reverse", "--date-order", "-p", "--no-color", "--no-ext-diff",
-            "--no-renames", f"--format={_FORMAT}"]
+            "--find-renames", "--no-textconv", f"--format={_FORMAT}"]
     if max_count:
         args.append(f"--max-count={max_count}")
     args.append(rev)
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout and proc.stderr
     mark = _MARK.encode()
-    buf = b""
+    keep = len(mark) - 1  # a marker may straddle two reads: this much of a read waits for the next
+    held: list[bytes] = []
+    state = {"size": 0, "cut": 0}
+
+    def add(data: bytes) -> None:
+        room = max_commit_bytes - state["size"]
+        if len(data) > room:
+            state["cut"] += len(data) - room
+            data = data[:room]
+        if data:
+            held.append(data)
+            state["size"] += len(data)
+
+    def take() -> CommitRecord | None:
+        raw, cut = b"".join(held), state["cut"]
+        held.clear()
+        state.update(size=0, cut=0)
+        if not raw:
+            return None
+        rec = _parse_commit(raw)
+        rec.cut_bytes = cut
+        return rec
+
+    carry = b""
     try:
         while True:
             chunk = proc.stdout.read(1 << 20)
             if not chunk:
                 break
-            buf += chunk
-            parts = buf.split(mark)
-            buf = parts.pop()  # the last one may be incomplete
-            for part in parts:
-                if part:
-                    yield _parse_commit(part)
-        if buf:
-            yield _parse_commit(buf)
+            pieces = (carry + chunk).split(mark)
+            for piece in pieces[:-1]:  # each ends where the next commit's marker starts
+                add(piece)
+                rec = take()
+                if rec:
+                    yield rec
+            last = pieces[-1]
+            if len(last) > keep:
+                add(last[:-keep])
+                last = last[-keep:]
+            carry = last
+        add(carry)
+        rec = take()
+        if rec:
+            yield rec
     finally:
         proc.stdout.close()
         err = proc.stderr.read().decode(errors="replace").strip()

@@ -1,10 +1,16 @@
 """Order a repository's files by their import dependencies (DeepSeek-Coder style).
 
-Repeatedly emit the file with the fewest imports not yet emitted, ties broken by path; a file therefore
-comes after the files it imports, and cycles are broken deterministically. Imports are resolved to files of
-the same repository: Python with ``ast`` (relative imports, ``src/`` layouts), and best effort by regex for
-JavaScript/TypeScript (relative specifiers), C/C++ (``#include "..."``), Rust (``mod x;``), Java/Kotlin
-(``import a.b.C``) and Go (package directory by import-path suffix).
+The graph holds the imports that run when a module is loaded: for Python the module-level ones (also inside
+module-level ``if``/``try``/``with`` and class bodies), not those inside functions (lazy imports) or under
+``if TYPE_CHECKING:`` (annotations only) or ``if __name__ == "__main__":`` (a module's demo), which would
+otherwise invent cycles. Files are emitted in a
+topological order of the graph's strongly connected components; a cycle is broken only inside its own
+component (the member with the fewest unmet imports first). Among the files that are ready, library code
+goes first, then tests, then examples, each by path, so tests and examples come after the code they
+exercise. Imports are resolved to files of the same repository: Python with ``ast`` (relative imports,
+``src/`` layouts), and best effort by regex for JavaScript/TypeScript (relative specifiers), C/C++
+(``#include "..."``), Rust (``mod x;``), Java/Kotlin (``import a.b.C``) and Go (package directory by
+import-path suffix).
 """
 
 from __future__ import annotations
@@ -23,8 +29,9 @@ _RUST_MOD = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.MULTI
 _JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+)\s*;?", re.MULTILINE)
 _GO_IMPORT_BLOCK = re.compile(r"^import\s*\((.*?)\)", re.MULTILINE | re.DOTALL)
 _GO_IMPORT_ONE = re.compile(r'^import\s+(?:\w+\s+)?"([^"]+)"', re.MULTILINE)
-_PY_FROM = re.compile(r"^\s*from\s+(\.*[\w.]*)\s+import\s+([\w, ()*]+)", re.MULTILINE)
-_PY_IMPORT = re.compile(r"^\s*import\s+([\w., ]+)", re.MULTILINE)
+# fallback for code ast cannot parse: unindented (module-level) imports only
+_PY_FROM = re.compile(r"^from\s+(\.*[\w.]*)\s+import\s+([\w, ()*]+)", re.MULTILINE)
+_PY_IMPORT = re.compile(r"^import\s+([\w., ]+)", re.MULTILINE)
 
 
 def _python_modules(paths: list[str]) -> dict[str, str]:
@@ -51,13 +58,31 @@ def _python_modules(paths: list[str]) -> dict[str, str]:
     return mods
 
 
+def _not_run_on_import(test: ast.expr) -> bool:
+    """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:`` (annotations only) and
+    ``if __name__ == "__main__":`` (a script's demo): blocks whose imports do not run when a module is imported."""
+    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
+            len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
+            test.comparators[0].value == "__main__":
+        return True
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
 def _import_statements(tree: ast.AST):
-    """Import statements anywhere in the statement tree (function bodies included), without visiting
-    expressions: several times faster than ast.walk on real code."""
+    """Import statements that run when the module is loaded: module level, module-level ``if``/``try``/
+    ``with``/loops and class bodies; not function bodies, ``if TYPE_CHECKING:`` nor ``if __name__ ==
+    "__main__":`` blocks. Statements only,
+    no expressions: several times faster than ast.walk on real code."""
     stack = [tree]
     while stack:
         node = stack.pop()
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        fields = ("body", "orelse", "finalbody", "handlers", "cases")
+        if isinstance(node, ast.If) and _not_run_on_import(node.test):
+            fields = ("orelse",)
+        for name in fields:
             for child in getattr(node, name, None) or ():
                 if isinstance(child, (ast.Import, ast.ImportFrom)):
                     yield child
@@ -93,8 +118,12 @@ def _python_imports(path: str, text: str, modules: dict[str, str]) -> set[str]:
         else:
             bases = [mod]
         for base in bases:
-            for cand in [f"{base}.{n}" for n in imported if n != "*"] + [base]:
-                cand = cand.strip(".")
+            # 'from pkg import sub' needs pkg/sub.py; 'from pkg import name' (or *) needs pkg itself
+            base = base.strip(".")
+            cands = [f"{base}.{n}".strip(".") for n in imported if n != "*" and f"{base}.{n}".strip(".") in modules]
+            if not imported or len(cands) < len(imported):
+                cands.append(base)
+            for cand in cands:
                 target = modules.get(cand)
                 # 'import a.b.c' also depends on a.b and a; take the longest known prefix
                 while target is None and "." in cand:
@@ -177,26 +206,116 @@ def file_dependencies(files: dict[str, str]) -> dict[str, set[str]]:
     return deps
 
 
-def dependency_order(files: dict[str, str]) -> list[str]:
-    """Paths ordered so that imported files come first (fewest unresolved imports first; ties by path)."""
-    deps = file_dependencies(files)
-    dependents: dict[str, list[str]] = defaultdict(list)
-    for p, ds in deps.items():
-        for q in ds:
-            dependents[q].append(p)
-    pending = {p: len(ds) for p, ds in deps.items()}
-    heap = [(n, p) for p, n in pending.items()]
-    heapq.heapify(heap)
-    done: set[str] = set()
-    order = []
-    while heap:
-        n, p = heapq.heappop(heap)
-        if p in done or n != pending[p]:
-            continue  # stale entry
-        done.add(p)
+_TEST_DIRS = {"test", "tests", "testing", "__tests__", "spec", "specs", "test_utils", "testutils"}
+_EXAMPLE_DIRS = {"example", "examples", "sample", "samples", "demo", "demos", "tutorial", "tutorials",
+                 "benchmark", "benchmarks", "bench", "docs_src", "cookbook"}
+_TEST_NAME = re.compile(r"^(?:test_.*|.*_test|.*_tests|conftest|.*\.(?:test|spec))\.\w+$|^.*Tests?\.(?:java|kt|cs|swift)$")
+
+
+def file_group(path: str) -> int:
+    """0 library code (and anything else), 1 tests, 2 examples/benchmarks: the order of the groups."""
+    parts = path.split("/")
+    dirs = {p.lower() for p in parts[:-1]}
+    if dirs & _TEST_DIRS or _TEST_NAME.match(parts[-1]):
+        return 1
+    if dirs & _EXAMPLE_DIRS:
+        return 2
+    return 0
+
+
+def _components(nodes: list[str], deps: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components (Tarjan, iterative: deep import chains do not hit the recursion limit)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    comps: list[list[str]] = []
+    for root in nodes:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(deps[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(deps[w]))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    comps.append(comp)
+    return comps
+
+
+def _order_component(comp: list[str], deps: dict[str, set[str]]) -> list[str]:
+    """A cycle broken deterministically: repeatedly the member with the fewest unmet imports inside the
+    component (then library before tests before examples, then by path)."""
+    if len(comp) == 1:
+        return comp
+    members = set(comp)
+    pending = {p: len(deps[p] & members) for p in comp}
+    order: list[str] = []
+    while pending:
+        p = min(pending, key=lambda q: (pending[q], file_group(q), q))
+        del pending[p]
         order.append(p)
-        for q in dependents[p]:
-            if q not in done:
+        for q in pending:
+            if p in deps[q]:
                 pending[q] -= 1
-                heapq.heappush(heap, (pending[q], q))
     return order
+
+
+def order_by_dependencies(deps: dict[str, set[str]]) -> list[str]:
+    """Topological order of the components of ``deps`` (path -> paths it imports); see the module doc."""
+    nodes = sorted(deps)
+    comps = _components(nodes, deps)
+    comp_of = {p: i for i, comp in enumerate(comps) for p in comp}
+    waiting = [0] * len(comps)  # components each one still waits for
+    users: dict[int, set[int]] = defaultdict(set)
+    for p in nodes:
+        for q in deps[p]:
+            a, b = comp_of[p], comp_of[q]
+            if a != b and a not in users[b]:
+                users[b].add(a)
+                waiting[a] += 1
+    key = [min((file_group(p), p) for p in comp) for comp in comps]
+    heap = [(key[i], i) for i in range(len(comps)) if waiting[i] == 0]
+    heapq.heapify(heap)
+    order: list[str] = []
+    while heap:
+        _, i = heapq.heappop(heap)
+        order.extend(_order_component(comps[i], deps))
+        for j in users[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(heap, (key[j], j))
+    return order
+
+
+def dependency_order(files: dict[str, str]) -> list[str]:
+    """Paths ordered so that imported files come first; see the module doc."""
+    return order_by_dependencies(file_dependencies(files))
+
+
+def forward_imports(order: list[str], deps: dict[str, set[str]]) -> tuple[int, int]:
+    """(imports whose target comes later in ``order``, all resolved imports): how well an order holds."""
+    pos = {p: i for i, p in enumerate(order)}
+    edges = [(p, q) for p, ds in deps.items() for q in ds if p in pos and q in pos]
+    return sum(pos[q] > pos[p] for p, q in edges), len(edges)

@@ -18,11 +18,17 @@ renders the same list): ``[{"role": "system"|"user"|"assistant"|"tool", "content
 Rendering: the base model's chat template when the tokenizer has one (ChatML-style templates, e.g. Qwen;
 ``loss_spans`` = each assistant turn from after its header through ``<|im_end|>``), else a plain
 role-tagged format with tool calls as text in Qwen3-Coder's ``<function=...>`` form.
+
+Cleaning before rendering (:func:`clean_messages`, each step counted): empty final turns are removed; a tool
+output (a ``tool`` turn, or an observation turn after the first assistant turn) longer than
+``max_tool_output_chars`` keeps its head and its last ``tool_output_tail_chars`` around a marker saying how
+much was cut; home directories (``/home/<name>``, ``/Users/<name>``, ``C:\\Users\\<name>``) become
+``<name>=user``. A trajectory is dropped when no assistant turn acts (a tool call or a command block) or a
+turn is placeholder text ("Blah blah blah", "lorem ipsum", "asdf").
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import re
 from dataclasses import dataclass, field
@@ -31,7 +37,9 @@ from typing import Any, Iterator, Literal
 
 from datatrove.data import Document
 
-from midtrain.sources.common import file_units, ReaderConfig, SourceReader, log, make_document, walk_files
+from midtrain.config import require
+from midtrain.sources.common import (TOO_LONG, TRUNCATED, ReaderConfig, SourceReader, file_units, iter_lines, log,
+                                     make_document, read_capped, walk_files)
 
 TRACE_SUFFIXES = (".traj", ".traj.json", ".json", ".jsonl", ".jsonl.gz")
 _ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
@@ -41,6 +49,10 @@ _ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "ass
 
 class TraceFormatError(ValueError):
     """A record that is not a trajectory in any known format (the message says what is wrong)."""
+
+
+class InputTooLarge(ValueError):
+    """A record or file over the reader's size caps (left unread, counted)."""
 
 
 @dataclass
@@ -65,6 +77,17 @@ class TracesConfig(ReaderConfig):
     resolved_report: str | None = None  # SWE-bench harness report JSON with resolved_ids (for .traj files)
     keep_messages: bool = False  # also store the normalized messages in metadata (not redacted by curation!)
     extra_metadata: dict[str, str] = field(default_factory=dict)
+    max_tool_output_chars: int = 16_000  # longer tool outputs keep head + tail around a marker; 0 = no limit
+    tool_output_tail_chars: int = 4_000
+    require_actions: bool = True  # drop trajectories where no assistant turn calls a tool or runs a command
+    drop_placeholder_text: bool = True
+
+    def check(self) -> None:
+        super().check()
+        require(self.max_tool_output_chars == 0 or self.max_tool_output_chars >= 200, "max_tool_output_chars",
+                "must be 0 (no limit) or at least 200")
+        require(0 <= self.tool_output_tail_chars < max(self.max_tool_output_chars, 1) or not self.max_tool_output_chars,
+                "tool_output_tail_chars", "must be below max_tool_output_chars")
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -201,25 +224,37 @@ def parse_trajectory(obj: Any, name: str | None = None) -> Trajectory:
                       repo=obj.get("repo"), license=obj.get("license"))
 
 
-def iter_trajectory_records(path: Path) -> Iterator[tuple[str, Any]]:
-    """(where, parsed JSON or the exception) per trajectory record of a file."""
-    name = path.name
-    data = path.read_bytes()
-    if name.endswith(".gz"):
-        data = gzip.decompress(data)
-        name = name[:-3]
+def iter_trajectory_records(path: Path, max_record_bytes: int = 32_000_000,
+                            max_input_bytes: int = 256_000_000) -> Iterator[tuple[str, Any]]:
+    """(where, parsed JSON or the exception) per trajectory record of a file, streamed: a record over
+    ``max_record_bytes`` or input past ``max_input_bytes`` (decompressed) gives an InputTooLarge."""
+    name = path.name.removesuffix(".gz")
     if name.endswith(".jsonl"):
-        for lineno, line in enumerate(data.split(b"\n"), 1):
-            if line.strip():
+        for lineno, line in iter_lines(path, max_record_bytes, max_input_bytes):
+            if line is TRUNCATED:
+                yield str(path), InputTooLarge(f"stopped after {max_input_bytes} bytes")
+                return
+            if line is TOO_LONG:
+                yield f"{path}:{lineno}", InputTooLarge(f"record over {max_record_bytes} bytes")
+            elif line.strip():
                 try:
                     yield f"{path}:{lineno}", json.loads(line.decode("utf-8"))
                 except (UnicodeDecodeError, json.JSONDecodeError) as e:
                     yield f"{path}:{lineno}", e
+                except RecursionError:
+                    yield f"{path}:{lineno}", ValueError("JSON nested too deeply")
+        return
+    data, left = read_capped(path, max_record_bytes)
+    if left:
+        yield str(path), InputTooLarge(f"file over {max_record_bytes} bytes")
         return
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         yield str(path), e
+        return
+    except RecursionError:
+        yield str(path), ValueError("JSON nested too deeply")
         return
     # a .json list is either one bare message list or a list of trajectory records
     if isinstance(obj, list) and obj and all(isinstance(o, dict) and "role" not in o for o in obj):
@@ -237,6 +272,75 @@ def load_trajectories(path: str | Path) -> Iterator[Trajectory]:
             if isinstance(obj, Exception):
                 raise TraceFormatError(f"{where}: {obj}")
             yield parse_trajectory(obj, name=where if where != str(f) else f.name)
+
+
+# -- cleaning ---------------------------------------------------------------------------------------------
+_HOME = re.compile(r"(?<![\w.])(/home/|/Users/|[A-Za-z]:\\+Users\\+)(?!user\b|Shared\b|runner\b)([A-Za-z0-9._-]+)")
+# an action in a text-only agent: a fenced command block, a function-call tag, a ReAct-style action line
+_TEXT_ACTION = re.compile(r"```|<function[=\s>]|<tool_call>|^\s*(?:Action|ACTION|Command)\s*:", re.MULTILINE)
+_PLACEHOLDER = re.compile(r"(?i)\b(?:blah[\s,.!]+){2,}|\blorem ipsum\b|^\s*(?:asdf\w*|qwerty|xxx+|todo|tbd|"
+                          r"placeholder|test(?:ing)?|foo|dummy)[\s.!]*$")
+
+
+def _home_user(m: re.Match) -> str:
+    return m.group(1) + "user"
+
+
+def _scrub_homes(value: Any) -> Any:
+    if isinstance(value, str):
+        return _HOME.sub(_home_user, value)
+    if isinstance(value, dict):
+        return {k: _scrub_homes(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub_homes(v) for v in value]
+    return value
+
+
+def _cut_middle(text: str, max_chars: int, tail_chars: int) -> tuple[str, int]:
+    """Head and tail of a long text around a marker (cut at line breaks when one is near); chars cut."""
+    if len(text) <= max_chars:
+        return text, 0
+    head_end = max_chars - tail_chars
+    nl = text.rfind("\n", head_end // 2, head_end)
+    head_end = nl + 1 if nl >= 0 else head_end
+    tail_start = len(text) - tail_chars
+    nl = text.find("\n", tail_start, tail_start + tail_chars // 2)
+    tail_start = nl + 1 if nl >= 0 else tail_start
+    cut = tail_start - head_end
+    lines = text.count("\n", head_end, tail_start)
+    return f"{text[:head_end]}[... {cut} characters, {lines} lines of output cut ...]\n{text[tail_start:]}", cut
+
+
+def clean_messages(messages: list[dict], cfg: TracesConfig) -> tuple[list[dict], dict[str, int], str | None]:
+    """(cleaned messages, counts of what was changed, drop reason or None); see the module doc."""
+    counts = {"empty_final_turn": 0, "tool_output_cut": 0, "home_path": 0}
+    msgs = [dict(m) for m in messages]
+    while msgs and not msgs[-1]["content"].strip() and not msgs[-1].get("tool_calls"):
+        msgs.pop()
+        counts["empty_final_turn"] += 1
+    seen_assistant = False
+    for m in msgs:
+        if m["role"] == "assistant":
+            seen_assistant = True
+        elif cfg.max_tool_output_chars and (m["role"] == "tool" or (m["role"] == "user" and seen_assistant)):
+            m["content"], cut = _cut_middle(m["content"], cfg.max_tool_output_chars, cfg.tool_output_tail_chars)
+            counts["tool_output_cut"] += bool(cut)
+        scrubbed = _HOME.sub(_home_user, m["content"])
+        if scrubbed != m["content"]:
+            counts["home_path"] += 1
+            m["content"] = scrubbed
+        if m.get("tool_calls"):
+            calls = _scrub_homes(m["tool_calls"])
+            counts["home_path"] += calls != m["tool_calls"]
+            m["tool_calls"] = calls
+    assistants = [m for m in msgs if m["role"] == "assistant"]
+    if not assistants:
+        return msgs, counts, "no_assistant_turn"
+    if cfg.require_actions and not any(m.get("tool_calls") or _TEXT_ACTION.search(m["content"]) for m in assistants):
+        return msgs, counts, "no_actions"
+    if cfg.drop_placeholder_text and any(m["role"] != "tool" and _PLACEHOLDER.search(m["content"]) for m in msgs):
+        return msgs, counts, "placeholder_text"
+    return msgs, counts, None
 
 
 # -- rendering --------------------------------------------------------------------------------------------
@@ -347,8 +451,11 @@ class TraceReader(SourceReader):
 
     def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
         path, rel = Path(unit[0]), unit[1]
-        for where, obj in iter_trajectory_records(path):
+        for where, obj in iter_trajectory_records(path, self.cfg.max_record_bytes, self.cfg.max_input_bytes):
             self.stat_update("records")
+            if isinstance(obj, InputTooLarge):
+                self.error("input_too_large", where, str(obj), origin)
+                continue
             if isinstance(obj, UnicodeDecodeError):
                 self.error("invalid_utf8", where, str(obj), origin)
                 continue
@@ -372,6 +479,15 @@ class TraceReader(SourceReader):
                       lambda: make_document(render_plain(traj.messages)[0], f"trace:{traj.instance_id}:{where}", "trace",
                                             instance_id=traj.instance_id, resolved=traj.resolved))
             return None
+        messages, counts, reason = clean_messages(traj.messages, self.cfg)
+        for what, n in counts.items():
+            if n:
+                self.skip(what, n)
+        if reason:
+            self.drop(reason, lambda: make_document(render_plain(traj.messages)[0], f"trace:{traj.instance_id}:{where}",
+                                                    "trace", instance_id=traj.instance_id))
+            return None
+        traj.messages = messages
         rendered = None
         tok = self._template_tokenizer()
         if tok is not None:
