@@ -35,13 +35,15 @@ from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commits import CommitsConfig
 from midtrain.sources.common import ReaderConfig, expand_inputs
 from midtrain.sources.pulls import PullsConfig
-from midtrain.sources.repos import ReposConfig
+from midtrain.sources.repo_tables import ReposInputConfig
+from midtrain.sources.table_stages import table_source_stages
+from midtrain.sources.tables import is_url
 from midtrain.sources.traces import TracesConfig
 
 log = logging.getLogger("midtrain.prep")
 
 SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
-    "repos": ReposConfig, "commits": CommitsConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
+    "repos": ReposInputConfig, "commits": CommitsConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
     "traces": TracesConfig,
 }
 STATS_FILE = "stats.json"
@@ -225,9 +227,13 @@ class PrepRun:
     def stages(self) -> list[tuple[str, list, int]]:
         out = self.output
         raw, docs, work = out / "raw", out / "documents", out / "work"
-        stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
-                                             str(out / "logs" / "source" / "reports"),
-                                             str(out / "excluded" / "source")), self.tasks)]
+        stages = table_source_stages(self.source, self.inputs, self.source_cfg, out, self.tasks)
+        if stages is not None:  # tables: the last source stage writes raw/, so it gets the empty-shard guard
+            stages[-1][1].append(EnsureRawFile(str(raw)))
+        else:
+            stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
+                                                 str(out / "logs" / "source" / "reports"),
+                                                 str(out / "excluded" / "source")), self.tasks)]
         for i, st in enumerate(curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work)), 1):
             stages.append((f"curate_{i:02d}_{st.name}", st.pipeline, st.tasks or self.tasks))
         names = [n for n, _, _ in stages]
@@ -295,7 +301,7 @@ def sbatch_scripts(run: PrepRun) -> dict[str, str]:
 
 def check_inputs(inputs: list[str]) -> None:
     """Fail early, naming it, when an input path does not exist or cannot be read."""
-    for p in expand_inputs(inputs):
+    for p in expand_inputs(i for i in inputs if not is_url(i)):  # URLs are listed (and named) by the readers
         if not p.exists():
             raise FileNotFoundError(f"input {p}: no such file or directory")
         if not os.access(p, os.R_OK):
@@ -307,7 +313,8 @@ def build_run(source: str, inputs: list[str], output: str | Path, overrides: lis
     src_over, cur_over = split_overrides(source, overrides or [])
     source_cfg = SOURCE_CONFIGS[source]().apply_overrides(src_over).validate()
     curation_cfg = CurationConfig().apply_overrides(cur_over).validate()
-    return PrepRun(source, [str(Path(p).expanduser().absolute()) for p in inputs], Path(output).absolute(),
+    return PrepRun(source, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
+                   Path(output).absolute(),
                    source_cfg, curation_cfg, **kw)
 
 
