@@ -131,3 +131,112 @@ def test_repository_rows(tmp_path):
     assert docs["repo"] == docs["file"] and len(docs["repo"]) == 1
     [doc] = docs["repo"].values()
     assert doc["metadata"]["files"] == ["README.md", "pkg/__init__.py", "pkg/b.py", "pkg/a.py"]
+
+
+def commitpack_rows(repo: Path, name: str) -> list[dict]:
+    """bigcode/commitpack rows (one per changed file) made from a real git history."""
+    rows = []
+    for sha in git(repo, "rev-list", "--reverse", "HEAD").split():
+        parent = git(repo, "rev-list", "--parents", "-n1", sha).split()[1:]
+        changed = git(repo, "show", "--name-only", "--format=", sha).split()
+        message = git(repo, "show", "-s", "--format=%B", sha)
+
+        def contents(rev, path):
+            try:
+                return git(repo, "show", f"{rev}:{path}")
+            except RuntimeError:
+                return ""
+        for path in changed:
+            rows.append({"commit": sha, "old_file": path, "new_file": path,
+                         "old_contents": contents(parent[0], path) if parent else "",
+                         "new_contents": contents(sha, path), "subject": message.splitlines()[0],
+                         "message": message, "lang": "Python", "license": "mit", "repos": f"{name},fork/{name}"})
+    return rows
+
+
+def test_commitpack_rows_become_per_repository_runs_for_1_and_4_tasks(tmp_path):
+    from midtrain.sources.commit_tables import file_diff
+    from sources_fixtures import commit
+
+    repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n", "b.py": "y = 2\n"}, message="start")
+    for i in range(6):
+        commit(repo, {"a.py": f"x = {i + 2}\n", f"m{i}.py": f"def f{i}():\n    return {i}\n"}, f"change {i}\n\nbody {i}")
+    other = make_repo(tmp_path / "o", {"README.md": "# o\n"}, message="readme")
+    rows = commitpack_rows(repo, "acme/r") + commitpack_rows(other, "zed/o")
+    random.Random(1).shuffle(rows)
+    table = tmp_path / "commitpack"
+    write_parquet(table / "python" / "data_0000.parquet", rows[::2])
+    write_parquet(table / "python" / "data_0001.parquet", rows[1::2])
+
+    outs = {}
+    for tasks in (1, 4):
+        out = tmp_path / f"out{tasks}"
+        assert prep("commits", "commits.max_doc_bytes=1024", *NO_CURATION, "--input", table, "--output", out,
+                    "--tasks", tasks) == 0
+        outs[tasks] = docs_by_id(read_documents(out / "raw"))
+    assert outs[1] == outs[4]
+    docs = outs[1]
+    runs = sorted((d for d in docs.values() if d["metadata"]["repo"] == "acme/r"), key=lambda d: d["metadata"]["commits"])
+    assert len(runs) >= 2  # split into runs under max_doc_bytes
+    shas = [s for d in runs for s in d["metadata"]["commits"]]
+    assert sorted(shas) == sorted(git(repo, "rev-list", "HEAD").split())  # every commit once
+    assert all(len(d["text"].encode()) <= 1024 or len(d["metadata"]["commits"]) == 1 for d in runs)
+    text = "".join(d["text"] for d in runs)
+    assert "    change 3\n" in text and "+def f3():\n" in text and "new file mode 100644\n--- /dev/null\n+++ b/m3.py\n" in text
+    assert all(d["metadata"]["license"] == "mit" for d in docs.values())
+
+    # the per-file diffs are real patches: applied to the parent they give the commit's tree
+    sha = git(repo, "rev-parse", "HEAD~2").strip()
+    patch = "".join(file_diff(r["old_file"], r["new_file"], r["old_contents"], r["new_contents"])
+                    for r in rows if r["commit"] == sha)
+    git(repo, "checkout", "-q", f"{sha}~1")
+    (tmp_path / "p.diff").write_text(patch)
+    git(repo, "apply", str(tmp_path / "p.diff"))
+    git(repo, "add", "-A")
+    assert git(repo, "write-tree").strip() == git(repo, "rev-parse", f"{sha}^{{tree}}").strip()
+
+
+def test_trajectory_tables_of_the_public_sets(tmp_path):
+    """SWE-rebench-openhands (tool_calls), nebius SWE-agent (role/text, target), SWE-smith (messages as JSON)."""
+    table = tmp_path / "traces"
+    write_parquet(table / "swe_rebench.parquet", [{
+        "instance_id": "acme__calc-1", "repo": "acme/calc", "license": "MIT", "resolved": 1, "exit_status": "submit",
+        "model_patch": "diff --git a/x b/x\n",
+        "tools": json.dumps([{"type": "function", "function": {"name": "str_replace_editor", "parameters": {}}}]),
+        "trajectory": [
+            {"role": "system", "content": "You are a coding agent.", "tool_calls": None, "name": None, "tool_call_id": None},
+            {"role": "user", "content": "Fix the bug.", "tool_calls": None, "name": None, "tool_call_id": None},
+            {"role": "assistant", "content": "Let me look.", "name": None, "tool_call_id": None,
+             "tool_calls": [{"id": "c1", "type": "function",
+                             "function": {"name": "str_replace_editor", "arguments": "{\"command\": \"view\"}"}}]},
+            {"role": "tool", "content": "file contents", "tool_calls": None, "name": "str_replace_editor",
+             "tool_call_id": "c1"},
+            {"role": "assistant", "content": "Done.", "tool_calls": None, "name": None, "tool_call_id": None}]}])
+    write_parquet(table / "nebius.parquet", [
+        {"instance_id": f"org__p-{i}", "model_name": "m", "target": i == 0, "exit_status": "submitted",
+         "generated_patch": "", "eval_logs": "",
+         "trajectory": [{"role": "system", "text": "sys", "system_prompt": "sys", "mask": True},
+                        {"role": "user", "text": f"task {i}", "system_prompt": None, "mask": True},
+                        {"role": "ai", "text": f"answer {i}", "system_prompt": None, "mask": False}]}
+        for i in range(2)])
+    write_parquet(table / "swe_smith.parquet", [
+        {"instance_id": "o__r.abc.func_pm__1", "resolved": True, "model": "m", "patch": "", "traj_id": "t1",
+         "messages": json.dumps([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
+                                 {"role": "assistant", "content": "smith answer"}])},
+        {"instance_id": "broken", "resolved": True, "model": "m", "patch": "", "traj_id": "t2",
+         "messages": json.dumps([{"role": "user", "content": "no answer"}])}])
+    out = tmp_path / "out"
+    assert prep("traces", "traces.format=plain", "traces.only_resolved=true", *NO_CURATION,
+                "--input", table, "--output", out, "--tasks", 2) == 0
+    docs = {d["metadata"]["instance_id"]: d for d in read_documents(out / "raw")}
+    assert set(docs) == {"acme__calc-1", "org__p-0", "o__r.abc.func_pm__1"}
+    rebench = docs["acme__calc-1"]
+    assert rebench["metadata"]["repo"] == "acme/calc" and rebench["metadata"]["resolved"] is True
+    assert "<function=str_replace_editor>\n<parameter=command>\nview\n</parameter>" in rebench["text"]
+    assert "### Tool (str_replace_editor)\nfile contents" in rebench["text"]
+    assert "### Assistant\nanswer 0" in docs["org__p-0"]["text"]
+    assert docs["o__r.abc.func_pm__1"]["text"].endswith("### Assistant\nsmith answer\n\n")
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["drops"]["source/dropped/unresolved"] == 1  # nebius target=false
+    assert [e["reason"] for e in stats["errors"]] == ["bad_trajectory"]
+    assert stats["errors"][0]["where"].endswith("swe_smith.parquet[1]")

@@ -115,3 +115,24 @@ def grouped(rows: Iterator[dict]) -> list[tuple[str, list[dict]]]:
 def bucket_units(rows_dir: str, buckets: int) -> list[tuple[str, str]]:
     """The assembling stage's units: every bucket, as (rows folder, bucket name)."""
     return [(rows_dir, f"{b:05d}") for b in range(buckets)]
+
+
+class BucketAssembler:
+    """Mixin for an assembling stage's reader (before the source reader class in the bases): its units are
+    the buckets; subclasses read one with ``grouped(iter_bucket(self.rows_dir, bucket))``."""
+
+    def __init__(self, rows_dir: str, buckets: int, cfg: Any = None, report_dir: str | None = None,
+                 exclusion_dir: str | None = None):
+        super().__init__([rows_dir], cfg, report_dir, exclusion_dir)  # type: ignore[call-arg]
+        self.rows_dir = rows_dir
+        self.buckets = buckets
+
+    def units(self) -> list[tuple[str, str]]:
+        return bucket_units(self.rows_dir, self.buckets)
+
+    def unit_path(self, unit: str) -> None:
+        return None
+
+    def _write_report(self, rank: int) -> None:
+        self._per_input = {}  # the inputs are the table files, reported by the partition stage
+        super()._write_report(rank)  # type: ignore[misc]

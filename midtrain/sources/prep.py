@@ -32,19 +32,19 @@ from datatrove.pipeline.base import PipelineStep
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.sources.buildlogs import BuildLogsConfig
-from midtrain.sources.commits import CommitsConfig
+from midtrain.sources.commit_tables import CommitsInputConfig
 from midtrain.sources.common import ReaderConfig, expand_inputs
 from midtrain.sources.pulls import PullsConfig
 from midtrain.sources.repo_tables import ReposInputConfig
 from midtrain.sources.table_stages import table_source_stages
 from midtrain.sources.tables import is_url
-from midtrain.sources.traces import TracesConfig
+from midtrain.sources.trace_tables import TracesInputConfig
 
 log = logging.getLogger("midtrain.prep")
 
 SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
-    "repos": ReposInputConfig, "commits": CommitsConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
-    "traces": TracesConfig,
+    "repos": ReposInputConfig, "commits": CommitsInputConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
+    "traces": TracesInputConfig,
 }
 STATS_FILE = "stats.json"
 

@@ -25,7 +25,7 @@ from typing import Iterator, Literal
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.buckets import TableRowPartitioner, bucket_units, grouped, iter_bucket
+from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, iter_bucket
 from midtrain.sources.repos import RepoReader, ReposConfig
 from midtrain.sources.tables import first_license, json_field, pick
 
@@ -99,29 +99,13 @@ class RepoRowPartitioner(TableRowPartitioner):
         return [Document(text=content, id=f"{repo}:{path}", metadata=dict(meta, path=path))]
 
 
-class RepoAssembler(RepoReader):
+class RepoAssembler(BucketAssembler, RepoReader):
     """Assemble stage: each bucket's rows -> one repository at a time, through the git reader's filters and
     rendering. Counts ``records`` (repositories) and ``documents`` like the git reader."""
 
     name = "📦 repositories from table rows"
     config_class = ReposInputConfig
     cfg: ReposInputConfig
-
-    def __init__(self, rows_dir: str, buckets: int, cfg: ReposInputConfig | None = None,
-                 report_dir: str | None = None, exclusion_dir: str | None = None):
-        super().__init__([rows_dir], cfg, report_dir, exclusion_dir)
-        self.rows_dir = rows_dir
-        self.buckets = buckets
-
-    def units(self) -> list[tuple[str, str]]:
-        return bucket_units(self.rows_dir, self.buckets)
-
-    def unit_path(self, unit: str) -> None:
-        return None
-
-    def _write_report(self, rank: int) -> None:
-        self._per_input = {}  # the inputs are the table files, reported by the partition stage
-        super()._write_report(rank)
 
     def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
         for repo, rows in grouped(iter_bucket(self.rows_dir, unit)):

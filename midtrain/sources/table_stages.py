@@ -21,6 +21,8 @@ def uses_tables(source: str, inputs: list[str], cfg: ReaderConfig) -> bool:
     fmt = getattr(cfg, "input_format", "files")
     if source not in TABLE_SOURCES or fmt == "files":
         return False
+    if source == "traces":  # the trace file reader reads local .json/.jsonl itself: tables are URLs and Parquet
+        return fmt == "table" or all(is_table_input(i, (".parquet",)) for i in inputs)
     return fmt == "table" or all(is_table_input(i) for i in inputs)
 
 

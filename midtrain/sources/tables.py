@@ -19,7 +19,7 @@ from typing import Any, Iterable, Iterator
 
 from datatrove.io import DataFolder, get_datafolder
 
-from midtrain.sources.common import expand_inputs
+from midtrain.sources.common import expand_inputs, walk_files
 
 TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
 
@@ -29,9 +29,17 @@ def is_url(path: str) -> bool:
     return "://" in str(path)
 
 
-def is_table_input(path: str) -> bool:
-    """A URL, or a local file with a table suffix (a local folder is a repository unless told otherwise)."""
-    return is_url(path) or (str(path).endswith(TABLE_SUFFIXES) and not Path(path).is_dir())
+def is_table_input(path: str, suffixes: tuple[str, ...] = TABLE_SUFFIXES) -> bool:
+    """A URL, a local file with a table suffix, or a local folder holding only table files (not a git repo)."""
+    if is_url(path):
+        return True
+    p = Path(path)
+    if not p.is_dir():
+        return str(path).endswith(suffixes)
+    if (p / ".git").exists() or (p / "HEAD").is_file():
+        return False
+    files = walk_files(p)
+    return bool(files) and all(f.name.endswith(suffixes) for f in files)
 
 
 def expand_table_inputs(inputs: Iterable[str]) -> list[str]:
