@@ -24,7 +24,7 @@ from datatrove.data import Document
 from datatrove.io import DataFolder, get_datafolder
 
 from midtrain.sources.common import SourceReader
-from midtrain.sources.tables import iter_table_rows, table_units
+from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 
 
 def bucket_of(key: str, buckets: int) -> str:
@@ -59,7 +59,11 @@ class TableRowPartitioner(SourceReader):
     def row_documents(self, row: dict, where: str) -> list[Document]:
         raise NotImplementedError
 
-    def read_unit(self, unit: tuple[DataFolder, str], origin: str) -> Iterator[Document]:
+    def read_unit(self, unit: tuple[DataFolder, str | None], origin: str) -> Iterator[Document]:
+        if unit[1] is None:
+            self.stat_update("records")
+            self.error("missing_input", origin, NO_TABLE_FILES, origin)
+            return
         for where, row in iter_table_rows(*unit):
             self.stat_update("rows")
             if isinstance(row, UnicodeDecodeError):

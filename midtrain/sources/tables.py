@@ -50,8 +50,9 @@ def expand_table_inputs(inputs: Iterable[str]) -> list[str]:
     return out
 
 
-def table_units(inputs: Iterable[str]) -> list[tuple[str, tuple[DataFolder, str]]]:
-    """One unit per table file, in a stable order: (input it came from, (data folder, file path inside it))."""
+def table_units(inputs: Iterable[str]) -> list[tuple[str, tuple[DataFolder, str | None]]]:
+    """One unit per table file, in a stable order: (input it came from, (data folder, file path inside it)).
+    An input without any table file gives one unit with path None, so the reader reports it by name."""
     units = []
     for inp in sorted(expand_table_inputs(inputs)):
         folder = get_datafolder(inp)
@@ -59,14 +60,18 @@ def table_units(inputs: Iterable[str]) -> list[tuple[str, tuple[DataFolder, str]
             parent, name = inp.rstrip("/").rsplit("/", 1) if "/" in inp.rstrip("/") else (".", inp)
             units.append((inp, (get_datafolder(parent), name)))
             continue
-        files = sorted(f for f in folder.list_files(recursive=True) if f.endswith(TABLE_SUFFIXES))
-        units.extend((inp, (folder, f)) for f in files)
+        files = sorted(f for f in folder.list_files(recursive=True) if f.endswith(TABLE_SUFFIXES)) \
+            if folder.isdir("") else []
+        units.extend((inp, (folder, f)) for f in files) if files else units.append((inp, (folder, None)))
     return units
 
 
 def unit_name(unit: tuple[DataFolder, str]) -> str:
     folder, rel = unit
     return folder.resolve_paths(rel)
+
+
+NO_TABLE_FILES = f"no table files ({', '.join(TABLE_SUFFIXES)}) at or under this path"
 
 
 def iter_table_rows(folder: DataFolder, rel: str) -> Iterator[tuple[str, Any]]:

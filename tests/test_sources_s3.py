@@ -1,0 +1,65 @@
+"""Table inputs in object storage: `midtrain prep` reads Parquet from a bucket of a real S3 API server
+(moto's server mode, started on loopback for the test) through datatrove's fsspec data folders."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from test_sources_tables import FILES, NO_CURATION, docs_by_id, prep, stack_rows, write_parquet
+from sources_fixtures import read_documents
+
+moto_server = pytest.importorskip("moto.server")
+s3fs = pytest.importorskip("s3fs")
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    """An S3 endpoint on 127.0.0.1 (a real HTTP server speaking the S3 API) and an s3fs client for it."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
+        monkeypatch.setenv(key, value)
+    s3fs.S3FileSystem.clear_instance_cache()
+    fs = s3fs.S3FileSystem()
+    yield fs
+    s3fs.S3FileSystem.clear_instance_cache()
+    server.stop()
+
+
+def put_parquet(fs, url: str, rows: list[dict]) -> None:
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist(rows), buf, row_group_size=4)
+    with fs.open(url, "wb") as f:
+        f.write(buf.getvalue())
+
+
+def test_prep_reads_a_parquet_table_from_a_bucket(s3, tmp_path):
+    rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"]) + stack_rows("zed/o", {"x.py": "x = 1\n"}, "b" * 40, [])
+    s3.mkdir("tables")
+    put_parquet(s3, "tables/stack/data/train-00000.parquet", rows[::2])
+    put_parquet(s3, "tables/stack/data/train-00001.parquet", rows[1::2])
+    write_parquet(tmp_path / "local" / "train-00000.parquet", rows[::2])
+    write_parquet(tmp_path / "local" / "train-00001.parquet", rows[1::2])
+
+    out = tmp_path / "from_s3"
+    assert prep("repos", *NO_CURATION, "--input", "s3://tables/stack/data", "--output", out, "--tasks", 2) == 0
+    assert prep("repos", *NO_CURATION, "--input", tmp_path / "local", "--output", tmp_path / "from_disk") == 0
+    from_s3 = docs_by_id(read_documents(out / "raw"))
+    assert from_s3 == docs_by_id(read_documents(tmp_path / "from_disk" / "raw"))
+    assert set(from_s3) == {"repo:acme/proj@aaaaaaaaaaaa", "repo:zed/o@bbbbbbbbbbbb"}
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["settings"]["inputs"] == ["s3://tables/stack/data"]  # the URL is kept, not made a local path
+    assert set(stats["inputs"]) == {"s3://tables/stack/data"} and stats["inputs"]["s3://tables/stack/data"]["errors"] == 0
+
+    # a prefix without tables is named in stats.json, and the command fails
+    assert prep("repos", *NO_CURATION, "--input", "s3://tables/nothing-here", "--output", tmp_path / "none") == 1
+    stats = json.loads((tmp_path / "none" / "stats.json").read_text())
+    assert stats["unreadable_inputs"] == ["s3://tables/nothing-here"]
+    assert stats["errors"][0]["reason"] == "missing_input" and stats["errors"][0]["where"] == "s3://tables/nothing-here"
