@@ -3,6 +3,7 @@
 Layout of an output directory DIR::
 
     DIR/raw/             the reader's documents (JSONL.gz, one file per task)
+    DIR/rows/            table inputs of repos/commits: rows partitioned by repository (<bucket>/<task>.jsonl.gz)
     DIR/documents/       the curated documents (interface 1) - what `midtrain pack` reads
     DIR/work/            curation scratch space
     DIR/excluded/<step>/ what each step dropped on purpose, with its reason (source: the readers' drops)
