@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import time
+import urllib.request
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,13 +21,15 @@ s3fs = pytest.importorskip("s3fs")
 
 @pytest.fixture
 def s3(monkeypatch):
-    """An S3 endpoint on 127.0.0.1 (a real HTTP server speaking the S3 API) and an s3fs client for it."""
+    """An S3 endpoint on 127.0.0.1 (a real HTTP server speaking the S3 API), emptied (moto keeps its state per
+    process), and an s3fs client for it."""
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
         monkeypatch.setenv(key, value)
+    urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST"))
     s3fs.S3FileSystem.clear_instance_cache()
     fs = s3fs.S3FileSystem()
     yield fs
@@ -63,3 +67,50 @@ def test_prep_reads_a_parquet_table_from_a_bucket(s3, tmp_path):
     stats = json.loads((tmp_path / "none" / "stats.json").read_text())
     assert stats["unreadable_inputs"] == ["s3://tables/nothing-here"]
     assert stats["errors"][0]["reason"] == "missing_input" and stats["errors"][0]["where"] == "s3://tables/nothing-here"
+
+
+def bucket_documents(fs, prefix: str) -> list[dict]:
+    import gzip
+
+    docs = []
+    for key in sorted(fs.find(prefix)):
+        if key.endswith(".jsonl.gz"):
+            with fs.open(key, "rb") as raw, gzip.open(raw, "rt") as fh:
+                docs.extend(json.loads(line) for line in fh if line.strip())
+    return docs
+
+
+def test_prep_writes_documents_to_a_bucket_and_resumes_there(s3, tmp_path):
+    """Table in one bucket -> documents, stats and completion markers in another; curation on (dedup included).
+    A rerun finds every stage complete in the bucket and rewrites nothing."""
+    other = {"calc.py": "".join(f"def add_{i}(a, b):\n    return a + b + {i}\n\n\n" for i in range(40))}
+    rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"]) + stack_rows("zed/o", other, "b" * 40, [])
+    rows += stack_rows("fork/proj", FILES, "c" * 40, ["MIT"])  # an exact copy: dedup drops one of the two
+    s3.mkdir("tables")
+    s3.mkdir("prepared")
+    put_parquet(s3, "tables/stack/train-00000.parquet", rows)
+    write_parquet(tmp_path / "local" / "train-00000.parquet", rows)
+
+    assert prep("repos", "redact.enabled=false", "--input", "s3://tables/stack", "--output", "s3://prepared/repos",
+                "--tasks", 2) == 0
+    assert prep("repos", "redact.enabled=false", "--input", tmp_path / "local", "--output", tmp_path / "local_out",
+                "--tasks", 2) == 0
+    in_bucket = bucket_documents(s3, "prepared/repos/documents")
+    local = read_documents(tmp_path / "local_out")
+    assert docs_by_id(in_bucket) == docs_by_id(local) and len(in_bucket) == 2  # one of the two copies is gone
+    stats = json.loads(s3.cat("prepared/repos/stats.json"))
+    assert stats["documents_out"] == 2 and stats["complete"]
+    assert [k for k in stats["drops"] if k.endswith("dropped_duplicate_repo")]
+    assert s3.find("prepared/repos/logs/source_rows/completions") and s3.find("prepared/repos/logs/source/completions")
+
+    # objects are compared by modification time: a rewrite would give the same bytes (reproducible gzip)
+    def stamps() -> dict:  # prep.json (the settings marker) is rewritten on every launch by design
+        s3.invalidate_cache()
+        return {k: s3.info(k)["LastModified"] for k in s3.find("prepared/repos")
+                if "/logs/" not in k and not k.endswith("prep.json")}
+    before = stamps()
+    assert len(before) > 10
+    time.sleep(1.5)
+    assert prep("repos", "redact.enabled=false", "--input", "s3://tables/stack", "--output", "s3://prepared/repos",
+                "--tasks", 2) == 0
+    assert stamps() == before  # nothing rewritten: every stage found its completion markers in the bucket

@@ -87,10 +87,10 @@ class TableRowPartitioner(SourceReader):
     def _write_report(self, rank: int) -> None:
         # the partition stage reports beside the assembling stage's reports, under its own name
         if self.report_dir:
-            from pathlib import Path
+            from midtrain.locations import ensure_dir, location
 
-            path = Path(self.report_dir) / f"partition-{rank:05d}.json"
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path = location(self.report_dir) / f"partition-{rank:05d}.json"
+            ensure_dir(path.parent)
             path.write_text(json.dumps({"errors": self._errors, "inputs": self._per_input}, indent=1))
 
 

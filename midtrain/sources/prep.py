@@ -22,7 +22,6 @@ import importlib
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import ConfigError
+from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commit_tables import CommitsInputConfig
@@ -38,7 +38,6 @@ from midtrain.sources.common import ReaderConfig, expand_inputs
 from midtrain.sources.pulls import PullsConfig
 from midtrain.sources.repo_tables import ReposInputConfig
 from midtrain.sources.table_stages import table_source_stages
-from midtrain.sources.tables import is_url
 from midtrain.sources.trace_tables import TracesInputConfig
 
 log = logging.getLogger("midtrain.prep")
@@ -80,10 +79,10 @@ class EnsureRawFile(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if data:
             yield from data
-        path = Path(self.raw_dir) / f"{rank:05d}.jsonl.gz"
+        path = location(self.raw_dir) / f"{rank:05d}.jsonl.gz"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with gzip.GzipFile(path, "wb", mtime=0):
+            ensure_dir(path.parent)
+            with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0):
                 pass
 
 
@@ -123,8 +122,7 @@ def _count_output(documents_dir: Path) -> tuple[int, int, int]:
     docs = text_bytes = disk = 0
     for f in sorted(documents_dir.rglob("*.jsonl*")):
         disk += f.stat().st_size
-        opener = gzip.open if f.suffix == ".gz" else open
-        with opener(f, "rb") as fh:
+        with f.open("rb") as raw, (gzip.open(raw, "rb") if f.suffix == ".gz" else raw) as fh:
             for line in fh:
                 if line.strip():
                     docs += 1
@@ -196,11 +194,9 @@ class WriteStats(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if data:
             yield from data
-        out = Path(self.output)
+        out = location(self.output)
         stats = summarize(out, self.stage_names, self.settings)
-        tmp = out / (STATS_FILE + ".tmp")
-        tmp.write_text(json.dumps(stats, indent=2))
-        tmp.rename(out / STATS_FILE)
+        write_text_atomic(out / STATS_FILE, json.dumps(stats, indent=2))
         if stats["unreadable_inputs"]:
             log.error("prep %s: nothing could be read from: %s", self.settings["source"],
                       ", ".join(stats["unreadable_inputs"]))
@@ -211,7 +207,7 @@ class WriteStats(PipelineStep):
 class PrepRun:
     source: str
     inputs: list[str]
-    output: Path
+    output: Path  # a pathlib.Path, or a universal_pathlib path for an fsspec URL (midtrain.locations)
     source_cfg: ReaderConfig
     curation_cfg: CurationConfig
     tasks: int = 1
@@ -246,14 +242,14 @@ class PrepRun:
         marker = self.output / "prep.json"
         if overwrite and self.output.exists():
             log.info("--overwrite: removing %s", self.output)
-            shutil.rmtree(self.output)
+            remove_tree(self.output)
         if marker.exists():
             old = json.loads(marker.read_text())
             if old != self.settings():
                 changed = sorted(k for k in set(old) | set(self.settings()) if old.get(k) != self.settings().get(k))
                 raise ConfigError(f"output: {self.output} was prepared with other settings ({', '.join(changed)} "
                                   "differ); use a new --output or --overwrite")
-        self.output.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.output)
         marker.write_text(json.dumps(self.settings(), indent=2))
 
     def executors(self) -> list:
@@ -315,7 +311,7 @@ def build_run(source: str, inputs: list[str], output: str | Path, overrides: lis
     source_cfg = SOURCE_CONFIGS[source]().apply_overrides(src_over).validate()
     curation_cfg = CurationConfig().apply_overrides(cur_over).validate()
     return PrepRun(source, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
-                   Path(output).absolute(),
+                   location(output),
                    source_cfg, curation_cfg, **kw)
 
 

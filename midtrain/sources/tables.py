@@ -19,14 +19,10 @@ from typing import Any, Iterable, Iterator
 
 from datatrove.io import DataFolder, get_datafolder
 
+from midtrain.locations import is_url
 from midtrain.sources.common import expand_inputs, walk_files
 
 TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
-
-
-def is_url(path: str) -> bool:
-    """True for an fsspec URL (``s3://...``); local paths, absolute or not, are False."""
-    return "://" in str(path)
 
 
 def is_table_input(path: str, suffixes: tuple[str, ...] = TABLE_SUFFIXES) -> bool:
