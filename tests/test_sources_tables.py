@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from midtrain.cli import main
-from midtrain.sources.repos import RepoReader, ReposConfig
+from midtrain.sources.repos import RepoReader
 from sources_fixtures import SAMPLES, git, make_repo, read_documents, run_reader
 
 MIT = (SAMPLES / "repo" / "LICENSE").read_text()

@@ -30,8 +30,8 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import ConfigError
-from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.curate.stages import CurationConfig, curation_stages
+from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commit_tables import CommitsInputConfig
 from midtrain.sources.common import ReaderConfig, expand_inputs
@@ -311,8 +311,7 @@ def build_run(source: str, inputs: list[str], output: str | Path, overrides: lis
     source_cfg = SOURCE_CONFIGS[source]().apply_overrides(src_over).validate()
     curation_cfg = CurationConfig().apply_overrides(cur_over).validate()
     return PrepRun(source, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
-                   location(output),
-                   source_cfg, curation_cfg, **kw)
+                   location(output), source_cfg, curation_cfg, **kw)
 
 
 def prep(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,
