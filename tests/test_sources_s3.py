@@ -114,3 +114,16 @@ def test_prep_writes_documents_to_a_bucket_and_resumes_there(s3, tmp_path):
     assert prep("repos", "redact.enabled=false", "--input", "s3://tables/stack", "--output", "s3://prepared/repos",
                 "--tasks", 2) == 0
     assert stamps() == before  # nothing rewritten: every stage found its completion markers in the bucket
+
+
+def test_pulls_read_from_a_bucket_like_from_disk(s3, tmp_path):
+    """pulls already read JSONL/Parquet tables: from a URL they go through the same table layer."""
+    from sources_fixtures import SAMPLES
+
+    sample = SAMPLES / "pulls" / "sample_prs.jsonl"
+    s3.mkdir("prs")
+    s3.put(str(sample), "prs/2024/sample_prs.jsonl")
+    assert prep("pulls", *NO_CURATION, "--input", "s3://prs/2024", "--output", tmp_path / "s3") == 0
+    assert prep("pulls", *NO_CURATION, "--input", sample, "--output", tmp_path / "disk") == 0
+    from_s3 = docs_by_id(read_documents(tmp_path / "s3" / "raw"))
+    assert from_s3 == docs_by_id(read_documents(tmp_path / "disk" / "raw")) and len(from_s3) == 2
