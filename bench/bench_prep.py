@@ -1,8 +1,9 @@
 """Prep throughput per source on one core: documents/s and MB/s of document text produced.
 
 Each reader runs in-process (one datatrove task, no executor) on real local inputs: this project's git
-repository (repos, commits) and the shipped samples scaled up (pulls, build logs, traces). A last row runs
-the whole `midtrain prep` stage chain (reader -> writer -> curation stage with its steps off -> stats) on the
+repository (repos, commits) and the shipped samples scaled up (pulls, build logs, traces). Table rows read
+the same content from Parquet in the public datasets' schemas (this repository as The Stack v1 file rows,
+grouped back into a repository; the traces as a table). A last row runs the whole `midtrain prep` stage chain (reader -> writer -> curation stage with its steps off -> stats) on the
 pulls input, so the executor and I/O overhead shows next to the bare reader.
 
     .venv/bin/python bench/bench_prep.py [--json out.json] [--scale 1.0]
@@ -68,6 +69,50 @@ def _measure(name: str, make_reader, input_bytes: int, repeat: int = 1) -> dict:
             "out_MB": round(out_bytes / 1e6, 3)}
 
 
+def _stack_table(tmp: Path, head_bytes: int) -> Path:
+    """This repository's HEAD files as The Stack v1 file rows (Parquet, rows shuffled), for the table rows."""
+    import random
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from midtrain.sources.git import head_commit, list_tree, read_blobs
+
+    sha = head_commit(ROOT)
+    entries = [e for e in list_tree(ROOT, sha) if e.mode in ("100644", "100755")]
+    rows = []
+    for e_sha, data in read_blobs(ROOT, sorted({e.sha for e in entries})):
+        text = data.decode("utf-8", "replace")
+        rows += [{"max_stars_repo_name": "bench/midtrain", "max_stars_repo_path": e.path, "content": text,
+                  "max_stars_repo_head_hexsha": sha, "max_stars_repo_licenses": ["Apache-2.0"], "max_stars_count": 1}
+                 for e in entries if e.sha == e_sha]
+    random.Random(0).shuffle(rows)
+    path = tmp / "stack" / "train-00000.parquet"
+    path.parent.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=256)
+    return path
+
+
+class _TableRepos:
+    """The two table stages of `prep repos` (partition rows by repository, assemble) in-process, one task."""
+
+    def __init__(self, table: Path, tmp: Path):
+        from datatrove.pipeline.writers import JsonlWriter
+
+        from midtrain.sources.buckets import bucket_filename
+        from midtrain.sources.repo_tables import RepoAssembler, RepoRowPartitioner
+
+        rows = tempfile.mkdtemp(dir=tmp)
+        self.partition = RepoRowPartitioner([str(table)], buckets=1)
+        self.writer = JsonlWriter(rows, output_filename=bucket_filename())
+        self.assembler = RepoAssembler(rows, 1)
+
+    def run(self):
+        for _ in self.writer.run(self.partition.run()):  # the writer closes its files at the end
+            pass
+        yield from self.assembler.run()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", help="write the rows as JSON here")
@@ -89,6 +134,8 @@ def main() -> int:
         tree = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "-l", "HEAD"], capture_output=True, text=True).stdout
         head_bytes = sum(int(line.split()[3]) for line in tree.splitlines() if line.split()[3].isdigit())
         rows.append(_measure("repos", lambda: RepoReader([str(ROOT)]), head_bytes, repeat=5))
+        table = _stack_table(Path(tmp), head_bytes)
+        rows.append(_measure("repos (Stack table rows)", lambda: _TableRepos(table, Path(tmp)), head_bytes, repeat=5))
         rows.append(_measure("commits", lambda: CommitReader([str(ROOT)]), git_bytes, repeat=3))
         rows.append(_measure("pulls", lambda: PullReader([str(inputs["pulls"])]), _input_bytes(inputs["pulls"])))
         rows.append(_measure("buildlogs", lambda: BuildLogReader([str(inputs["buildlogs"])]),
@@ -98,6 +145,19 @@ def main() -> int:
         tpl = TraceReader([str(inputs["traces"])], TracesConfig(format="chat_template"))
         tpl._template_tokenizer()  # load the tokenizer outside the timed region
         rows.append(_measure("traces (chat template)", lambda: tpl, _input_bytes(inputs["traces"])))
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from midtrain.sources.trace_tables import TraceTableReader, TracesInputConfig
+
+        records = [json.loads(line) for line in inputs["traces"].read_text().splitlines()]
+        for r in records:  # a Parquet column holds one type: nested lists as JSON strings, as many datasets do
+            for key in ("messages", "tools"):
+                if key in r:
+                    r[key] = json.dumps(r[key])
+        pq.write_table(pa.Table.from_pylist(records), Path(tmp) / "traces.parquet")
+        rows.append(_measure("traces (plain, Parquet table)", lambda: TraceTableReader(
+            [str(Path(tmp) / "traces.parquet")], TracesInputConfig(format="plain")), _input_bytes(inputs["traces"])))
 
         # the whole stage chain through datatrove's local executor, side by side with the bare reader
         import logging

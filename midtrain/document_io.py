@@ -16,7 +16,13 @@ from fsspec.compression import compr, register_compression
 REPRODUCIBLE_GZIP = "gzip-reproducible"
 
 
+# Level 6 (zlib's default) writes ~3x faster than gzip's default 9 for ~1% larger files on code JSONL;
+# every curation stage writes its documents, so this is a visible share of a prep run.
+GZIP_LEVEL = 6
+
+
 def _open_gzip_fixed_mtime(f, mode: str = "rb", **kwargs):
+    kwargs.setdefault("compresslevel", GZIP_LEVEL)
     return gzip.GzipFile(fileobj=f, mode=mode, mtime=0, **kwargs)
 
 

@@ -36,6 +36,7 @@ from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig, DedupFilter
 from midtrain.curate.license import LicenseConfig, LicenseFilter
 from midtrain.curate.quality import QualityConfig, QualityFilter
 from midtrain.curate.secrets import RedactConfig, RedactSecrets
+from midtrain.locations import location
 
 STEP_NAMES = ("license", "decontam", "quality", "redact", "dedup")
 
@@ -66,7 +67,7 @@ class CurationStage:
 
 def excluded_dir(out_dir: str) -> Path:
     """Where dropped documents go: DIR/excluded when out_dir is DIR/documents."""
-    return Path(out_dir).parent / "excluded"
+    return location(out_dir).parent / "excluded"
 
 
 def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str, work_dir: str) -> list[CurationStage]:
@@ -77,7 +78,7 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
     applies to every source (repository-specific parts look at ``metadata["source"] == "repo"``).
     """
     cfg.validate()
-    work = Path(work_dir)
+    work = location(work_dir)
     exc_root = excluded_dir(out_dir)
 
     def exc(step: str) -> str | None:

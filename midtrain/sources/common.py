@@ -318,6 +318,8 @@ class SourceReader(PipelineStep):
     def _write_report(self, rank: int) -> None:
         if not self.report_dir:
             return
-        path = Path(self.report_dir) / f"{rank:05d}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from midtrain.locations import ensure_dir, location
+
+        path = location(self.report_dir) / f"{rank:05d}.json"
+        ensure_dir(path.parent)
         path.write_text(json.dumps({"errors": self._errors, "inputs": self._per_input}, indent=1))

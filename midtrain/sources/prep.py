@@ -3,6 +3,7 @@
 Layout of an output directory DIR::
 
     DIR/raw/             the reader's documents (JSONL.gz, one file per task)
+    DIR/rows/            table inputs of repos/commits: rows partitioned by repository (<bucket>/<task>.jsonl.gz)
     DIR/documents/       the curated documents (interface 1) - what `midtrain pack` reads
     DIR/work/            curation scratch space
     DIR/excluded/<step>/ what each step dropped on purpose, with its reason (source: the readers' drops)
@@ -21,7 +22,6 @@ import importlib
 import json
 import logging
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,18 +31,20 @@ from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
+from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.sources.buildlogs import BuildLogsConfig
-from midtrain.sources.commits import CommitsConfig
+from midtrain.sources.commit_tables import CommitsInputConfig
 from midtrain.sources.common import ReaderConfig, expand_inputs
 from midtrain.sources.pulls import PullsConfig
-from midtrain.sources.repos import ReposConfig
-from midtrain.sources.traces import TracesConfig
+from midtrain.sources.repo_tables import ReposInputConfig
+from midtrain.sources.table_stages import table_source_stages
+from midtrain.sources.trace_tables import TracesInputConfig
 
 log = logging.getLogger("midtrain.prep")
 
 SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
-    "repos": ReposConfig, "commits": CommitsConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
-    "traces": TracesConfig,
+    "repos": ReposInputConfig, "commits": CommitsInputConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
+    "traces": TracesInputConfig,
 }
 STATS_FILE = "stats.json"
 
@@ -77,10 +79,10 @@ class EnsureRawFile(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if data:
             yield from data
-        path = Path(self.raw_dir) / f"{rank:05d}.jsonl.gz"
+        path = location(self.raw_dir) / f"{rank:05d}.jsonl.gz"
         if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with gzip.GzipFile(path, "wb", mtime=0):
+            ensure_dir(path.parent)
+            with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0):
                 pass
 
 
@@ -120,8 +122,7 @@ def _count_output(documents_dir: Path) -> tuple[int, int, int]:
     docs = text_bytes = disk = 0
     for f in sorted(documents_dir.rglob("*.jsonl*")):
         disk += f.stat().st_size
-        opener = gzip.open if f.suffix == ".gz" else open
-        with opener(f, "rb") as fh:
+        with f.open("rb") as raw, (gzip.open(raw, "rb") if f.suffix == ".gz" else raw) as fh:
             for line in fh:
                 if line.strip():
                     docs += 1
@@ -193,11 +194,9 @@ class WriteStats(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if data:
             yield from data
-        out = Path(self.output)
+        out = location(self.output)
         stats = summarize(out, self.stage_names, self.settings)
-        tmp = out / (STATS_FILE + ".tmp")
-        tmp.write_text(json.dumps(stats, indent=2))
-        tmp.rename(out / STATS_FILE)
+        write_text_atomic(out / STATS_FILE, json.dumps(stats, indent=2))
         if stats["unreadable_inputs"]:
             log.error("prep %s: nothing could be read from: %s", self.settings["source"],
                       ", ".join(stats["unreadable_inputs"]))
@@ -208,7 +207,7 @@ class WriteStats(PipelineStep):
 class PrepRun:
     source: str
     inputs: list[str]
-    output: Path
+    output: Path  # a pathlib.Path, or a universal_pathlib path for an fsspec URL (midtrain.locations)
     source_cfg: ReaderConfig
     curation_cfg: CurationConfig
     tasks: int = 1
@@ -225,9 +224,13 @@ class PrepRun:
     def stages(self) -> list[tuple[str, list, int]]:
         out = self.output
         raw, docs, work = out / "raw", out / "documents", out / "work"
-        stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
-                                             str(out / "logs" / "source" / "reports"),
-                                             str(out / "excluded" / "source")), self.tasks)]
+        stages = table_source_stages(self.source, self.inputs, self.source_cfg, out, self.tasks)
+        if stages is not None:  # tables: the last source stage writes raw/, so it gets the empty-shard guard
+            stages[-1][1].append(EnsureRawFile(str(raw)))
+        else:
+            stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
+                                                 str(out / "logs" / "source" / "reports"),
+                                                 str(out / "excluded" / "source")), self.tasks)]
         for i, st in enumerate(curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work)), 1):
             stages.append((f"curate_{i:02d}_{st.name}", st.pipeline, st.tasks or self.tasks))
         names = [n for n, _, _ in stages]
@@ -239,14 +242,14 @@ class PrepRun:
         marker = self.output / "prep.json"
         if overwrite and self.output.exists():
             log.info("--overwrite: removing %s", self.output)
-            shutil.rmtree(self.output)
+            remove_tree(self.output)
         if marker.exists():
             old = json.loads(marker.read_text())
             if old != self.settings():
                 changed = sorted(k for k in set(old) | set(self.settings()) if old.get(k) != self.settings().get(k))
                 raise ConfigError(f"output: {self.output} was prepared with other settings ({', '.join(changed)} "
                                   "differ); use a new --output or --overwrite")
-        self.output.mkdir(parents=True, exist_ok=True)
+        ensure_dir(self.output)
         marker.write_text(json.dumps(self.settings(), indent=2))
 
     def executors(self) -> list:
@@ -295,7 +298,7 @@ def sbatch_scripts(run: PrepRun) -> dict[str, str]:
 
 def check_inputs(inputs: list[str]) -> None:
     """Fail early, naming it, when an input path does not exist or cannot be read."""
-    for p in expand_inputs(inputs):
+    for p in expand_inputs(i for i in inputs if not is_url(i)):  # URLs are listed (and named) by the readers
         if not p.exists():
             raise FileNotFoundError(f"input {p}: no such file or directory")
         if not os.access(p, os.R_OK):
@@ -307,8 +310,8 @@ def build_run(source: str, inputs: list[str], output: str | Path, overrides: lis
     src_over, cur_over = split_overrides(source, overrides or [])
     source_cfg = SOURCE_CONFIGS[source]().apply_overrides(src_over).validate()
     curation_cfg = CurationConfig().apply_overrides(cur_over).validate()
-    return PrepRun(source, [str(Path(p).expanduser().absolute()) for p in inputs], Path(output).absolute(),
-                   source_cfg, curation_cfg, **kw)
+    return PrepRun(source, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
+                   location(output), source_cfg, curation_cfg, **kw)
 
 
 def prep(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,

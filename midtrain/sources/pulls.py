@@ -22,15 +22,17 @@ opened by a bot is dropped whole.
 
 from __future__ import annotations
 
-import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from datatrove.data import Document
+from datatrove.io import get_datafolder
 
+from midtrain.locations import is_url
 from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, expand_inputs, make_document, walk_files
+from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 
 KNOWN_BOTS = {"dependabot", "renovate", "codecov", "github-actions", "coveralls", "mergify", "netlify", "vercel",
               "stale", "allcontributors", "pre-commit-ci", "sonarcloud", "codecov-commenter", "gitpod-io",
@@ -72,36 +74,7 @@ def iter_records(path: Path) -> Iterator[tuple[str, Any]]:
             for i, row in enumerate(ds):
                 yield f"{path}[{i}]", row
         return
-    name = path.name
-    if name.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        pf = pq.ParquetFile(path)
-        i = 0
-        for rg in range(pf.num_row_groups):
-            for row in pf.read_row_group(rg).to_pylist():
-                yield f"{path}[{i}]", row
-                i += 1
-        return
-    opener = gzip.open if name.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        if name.endswith(".json"):
-            data = f.read()
-            try:
-                obj = json.loads(data.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                yield str(path), e
-                return
-            for i, row in enumerate(obj if isinstance(obj, list) else [obj]):
-                yield f"{path}[{i}]", row
-            return
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield f"{path}:{lineno}", json.loads(line.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                yield f"{path}:{lineno}", e
+    yield from iter_table_rows(get_datafolder(str(path.parent)), path.name)
 
 
 def record_error_reason(exc: Exception) -> str:
@@ -117,21 +90,26 @@ class PullReader(SourceReader):
     config_class = PullsConfig
     cfg: PullsConfig
 
-    def units(self) -> list[tuple[str, str]]:
-        units = []
-        for p in sorted(expand_inputs(self.inputs), key=str):
+    def units(self) -> list[tuple[str, Any]]:
+        urls = [i for i in self.inputs if is_url(i)]  # object storage: listed through datatrove's data folders
+        units: list[tuple[str, Any]] = table_units(urls) if urls else []
+        for p in sorted(expand_inputs(i for i in self.inputs if not is_url(i)), key=str):
             if p.is_dir() and not (p / "dataset_info.json").exists() and not (p / "dataset_dict.json").exists():
                 units.extend((str(p), str(f)) for f in walk_files(p, PR_SUFFIXES))
             else:
                 units.append((str(p), str(p)))
         return units
 
-    def unit_path(self, unit: str) -> Path:
-        return Path(unit)
+    def unit_path(self, unit: Any) -> Path | None:
+        return Path(unit) if isinstance(unit, str) else None
 
-    def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
-        path = Path(unit)
-        for where, rec in iter_records(path):
+    def read_unit(self, unit: Any, origin: str) -> Iterator[Document]:
+        if isinstance(unit, tuple) and unit[1] is None:
+            self.stat_update("records")
+            self.error("missing_input", origin, NO_TABLE_FILES, origin)
+            return
+        records = iter_records(Path(unit)) if isinstance(unit, str) else iter_table_rows(*unit)
+        for where, rec in records:
             self.stat_update("records")
             if isinstance(rec, Exception):
                 self.error(record_error_reason(rec), where, str(rec), origin)

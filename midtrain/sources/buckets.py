@@ -1,0 +1,142 @@
+"""Grouping table rows by repository across tasks: a datatrove stage pair (partition, then assemble).
+
+Rows of one repository are scattered over many table files in any order (one row per file of a repository,
+or per changed file of a commit). No task may hold every row, so grouping runs as two stages:
+
+1. partition - every task reads its share of the table files and writes each row, as a small datatrove
+   Document, to ``ROWS/<bucket>/<rank>.jsonl.gz`` where ``bucket = hash(repository) % buckets``;
+2. assemble - task ``r`` takes buckets ``r, r + tasks, ...``; for each it reads that bucket's files from
+   every partition task, groups the rows by repository and renders the documents.
+
+A repository's rows all land in one bucket, so the documents do not depend on the number of tasks or
+buckets; only memory does (one bucket is held at a time: size ``buckets`` so one fits comfortably).
+Both stages are ordinary datatrove stages: resumable from completion markers, and job arrays on Slurm.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from typing import Any, Iterator
+
+from datatrove.data import Document
+from datatrove.io import DataFolder, get_datafolder
+
+from midtrain.sources.common import SourceReader
+from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
+
+
+def bucket_of(key: str, buckets: int) -> str:
+    """The bucket (zero-padded, for file names) of a grouping key; stable across processes and machines."""
+    h = int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+    return f"{h % buckets:05d}"
+
+
+def bucket_filename() -> str:
+    """The partition writer's file name template: one file per (bucket, partition task)."""
+    return "${bucket}/${rank}.jsonl"
+
+
+class TableRowPartitioner(SourceReader):
+    """Partition stage reader: table rows -> one small Document per row, tagged with its bucket.
+
+    Subclasses implement :meth:`row_documents` (a row -> Documents with ``metadata['group']``, the grouping
+    key; none after counting why the row was left out). Rows are counted as ``rows``; the assembling stage counts the
+    source's ``records`` and ``documents``.
+    """
+
+    name = "🪣 partition rows"
+
+    def __init__(self, inputs: list[str], cfg: Any = None, buckets: int = 1, report_dir: str | None = None,
+                 exclusion_dir: str | None = None):
+        super().__init__(inputs, cfg, report_dir, exclusion_dir)
+        self.buckets = buckets
+
+    def units(self) -> list[tuple[str, Any]]:
+        return table_units(self.inputs)
+
+    def row_documents(self, row: dict, where: str) -> list[Document]:
+        raise NotImplementedError
+
+    def read_unit(self, unit: tuple[DataFolder, str | None], origin: str) -> Iterator[Document]:
+        if unit[1] is None:
+            self.stat_update("records")
+            self.error("missing_input", origin, NO_TABLE_FILES, origin)
+            return
+        for where, row in iter_table_rows(*unit):
+            self.stat_update("rows")
+            if isinstance(row, UnicodeDecodeError):
+                self.error("invalid_utf8", where, str(row), origin)
+                continue
+            if isinstance(row, Exception):
+                self.error("malformed_json", where, str(row), origin)
+                continue
+            if not isinstance(row, dict):
+                self.error("bad_row", where, f"a row is an object, got {type(row).__name__}", origin)
+                continue
+            try:
+                docs = self.row_documents(row, where)
+            except (TypeError, ValueError, AttributeError, KeyError) as e:
+                self.error("bad_row", where, f"{type(e).__name__}: {e}", origin)
+                continue
+            for doc in docs:
+                doc.metadata["bucket"] = bucket_of(doc.metadata["group"], self.buckets)
+                yield doc
+
+    def _write_report(self, rank: int) -> None:
+        # the partition stage reports beside the assembling stage's reports, under its own name
+        if self.report_dir:
+            from midtrain.locations import ensure_dir, location
+
+            path = location(self.report_dir) / f"partition-{rank:05d}.json"
+            ensure_dir(path.parent)
+            path.write_text(json.dumps({"errors": self._errors, "inputs": self._per_input}, indent=1))
+
+
+def iter_bucket(rows_dir: str, bucket: str) -> Iterator[dict]:
+    """Every row written to one bucket, from all partition tasks (files in name order, rows in file order)."""
+    folder = get_datafolder(rows_dir)
+    if not folder.isdir(bucket):
+        return
+    for rel in sorted(folder.list_files(bucket, recursive=False)):
+        with folder.open(rel, "rb") as raw, gzip.open(raw, "rb") as fh:
+            for line in fh:
+                if line.strip():
+                    row = json.loads(line)
+                    row.setdefault("text", "")  # datatrove's writer leaves out an empty text (an empty file)
+                    yield row
+
+
+def grouped(rows: Iterator[dict]) -> list[tuple[str, list[dict]]]:
+    """Rows of one bucket grouped by their key, groups sorted by key (the order does not depend on tasks)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["metadata"]["group"], []).append(r)
+    return sorted(groups.items())
+
+
+def bucket_units(rows_dir: str, buckets: int) -> list[tuple[str, str]]:
+    """The assembling stage's units: every bucket, as (rows folder, bucket name)."""
+    return [(rows_dir, f"{b:05d}") for b in range(buckets)]
+
+
+class BucketAssembler:
+    """Mixin for an assembling stage's reader (before the source reader class in the bases): its units are
+    the buckets; subclasses read one with ``grouped(iter_bucket(self.rows_dir, bucket))``."""
+
+    def __init__(self, rows_dir: str, buckets: int, cfg: Any = None, report_dir: str | None = None,
+                 exclusion_dir: str | None = None):
+        super().__init__([rows_dir], cfg, report_dir, exclusion_dir)  # type: ignore[call-arg]
+        self.rows_dir = rows_dir
+        self.buckets = buckets
+
+    def units(self) -> list[tuple[str, str]]:
+        return bucket_units(self.rows_dir, self.buckets)
+
+    def unit_path(self, unit: str) -> None:
+        return None
+
+    def _write_report(self, rank: int) -> None:
+        self._per_input = {}  # the inputs are the table files, reported by the partition stage
+        super()._write_report(rank)  # type: ignore[misc]

@@ -1,0 +1,44 @@
+"""`midtrain prep repos` from a file-row table on the real test Slurm cluster with 8 tasks: the same documents
+as one local task (rows partitioned by repository and assembled across the job array)."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm_cluster, tmp_path):
+    from slurm_helpers import REPO
+    from test_sources_tables import FILES, NO_CURATION, docs_by_id, prep, stack_rows, write_parquet
+    from sources_fixtures import read_documents
+
+    rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"])
+    for r in range(5):
+        rows += stack_rows(f"org/r{r}", {f"m{i}.py": f"def f{i}():\n    return {r}\n" for i in range(4)}, "b" * 40, [])
+    random.Random(2).shuffle(rows)
+    table = tmp_path / "table"
+    for i in range(3):
+        write_parquet(table / f"train-{i:05d}.parquet", rows[i::3])
+
+    assert prep("repos", *NO_CURATION, "--input", table, "--output", tmp_path / "local") == 0
+    out = tmp_path / "slurm"
+    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "repos", *NO_CURATION, "--input", str(table),
+                        "--output", str(out), "--executor", "slurm", "--tasks", "8", "--partition", "debug",
+                        "--time", "00:10:00", "--mem-per-cpu-gb", "1"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for _ in range(600):
+        if (out / "stats.json").exists() and json.loads((out / "stats.json").read_text()).get("complete"):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
+    assert "#SBATCH --array=0-7" in (out / "logs" / "source_rows" / "launch_script.slurm").read_text()
+    local = docs_by_id(read_documents(tmp_path / "local"))
+    assert docs_by_id(read_documents(out)) == local and len(local) == 6
