@@ -217,12 +217,12 @@ def test_trajectory_tables_of_the_public_sets(tmp_path):
          "generated_patch": "", "eval_logs": "",
          "trajectory": [{"role": "system", "text": "sys", "system_prompt": "sys", "mask": True},
                         {"role": "user", "text": f"task {i}", "system_prompt": None, "mask": True},
-                        {"role": "ai", "text": f"answer {i}", "system_prompt": None, "mask": False}]}
+                        {"role": "ai", "text": f"answer {i}\n```\nls\n```", "system_prompt": None, "mask": False}]}
         for i in range(2)])
     write_parquet(table / "swe_smith.parquet", [
         {"instance_id": "o__r.abc.func_pm__1", "resolved": True, "model": "m", "patch": "", "traj_id": "t1",
          "messages": json.dumps([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                                 {"role": "assistant", "content": "smith answer"}])},
+                                 {"role": "assistant", "content": "smith answer\n```\npytest\n```"}])},
         {"instance_id": "broken", "resolved": True, "model": "m", "patch": "", "traj_id": "t2",
          "messages": json.dumps([{"role": "user", "content": "no answer"}])}])
     out = tmp_path / "out"
@@ -235,7 +235,7 @@ def test_trajectory_tables_of_the_public_sets(tmp_path):
     assert "<function=str_replace_editor>\n<parameter=command>\nview\n</parameter>" in rebench["text"]
     assert "### Tool (str_replace_editor)\nfile contents" in rebench["text"]
     assert "### Assistant\nanswer 0" in docs["org__p-0"]["text"]
-    assert docs["o__r.abc.func_pm__1"]["text"].endswith("### Assistant\nsmith answer\n\n")
+    assert docs["o__r.abc.func_pm__1"]["text"].endswith("### Assistant\nsmith answer\n```\npytest\n```\n\n")
     stats = json.loads((out / "stats.json").read_text())
     assert stats["drops"]["source/dropped/unresolved"] == 1  # nebius target=false
     assert [e["reason"] for e in stats["errors"]] == ["bad_trajectory"]

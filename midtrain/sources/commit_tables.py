@@ -22,7 +22,6 @@ from datatrove.data import Document
 
 from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, iter_bucket
 from midtrain.sources.commits import CommitReader, CommitsConfig
-from midtrain.sources.common import Pseudonyms
 from midtrain.sources.git import CommitRecord
 from midtrain.sources.repo_tables import TableInputFields
 from midtrain.sources.tables import first_license, pick
@@ -99,34 +98,22 @@ class CommitAssembler(BucketAssembler, CommitReader):
 
     def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
         for repo, rows in grouped(iter_bucket(self.rows_dir, unit)):
-            yield from self._runs(repo, rows)
+            yield from self._repository(repo, rows)
 
-    def _runs(self, repo: str, rows: list[dict]) -> Iterator[Document]:
+    def _repository(self, repo: str, rows: list[dict]) -> Iterator[Document]:
         by_commit: dict[str, list[dict]] = {}
         for r in rows:
             by_commit.setdefault(r["metadata"]["commit"], []).append(r)
         licenses = sorted({r["metadata"]["license"] for r in rows if r["metadata"].get("license")})
         license_id = licenses[0] if len(licenses) == 1 else None
-        names = Pseudonyms("author")
-        group: list[tuple[str, CommitRecord]] = []
-        size = 0
+        records = []
         for sha in sorted(by_commit):
             files = sorted(by_commit[sha], key=lambda r: (r["metadata"]["path"], r["text"]))
-            self.stat_update("records")
-            record = CommitRecord(sha=sha, parents=[], author_name="", author_email="", committer_name="",
-                                  committer_email="", timestamp=0, message=files[0]["metadata"]["message"].strip(),
-                                  diff="".join(r["text"] for r in files).encode("utf-8", "surrogatepass"))
-            text = self._render_commit(record, names)
-            if text is None:
-                continue
-            n = len(text.encode())
-            if group and size + n > self.cfg.max_doc_bytes:
-                yield self._document(group, repo, repo, license_id)
-                group, size = [], 0
-            group.append((text, record))
-            size += n
-        if group:
-            yield self._document(group, repo, repo, license_id)
+            records.append(CommitRecord(
+                sha=sha, parents=[], author_name="", author_email="", committer_name="", committer_email="",
+                timestamp=0, message=files[0]["metadata"]["message"].strip(),
+                diff="".join(r["text"] for r in files).encode("utf-8", "surrogatepass")))
+        yield from self._runs(records, repo, repo, license_id)
 
 
 def commit_table_stages(inputs: list[str], cfg: CommitsInputConfig, rows_dir: str, buckets: int, raw_dir: str,

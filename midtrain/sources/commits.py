@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Iterable, Iterator, Literal
 
 from datatrove.data import Document
 
@@ -205,25 +205,30 @@ class CommitReader(SourceReader):
             display = repo_name or repo.name.removesuffix(".git")
             commits = iter_commits(repo, max_count=self.cfg.max_commits or None,
                                    max_commit_bytes=self.cfg.max_input_bytes)
-            group: list[tuple[str, CommitRecord]] = []
-            size = 0
-            removed: list[tuple[str, str]] = []
-            names = Pseudonyms("author")  # one numbering per repository: the same person keeps one alias
-            for c in commits:
-                self.stat_update("records")
-                text = self._render_commit(c, names, removed)
-                if text is None:
-                    continue
-                n = len(text.encode())
-                if group and size + n > self.cfg.max_doc_bytes:
-                    yield self._document(group, display, repo_name, license_id, removed)
-                    group, size, removed = [], 0, []
-                group.append((text, c))
-                size += n
-            if group:
-                yield self._document(group, display, repo_name, license_id, removed)
+            yield from self._runs(commits, display, repo_name, license_id)
         except GitError as e:
             self.error("bad_git_repository", unit, str(e), origin)
+
+    def _runs(self, commits: Iterable[CommitRecord], display: str, repo_name: str | None,
+              license_id: str | None) -> Iterator[Document]:
+        """Consecutive commits of one repository -> documents of at most max_doc_bytes each (git and tables)."""
+        group: list[tuple[str, CommitRecord]] = []
+        size = 0
+        removed: list[tuple[str, str]] = []
+        names = Pseudonyms("author")  # one numbering per repository: the same person keeps one alias
+        for c in commits:
+            self.stat_update("records")
+            text = self._render_commit(c, names, removed)
+            if text is None:
+                continue
+            n = len(text.encode())
+            if group and size + n > self.cfg.max_doc_bytes:
+                yield self._document(group, display, repo_name, license_id, removed)
+                group, size, removed = [], 0, []
+            group.append((text, c))
+            size += n
+        if group:
+            yield self._document(group, display, repo_name, license_id, removed)
 
     def _document(self, group: list[tuple[str, CommitRecord]], display: str, repo_name: str | None,
                   license_id: str | None, removed: list[tuple[str, str]]) -> Document:

@@ -113,19 +113,27 @@ class RepoAssembler(BucketAssembler, RepoReader):
             yield from self._repository(repo, rows)
 
     def _repository(self, repo: str, rows: list[dict]) -> Iterator[Document]:
-        files: dict[str, str] = {}
+        self._removed, self._removed_total = [], 0  # skipped paths of this repository (RepoReader.skip_path)
         # the same path twice (a table with duplicated rows): keep one, chosen by content, not by arrival order
+        wanted: dict[str, bytes] = {}
         for r in sorted(rows, key=lambda r: (r["metadata"]["path"], r["text"])):
             path, text = r["metadata"]["path"], r["text"]
-            if path in files:
+            if path in wanted:
                 self.skip("duplicate_path")
                 continue
             data = text.encode("utf-8", "surrogatepass")
             reason = self._skip_reason_path(path, len(data))
-            if reason is None:
-                reason, text = self._skip_reason_content(path, data)
             if reason:
-                self.skip(reason)
+                self.skip_path(path, reason)
+                continue
+            wanted[path] = data
+        # the git reader's caps (files and bytes per repository), in the same path order
+        kept = self._capped(sorted(wanted), [len(wanted[p]) for p in sorted(wanted)], sorted(wanted))
+        files: dict[str, str] = {}
+        for path in kept:
+            reason, text = self._skip_reason_content(path, wanted[path])
+            if reason:
+                self.skip_path(path, reason)
                 continue
             files[path] = text
         if not files:

@@ -279,5 +279,5 @@ class RepoReader(SourceReader):
             yield make_document("".join(chunks), doc_id, "repo", repo=repo_name, license=license_id,
                                 files=paths, file_offsets=offsets, part=i + 1, parts=len(parts), **meta,
                                 # the repository's removed files, listed once (on its first part)
-                                removed_files=self._removed if i == 0 else [],
+                                removed_files=sorted(self._removed, key=lambda r: r["path"]) if i == 0 else [],
                                 removed_files_total=self._removed_total if i == 0 else 0)
