@@ -19,7 +19,8 @@ from datatrove.data import Document
 
 from midtrain.config import require
 from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, expand_inputs, make_document
-from midtrain.sources.git import CommitRecord, GitError, head_commit, is_git_repo, iter_commits, remote_name
+from midtrain.sources.git import CommitRecord, GitError, head_commit, is_git_repo, iter_commits, remote_name, \
+    root_commits
 from midtrain.sources.licenses import detect_spdx, is_license_file
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
@@ -128,6 +129,7 @@ class CommitReader(SourceReader):
             license_id = self._license(repo)
             repo_name = remote_name(repo)
             display = repo_name or repo.name.removesuffix(".git")
+            roots = root_commits(repo)  # the history's identity under any name: decontamination matches it
             commits = iter_commits(repo, max_count=self.cfg.max_commits or None)
             group: list[tuple[str, CommitRecord]] = []
             size = 0
@@ -139,22 +141,22 @@ class CommitReader(SourceReader):
                     continue
                 n = len(text.encode())
                 if group and size + n > self.cfg.max_doc_bytes:
-                    yield self._document(group, display, repo_name, license_id)
+                    yield self._document(group, display, repo_name, license_id, roots)
                     group, size = [], 0
                 group.append((text, c))
                 size += n
             if group:
-                yield self._document(group, display, repo_name, license_id)
+                yield self._document(group, display, repo_name, license_id, roots)
         except GitError as e:
             self.error("bad_git_repository", unit, str(e), origin)
 
     def _document(self, group: list[tuple[str, CommitRecord]], display: str, repo_name: str | None,
-                  license_id: str | None) -> Document:
+                  license_id: str | None, roots: list[str] | None = None) -> Document:
         first, last = group[0][1], group[-1][1]
         doc_id = f"commit:{display}@{first.sha[:12]}..{last.sha[:12]}"
         return make_document("".join(t for t, _ in group), doc_id, "commit", repo=repo_name, license=license_id,
                              commits=[c.sha for _, c in group], first_timestamp=first.timestamp,
-                             last_timestamp=last.timestamp)
+                             last_timestamp=last.timestamp, root_commits=roots or [])
 
 
 def _split_ident(text: str) -> tuple[str, str]:

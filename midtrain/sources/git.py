@@ -41,6 +41,14 @@ def head_commit(repo: Path) -> str:
         raise GitError(f"no readable HEAD commit in {repo} (empty or corrupt repository): {e}") from None
 
 
+def root_commits(repo: Path) -> list[str]:
+    """Shas of the commits without parents in HEAD's history: a history's identity under any name or remote."""
+    try:
+        return sorted(_git(repo, "rev-list", "--max-parents=0", "HEAD").decode().split())
+    except GitError:
+        return []
+
+
 def remote_name(repo: Path) -> str | None:
     """owner/name from the origin remote URL (GitHub, GitLab, ... forms), or None."""
     try:

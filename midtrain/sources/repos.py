@@ -21,7 +21,7 @@ from datatrove.data import Document
 
 from midtrain.config import require
 from midtrain.sources.common import ReaderConfig, SourceReader, decode_utf8, expand_inputs, looks_binary, make_document
-from midtrain.sources.git import GitError, head_commit, is_git_repo, list_tree, read_blobs, remote_name
+from midtrain.sources.git import GitError, head_commit, is_git_repo, list_tree, read_blobs, remote_name, root_commits
 from midtrain.sources.licenses import detect_spdx, is_license_file
 from midtrain.sources.ordering import dependency_order
 
@@ -224,6 +224,7 @@ class RepoReader(SourceReader):
             return
         commit = None
         repo_name = None
+        roots: list[str] = []
         if is_git_repo(root):
             try:
                 files, commit = self._files_git(root)
@@ -231,14 +232,16 @@ class RepoReader(SourceReader):
                 self.error("bad_git_repository", unit, str(e), origin)
                 return
             repo_name = remote_name(root)
+            roots = root_commits(root)
         else:
             files = self._files_dir(root)
         if not files:
             self.error("no_usable_files", unit, "every file was skipped or the repository is empty", origin)
             return
-        yield from self._render(root, files, repo_name, commit)
+        yield from self._render(root, files, repo_name, commit, roots)
 
-    def _render(self, root: Path, files: dict[str, str], repo_name: str | None, commit: str | None) -> Iterator[Document]:
+    def _render(self, root: Path, files: dict[str, str], repo_name: str | None, commit: str | None,
+                roots: list[str] | None = None) -> Iterator[Document]:
         license_id = None
         for path in sorted(p for p in files if "/" not in p and is_license_file(p)):
             license_id = detect_spdx(files[path])
@@ -258,6 +261,8 @@ class RepoReader(SourceReader):
         header = self.cfg.repo_header.format(repo=display)
         meta = dict(languages=[k for k, _ in sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))],
                     language_bytes=dict(sorted(languages.items())), commit=commit)
+        if roots:  # the history's root commits: decontamination knows a renamed mirror by them
+            meta["root_commits"] = roots
         # split at file boundaries when the repository is larger than max_doc_bytes
         parts: list[list[str]] = [[]]
         size = len(header)
