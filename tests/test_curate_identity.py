@@ -256,3 +256,13 @@ def test_bundled_root_commits_name_the_verified_repositories():
 ])
 def test_traces_on_benchmark_instances_or_repositories_are_dropped(meta):
     assert SweBenchRepoFilter(DecontamConfig()).match(meta) is not None
+
+
+def test_every_part_of_a_split_tarball_is_dropped_by_its_declared_home(world, tmp_path):
+    bench_list = tmp_path / "bench.txt"
+    bench_list.write_text("benchorg/benchlib\n")
+    kept, excluded, _ = prep(world, "repos", [world["tarball"], world["dep_dir"]], "split",
+                             "repos.max_doc_bytes=1024", f"decontam.repo_list={bench_list}")
+    assert kept and {d["metadata"]["identity"]["repo"] for d in kept} == {"acme/dashboard"}
+    assert len(excluded) >= 3 and {d["metadata"]["curation_reason"] for d in excluded} == {"swebench_declared"}
+    assert all(d["metadata"]["root_manifests"]["pyproject.toml"] for d in excluded)

@@ -318,9 +318,14 @@ class SweBenchRepoFilter(CurationStep):
                 return "swebench_base_commit", inst
         return None
 
-    def _declared(self, files: list[tuple[Any, str, str]]) -> tuple[str | None, str | None]:
-        """(benchmark repo declared as home, any repo declared as home) from the root files."""
-        homes = declared_homes({path: body for _, path, body in files if "/" not in path})
+    def _declared(self, doc: Document, files: list[tuple[Any, str, str]]) -> tuple[str | None, str | None]:
+        """(benchmark repo declared as home, any repo declared as home) from the root files (a part of a
+        split repository carries them in ``metadata["root_manifests"]``)."""
+        root = {path: body for _, path, body in files if "/" not in path}
+        manifests = doc.metadata.get("root_manifests")
+        if isinstance(manifests, dict):
+            root.update({k: v for k, v in manifests.items() if isinstance(k, str) and isinstance(v, str)})
+        homes = declared_homes(root)
         own = sorted((r for r, score in homes.items() if score >= HOME_SCORE), key=lambda r: (-homes[r], r))
         for repo in own:
             bench = self._benchmark(repo)
@@ -393,7 +398,7 @@ class SweBenchRepoFilter(CurationStep):
         files = _file_bodies(doc) if source == "repo" else []
         declared_any = None
         if files and self.cfg.declared_homes:
-            bench, declared_any = self._declared(files)
+            bench, declared_any = self._declared(doc, files)
             if bench:
                 self._hit(doc, "declared", "swebench_declared", bench)
         self._idx()

@@ -60,7 +60,8 @@ def _dir_files(root: Path) -> Iterator[tuple[str, bytes]]:
 def _git_files(root: Path) -> Iterator[tuple[str, bytes]]:
     from midtrain.sources.git import list_tree, read_blobs
 
-    entries = [e for e in list_tree(root) if e.mode in ("100644", "100755")]
+    # size -1: a blob the clone does not have (a partial or damaged clone): nothing to fingerprint
+    entries = [e for e in list_tree(root) if e.mode in ("100644", "100755") and e.size >= 0]
     by_sha: dict[str, list[str]] = {}
     for e in entries:
         by_sha.setdefault(e.sha, []).append(e.path)

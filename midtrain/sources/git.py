@@ -76,7 +76,7 @@ def list_tree(repo: Path, rev: str = "HEAD") -> list[TreeEntry]:
         meta, path = rec.split(b"\t", 1)
         mode, _kind, sha, size = meta.decode().split()
         entries.append(TreeEntry(path.decode("utf-8", "surrogateescape"), mode, sha,
-                                 int(size) if size != "-" else -1))
+                                 int(size) if size.isdigit() else -1))  # "-": submodule, "BAD": missing
     return sorted(entries, key=lambda e: e.path)
 
 

@@ -69,6 +69,24 @@ class ReposConfig(ReaderConfig):
         require("{path}" in self.file_header, "file_header", "must contain {path}")
 
 
+# root files in which a project states its home (packaging metadata, README badges)
+MANIFEST_NAMES = ("pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod", "pom.xml",
+                  "composer.json")
+
+
+def root_manifests(files: dict[str, str], max_chars: int = 20_000) -> dict[str, str]:
+    """The repository's root manifests and README head ({path: text}, each cut at max_chars)."""
+    out = {}
+    for path, text in files.items():
+        if "/" in path:
+            continue
+        if path in MANIFEST_NAMES or path.endswith(".gemspec"):
+            out[path] = text[:max_chars]
+        elif path.lower().split(".")[0] == "readme":
+            out[path] = "\n".join(text.splitlines()[:30])
+    return dict(sorted(out.items()))
+
+
 def is_doc_path(path: str) -> bool:
     """README/docs files, which go first in the document."""
     name = posixpath.basename(path).lower()
@@ -273,6 +291,8 @@ class RepoReader(SourceReader):
                 size = len(header)
             parts[-1].append(path)
             size += piece
+        if len(parts) > 1:  # every part carries what the root files declare (decontamination reads it)
+            meta["root_manifests"] = root_manifests(files)
         for i, paths in enumerate(parts):
             chunks = [header]
             offsets = []
