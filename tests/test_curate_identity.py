@@ -266,3 +266,22 @@ def test_every_part_of_a_split_tarball_is_dropped_by_its_declared_home(world, tm
     assert kept and {d["metadata"]["identity"]["repo"] for d in kept} == {"acme/dashboard"}
     assert len(excluded) >= 3 and {d["metadata"]["curation_reason"] for d in excluded} == {"swebench_declared"}
     assert all(d["metadata"]["root_manifests"]["pyproject.toml"] for d in excluded)
+
+
+def test_near_duplicate_files_are_found_and_unrelated_ones_are_not():
+    from midtrain.curate.fingerprint import ContentIndex, RepoPrint, repo_prints
+
+    bench = {f"lib/{n}": stdlib(n) for n in ("textwrap.py", "shlex.py", "fnmatch.py", "bisect.py")}
+    paths, hashes, bands = repo_prints(bench.items())
+    idx = ContentIndex()
+    idx.add("benchorg/lib", RepoPrint("x", None, [], paths, hashes, bands))
+    original = stdlib("textwrap.py")
+    lines = original.splitlines()
+    # a vendored copy: imports rewritten, every 5th line changed, a header added
+    edited = "# vendored from benchorg/lib 1.0\n" + "\n".join(
+        ln.replace("import re", "from vendor import re") if i % 5 else ln + "  # patched"
+        for i, ln in enumerate(lines))
+    assert fingerprint("v.py", edited) not in hashes  # exact fingerprints miss it ...
+    assert idx.near(edited) == {"benchorg/lib"}  # ... the near-duplicate keys do not
+    for other in ("colorsys.py", "glob.py", "keyword.py", "string.py", "heapq.py", "getopt.py", "calendar.py"):
+        assert idx.near(stdlib(other)) == set(), other

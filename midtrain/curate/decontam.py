@@ -82,6 +82,7 @@ class DecontamConfig(Config):
     index: str | None = None  # content index from `midtrain decontam index` (JSON or .json.gz)
     index_repo_fraction: float = 0.3  # share of a repository's files found in one benchmark repo: drop it whole
     index_min_files: int = 3  # ... and at least this many files; fewer matches are cut out file by file
+    index_near: bool = True  # near-duplicate files (MinHash of their lines) count as matches too
     require_identity: bool = False  # fail closed: drop repo/commit/pr documents whose repository is unknown
 
     def check(self) -> None:
@@ -344,7 +345,8 @@ class SweBenchRepoFilter(CurationStep):
             if h is None:
                 continue
             eligible += 1
-            for repo in ci.by_hash.get(h, ()):
+            repos = ci.by_hash.get(h) or (ci.near(body) if self.cfg.index_near else set())
+            for repo in repos:
                 hits.setdefault(repo, []).append((span, path))
         if not hits:
             return None

@@ -37,6 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     q.add_argument("--output", "-o", required=True, metavar="INDEX", help="index file (.json or .json.gz)")
     q.add_argument("--min-chars", type=int, default=None,
                    help="shortest normalised file that gets a fingerprint (default 200)")
+    q.add_argument("--no-minhash", action="store_true",
+                   help="exact fingerprints only (no near-duplicate band keys: a smaller index)")
 
 
 def _split_input(arg: str) -> tuple[str | None, Path]:
@@ -105,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             head = head_commit(root) if git else None
             roots = root_commits(root) if git else []
-            paths, hashes = repo_prints(_texts(_git_files(root) if git else _dir_files(root)), min_chars)
+            paths, hashes, bands = repo_prints(_texts(_git_files(root) if git else _dir_files(root)), min_chars,
+                                               near=not args.no_minhash)
         except (GitError, OSError) as e:
             print(f"midtrain decontam index: {root}: {e}", file=sys.stderr)
             return 1
@@ -113,7 +116,8 @@ def run(args: argparse.Namespace) -> int:
             old = index.repos[repo]
             paths, hashes = sorted(set(paths) | set(old.paths)), sorted(set(hashes) | set(old.hashes))
             roots = sorted(set(roots) | set(old.root_commits))
-        index.add(repo, RepoPrint(str(root), head, roots, paths, hashes))
+            bands = sorted(set(map(tuple, bands)) | set(map(tuple, old.bands)))
+        index.add(repo, RepoPrint(str(root), head, roots, paths, hashes, [list(b) for b in bands]))
         print(f"{repo}: {len(hashes)} fingerprints of {len(paths)} files, {len(roots)} root commits ({root})")
     index.save(args.output)
     print(json.dumps({"index": str(args.output), "repos": len(index.repos),
