@@ -285,3 +285,12 @@ def test_near_duplicate_files_are_found_and_unrelated_ones_are_not():
     assert idx.near(edited) == {"benchorg/lib"}  # ... the near-duplicate keys do not
     for other in ("colorsys.py", "glob.py", "keyword.py", "string.py", "heapq.py", "getopt.py", "calendar.py"):
         assert idx.near(stdlib(other)) == set(), other
+
+
+def test_a_missing_index_fails_the_task_naming_the_file(tmp_path):
+    from datatrove.data import Document
+
+    step = SweBenchRepoFilter(DecontamConfig(index=str(tmp_path / "nope.json.gz")))
+    doc = Document(text="x", id="a", metadata={"source": "repo", "repo": None, "license": None, "id": "a"})
+    with pytest.raises(BadIndexError, match="nope.json.gz"):
+        list(step.run(iter([doc])))

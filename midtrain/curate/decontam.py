@@ -279,6 +279,10 @@ class SweBenchRepoFilter(CurationStep):
                         self._index.roots.setdefault(sha, repo)
         return self._index
 
+    def run(self, data, rank: int = 0, world_size: int = 1):  # noqa: ANN001, ANN201 - datatrove's signature
+        self._idx()  # a missing or unreadable index ends the task here, naming the file, not each document
+        yield from super().run(data, rank, world_size)
+
     def _benchmark(self, repo: str | None) -> str | None:
         """The benchmark repository ``repo`` (any name form) is, or None."""
         idx = self._idx()
