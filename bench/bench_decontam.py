@@ -55,9 +55,11 @@ def documents(path: Path) -> list:
 def run(step: SweBenchRepoFilter, docs: list) -> tuple[Counter, Counter]:
     outcome, identity = Counter(), Counter()
     for doc in docs:
+        before = len(doc.metadata.get("files") or [])
         try:
             step.process(doc)
             outcome["kept"] += 1
+            outcome["files_removed"] += before - len(doc.metadata.get("files") or [])
         except Drop as d:
             outcome[d.reason] += 1
         ident = doc.metadata.get("identity")
@@ -76,13 +78,15 @@ def main() -> int:
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
 
-    rows, total, dropped = [], 0, 0
+    rows, total, dropped, files_total, files_cut = [], 0, 0, 0, 0
     for path in args.ordinary:
         step = SweBenchRepoFilter(DecontamConfig(index=args.index))
         docs = documents(path)
         outcome, identity = run(step, docs)
-        n_drop = sum(v for k, v in outcome.items() if k != "kept")
+        n_drop = sum(v for k, v in outcome.items() if k not in ("kept", "files_removed"))
         total, dropped = total + len(docs), dropped + n_drop
+        files_total += sum(len(d.metadata.get("files") or []) for d in docs) + outcome["files_removed"]
+        files_cut += outcome["files_removed"]
         rows.append({"input": str(path), "documents": len(docs), "dropped": n_drop, "outcome": dict(outcome),
                      "identity": dict(identity)})
     table = []
@@ -92,17 +96,22 @@ def main() -> int:
         for layer, over in LAYERS.items():
             cfg = DecontamConfig(**({"index": args.index} | over))
             outcome, _ = run(SweBenchRepoFilter(cfg), documents(Path(path).expanduser()))
-            docs_by_layer[layer] = ",".join(sorted(k for k in outcome if k != "kept")) or "-"
+            reasons = sorted(k for k in outcome if k not in ("kept", "files_removed"))
+            if outcome["files_removed"]:
+                reasons.append(f"{outcome['files_removed']} files cut")
+            docs_by_layer[layer] = ",".join(reasons) or "-"
         table.append({"case": name, **docs_by_layer})
     result = {"ordinary": rows, "false_positive_rate": dropped / max(total, 1), "documents": total,
-              "dropped": dropped, "cases": table}
+              "dropped": dropped, "files": files_total, "files_cut": files_cut, "cases": table}
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print("ordinary input                                    docs  dropped  identity")
+    print("ordinary input                                    docs  dropped  files cut  identity")
     for r in rows:
-        print(f"{r['input'][-48:]:48s} {r['documents']:5d} {r['dropped']:8d}  {r['identity']}")
-    print(f"false-positive rate: {dropped}/{total} = {result['false_positive_rate']:.4f}")
+        print(f"{r['input'][-48:]:48s} {r['documents']:5d} {r['dropped']:8d} {r['outcome'].get('files_removed', 0):10d}"
+              f"  {r['identity']}")
+    print(f"false-positive rate: documents {dropped}/{total} = {result['false_positive_rate']:.4f}, "
+          f"repository files cut {files_cut}/{files_total}")
     if table:
         print("\ncase x layer (reason when that layer alone drops it, - when it does not)")
         print(f"{'case':20s} " + " ".join(f"{k:22s}" for k in LAYERS))
