@@ -294,3 +294,13 @@ def test_a_missing_index_fails_the_task_naming_the_file(tmp_path):
     doc = Document(text="x", id="a", metadata={"source": "repo", "repo": None, "license": None, "id": "a"})
     with pytest.raises(BadIndexError, match="nope.json.gz"):
         list(step.run(iter([doc])))
+
+
+def test_split_repositories_carry_every_manifest_identity_reads():
+    from midtrain.curate.identity import README_LINES, _MANIFESTS
+    from midtrain.sources.repos import MANIFEST_NAMES, root_manifests
+
+    for name in (*MANIFEST_NAMES, "x.gemspec"):
+        assert any(matches(name) for matches, _ in _MANIFESTS), name
+    kept = root_manifests({"README.md": "\n".join(map(str, range(100))), "setup.py": "s", "pkg/setup.py": "v"})
+    assert set(kept) == {"README.md", "setup.py"} and len(kept["README.md"].splitlines()) == README_LINES

@@ -83,7 +83,7 @@ def root_manifests(files: dict[str, str], max_chars: int = 20_000) -> dict[str, 
         if path in MANIFEST_NAMES or path.endswith(".gemspec"):
             out[path] = text[:max_chars]
         elif path.lower().split(".")[0] == "readme":
-            out[path] = "\n".join(text.splitlines()[:30])
+            out[path] = "\n".join(text.splitlines()[:30])  # the README head identity reads (README_LINES)
     return dict(sorted(out.items()))
 
 
