@@ -304,3 +304,27 @@ def test_split_repositories_carry_every_manifest_identity_reads():
         assert any(matches(name) for matches, _ in _MANIFESTS), name
     kept = root_manifests({"README.md": "\n".join(map(str, range(100))), "setup.py": "s", "pkg/setup.py": "v"})
     assert set(kept) == {"README.md", "setup.py"} and len(kept["README.md"].splitlines()) == README_LINES
+
+
+def test_a_template_many_benchmark_repositories_share_is_not_a_benchmark_file(tmp_path):
+    from midtrain.curate.fingerprint import ContentIndex, RepoPrint, repo_prints
+
+    template = stdlib("textwrap.py")  # stands for a generated file (sphinx's doc/Makefile) in many projects
+    idx = ContentIndex()
+    for i in range(3):
+        paths, hashes, bands = repo_prints({"doc/Makefile": template, f"pkg{i}/core.py": stdlib("shlex.py") + f"#{i}"
+                                            }.items())
+        idx.add(f"org/bench{i}", RepoPrint("x", None, [], paths, hashes, bands))
+    out = tmp_path / "i.json"
+    idx.save(out)
+    from datatrove.data import Document
+    from curate_helpers import repo_row
+
+    row = repo_row("acme/app", {"doc/Makefile": template, "app/main.py": stdlib("colorsys.py")})
+    doc = Document(text=row["text"], id=row["id"], metadata=row["metadata"])
+    step = SweBenchRepoFilter(DecontamConfig(index=str(out)))
+    step.process(doc)
+    assert doc.metadata["files"] == ["doc/Makefile", "app/main.py"]
+    step2 = SweBenchRepoFilter(DecontamConfig(index=str(out), index_common_repos=4))
+    step2.process(doc)
+    assert doc.metadata["files"] == ["app/main.py"]

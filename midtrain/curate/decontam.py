@@ -83,12 +83,14 @@ class DecontamConfig(Config):
     index_repo_fraction: float = 0.3  # share of a repository's files found in one benchmark repo: drop it whole
     index_min_files: int = 3  # ... and at least this many files; fewer matches are cut out file by file
     index_near: bool = True  # near-duplicate files (MinHash of their lines) count as matches too
+    index_common_repos: int = 3  # a file found in this many benchmark repos is shared boilerplate: ignored
     require_identity: bool = False  # fail closed: drop repo/commit/pr documents whose repository is unknown
 
     def check(self) -> None:
         require(self.ngram_size >= 5, "ngram_size", "must be >= 5 (short n-grams match ordinary code)")
         require(0 < self.index_repo_fraction <= 1, "index_repo_fraction", "must be in (0, 1]")
         require(self.index_min_files >= 1, "index_min_files", "must be >= 1")
+        require(self.index_common_repos >= 2, "index_common_repos", "must be >= 2 (forks share their files)")
 
 
 def normalize_repo(value: Any) -> str | None:
@@ -350,6 +352,8 @@ class SweBenchRepoFilter(CurationStep):
                 continue
             eligible += 1
             repos = ci.by_hash.get(h) or (ci.near(body) if self.cfg.index_near else set())
+            if len(repos) >= self.cfg.index_common_repos:
+                continue  # a generated template many projects share (sphinx's doc/Makefile): says nothing
             for repo in repos:
                 hits.setdefault(repo, []).append((span, path))
         if not hits:
