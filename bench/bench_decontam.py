@@ -30,10 +30,11 @@ from midtrain.sources.pulls import PullReader  # noqa: E402
 from midtrain.sources.repos import RepoReader  # noqa: E402
 from midtrain.sources.traces import TraceReader  # noqa: E402
 
-LAYERS = {  # each layer alone (name matching always runs: it is the step's first check)
-    "name": dict(root_commits=False, declared_homes=False, index=None),
-    "root_commit": dict(root_commits=True, declared_homes=False, index=None),
-    "declared": dict(root_commits=False, declared_homes=True, index=None),
+LAYERS = {  # each layer alone (name matching always runs: it is the step's first check); the index's
+    # repository names and root commits are known to every layer, its content only to "content"
+    "name": dict(root_commits=False, declared_homes=False),
+    "root_commit": dict(root_commits=True, declared_homes=False),
+    "declared": dict(root_commits=False, declared_homes=True),
     "content": dict(root_commits=False, declared_homes=False),
 }
 
@@ -95,7 +96,11 @@ def main() -> int:
         docs_by_layer = {}
         for layer, over in LAYERS.items():
             cfg = DecontamConfig(**({"index": args.index} | over))
-            outcome, _ = run(SweBenchRepoFilter(cfg), documents(Path(path).expanduser()))
+            step = SweBenchRepoFilter(cfg)
+            if layer != "content":
+                step._idx()
+                step._content = None  # names and root commits from the index, no content matching
+            outcome, _ = run(step, documents(Path(path).expanduser()))
             reasons = sorted(k for k in outcome if k not in ("kept", "files_removed"))
             if outcome["files_removed"]:
                 reasons.append(f"{outcome['files_removed']} files cut")
