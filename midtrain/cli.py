@@ -46,6 +46,9 @@ COMMANDS = [
             "Slurm launch", "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run"),
     Command("convert", "midtrain.train.convert_command", "convert checkpoints between Hugging Face and megatron-core",
             "HF checkpoints", "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2"),
+    Command("decontam", "midtrain.curate.decontam_command", "build the benchmark content index prep decontaminates with",
+            "decontamination", "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
+            "--output /tmp/bench_index.json.gz"),
     Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
             "foundation", "midtrain demo --workdir .demo"),
 ]

@@ -8,6 +8,22 @@ name part is a distinctive benchmark repository name, ``someone/django``).
 The list: the installed ``swebench`` package's per-repository maps, data/swebench_repos.txt (adds SWE-bench
 Pro), and a user list file (repositories and/or instance ids, one a line).
 
+Names can lie (a company mirror under another name, a release tarball unpacked as ``<name>-src/``), so the
+same step also knows a repository by what it is:
+
+- *root commits*: every clone, fork and renamed mirror keeps the parentless commits of the original history;
+  data/root_commits.tsv holds those of the benchmark repositories (with where each came from), a content
+  index adds those of the clones it was built from, and instance files add their ``base_commit`` shas;
+- *declared home*: what the project's own root files say (packaging URLs, go.mod, README badges; see
+  :mod:`midtrain.curate.identity`) — a mere link does not count;
+- *content* (``decontam.index``, built by ``midtrain decontam index``): a repository whose files overlap one
+  benchmark repository beyond ``index_repo_fraction`` is dropped whole, fewer matching files (a vendored
+  copy) are cut out one by one, and a commit/PR whose diff touches only that repository's files is dropped.
+
+Every repository-derived document (repo, commit, pr) records ``metadata["identity"]`` =
+``{"method": remote|declared|root_commit|content|none, "repo": owner/name|None}``; the step counts
+``identity_<method>`` and ``unidentified_repo``, and drops unidentified ones when ``require_identity`` is on.
+
 Layer 2 (when benchmark instances are supplied as JSONL rows with ``problem_statement`` and ``patch``) drops
 documents sharing a long word n-gram with an issue text or with the lines a gold patch adds.
 """
@@ -29,7 +45,9 @@ from datatrove.utils.hashing import HashConfig, create_hash_func
 from datatrove.utils.text import TextNormConfig, ngrams, simplify_text
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CodeWordTokenizer, CurationStep, Drop
+from midtrain.curate.base import CodeWordTokenizer, CurationStep, Drop, repo_files, remove_files
+from midtrain.curate.fingerprint import ContentIndex, fingerprint, load_index
+from midtrain.curate.identity import HOME_SCORE, declared_homes
 
 log = logging.getLogger("midtrain.curate")
 DATA = Path(__file__).parent / "data"
@@ -59,9 +77,20 @@ class DecontamConfig(Config):
     instances: list[str] = field(default_factory=list)  # JSONL files of benchmark rows (problem_statement, patch)
     ngrams: bool = True  # layer 2, active when `instances` are given
     ngram_size: int = 13  # words (after lower-casing and dropping punctuation)
+    root_commits: bool = True  # know histories by their root commits (data/root_commits.tsv, index, instances)
+    declared_homes: bool = True  # read what a repository's own root files declare as its home
+    index: str | None = None  # content index from `midtrain decontam index` (JSON or .json.gz)
+    index_repo_fraction: float = 0.3  # share of a repository's files found in one benchmark repo: drop it whole
+    index_min_files: int = 3  # ... and at least this many files; fewer matches are cut out file by file
+    index_near: bool = True  # near-duplicate files (MinHash of their lines) count as matches too
+    index_common_repos: int = 3  # a file found in this many benchmark repos is shared boilerplate: ignored
+    require_identity: bool = False  # fail closed: drop repo/commit/pr documents whose repository is unknown
 
     def check(self) -> None:
         require(self.ngram_size >= 5, "ngram_size", "must be >= 5 (short n-grams match ordinary code)")
+        require(0 < self.index_repo_fraction <= 1, "index_repo_fraction", "must be in (0, 1]")
+        require(self.index_min_files >= 1, "index_min_files", "must be >= 1")
+        require(self.index_common_repos >= 2, "index_common_repos", "must be >= 2 (forks share their files)")
 
 
 def normalize_repo(value: Any) -> str | None:
@@ -78,6 +107,7 @@ def normalize_repo(value: Any) -> str | None:
     s = s.split("?")[0].split("#")[0].strip("/")
     if "/" not in s and "__" in s:  # SWE-bench ids: owner__name or owner__name-1234
         owner, _, rest = s.partition("__")
+        rest = re.sub(r"\.[0-9a-f]{6,40}(?:\..*)?$", "", rest)  # SWE-smith: owner__name.<commit>.<task>
         s = owner + "/" + re.sub(r"-\d+$", "", rest)
     parts = s.split("/")
     if len(parts) < 2 or not parts[0] or not parts[1]:
@@ -125,6 +155,19 @@ class BenchmarkIndex:
     aliases: dict[str, str]  # normalised old -> current
     instance_ids: set[str]
     names: set[str]  # distinctive name parts, for fork-by-name matching
+    roots: dict[str, str] = field(default_factory=dict)  # root commit sha -> benchmark repo
+    base_commits: dict[str, str] = field(default_factory=dict)  # instance base commit sha -> instance id
+
+
+def bundled_root_commits() -> dict[str, str]:
+    """{root commit sha: owner/name} from data/root_commits.tsv."""
+    out: dict[str, str] = {}
+    for line in (DATA / "root_commits.tsv").read_text().splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        sha, repo = line.split("\t")[:2]
+        out.setdefault(sha.strip().lower(), repo.strip().lower())
+    return out
 
 
 def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
@@ -146,18 +189,22 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
             if re.search(r"__.+-\d+$", item):
                 ids.add(item.lower())
             raw.add(item)
+    bases: dict[str, str] = {}
     for path in cfg.instances:
         for row in _read_jsonl(path):
             if isinstance(row.get("repo"), str):
                 raw.add(row["repo"])
             if isinstance(row.get("instance_id"), str):
                 ids.add(row["instance_id"].lower())
+            if isinstance(row.get("base_commit"), str) and re.fullmatch(r"[0-9a-fA-F]{40}", row["base_commit"]):
+                bases[row["base_commit"].lower()] = str(row.get("instance_id") or row.get("repo") or "?")
     repos = {r for r in (normalize_repo(x) for x in raw) if r}
     repos |= {normalize_repo(i) for i in ids if normalize_repo(i)}
     aliases = {k: v for k, v in aliases.items() if k and v in repos}
     names = {r.split("/")[1] for r in repos} - GENERIC_NAMES
     names = {n for n in names if len(n) >= 4}
-    return BenchmarkIndex(repos, aliases, ids, names)
+    roots = bundled_root_commits() if cfg.root_commits and cfg.use_bundled_list else {}
+    return BenchmarkIndex(repos, aliases, ids, names, roots, bases if cfg.root_commits else {})
 
 
 def _read_jsonl(path: str) -> Iterable[dict]:
@@ -189,9 +236,30 @@ def _candidates(meta: dict) -> Iterable[tuple[str, str]]:
                 yield key, v
 
 
+REPO_DERIVED = ("repo", "commit", "pr")  # sources whose documents come from one repository
+# a commit's `diff --git a/X b/X` line; a PR document's `--- PATH (status, +a -b)` file line
+_DIFF_PATH = re.compile(r"^diff --git a/(\S+) b/\S+$|^--- (\S+) \((?:added|modified|removed|renamed|changed|copied|"
+                        r"unchanged)[,)]", re.MULTILINE)
+# first folders so common across projects that a path under them says nothing about which project it is
+_GENERIC_DIRS = {"docs", "doc", "test", "tests", "testing", ".github", ".circleci", "examples", "example", "scripts",
+                 "ci", "src", "lib", "bin", "tools", "benchmarks", "bench", "build", "config", "conf", "static"}
+
+
+def _file_bodies(doc: Document) -> list[tuple[Any, str, str]]:
+    """(span, path, content) of each file of a repository document (content without its header line)."""
+    out = []
+    for span in repo_files(doc):
+        block = doc.text[span.start:span.end]
+        out.append((span, span.path, block.split("\n", 1)[1] if "\n" in block else ""))
+    return out
+
+
 class SweBenchRepoFilter(CurationStep):
-    """Layer 1. Drops ``dropped_swebench_repo``, ``dropped_swebench_instance``, ``dropped_swebench_fork_name``
-    and counts each benchmark repository hit as ``swebench_repo_<owner/name>``."""
+    """Layer 1. Drops ``dropped_swebench_repo``, ``dropped_swebench_instance``, ``dropped_swebench_fork_name``,
+    ``dropped_swebench_root_commit``, ``dropped_swebench_base_commit``, ``dropped_swebench_declared``,
+    ``dropped_swebench_content``, ``dropped_swebench_diff`` and (fail closed) ``dropped_unidentified_repo``;
+    cuts single benchmark files out of repositories (``removed_swebench_file``); counts each benchmark
+    repository hit as ``swebench_repo_<owner/name>``, and ``identity_<method>`` / ``unidentified_repo``."""
 
     name = "🧪 SWE-bench repos"
     step_name = "decontam_repo"
@@ -200,20 +268,40 @@ class SweBenchRepoFilter(CurationStep):
         super().__init__(exclusion_dir)
         self.cfg = cfg
         self._index: BenchmarkIndex | None = None
+        self._content: ContentIndex | None = None
+
+    def _idx(self) -> BenchmarkIndex:
+        if self._index is None:
+            self._index = build_index(self.cfg)
+            if self.cfg.index:
+                self._content = load_index(self.cfg.index)
+                self._index.repos |= set(self._content.repos)
+                if self.cfg.root_commits:
+                    for sha, repo in self._content.roots.items():
+                        self._index.roots.setdefault(sha, repo)
+        return self._index
+
+    def run(self, data, rank: int = 0, world_size: int = 1):  # noqa: ANN001, ANN201 - datatrove's signature
+        self._idx()  # a missing or unreadable index ends the task here, naming the file, not each document
+        yield from super().run(data, rank, world_size)
+
+    def _benchmark(self, repo: str | None) -> str | None:
+        """The benchmark repository ``repo`` (any name form) is, or None."""
+        idx = self._idx()
+        norm = normalize_repo(repo) if repo else None
+        if norm is None:
+            return None
+        norm = idx.aliases.get(norm, norm)
+        return norm if norm in idx.repos else None
 
     def match(self, meta: dict) -> tuple[str, str] | None:
         """(reason, benchmark repo) when the metadata points at a benchmark repository or instance."""
-        if self._index is None:
-            self._index = build_index(self.cfg)
-        idx = self._index
+        idx = self._idx()
         for key, value in _candidates(meta):
             if key == "instance_id" and isinstance(value, str) and value.lower() in idx.instance_ids:
                 return "swebench_instance", value
-            repo = normalize_repo(value)
-            if repo is None:
-                continue
-            repo = idx.aliases.get(repo, repo)
-            if repo in idx.repos:
+            repo = self._benchmark(value)
+            if repo:
                 return "swebench_repo", repo
         if self.cfg.match_forks_by_name:
             for key, value in _candidates(meta):
@@ -222,12 +310,135 @@ class SweBenchRepoFilter(CurationStep):
                     return "swebench_fork_name", repo
         return None
 
+    def match_history(self, meta: dict) -> tuple[str, str] | None:
+        """(reason, benchmark repo or instance) when the document's git history is a benchmark's."""
+        if not self.cfg.root_commits:
+            return None
+        idx = self._idx()
+        for sha in _strings(meta.get("root_commits")) + _strings(meta.get("commits")):
+            repo = idx.roots.get(sha.lower())
+            if repo:
+                return "swebench_root_commit", repo
+        for sha in _strings(meta.get("commits")) + _strings(meta.get("base_commit")):
+            inst = idx.base_commits.get(sha.lower())
+            if inst:
+                return "swebench_base_commit", inst
+        return None
+
+    def _declared(self, doc: Document, files: list[tuple[Any, str, str]]) -> tuple[str | None, str | None]:
+        """(benchmark repo declared as home, any repo declared as home) from the root files (a part of a
+        split repository carries them in ``metadata["root_manifests"]``)."""
+        root = {path: body for _, path, body in files if "/" not in path}
+        manifests = doc.metadata.get("root_manifests")
+        if isinstance(manifests, dict):
+            root.update({k: v for k, v in manifests.items() if isinstance(k, str) and isinstance(v, str)})
+        homes = declared_homes(root)
+        own = sorted((r for r, score in homes.items() if score >= HOME_SCORE), key=lambda r: (-homes[r], r))
+        for repo in own:
+            bench = self._benchmark(repo)
+            if bench:
+                return bench, bench
+        return None, (own[0] if own else None)
+
+    def _content_match(self, doc: Document, files: list[tuple[Any, str, str]]) -> str | None:
+        """Drop the repository (returns the benchmark repo) or cut out its benchmark files (returns None)."""
+        ci = self._content
+        assert ci is not None
+        hits: dict[str, list] = {}
+        eligible = 0
+        for span, path, body in files:
+            h = fingerprint(path, body, ci.min_chars)
+            if h is None:
+                continue
+            eligible += 1
+            repos = ci.by_hash.get(h) or (ci.near(body) if self.cfg.index_near else set())
+            if len(repos) >= self.cfg.index_common_repos:
+                continue  # a generated template many projects share (sphinx's doc/Makefile): says nothing
+            for repo in repos:
+                hits.setdefault(repo, []).append((span, path))
+        if not hits:
+            return None
+        best = max(sorted(hits), key=lambda r: len(hits[r]))
+        n = len(hits[best])
+        if n >= self.cfg.index_min_files and n / max(eligible, 1) >= self.cfg.index_repo_fraction:
+            doc.metadata["content_overlap"] = {"repo": best, "files": n, "of": eligible}
+            return best
+        cut = {span.start: (span, path, repo) for repo in sorted(hits) for span, path in hits[repo]}
+        for span, path, repo in cut.values():
+            self.exclude_part(doc, doc.text[span.start:span.end], "swebench_file", path=path, benchmark_repo=repo)
+        remove_files(doc, [span for span, _, _ in cut.values()])
+        return None
+
+    def _diff_match(self, doc: Document) -> str | None:
+        """The benchmark repo whose indexed files are the only files a commit/PR diff touches, or None."""
+        ci = self._content
+        assert ci is not None
+        paths = {m.group(1) or m.group(2) for m in _DIFF_PATH.finditer(doc.text)}
+        if not paths:
+            return None
+        common: set[str] | None = None
+        for p in paths:
+            owners = ci.by_path.get(p, set())
+            common = set(owners) if common is None else common & owners
+            if not common:
+                return None
+        distinctive = [p for p in paths if "/" in p and p.split("/", 1)[0] not in _GENERIC_DIRS
+                       and len(ci.by_path.get(p, ())) == 1]
+        return sorted(common)[0] if common and distinctive else None
+
+    def _identify(self, doc: Document, method: str, repo: str | None) -> None:
+        if doc.metadata.get("source") in REPO_DERIVED:
+            doc.metadata["identity"] = {"method": method, "repo": repo}
+            self.stat_update(f"identity_{method}")
+
+    def _hit(self, doc: Document, method: str, reason: str, repo: str) -> None:
+        self._identify(doc, method, repo)
+        self.stat_update(f"swebench_repo_{repo}")
+        raise Drop(reason, repo)
+
     def process(self, doc: Document) -> None:
-        hit = self.match(doc.metadata)
+        meta = doc.metadata
+        hit = self.match(meta)
         if hit:
-            reason, repo = hit
-            self.stat_update(f"swebench_repo_{repo}")
-            raise Drop(reason, repo)
+            self._hit(doc, "remote", *hit)
+        hit = self.match_history(meta)
+        if hit:
+            self._hit(doc, "root_commit", *hit)
+        source = meta.get("source")
+        files = _file_bodies(doc) if source == "repo" else []
+        declared_any = None
+        if files and self.cfg.declared_homes:
+            bench, declared_any = self._declared(doc, files)
+            if bench:
+                self._hit(doc, "declared", "swebench_declared", bench)
+        self._idx()
+        if self._content is not None:
+            if files:
+                repo = self._content_match(doc, files)
+                if repo:
+                    self._hit(doc, "content", "swebench_content", repo)
+            elif source in ("commit", "pr"):
+                repo = self._diff_match(doc)
+                if repo:
+                    self._hit(doc, "content", "swebench_diff", repo)
+        if source not in REPO_DERIVED:
+            return
+        named = next((normalize_repo(v) for _, v in _candidates(meta) if normalize_repo(v)), None)
+        if named:
+            self._identify(doc, "remote", named)
+        elif declared_any:
+            self._identify(doc, "declared", declared_any)
+        else:
+            self._identify(doc, "none", None)
+            self.stat_update("unidentified_repo")
+            if self.cfg.require_identity:
+                raise Drop("unidentified_repo", "no remote, no declared home (decontam.require_identity=true)")
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def _added_lines(patch: str) -> str:

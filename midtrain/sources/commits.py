@@ -28,7 +28,8 @@ from datatrove.data import Document
 from midtrain.config import require
 from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, expand_inputs, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
-from midtrain.sources.git import CommitRecord, GitError, head_commit, is_git_repo, iter_commits, remote_name
+from midtrain.sources.git import CommitRecord, GitError, head_commit, is_git_repo, iter_commits, remote_name, \
+    root_commits
 from midtrain.sources.licenses import detect_spdx, is_license_file
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
@@ -203,14 +204,15 @@ class CommitReader(SourceReader):
             license_id = self._license(repo)
             repo_name = remote_name(repo)
             display = repo_name or repo.name.removesuffix(".git")
+            roots = root_commits(repo)  # the history's identity under any name: decontamination matches it
             commits = iter_commits(repo, max_count=self.cfg.max_commits or None,
                                    max_commit_bytes=self.cfg.max_input_bytes)
-            yield from self._runs(commits, display, repo_name, license_id)
+            yield from self._runs(commits, display, repo_name, license_id, roots)
         except GitError as e:
             self.error("bad_git_repository", unit, str(e), origin)
 
     def _runs(self, commits: Iterable[CommitRecord], display: str, repo_name: str | None,
-              license_id: str | None) -> Iterator[Document]:
+              license_id: str | None, roots: list[str] | None = None) -> Iterator[Document]:
         """Consecutive commits of one repository -> documents of at most max_doc_bytes each (git and tables)."""
         group: list[tuple[str, CommitRecord]] = []
         size = 0
@@ -223,15 +225,15 @@ class CommitReader(SourceReader):
                 continue
             n = len(text.encode())
             if group and size + n > self.cfg.max_doc_bytes:
-                yield self._document(group, display, repo_name, license_id, removed)
+                yield self._document(group, display, repo_name, license_id, removed, roots)
                 group, size, removed = [], 0, []
             group.append((text, c))
             size += n
         if group:
-            yield self._document(group, display, repo_name, license_id, removed)
+            yield self._document(group, display, repo_name, license_id, removed, roots)
 
     def _document(self, group: list[tuple[str, CommitRecord]], display: str, repo_name: str | None,
-                  license_id: str | None, removed: list[tuple[str, str]]) -> Document:
+                  license_id: str | None, removed: list[tuple[str, str]], roots: list[str] | None = None) -> Document:
         first, last = group[0][1], group[-1][1]
         doc_id = f"commit:{display}@{first.sha[:12]}..{last.sha[:12]}"
         bots = [(t, c) for t, c in group if is_bot(c.author_name, c.author_email)]
@@ -241,7 +243,7 @@ class CommitReader(SourceReader):
                              last_timestamp=last.timestamp, bot_commits=len(bots),
                              bot_bytes=sum(len(t.encode()) for t, _ in bots),
                              removed_files=[{"path": p, "reason": r} for p, r in removed[:cap]],
-                             removed_files_total=len(removed))
+                             removed_files_total=len(removed), root_commits=roots or [])
 
 
 def _split_ident(text: str) -> tuple[str, str]:

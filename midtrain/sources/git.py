@@ -41,6 +41,14 @@ def head_commit(repo: Path) -> str:
         raise GitError(f"no readable HEAD commit in {repo} (empty or corrupt repository): {e}") from None
 
 
+def root_commits(repo: Path) -> list[str]:
+    """Shas of the commits without parents in HEAD's history: a history's identity under any name or remote."""
+    try:
+        return sorted(_git(repo, "rev-list", "--max-parents=0", "HEAD").decode().split())
+    except GitError:
+        return []
+
+
 def remote_name(repo: Path) -> str | None:
     """owner/name from the origin remote URL (GitHub, GitLab, ... forms), or None."""
     try:
@@ -68,7 +76,7 @@ def list_tree(repo: Path, rev: str = "HEAD") -> list[TreeEntry]:
         meta, path = rec.split(b"\t", 1)
         mode, _kind, sha, size = meta.decode().split()
         entries.append(TreeEntry(path.decode("utf-8", "surrogateescape"), mode, sha,
-                                 int(size) if size != "-" else -1))
+                                 int(size) if size.isdigit() else -1))  # "-": submodule, "BAD": missing
     return sorted(entries, key=lambda e: e.path)
 
 

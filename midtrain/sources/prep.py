@@ -136,7 +136,7 @@ def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
     # datatrove stat names: readers count error/<r>, dropped/<r>, skip/<r>; filters count "dropped" (the total)
     # and dropped_<r>, removed_<r> (parts cut out), changed_<r> / redacted_<r> (text rewritten)
     kinds = {"drops": ("error/", "dropped/", "dropped_"), "skips": ("skip/", "removed_"),
-             "changes": ("changed_", "redacted_")}
+             "changes": ("changed_", "redacted_"), "identity": ("identity_", "unidentified_repo")}
     found: dict[str, dict[str, int]] = {k: {} for k in kinds}
     for name, steps in stages.items():
         for step in steps:
@@ -171,6 +171,9 @@ def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
         "drops_total": sum(drops.values()),
         "skips": dict(sorted(skips.items())),
         "changes": dict(sorted(found["changes"].items())),
+        # how each repository-derived document's repository was identified (decontamination step)
+        "identity": dict(sorted(found["identity"].items())),
+        "unidentified_repo": sum(v for k, v in found["identity"].items() if k.endswith("/unidentified_repo")),
         "errors": errors,
         "inputs": per_input,
         "unreadable_inputs": unreadable,

@@ -21,7 +21,7 @@ from datatrove.data import Document
 from midtrain.config import require
 from midtrain.sources.common import ReaderConfig, SourceReader, decode_utf8, expand_inputs, looks_binary, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
-from midtrain.sources.git import GitError, head_commit, is_git_repo, list_tree, read_blobs, remote_name
+from midtrain.sources.git import GitError, head_commit, is_git_repo, list_tree, read_blobs, remote_name, root_commits
 from midtrain.sources.licenses import detect_spdx, is_license_file
 from midtrain.sources.ordering import dependency_order
 
@@ -57,6 +57,24 @@ class ReposConfig(ReaderConfig):
         super().check()
         require(self.max_file_bytes > 0, "max_file_bytes", "must be positive")
         require("{path}" in self.file_header, "file_header", "must contain {path}")
+
+
+# root files in which a project states its home (packaging metadata, README badges)
+MANIFEST_NAMES = ("pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod", "pom.xml",
+                  "composer.json")
+
+
+def root_manifests(files: dict[str, str], max_chars: int = 20_000) -> dict[str, str]:
+    """The repository's root manifests and README head ({path: text}, each cut at max_chars)."""
+    out = {}
+    for path, text in files.items():
+        if "/" in path:
+            continue
+        if path in MANIFEST_NAMES or path.endswith(".gemspec"):
+            out[path] = text[:max_chars]
+        elif path.lower().split(".")[0] == "readme":
+            out[path] = "\n".join(text.splitlines()[:30])  # the README head identity reads (README_LINES)
+    return dict(sorted(out.items()))
 
 
 def is_doc_path(path: str) -> bool:
@@ -221,6 +239,7 @@ class RepoReader(SourceReader):
             return
         commit = None
         repo_name = None
+        roots: list[str] = []
         if is_git_repo(root):
             try:
                 files, commit = self._files_git(root)
@@ -228,14 +247,16 @@ class RepoReader(SourceReader):
                 self.error("bad_git_repository", unit, str(e), origin)
                 return
             repo_name = remote_name(root)
+            roots = root_commits(root)
         else:
             files = self._files_dir(root)
         if not files:
             self.error("no_usable_files", unit, "every file was skipped or the repository is empty", origin)
             return
-        yield from self._render(root, files, repo_name, commit)
+        yield from self._render(root, files, repo_name, commit, roots)
 
-    def _render(self, root: Path, files: dict[str, str], repo_name: str | None, commit: str | None) -> Iterator[Document]:
+    def _render(self, root: Path, files: dict[str, str], repo_name: str | None, commit: str | None,
+                roots: list[str] | None = None) -> Iterator[Document]:
         license_id = None
         for path in sorted(p for p in files if "/" not in p and is_license_file(p)):
             license_id = detect_spdx(files[path])
@@ -255,6 +276,8 @@ class RepoReader(SourceReader):
         header = self.cfg.repo_header.format(repo=display)
         meta = dict(languages=[k for k, _ in sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))],
                     language_bytes=dict(sorted(languages.items())), commit=commit)
+        if roots:  # the history's root commits: decontamination knows a renamed mirror by them
+            meta["root_commits"] = roots
         # split at file boundaries when the repository is larger than max_doc_bytes
         parts: list[list[str]] = [[]]
         size = len(header)
@@ -265,6 +288,8 @@ class RepoReader(SourceReader):
                 size = len(header)
             parts[-1].append(path)
             size += piece
+        if len(parts) > 1:  # every part carries what the root files declare (decontamination reads it)
+            meta["root_manifests"] = root_manifests(files)
         for i, paths in enumerate(parts):
             chunks = [header]
             offsets = []

@@ -1,0 +1,1 @@
+from benchlib.core import Table
