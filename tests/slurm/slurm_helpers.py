@@ -1,4 +1,9 @@
-"""Helpers for the Slurm tests: wait for jobs, release requeued jobs, a site config for the test cluster."""
+"""Helpers for the Slurm tests: wait for jobs, a site config for the test cluster.
+
+Waits are deadlines on a state, never fixed sleeps: they are sized for a slow machine shared with other
+CPU-heavy work (a job that finishes in 20 s alone can take minutes there) and return as soon as the state is
+reached, so a generous deadline costs nothing when the machine is fast.
+"""
 
 from __future__ import annotations
 
@@ -33,9 +38,13 @@ def wait_job(job_id: str, timeout: float, poll: float = 1.0) -> dict[str, str]:
     pytest.fail(f"job {job_id} not finished after {timeout:.0f}s: {info.get('JobState')} ({info.get('Reason')})")
 
 
-def release_requeued(job_id: str) -> None:
-    """Slurm holds a requeued batch job for ~2 minutes (BeginTime); start it now to keep the test short."""
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True, text=True)
+def wait_for(done, timeout: float, what: str, poll: float = 1.0) -> None:
+    """Poll ``done()`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+    t0 = time.time()
+    while not done():
+        if time.time() - t0 > timeout:
+            pytest.fail(f"{what}: not reached after {timeout:.0f}s")
+        time.sleep(poll)
 
 
 def cluster_site(tmp_path: Path, **train: object) -> Path:
