@@ -2,6 +2,8 @@
 
 Each stage's command lives next to its code as a module with ``add_arguments(parser)`` and
 ``run(args) -> int``; this file only wires them up, so a stage is added without touching the others.
+Every parser is a :class:`midtrain.cli_parser.OverrideParser`: a command that declares a positional
+``overrides`` takes ``key=value`` words anywhere on its command line (see that module).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
+from midtrain.cli_parser import OverrideParser
 from midtrain.config import ConfigError
 
 
@@ -125,7 +128,7 @@ def _not_built(cmd: Command) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OverrideParser(
         prog="midtrain",
         description="Midtraining stack: prep -> pack -> train -> sft probe -> eval -> report.",
         epilog="Run `midtrain COMMAND --help` for each command's arguments and an example.\n"

@@ -16,7 +16,6 @@ import json
 import subprocess
 import sys
 
-from midtrain.eval.cli_args import accept_trailing_overrides
 
 EPILOG = """examples:
   midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards \\
@@ -34,7 +33,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", action="store_true", help="swebench: execute the generated run.sh here")
     p.add_argument("--collect", action="store_true", help="swebench: only collect the graders' reports")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="eval config overrides")
-    accept_trailing_overrides(p)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
 
 log = logging.getLogger(__name__)
 
@@ -27,9 +26,6 @@ EPILOG = """examples:
       --executor slurm --site-config site.yaml --dry-run      # print the sbatch scripts
   midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B   # local HF dir
 """
-
-_OVERRIDE = re.compile(r"^[A-Za-z_][\w.]*=")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", nargs="+", required=True, metavar="PREP_DIR", help="`midtrain prep` output directories")
@@ -49,9 +45,6 @@ def build_config(args: argparse.Namespace):
     from midtrain.pack.mixture import MixtureConfig
     from midtrain.pack.pack_step import PackConfig
 
-    # `--input a b key=value` hands the overrides to --input; take them back.
-    overrides = [i for i in args.input if _OVERRIDE.match(i)] + list(args.overrides)
-    args.input = [i for i in args.input if not _OVERRIDE.match(i)]
     cfg = PackConfig()
     if args.mixture:
         from recipes import get_recipe
@@ -67,7 +60,7 @@ def build_config(args: argparse.Namespace):
         cfg.tokenizer = args.tokenizer
     if args.executor is not None:
         cfg.executor = args.executor
-    return cfg.apply_overrides(overrides).validate()
+    return cfg.apply_overrides(args.overrides).validate()
 
 
 def run(args: argparse.Namespace) -> int:

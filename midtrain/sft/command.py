@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from midtrain.eval.cli_args import accept_trailing_overrides
 
 EPILOG = """examples:
   midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained
@@ -26,7 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="start", required=True, help="checkpoint: midtrain run/checkpoint dir or HF dir")
     p.add_argument("--output", required=True, help="probe output directory")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="SFTConfig overrides (e.g. data_dir=...)")
-    accept_trailing_overrides(p)
 
 
 def run(args: argparse.Namespace) -> int:
