@@ -22,7 +22,7 @@ EPILOG = """examples:
       retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]
   midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench \\
       benchmarks=[verified] instance_slice=0:50 max_steps=100
-  midtrain eval swebench --collect runs/p/midtrained/swebench
+  midtrain eval swebench --collect --output runs/p/midtrained/swebench
 """
 
 
