@@ -45,7 +45,7 @@ PLAN: dict[str, str] = {
     "midtrain prep traces --input runs/ --output out/prep/traces traces.only_resolved=true "
     "traces.resolved_report=runs/report.json": RUN,
     "midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 "
-    "--site-config site.yaml --dry-run": RUN,
+    "--site site.yaml --dry-run": RUN,
     "midtrain prep repos redact.enabled=false dedup.max_repo_duplicate_fraction=0.8 --input ~/src "
     "--output out/prep/repos": RUN,
     "midtrain prep pulls decontam.repo_list=/abs/bench_repos.txt decontam.instances='[/abs/verified.jsonl]' "
@@ -53,7 +53,7 @@ PLAN: dict[str, str] = {
     "midtrain pack --input out/prep/repos out/prep/pulls out/prep/traces --output out/shards --seq-length 262144": RUN,
     "midtrain pack --input out/prep/* --output out/shards --mixture swe_midtrain pad_multiple=16 seed=1": RUN,
     "midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=512 --executor slurm "
-    "--site-config site.yaml": SUBMIT,
+    "--site site.yaml": SUBMIT,
     "midtrain inspect out/shards": RUN,
     "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
     "midtrain train demo_tiny optim.train_steps=20 run_dir=runs/try": RUN,
@@ -77,17 +77,17 @@ PLAN: dict[str, str] = {
     "midtrain submit train qwen3_8b_256k_h200 --site mysite.yaml --nodes 32 --time 2-00:00:00": SUBMIT,
     "midtrain submit protocol protocol_demo --site mysite.yaml": SUBMIT,
     "midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 "
-    "--site-config mysite.yaml": SUBMIT,
+    "--site mysite.yaml": SUBMIT,
     "midtrain prep repos --input ~/src/myrepo ~/mirrors/other.git --output out/prep/repos": RUN,
     "midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000": RUN,
     "midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true": RUN,
     "midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 "
-    "--site-config site.yaml --partition cpu --time 02:00:00 --dry-run": RUN,
+    "--site site.yaml --partition cpu --time 02:00:00 --dry-run": RUN,
     "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144": RUN,
     "midtrain pack --input out/prep/* --output out/shards --seq-length 2048 --mixture swe_midtrain "
     "pad_multiple=16 valid_fraction=0.01 mixture.total_tokens=500000000000": RUN,
     "midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=256 --executor slurm "
-    "--site-config site.yaml --dry-run": RUN,
+    "--site site.yaml --dry-run": RUN,
     "midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B": RUN,
     "midtrain inspect out/shards --json": RUN,
     "midtrain inspect out/shards --sample 0 5": RUN,
@@ -200,7 +200,14 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.Table.from_pylist(rows), ws / "prs.parquet")
+    table = []  # the sample rows that share one Arrow schema (the samples vary it on purpose)
+    for row in rows:
+        try:
+            pa.Table.from_pylist(table + [row])
+            table.append(row)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
+    pq.write_table(pa.Table.from_pylist(table), ws / "prs.parquet")
     for name in ("site.yaml", "mysite.yaml"):
         shutil.copy(REPO / "slurm" / "site.example.yaml", ws / name)
     (ws / "slurm").mkdir()

@@ -136,7 +136,7 @@ def test_slurm_executor_wiring_dry_run(tmp_path, capsys):
     site.write_text("prep:\n  partition: cpu-small\n  time: '02:00:00'\n  cpus_per_task: 2\n  mem_per_cpu_gb: 3\n"
                     "  tasks: 8\n")
     out = tmp_path / "o"
-    assert prep("pulls", "--input", PULLS, "--output", out, "--executor", "slurm", "--site-config", site,
+    assert prep("pulls", "--input", PULLS, "--output", out, "--executor", "slurm", "--site", site,
                 "--time", "00:30:00", "--dry-run") == 0
     text = capsys.readouterr().out
     stages = text.split("# ---- stage ")[1:]

@@ -6,7 +6,7 @@
             Verified / Multilingual / Pro, the graders) under OUTPUT; --run executes it here (GPUs + Docker),
             --collect reads finished graders' reports into OUTPUT/swebench_results.json.
 
-Trailing key=value overrides set the eval's config (ProxyConfig or SweBenchConfig fields).
+key=value overrides (anywhere on the line) set the eval's config (ProxyConfig or SweBenchConfig fields).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ cached under DIR/tokenized/ per tokenizer), then packs best-fit-decreasing into 
 --seq-length tokens, splitting only documents longer than that, at file boundaries of packed repositories
 or else at line ends. Writes Megatron indexed shards (.bin/.idx; one index document per packed sequence,
 its sequences the document pieces) per pack task and split, and manifest.json with everything needed to
-reproduce and audit them (`midtrain inspect DIR`). Trailing key=value overrides set PackConfig fields:
+reproduce and audit them (`midtrain inspect DIR`). key=value overrides (anywhere on the line) set PackConfig fields:
 pad_multiple, seed, valid_fraction, tasks, tokenize_tasks, workers, mixture.* ...
 With --executor slurm every stage is a datatrove job array (resources, venv or container and account from
 the site config's `prep:` section), chained afterok; the tokenizer file must be on a shared filesystem.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +24,7 @@ EPILOG = """examples:
   midtrain pack --input out/prep/* --output out/shards --seq-length 2048 --mixture swe_midtrain \\
       pad_multiple=16 valid_fraction=0.01 mixture.total_tokens=500000000000
   midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=256 \\
-      --executor slurm --site-config site.yaml --dry-run      # print the sbatch scripts
+      --executor slurm --site site.yaml --dry-run      # print the sbatch scripts
   midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B   # local HF dir
 """
 
@@ -36,7 +37,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mixture", metavar="NAME", help="named mixture recipe (`midtrain recipes --kind mixture`)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="PackConfig overrides")
     p.add_argument("--executor", choices=["local", "slurm"], help="where the stages run (default local)")
-    p.add_argument("--site-config", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
+    p.add_argument("--site", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
+    p.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     p.add_argument("--dry-run", action="store_true", help="print what each stage would submit, run nothing")
 
 
@@ -69,17 +71,17 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = build_config(args)
     if not args.input:
-        print("midtrain pack: no --input directories given")
+        print("midtrain pack: no --input directories given", file=sys.stderr)
         return 2
     site = None
     if cfg.executor == "slurm":
         from midtrain.launch.site import load_site
 
-        site = load_site(args.site_config)
+        site = load_site(args.site)
     try:
         manifest = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run)
     except (FileNotFoundError, FileExistsError) as e:
-        print(f"midtrain pack: {e}")
+        print(f"midtrain pack: {e}", file=sys.stderr)
         return 1
     if args.dry_run:
         for name, script in manifest.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 EPILOG = """examples:
   midtrain inspect out/shards                      # summary table
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = summarize(args.shard_dir)
     except FileNotFoundError as e:
-        print(f"midtrain inspect: {e}")
+        print(f"midtrain inspect: {e}", file=sys.stderr)
         return 1
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
     if args.png:
@@ -46,6 +47,6 @@ def run(args: argparse.Namespace) -> int:
             try:
                 print("\n" + decode_sample(args.shard_dir, i, args.split, tok, args.max_chars))
             except IndexError as e:
-                print(f"midtrain inspect: {e}")
+                print(f"midtrain inspect: {e}", file=sys.stderr)
                 return 1
     return 0

@@ -150,10 +150,10 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
 
         site = load_site()
     out = Path(out_dir)
+    inputs = [str(Path(i)) for i in inputs]
+    prints = {i: fingerprint(i) for i in inputs}  # a missing input fails here, before the tokenizer is built
     tok = resolve_tokenizer(cfg)
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
-    inputs = [str(Path(i)) for i in inputs]
-    prints = {i: fingerprint(i) for i in inputs}
     cache_dirs = [str(tokenize_cache(i, key)) for i in inputs]
     run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in inputs]]).encode()).hexdigest()[:16]
 

@@ -14,7 +14,7 @@ SOURCE is one of repos, commits, pulls, buildlogs, traces (or its pipeline file,
 
 Output: DIR/documents/*.jsonl.gz (datatrove Documents), DIR/stats.json (documents and bytes in/out, every
 drop by reason, errors with where they happened), DIR/logs/ (datatrove logs; relaunching the same command
-resumes from the completed tasks). Trailing key=value overrides set `<source>.field` (the reader's config)
+resumes from the completed tasks). key=value overrides (anywhere on the line) set `<source>.field` (the reader's config)
 or any curation field (e.g. redact.enabled=false).
 """
 
@@ -34,7 +34,7 @@ EPILOG = """examples:
   midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000
   midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true
   midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 \\
-      --site-config site.yaml --partition cpu --time 02:00:00 --dry-run   # print the sbatch scripts
+      --site site.yaml --partition cpu --time 02:00:00 --dry-run   # print the sbatch scripts
 """
 
 
@@ -50,8 +50,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, help="tasks run at once; default 1 (slurm: prep.workers)")
     p.add_argument("--overwrite", action="store_true", help="delete DIR first instead of resuming")
     s = p.add_argument_group("slurm (--executor slurm; resources from the site config's `prep:` section)")
-    s.add_argument("--site-config", metavar="YAML", help="site config (see slurm/site.example.yaml); default "
+    s.add_argument("--site", metavar="YAML", help="site config (see slurm/site.example.yaml); default "
                    "$MIDTRAIN_SITE, else defaults")
+    s.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     s.add_argument("--partition", help="overrides prep.partition")
     s.add_argument("--time", help="overrides prep.time (per task), e.g. 04:00:00")
     s.add_argument("--cpus-per-task", type=int, help="overrides prep.cpus_per_task")
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
         flags = {"partition": args.partition, "time": args.time, "cpus_per_task": args.cpus_per_task,
                  "mem_per_cpu_gb": args.mem_per_cpu_gb}
-        site = load_site(args.site_config, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
+        site = load_site(args.site, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
     tasks = args.tasks or (site.prep.tasks if site else 1)
     workers = args.workers or (site.prep.workers if site else 1)
     if tasks < 1 or workers == 0 or workers < -1:
