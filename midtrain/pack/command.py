@@ -40,29 +40,36 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--site", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
     p.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     p.add_argument("--dry-run", action="store_true", help="print what each stage would submit, run nothing")
+    p.add_argument("--print-config", action="store_true", help="print the resolved pack config (YAML) and exit")
 
 
-def build_config(args: argparse.Namespace):
+def pack_config(overrides: list[str], mixture: str | None = None, seq_length: int | None = None,
+                tokenizer: str | None = None, executor: str | None = None):
+    """The resolved PackConfig (mixture included): a named mixture recipe, the flags, then overrides."""
     from midtrain.config import ConfigError
     from midtrain.pack.mixture import MixtureConfig
     from midtrain.pack.pack_step import PackConfig
 
     cfg = PackConfig()
-    if args.mixture:
+    if mixture:
         from recipes import get_recipe
 
-        r = get_recipe(args.mixture)
+        r = get_recipe(mixture)
         mix = r.build()
         if not isinstance(mix, MixtureConfig):
-            raise ConfigError(f"mixture: recipe '{args.mixture}' is a {r.kind} recipe, not a mixture")
+            raise ConfigError(f"mixture: recipe '{mixture}' is a {r.kind} recipe, not a mixture")
         cfg.mixture = mix
-    if args.seq_length is not None:
-        cfg.seq_length = args.seq_length
-    if args.tokenizer is not None:
-        cfg.tokenizer = args.tokenizer
-    if args.executor is not None:
-        cfg.executor = args.executor
-    return cfg.apply_overrides(args.overrides).validate()
+    if seq_length is not None:
+        cfg.seq_length = seq_length
+    if tokenizer is not None:
+        cfg.tokenizer = tokenizer
+    if executor is not None:
+        cfg.executor = executor
+    return cfg.apply_overrides(overrides).validate()
+
+
+def build_config(args: argparse.Namespace):
+    return pack_config(args.overrides, args.mixture, args.seq_length, args.tokenizer, args.executor)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
     from midtrain.pack.pipeline import pack
 
     cfg = build_config(args)
+    if args.print_config:
+        print(cfg.to_yaml(), end="")
+        return 0
     if not args.input:
         print("midtrain pack: no --input directories given", file=sys.stderr)
         return 2

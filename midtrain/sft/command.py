@@ -25,6 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="start", required=True, help="checkpoint: midtrain run/checkpoint dir or HF dir")
     p.add_argument("--output", required=True, help="probe output directory")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="SFTConfig overrides (e.g. data_dir=...)")
+    p.add_argument("--print-config", action="store_true", help="print the resolved probe config (YAML) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,5 +39,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"midtrain sft: recipe '{args.recipe}' is a {r.kind} recipe, not an SFT probe "
               "(`midtrain recipes --kind sft`)", file=sys.stderr)
         return 2
+    if args.print_config:
+        print(cfg.validate().to_yaml(), end="")
+        return 0
     result = run_probe(cfg.validate(), args.start, args.output, recipe=args.recipe)
     return int(result["exit_code"])

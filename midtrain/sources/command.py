@@ -58,11 +58,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     s.add_argument("--cpus-per-task", type=int, help="overrides prep.cpus_per_task")
     s.add_argument("--mem-per-cpu-gb", type=int, help="overrides prep.mem_per_cpu_gb")
     s.add_argument("--dry-run", action="store_true", help="print the sbatch scripts instead of submitting")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved reader and curation config (YAML) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.sources.prep import build_run, check_inputs, sbatch_scripts
+    from midtrain.sources.prep import build_run, check_inputs, config_yaml, sbatch_scripts
 
+    if args.print_config:
+        print(config_yaml(args.source, args.overrides), end="")
+        return 0
     site = None
     if args.executor == "slurm":
         from midtrain.launch.site import load_site
