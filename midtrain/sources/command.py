@@ -113,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
               f"(see {prep_run.output / 'stats.json'} errors)", file=sys.stderr)
         return 1
     if stats["documents_out"] == 0:
-        print("midtrain prep: no documents were produced", file=sys.stderr)
-        return 1
+        # Not a failure: the inputs were read and curation did its job (e.g. every repository was a SWE-bench
+        # one). Exit 0 so a Slurm chain or script carries on; `midtrain pack` skips such a directory.
+        reasons = ", ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in stats["drops"].items()) or "none counted"
+        print(f"midtrain prep: warning: curation dropped every document of {prep_run.source} (drop reasons: "
+              f"{reasons}); {prep_run.output} holds no documents", file=sys.stderr)
     log.debug(json.dumps(stats["settings"]))
     return 0
