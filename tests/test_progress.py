@@ -47,3 +47,4 @@ def test_tensorboard_off_is_said_and_durations_read_well(tmp_path, caplog):
         RunLogger(tmp_path, tiny_config(), enabled=True).close()
     assert "TensorBoard off" in caplog.records[0].getMessage()
     assert _duration(59.6) == "0:01:00" and _duration(3 * 86400 + 3723) == "3d 1:02:03"
+

@@ -47,7 +47,7 @@ class RunLogger:
                 import wandb
 
                 self._wandb = wandb.init(project=cfg.log.wandb_project, name=cfg.name, config=cfg.to_dict(),
-                                         dir=str(run_dir), resume="allow", id=cfg.name)
+                                         dir=str(run_dir), resume="allow", id=wandb_run_id(cfg.name, run_dir))
             except Exception as e:  # noqa: BLE001 - W&B is optional
                 log.warning("W&B disabled: %s", e)
 
@@ -105,6 +105,16 @@ class RunLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def wandb_run_id(name: str, run_dir: Path) -> str:
+    """The W&B run id of a run directory: a restart of the same directory resumes its W&B run, while two
+    directories trained from the same recipe (same name) get two runs."""
+    import hashlib
+
+    digest = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:50]
+    return f"{safe}-{digest}"
 
 
 def _duration(seconds: float) -> str:
