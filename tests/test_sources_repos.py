@@ -168,7 +168,7 @@ def test_ordering_is_stable_and_breaks_cycles():
 @pytest.mark.parametrize("text,spdx", [
     (MIT, "MIT"),
     ("Apache License\nVersion 2.0, January 2004\nhttp://www.apache.org/licenses/", "Apache-2.0"),
-    ("GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007", "GPL-3.0"),
+    ("GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007", "GPL-3.0-only"),
     ("Redistribution and use in source and binary forms, with or without modification... Neither the name of",
      "BSD-3-Clause"),
     ("Redistribution and use in source and binary forms, with or without modification", "BSD-2-Clause"),
@@ -177,6 +177,17 @@ def test_ordering_is_stable_and_breaks_cycles():
 ])
 def test_license_detection(text, spdx):
     assert detect_spdx(text) == spdx
+
+
+def test_license_detection_emits_only_current_spdx_ids():
+    from license_expression import get_spdx_licensing
+
+    from midtrain.sources.licenses import _RULES
+
+    licensing = get_spdx_licensing()
+    for spdx, _ in _RULES:
+        info = licensing.validate(spdx)
+        assert not info.errors and info.normalized_expression == spdx, (spdx, info.normalized_expression)
 
 
 def test_input_list_file_expands_to_repositories(pkg_repo, tmp_path):
