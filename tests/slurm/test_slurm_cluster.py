@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_helpers import cluster_site, job_state, wait_for, wait_job
+from slurm_helpers import QUEUE_TIMEOUT_S, cluster_site, job_state, wait_for, wait_job
 
 from midtrain.launch.prep import slurm_executor
 from midtrain.launch.protocol_job import build_chains, submit_jobs
@@ -88,7 +88,7 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
     assert "#SBATCH --array=0-1" in script and "#SBATCH --mem-per-cpu=1G" in script
     assert "source " in script and "/bin/activate" in script
     array = str(ex.job_id)
-    _wait_queue_empty([array], timeout=600)
+    _wait_queue_empty([array], timeout=QUEUE_TIMEOUT_S + 600)  # queued behind other jobs, then run
     # datatrove's stats-merge job runs after the array
     wait_for((logs / "stats.json").exists, 300, "datatrove's stats merge after the array")
     assert sorted(p.name for p in (logs / "completions").iterdir()) == ["00000", "00001"]
@@ -110,7 +110,7 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
     third.run()
     assert third.job_id not in (None, -1)
     assert json.loads((logs / "ranks_to_run.json").read_text()) == [1]
-    _wait_queue_empty([str(third.job_id)], timeout=600)
+    _wait_queue_empty([str(third.job_id)], timeout=QUEUE_TIMEOUT_S + 600)
     wait_for((logs / "completions" / "00001").exists, 300, "the resubmitted task's completion marker")
     assert (logs / "completions" / "00001").exists() and (docs / "00001.jsonl.gz").exists()
     info = job_state(str(third.job_id))
@@ -133,7 +133,7 @@ def test_midtrain_prep_executor_slurm_writes_documents_and_relaunch_resumes(slur
     r = _prep(out)
     assert r.returncode == 0, r.stderr[-3000:]
     stats_path = out / "stats.json"
-    wait_for(lambda: stats_path.exists() and json.loads(stats_path.read_text()).get("complete"), 900,
+    wait_for(lambda: stats_path.exists() and json.loads(stats_path.read_text()).get("complete"), QUEUE_TIMEOUT_S + 900,
              f"prep on Slurm finished (stats.json complete) in {out}")
     stats = json.loads(stats_path.read_text())
     docs = []
