@@ -34,7 +34,7 @@ PLAN: dict[str, str] = {
     "midtrain demo --workdir .demo": RUN,
     "midtrain prep repos --input ~/src/proj --output out/prep/repos": RUN,
     "midtrain pack --input out/prep/* --output out/shards --seq-length 2048": RUN,
-    "midtrain train demo_tiny data.path=out/shards": RUN,
+    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine": RUN,
     "midtrain submit protocol protocol_demo --dry-run": RUN,
     "midtrain report base=runs/p/base midtrained=runs/p/mid --output report/": RUN,
     "midtrain recipes": RUN,
@@ -80,7 +80,8 @@ PLAN: dict[str, str] = {
     "--site mysite.yaml": SUBMIT,
     "midtrain prep repos --input ~/src/myrepo ~/mirrors/other.git --output out/prep/repos": RUN,
     "midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000": RUN,
-    "midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true": RUN,
+    "midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true "
+    "traces.resolved_report=runs/report.json": RUN,
     "midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 "
     "--site site.yaml --partition cpu --time 02:00:00 --dry-run": RUN,
     "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144": RUN,
@@ -90,7 +91,7 @@ PLAN: dict[str, str] = {
     "--site site.yaml --dry-run": RUN,
     "midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B": RUN,
     "midtrain inspect out/shards --json": RUN,
-    "midtrain inspect out/shards --sample 0 5": RUN,
+    "midtrain inspect out/shards --sample 0 1": RUN,
     "midtrain inspect out/shards --png lengths.png": RUN,
     "torchrun --nproc-per-node 8 -m midtrain.cli train qwen3_8b_256k_h200 precision.fp8=hybrid": GPU,
     "midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained": RUN,
@@ -225,9 +226,9 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     (ws / "lustre" / "prep").mkdir(parents=True)
     for source in ("repos", "pulls", "traces"):
         (ws / "lustre" / "prep" / source).symlink_to(ws / "out" / "prep" / source)
-    (runs / "p").mkdir()
+    (runs / "p" / "midtrained").mkdir(parents=True)
     links = {"runs/base": ".demo/runs/demo_tiny", "runs/p/base": ".demo/runs/protocol/base",
-             "runs/p/mid": ".demo/runs/protocol/midtrained", "runs/p/midtrained": "runs/probe/mid",
+             "runs/p/mid": ".demo/runs/protocol/midtrained", "runs/p/midtrained/sft": "runs/probe/mid",
              "runs/qwen3_8b_256k_h200": "ckpt/qwen3-8b", "runs/qwen3_1p7b_256k_h200": "ckpt/qwen3-1.7b"}
     for link, target in links.items():
         (ws / link).symlink_to(ws / target)

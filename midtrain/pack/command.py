@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         site = load_site(args.site)
     try:
         manifest = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run)
-    except (FileNotFoundError, FileExistsError) as e:
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"midtrain pack: {e}", file=sys.stderr)
         return 1
     if args.dry_run:

@@ -13,7 +13,7 @@ import sys
 EPILOG = """examples:
   midtrain inspect out/shards                      # summary table
   midtrain inspect out/shards --json               # the same as JSON (seq_length, sequences, tokens, fill, sources, ...)
-  midtrain inspect out/shards --sample 0 5         # decode packed sequences 0 and 5, boundaries marked
+  midtrain inspect out/shards --sample 0 1         # decode packed sequences 0 and 1, boundaries marked
   midtrain inspect out/shards --png lengths.png    # piece-length histogram per source
 """
 

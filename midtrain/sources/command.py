@@ -32,7 +32,8 @@ log = logging.getLogger("midtrain.prep")
 EPILOG = """examples:
   midtrain prep repos --input ~/src/myrepo ~/mirrors/other.git --output out/prep/repos
   midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000
-  midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true
+  midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true \\
+      traces.resolved_report=runs/report.json    # the harness's verdicts
   midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 \\
       --site site.yaml --partition cpu --time 02:00:00 --dry-run   # print the sbatch scripts
 """
