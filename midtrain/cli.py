@@ -2,6 +2,8 @@
 
 Each stage's command lives next to its code as a module with ``add_arguments(parser)`` and
 ``run(args) -> int``; this file only wires them up, so a stage is added without touching the others.
+Every parser is a :class:`midtrain.cli_parser.OverrideParser`: a command that declares a positional
+``overrides`` takes ``key=value`` words anywhere on its command line (see that module).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import textwrap
 from dataclasses import dataclass
 
+from midtrain.cli_parser import OverrideParser
 from midtrain.config import ConfigError
 
 
@@ -75,20 +78,40 @@ def _run_recipes(args: argparse.Namespace) -> int:
 
 def _add_config(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "config", help="print a recipe's resolved config as YAML",
-        description="Build RECIPE, apply key=value overrides (typed; unknown keys rejected), validate, and "
-                    "print the resolved YAML. Recipes that describe a model also print its size and memory "
-                    "estimate.",
+        "config", help="print any stage's resolved config as YAML (a recipe, prep SOURCE, pack)",
+        description="Resolve a config with key=value overrides (typed; unknown keys rejected), validate it, and "
+                    "print the YAML. RECIPE is any recipe (train, sft, mixture, protocol: `midtrain recipes`); "
+                    "`prep SOURCE` prints that source's reader config and every curation field; `pack` prints "
+                    "the pack config with its mixture. Recipes that describe a model also print its size and "
+                    "memory estimate. Each command also takes --print-config with its own flags.",
         epilog="examples:\n  midtrain config demo_tiny optim.lr=1e-3 data.seq_length=4096\n"
-               "  midtrain config demo_tiny --yaml-only > run.yaml",
+               "  midtrain config demo_tiny --yaml-only > run.yaml\n"
+               "  midtrain config prep repos repos.max_doc_bytes=500000 redact.enabled=false\n"
+               "  midtrain config pack seq_length=4096 pad_multiple=16\n"
+               "  midtrain config protocol_demo",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("recipe", help="recipe name (see `midtrain recipes`)")
+    p.add_argument("recipe", metavar="RECIPE|prep|pack", help="recipe name (see `midtrain recipes`), prep or pack")
+    p.add_argument("source", nargs="?", help="for prep: the source (repos, commits, pulls, buildlogs, traces)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted field overrides")
     p.add_argument("--yaml-only", action="store_true", help="print only the YAML, no estimates")
     p.set_defaults(_run=_run_config)
 
 
 def _run_config(args: argparse.Namespace) -> int:
+    if args.recipe == "prep":
+        from midtrain.sources.prep import config_yaml
+
+        if not args.source:
+            raise ConfigError("source: `midtrain config prep SOURCE` needs the source (repos, commits, ...)")
+        print(config_yaml(args.source, args.overrides), end="")
+        return 0
+    if args.source:
+        raise ConfigError(f"'{args.source}' is not of the form key=value (only `config prep` takes a SOURCE)")
+    if args.recipe == "pack":
+        from midtrain.pack.command import pack_config
+
+        print(pack_config(args.overrides).to_yaml(), end="")
+        return 0
     from recipes import get_recipe
 
     cfg = get_recipe(args.recipe).build(args.overrides).validate()
@@ -128,7 +151,7 @@ def _not_built(cmd: Command) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OverrideParser(
         prog="midtrain",
         description="Midtraining stack: prep -> pack -> train -> sft probe -> eval -> report.",
         epilog="Run `midtrain COMMAND --help` for each command's arguments and an example.\n"

@@ -28,3 +28,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.testscollected == 0 and exitstatus == 5:
         print("\nERROR: no tests were collected")
         session.exitstatus = 1
+
+
+# tests/data holds fixture repositories (with their own tests/ folders) that are inputs, not tests of ours.
+collect_ignore_glob = ["data/*"]

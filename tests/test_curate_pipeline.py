@@ -168,9 +168,19 @@ def test_bad_config_names_the_field(override, field):
 @pytest.mark.parametrize("spdx,ok", [
     ("MIT", True), ("mit", True), ("BSD-3-Clause", True), ("Apache-2.0", True), ("Python-2.0", True),
     ("GPL-3.0-only", False), ("MIT OR GPL-3.0", True), ("MIT AND GPL-3.0", False), ("(Apache-2.0 OR MIT)", True),
-    ("Apache-2.0 WITH LLVM-exception", True), ("AGPL-3.0", False), ("CC-BY-SA-4.0", False)])
+    ("Apache-2.0 WITH LLVM-exception", True), ("AGPL-3.0", False), ("CC-BY-SA-4.0", False),
+    ("(MIT OR Apache-2.0) AND GPL-3.0-only", False), ("MIT OR (Apache-2.0 AND GPL-3.0-only)", True),
+    ("BSD-4-Clause", False), ("BSD-4-Clause-UC", False), ("BSD-2-Clause OR BSD-4-Clause", True),
+    ("MIT AND (", False), ("not a license", False), ("GPL-2.0 WITH Classpath-exception-2.0", False)])
 def test_license_expressions(spdx, ok):
     assert LicenseFilter(LicenseConfig()).allowed(spdx) is ok
+
+
+def test_allow_list_entries_by_name_and_deprecated_ids():
+    lf = LicenseFilter(LicenseConfig(allow=["BSD-*", "BSD-4-Clause", "GPL-3.0"]))
+    assert lf.allowed("BSD-4-Clause")  # listed by name: admitted
+    assert lf.allowed("GPL-3.0-only") and lf.allowed("GPL-3.0")  # deprecated id = its current one
+    assert not lf.allowed("GPL-3.0-or-later")
 
 
 def test_no_license_is_a_separate_switch():

@@ -94,7 +94,7 @@ def test_real_build_log_with_planted_tokens(tmp_path, redactor):
         "    print('POST https://deploy:S3cr3tPw0rd@ci.internal/api from 203.0.113.9 and 81.2.69.160')\n"
         "    assert env['GITHUB_TOKEN'] == 'x'\n")
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_deploy.py"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 1 and gh in log and "Kx9!mQ2#vL7p" in log  # the log really leaks them
     doc = Document(text=log, id="log-1", metadata={"source": "buildlog", "repo": "acme/app", "license": None,

@@ -55,10 +55,27 @@ def test_inspect_text_sample_and_png(packed_cli, capsys, tmp_path):
 
 def test_pack_errors(tmp_path, capsys):
     assert main(["pack", "--input", str(tmp_path), "--output", str(tmp_path / "o")]) == 1
-    assert "midtrain prep" in capsys.readouterr().out
+    assert "midtrain prep" in capsys.readouterr().err
     assert main(["pack", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "seq_lenght=5"]) == 2
     assert "seq_length" in capsys.readouterr().err
     assert main(["pack", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--mixture", "demo_tiny"]) == 2
+
+
+def test_pack_checks_inputs_before_the_tokenizer(tmp_path, capsys):
+    # the tokenizer does not exist either: the missing input is what is reported, on stderr
+    assert main(["pack", "--input", str(tmp_path / "nothing"), "--output", str(tmp_path / "o"),
+                 "--tokenizer", str(tmp_path / "no_tokenizer.json")]) == 1
+    captured = capsys.readouterr()
+    assert "nothing" in captured.err and "no documents" in captured.err and not captured.out
+
+
+def test_inspect_and_report_errors_go_to_stderr(tmp_path, capsys):
+    assert main(["inspect", str(tmp_path / "none")]) == 1
+    captured = capsys.readouterr()
+    assert "midtrain inspect" in captured.err and not captured.out
+    assert main(["report"]) == 2
+    captured = capsys.readouterr()
+    assert "midtrain report" in captured.err and not captured.out
 
 
 def test_mixture_recipes_build():
@@ -101,6 +118,7 @@ def test_slurm_dry_run_prints_chained_job_arrays(tmp_path, capsys):
     write_prep(tmp_path / "prep" / "commits", [commit_doc(i, rng) for i in range(4)], files=2)
     site = tmp_path / "site.yaml"
     site.write_text("partition: cpu\naccount: proj\nprep:\n  time: '01:00:00'\n")
+    # --site-config: the deprecated spelling of --site still works
     rc = main(["pack", "--input", str(tmp_path / "prep" / "commits"), "--output", str(tmp_path / "shards"),
                "--seq-length", "4096", "tasks=3", "--executor", "slurm", "--site-config", str(site), "--dry-run"])
     assert rc == 0

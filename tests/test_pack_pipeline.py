@@ -227,3 +227,15 @@ def test_tokenize_cache_reused_and_invalidated(tmp_path):
     write_prep(prep_dir, docs + [commit_doc(99, rng)])  # the documents changed: retokenized
     m3 = pack(cfg, [prep_dir], tmp_path / "a")
     assert m3["input_documents"] == m1["input_documents"] + 1 and m3["run_key"] != m1["run_key"]
+
+
+def test_a_weighted_source_missing_from_the_inputs_does_not_empty_the_mixture():
+    from midtrain.pack.mixture import MixtureConfig, plan_mixture
+
+    cfg = MixtureConfig(name="m", weights={"repo": 0.5, "pr": 0.3, "buildlog": 0.2}, max_repeat=2.0)
+    plans = plan_mixture(cfg, {"repo": 1000, "pr": 300})  # no build logs in the inputs
+    assert plans["repo"].target > 0 and plans["pr"].target > 0
+    assert plans["repo"].target / plans["pr"].target == pytest.approx(0.5 / 0.3, rel=0.01)
+    assert plans["buildlog"].available == 0  # reported as missing, not silently zeroing the others
+    with pytest.raises(ValueError, match="none of its weighted sources"):
+        plan_mixture(cfg, {"trace": 100})

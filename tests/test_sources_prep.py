@@ -136,7 +136,7 @@ def test_slurm_executor_wiring_dry_run(tmp_path, capsys):
     site.write_text("prep:\n  partition: cpu-small\n  time: '02:00:00'\n  cpus_per_task: 2\n  mem_per_cpu_gb: 3\n"
                     "  tasks: 8\n")
     out = tmp_path / "o"
-    assert prep("pulls", "--input", PULLS, "--output", out, "--executor", "slurm", "--site-config", site,
+    assert prep("pulls", "--input", PULLS, "--output", out, "--executor", "slurm", "--site", site,
                 "--time", "00:30:00", "--dry-run") == 0
     text = capsys.readouterr().out
     stages = text.split("# ---- stage ")[1:]
@@ -185,3 +185,30 @@ def test_demo_fallback_sample_repository_has_history(tmp_path):
     assert order.index("minicalc/errors.py") < order.index("minicalc/parse.py") < order.index("minicalc/eval.py")
     [hist] = list(CommitReader([str(repo)]).run())
     assert len(hist.metadata["commits"]) == 2 and "Demo Author" not in hist.text
+
+
+@pytest.mark.slow
+def test_curation_dropping_every_document_is_a_warning_not_a_failure(tmp_path, capsys):
+    """All of an input is contaminated (its repository is a benchmark's): exit 0 naming the drop reasons, and
+    `midtrain pack` skips the empty prep directory instead of stopping a chain of jobs."""
+    bench = tmp_path / "bench_repos.txt"
+    bench.write_text("acme/minicalc\n")
+    out = tmp_path / "pulls"
+    assert prep("pulls", "--input", PULLS, "--output", out, f"decontam.repo_list={bench}",
+                "dedup.enabled=false") == 0
+    err = capsys.readouterr().err
+    assert "warning: curation dropped every document" in err and "dropped_swebench_repo" in err
+    stats = json.loads((out / "stats.json").read_text())
+    assert stats["documents_out"] == 0 and stats["unreadable_inputs"] == []
+    # pack: the empty prep dir alone is an error naming it; beside a non-empty one it is skipped
+    assert main(["pack", "--input", str(out), "--output", str(tmp_path / "shards")]) == 1
+    assert "kept none" in capsys.readouterr().err
+    import random
+
+    from pack_helpers import repo_doc, write_prep
+
+    other = write_prep(tmp_path / "repos", [repo_doc(i, random.Random(i)) for i in range(3)])
+    assert main(["pack", "--input", str(out), str(other), "--output", str(tmp_path / "shards"),
+                 "--seq-length", "1024"]) == 0
+    manifest = json.loads((tmp_path / "shards" / "manifest.json").read_text())
+    assert list(manifest["sources"]) == ["repo"]

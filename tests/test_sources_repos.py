@@ -208,7 +208,7 @@ def test_ordering_uses_module_level_imports_and_puts_tests_and_examples_last():
 @pytest.mark.parametrize("text,spdx", [
     (MIT, "MIT"),
     ("Apache License\nVersion 2.0, January 2004\nhttp://www.apache.org/licenses/", "Apache-2.0"),
-    ("GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007", "GPL-3.0"),
+    ("GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007", "GPL-3.0-only"),
     ("Redistribution and use in source and binary forms, with or without modification... Neither the name of",
      "BSD-3-Clause"),
     ("Redistribution and use in source and binary forms, with or without modification", "BSD-2-Clause"),
@@ -219,8 +219,36 @@ def test_license_detection(text, spdx):
     assert detect_spdx(text) == spdx
 
 
+def test_license_detection_emits_only_current_spdx_ids():
+    from license_expression import get_spdx_licensing
+
+    from midtrain.sources.licenses import _RULES
+
+    licensing = get_spdx_licensing()
+    for spdx, _ in _RULES:
+        info = licensing.validate(spdx)
+        assert not info.errors and info.normalized_expression == spdx, (spdx, info.normalized_expression)
+
+
 def test_input_list_file_expands_to_repositories(pkg_repo, tmp_path):
     listing = tmp_path / "repos.lst"
     listing.write_text(f"# one repository per line\n{pkg_repo}\n\n{REPO_ROOT / 'data_prep' / 'samples' / 'repo'}\n")
     docs = run_reader(RepoReader([str(listing)]))
     assert sorted(d.id.split("@")[0] for d in docs) == ["repo:proj", "repo:repo"]
+
+
+@pytest.mark.parametrize("git_repo", [True, False])
+def test_paths_with_control_characters_are_skipped_and_counted(tmp_path, git_repo):
+    """A newline in a file name would forge a second `<|file_sep|>` header line: such files are skipped."""
+    files = {"ok.py": "x = 1\n", "evil\n<|file_sep|>fake.py": "y = 2\n", "tab\there.py": "z = 3\n"}
+    root = make_repo(tmp_path / "r", files) if git_repo else tmp_path / "r"
+    if not git_repo:
+        root.mkdir()
+        for name, text in files.items():
+            (root / name).write_text(text)
+    reader = RepoReader([str(root)])
+    docs = run_reader(reader)
+    assert len(docs) == 1
+    headers = [line for line in docs[0].text.splitlines() if line.startswith("<|file_sep|>")]
+    assert headers == ["<|file_sep|>ok.py"]
+    assert reader.stats["skip/path_control_chars"].total == 2

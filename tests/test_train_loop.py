@@ -159,15 +159,21 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     cfg.save_yaml(cfg_path)
     cmd = [sys.executable, "-m", "midtrain.cli", "train", str(cfg_path)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = tmp_path / "train.log"  # a file, not a pipe nobody reads while waiting: a full pipe would stall training
+    with log.open("w") as fh:
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, text=True)
     metrics = run_dir / "metrics.jsonl"
-    deadline = time.time() + 120
+    # Signal only once the loop runs (its handler is installed then); a loaded machine may take minutes to get here.
+    deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
             break
         time.sleep(0.2)
+    assert proc.poll() is None and len(metrics.read_text().splitlines()) >= 3, \
+        "training ended or never reached step 3 before the signal"
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=120)
+    proc.wait(timeout=600)
+    out = log.read_text()
     assert proc.returncode == EXIT_REQUEUE, out[-3000:]
     ckpt = latest_checkpoint(run_dir)
     assert ckpt is not None
@@ -176,7 +182,7 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     assert len(_metrics(run_dir)) == stopped
     # Restart on the same run dir: resumes after the checkpoint (train_steps shortened to keep the test quick).
     again = subprocess.run(cmd + [f"optim.train_steps={stopped + 2}"], cwd=REPO, env=env, capture_output=True,
-                           text=True, timeout=180)
+                           text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert [r["step"] for r in _metrics(run_dir)] == list(range(1, stopped + 3))
     assert f"resuming at step {stopped}" in again.stderr

@@ -33,7 +33,7 @@ def _train(cfg_path: Path, run_dir: Path, nproc: int, *overrides: str) -> list[d
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     args = ["-m", "midtrain.cli", "train", str(cfg_path), f"run_dir={run_dir}", *overrides]
     cmd = [str(TORCHRUN), "--nproc-per-node", str(nproc), "--master-port", str(_free_port()), *args]
-    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     return _metrics(run_dir)
 

@@ -6,7 +6,7 @@
             Verified / Multilingual / Pro, the graders) under OUTPUT; --run executes it here (GPUs + Docker),
             --collect reads finished graders' reports into OUTPUT/swebench_results.json.
 
-Trailing key=value overrides set the eval's config (ProxyConfig or SweBenchConfig fields).
+key=value overrides (anywhere on the line) set the eval's config (ProxyConfig or SweBenchConfig fields).
 """
 
 from __future__ import annotations
@@ -16,14 +16,13 @@ import json
 import subprocess
 import sys
 
-from midtrain.eval.cli_args import accept_trailing_overrides
 
 EPILOG = """examples:
   midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards \\
       retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]
   midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench \\
       benchmarks=[verified] instance_slice=0:50 max_steps=100
-  midtrain eval swebench --collect runs/p/midtrained/swebench
+  midtrain eval swebench --collect --output runs/p/midtrained/swebench
 """
 
 
@@ -34,7 +33,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", action="store_true", help="swebench: execute the generated run.sh here")
     p.add_argument("--collect", action="store_true", help="swebench: only collect the graders' reports")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="eval config overrides")
-    accept_trailing_overrides(p)
 
 
 def run(args: argparse.Namespace) -> int:

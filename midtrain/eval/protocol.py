@@ -94,7 +94,6 @@ def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]
     steps: dict[str, list[tuple[str, list[str]]]] = {}
     for name, path in cfg.checkpoints.items():
         d = checkpoint_dirs(cfg, name)
-        # overrides right after the positionals: plain argparse reads them there
         chain = [("sft", ["sft", cfg.sft_recipe, f"data_dir={data_dir}", *cfg.sft_overrides, "--from", path,
                           "--output", str(d["sft"])])]
         for ev in cfg.evals:

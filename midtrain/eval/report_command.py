@@ -9,6 +9,7 @@ show as '—' and are listed at the end of the report.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 EPILOG = """examples:
@@ -46,16 +47,16 @@ def run(args: argparse.Namespace) -> int:
     for item in args.runs:
         name, _, path = item.partition("=") if "=" in item else (Path(item).name, "", item)
         if name in runs:
-            print(f"midtrain report: checkpoint name '{name}' given twice")
+            print(f"midtrain report: checkpoint name '{name}' given twice", file=sys.stderr)
             return 2
         runs[name] = path
     if not runs:
-        print("midtrain report: give RUN directories or --protocol RECIPE")
+        print("midtrain report: give RUN directories or --protocol RECIPE", file=sys.stderr)
         return 2
     try:
         path = write_report(runs, output or "report", baseline, title, notes)
     except ValueError as e:
-        print(f"midtrain report: {e}")
+        print(f"midtrain report: {e}", file=sys.stderr)
         return 2
     print(path)
     return 0

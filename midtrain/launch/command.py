@@ -34,6 +34,7 @@ def _site_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--site-set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a site config field, e.g. --site-set partition=long (repeatable)")
     p.add_argument("--dry-run", action="store_true", help="print the script(s), submit nothing, write nothing")
+    p.add_argument("--print-config", action="store_true", help="print the resolved recipe config (YAML) and exit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -72,6 +73,11 @@ def _run_train(args: argparse.Namespace) -> int:
     from midtrain.launch.sbatch import submit
     from midtrain.launch.train_job import build_train_job, resources_with
 
+    if args.print_config:
+        from midtrain.train.command import load_config
+
+        print(load_config(args.recipe, args.overrides).to_yaml(), end="")
+        return 0
     site = load_site(args.site, args.site_set)
     res = resources_with(site.train, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                          tasks_per_node=args.tasks_per_node, cpus_per_task=args.cpus_per_task,
@@ -96,6 +102,9 @@ def _run_protocol(args: argparse.Namespace) -> int:
     from recipes import get_recipe
 
     cfg = get_recipe(args.recipe).build(args.overrides).validate()
+    if args.print_config:
+        print(cfg.to_yaml(), end="")
+        return 0
     if args.local:
         from midtrain.eval.protocol import run_protocol
 

@@ -5,7 +5,7 @@ cached under DIR/tokenized/ per tokenizer), then packs best-fit-decreasing into 
 --seq-length tokens, splitting only documents longer than that, at file boundaries of packed repositories
 or else at line ends. Writes Megatron indexed shards (.bin/.idx; one index document per packed sequence,
 its sequences the document pieces) per pack task and split, and manifest.json with everything needed to
-reproduce and audit them (`midtrain inspect DIR`). Trailing key=value overrides set PackConfig fields:
+reproduce and audit them (`midtrain inspect DIR`). key=value overrides (anywhere on the line) set PackConfig fields:
 pad_multiple, seed, valid_fraction, tasks, tokenize_tasks, workers, mixture.* ...
 With --executor slurm every stage is a datatrove job array (resources, venv or container and account from
 the site config's `prep:` section), chained afterok; the tokenizer file must be on a shared filesystem.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-import re
+import sys
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +24,9 @@ EPILOG = """examples:
   midtrain pack --input out/prep/* --output out/shards --seq-length 2048 --mixture swe_midtrain \\
       pad_multiple=16 valid_fraction=0.01 mixture.total_tokens=500000000000
   midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=256 \\
-      --executor slurm --site-config site.yaml --dry-run      # print the sbatch scripts
+      --executor slurm --site site.yaml --dry-run      # print the sbatch scripts
   midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B   # local HF dir
 """
-
-_OVERRIDE = re.compile(r"^[A-Za-z_][\w.]*=")
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", nargs="+", required=True, metavar="PREP_DIR", help="`midtrain prep` output directories")
@@ -40,34 +37,39 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--mixture", metavar="NAME", help="named mixture recipe (`midtrain recipes --kind mixture`)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="PackConfig overrides")
     p.add_argument("--executor", choices=["local", "slurm"], help="where the stages run (default local)")
-    p.add_argument("--site-config", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
+    p.add_argument("--site", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
+    p.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     p.add_argument("--dry-run", action="store_true", help="print what each stage would submit, run nothing")
+    p.add_argument("--print-config", action="store_true", help="print the resolved pack config (YAML) and exit")
 
 
-def build_config(args: argparse.Namespace):
+def pack_config(overrides: list[str], mixture: str | None = None, seq_length: int | None = None,
+                tokenizer: str | None = None, executor: str | None = None):
+    """The resolved PackConfig (mixture included): a named mixture recipe, the flags, then overrides."""
     from midtrain.config import ConfigError
     from midtrain.pack.mixture import MixtureConfig
     from midtrain.pack.pack_step import PackConfig
 
-    # `--input a b key=value` hands the overrides to --input; take them back.
-    overrides = [i for i in args.input if _OVERRIDE.match(i)] + list(args.overrides)
-    args.input = [i for i in args.input if not _OVERRIDE.match(i)]
     cfg = PackConfig()
-    if args.mixture:
+    if mixture:
         from recipes import get_recipe
 
-        r = get_recipe(args.mixture)
+        r = get_recipe(mixture)
         mix = r.build()
         if not isinstance(mix, MixtureConfig):
-            raise ConfigError(f"mixture: recipe '{args.mixture}' is a {r.kind} recipe, not a mixture")
+            raise ConfigError(f"mixture: recipe '{mixture}' is a {r.kind} recipe, not a mixture")
         cfg.mixture = mix
-    if args.seq_length is not None:
-        cfg.seq_length = args.seq_length
-    if args.tokenizer is not None:
-        cfg.tokenizer = args.tokenizer
-    if args.executor is not None:
-        cfg.executor = args.executor
+    if seq_length is not None:
+        cfg.seq_length = seq_length
+    if tokenizer is not None:
+        cfg.tokenizer = tokenizer
+    if executor is not None:
+        cfg.executor = executor
     return cfg.apply_overrides(overrides).validate()
+
+
+def build_config(args: argparse.Namespace):
+    return pack_config(args.overrides, args.mixture, args.seq_length, args.tokenizer, args.executor)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,18 +77,21 @@ def run(args: argparse.Namespace) -> int:
     from midtrain.pack.pipeline import pack
 
     cfg = build_config(args)
+    if args.print_config:
+        print(cfg.to_yaml(), end="")
+        return 0
     if not args.input:
-        print("midtrain pack: no --input directories given")
+        print("midtrain pack: no --input directories given", file=sys.stderr)
         return 2
     site = None
     if cfg.executor == "slurm":
         from midtrain.launch.site import load_site
 
-        site = load_site(args.site_config)
+        site = load_site(args.site)
     try:
         manifest = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run)
-    except (FileNotFoundError, FileExistsError) as e:
-        print(f"midtrain pack: {e}")
+    except (FileNotFoundError, FileExistsError, ValueError) as e:
+        print(f"midtrain pack: {e}", file=sys.stderr)
         return 1
     if args.dry_run:
         for name, script in manifest.items():

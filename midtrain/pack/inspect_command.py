@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 EPILOG = """examples:
   midtrain inspect out/prep/repos                  # data card of a prep output (also written to DIR/datacard.*)
   midtrain inspect out/shards --card               # shards: summary table, then the data card of their inputs
   midtrain inspect out/shards                      # summary table
   midtrain inspect out/shards --json               # the same as JSON (seq_length, sequences, tokens, fill, sources, ...)
-  midtrain inspect out/shards --sample 0 5         # decode packed sequences 0 and 5, boundaries marked
+  midtrain inspect out/shards --sample 0 1         # decode packed sequences 0 and 1, boundaries marked
   midtrain inspect out/shards --png lengths.png    # piece-length histogram per source
 """
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         summary = summarize(args.shard_dir)
     except FileNotFoundError as e:
-        print(f"midtrain inspect: {e}")
+        print(f"midtrain inspect: {e}", file=sys.stderr)
         return 1
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
     if args.card:
@@ -66,6 +67,6 @@ def run(args: argparse.Namespace) -> int:
             try:
                 print("\n" + decode_sample(args.shard_dir, i, args.split, tok, args.max_chars))
             except IndexError as e:
-                print(f"midtrain inspect: {e}")
+                print(f"midtrain inspect: {e}", file=sys.stderr)
                 return 1
     return 0

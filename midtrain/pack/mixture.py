@@ -65,8 +65,13 @@ def plan_mixture(cfg: MixtureConfig, available: dict[str, int]) -> dict[str, Sou
         if cfg.weights:
             total = cfg.total_tokens
             if total is None:  # the largest total no weighted source's cap prevents
-                total = min((available.get(s, 0) * cfg.max_repeat) / (w / wsum)
-                            for s, w in cfg.weights.items() if w > 0)
+                # a weighted source missing from the inputs is warned about below; it must not make the
+                # total (and so every target) zero
+                present = [(s, w) for s, w in cfg.weights.items() if w > 0 and available.get(s, 0) > 0]
+                if not present:
+                    raise ValueError(f"mixture {cfg.name}: none of its weighted sources "
+                                     f"({', '.join(sorted(cfg.weights))}) has documents in the inputs")
+                total = min((available[s] * cfg.max_repeat) / (w / wsum) for s, w in present)
             targets.update({s: total * w / wsum for s, w in cfg.weights.items()})
     for s, n in available.items():
         target = targets.get(s, 0.0)

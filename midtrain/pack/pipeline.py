@@ -61,6 +61,15 @@ def documents_dir(prep_dir: str | Path) -> Path:
     return d
 
 
+def produced_nothing(prep_dir: str | Path) -> bool:
+    """A finished `midtrain prep` run whose curation dropped every document (its stats.json says so)."""
+    stats = Path(prep_dir) / "stats.json"
+    if not stats.is_file() or any((Path(prep_dir) / "documents").glob(DOC_GLOB)):
+        return False
+    data = json.loads(stats.read_text())
+    return bool(data.get("complete")) and data.get("documents_out") == 0
+
+
 def fingerprint(prep_dir: str | Path) -> str:
     """Names, sizes and mtimes of an input's document files: the tokenize cache is valid while they hold."""
     files = sorted(documents_dir(prep_dir).glob(DOC_GLOB))
@@ -150,10 +159,16 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
 
         site = load_site()
     out = Path(out_dir)
+    inputs = [str(Path(i)) for i in inputs]
+    empty = [i for i in inputs if produced_nothing(i)]
+    for i in empty:
+        log.warning("pack: skipping %s: its prep run kept no documents (see its stats.json drops)", i)
+    inputs = [i for i in inputs if i not in empty]
+    if not inputs:
+        raise FileNotFoundError(f"no documents to pack: every input's prep run kept none ({', '.join(empty)})")
+    prints = {i: fingerprint(i) for i in inputs}  # a missing input fails here, before the tokenizer is built
     tok = resolve_tokenizer(cfg)
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
-    inputs = [str(Path(i)) for i in inputs]
-    prints = {i: fingerprint(i) for i in inputs}
     cache_dirs = [str(tokenize_cache(i, key)) for i in inputs]
     run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in inputs]]).encode()).hexdigest()[:16]
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from midtrain.eval.cli_args import accept_trailing_overrides
 
 EPILOG = """examples:
   midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained
@@ -26,7 +25,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--from", dest="start", required=True, help="checkpoint: midtrain run/checkpoint dir or HF dir")
     p.add_argument("--output", required=True, help="probe output directory")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="SFTConfig overrides (e.g. data_dir=...)")
-    accept_trailing_overrides(p)
+    p.add_argument("--print-config", action="store_true", help="print the resolved probe config (YAML) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -40,5 +39,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"midtrain sft: recipe '{args.recipe}' is a {r.kind} recipe, not an SFT probe "
               "(`midtrain recipes --kind sft`)", file=sys.stderr)
         return 2
+    if args.print_config:
+        print(cfg.validate().to_yaml(), end="")
+        return 0
     result = run_probe(cfg.validate(), args.start, args.output, recipe=args.recipe)
     return int(result["exit_code"])

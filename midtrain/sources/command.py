@@ -14,7 +14,7 @@ SOURCE is one of repos, commits, pulls, buildlogs, traces (or its pipeline file,
 
 Output: DIR/documents/*.jsonl.gz (datatrove Documents), DIR/stats.json (documents and bytes in/out, every
 drop by reason, errors with where they happened), DIR/logs/ (datatrove logs; relaunching the same command
-resumes from the completed tasks). Trailing key=value overrides set `<source>.field` (the reader's config)
+resumes from the completed tasks). key=value overrides (anywhere on the line) set `<source>.field` (the reader's config)
 or any curation field (e.g. redact.enabled=false).
 """
 
@@ -32,9 +32,10 @@ log = logging.getLogger("midtrain.prep")
 EPILOG = """examples:
   midtrain prep repos --input ~/src/myrepo ~/mirrors/other.git --output out/prep/repos
   midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000
-  midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true
+  midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true \\
+      traces.resolved_report=runs/report.json    # the harness's verdicts
   midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 \\
-      --site-config site.yaml --partition cpu --time 02:00:00 --dry-run   # print the sbatch scripts
+      --site site.yaml --partition cpu --time 02:00:00 --dry-run   # print the sbatch scripts
 """
 
 
@@ -50,25 +51,31 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, help="tasks run at once; default 1 (slurm: prep.workers)")
     p.add_argument("--overwrite", action="store_true", help="delete DIR first instead of resuming")
     s = p.add_argument_group("slurm (--executor slurm; resources from the site config's `prep:` section)")
-    s.add_argument("--site-config", metavar="YAML", help="site config (see slurm/site.example.yaml); default "
+    s.add_argument("--site", metavar="YAML", help="site config (see slurm/site.example.yaml); default "
                    "$MIDTRAIN_SITE, else defaults")
+    s.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     s.add_argument("--partition", help="overrides prep.partition")
     s.add_argument("--time", help="overrides prep.time (per task), e.g. 04:00:00")
     s.add_argument("--cpus-per-task", type=int, help="overrides prep.cpus_per_task")
     s.add_argument("--mem-per-cpu-gb", type=int, help="overrides prep.mem_per_cpu_gb")
     s.add_argument("--dry-run", action="store_true", help="print the sbatch scripts instead of submitting")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved reader and curation config (YAML) and exit")
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.sources.prep import build_run, check_inputs, sbatch_scripts
+    from midtrain.sources.prep import build_run, check_inputs, config_yaml, sbatch_scripts
 
+    if args.print_config:
+        print(config_yaml(args.source, args.overrides), end="")
+        return 0
     site = None
     if args.executor == "slurm":
         from midtrain.launch.site import load_site
 
         flags = {"partition": args.partition, "time": args.time, "cpus_per_task": args.cpus_per_task,
                  "mem_per_cpu_gb": args.mem_per_cpu_gb}
-        site = load_site(args.site_config, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
+        site = load_site(args.site, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
     tasks = args.tasks or (site.prep.tasks if site else 1)
     workers = args.workers or (site.prep.workers if site else 1)
     if tasks < 1 or workers == 0 or workers < -1:
@@ -107,7 +114,10 @@ def run(args: argparse.Namespace) -> int:
               f"(see {prep_run.output / 'stats.json'} errors)", file=sys.stderr)
         return 1
     if stats["documents_out"] == 0:
-        print("midtrain prep: no documents were produced", file=sys.stderr)
-        return 1
+        # Not a failure: the inputs were read and curation did its job (e.g. every repository was a SWE-bench
+        # one). Exit 0 so a Slurm chain or script carries on; `midtrain pack` skips such a directory.
+        reasons = ", ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in stats["drops"].items()) or "none counted"
+        print(f"midtrain prep: warning: curation dropped every document of {prep_run.source} (drop reasons: "
+              f"{reasons}); {prep_run.output} holds no documents", file=sys.stderr)
     log.debug(json.dumps(stats["settings"]))
     return 0

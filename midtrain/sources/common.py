@@ -17,6 +17,7 @@ import logging
 import os
 import re
 from collections import deque
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Callable, Iterable, Iterator
@@ -46,6 +47,42 @@ class ReaderConfig(Config):
         require(self.max_doc_bytes >= 1024, "max_doc_bytes", "must be at least 1024")
         require(self.max_input_bytes >= 1024, "max_input_bytes", "must be at least 1024")
         require(self.max_record_bytes >= 1024, "max_record_bytes", "must be at least 1024")
+
+
+class _InputProgress:
+    """Console progress of a reader: a line when each input is done (documents, errors, time), and a line
+    every ``every_s`` seconds while a large input is being read."""
+
+    def __init__(self, source: str, inputs: list[str], rank: int, world_size: int, every_s: float = 30.0):
+        self.source, self.inputs, self.every_s = source, inputs, every_s
+        self.task = f" (task {rank + 1}/{world_size})" if world_size > 1 else ""
+        self.current: str | None = None
+        self.counts: dict[str, int] = {}
+        self.t_input = self.t_line = time.monotonic()
+
+    def at(self, origin: str, counts: dict[str, int]) -> None:
+        """The reader is about to read a unit of ``origin`` (``counts``: that input's live counters)."""
+        if origin != self.current:
+            self.done()
+            self.current, self.counts = origin, counts
+            self.t_input = self.t_line = time.monotonic()
+
+    def tick(self, origin: str, counts: dict[str, int]) -> None:
+        now = time.monotonic()
+        if now - self.t_line >= self.every_s:
+            self.t_line = now
+            log.info("%s%s: reading %s: %d documents so far (%.0fs)", self.source, self.task, origin,
+                     counts["documents"], now - self.t_input)
+
+    def done(self) -> None:
+        """The current input is finished: say what it gave."""
+        if self.current is None:
+            return
+        i = self.inputs.index(self.current) + 1
+        log.info("%s%s: input %d/%d %s: %d documents, %d errors (%.1fs)", self.source, self.task, i,
+                 len(self.inputs), self.current, self.counts["documents"], self.counts["errors"],
+                 time.monotonic() - self.t_input)
+        self.current = None
 
 
 def make_document(text: str, doc_id: str, source: str, repo: str | None = None, license: str | None = None,
@@ -282,8 +319,10 @@ class SourceReader(PipelineStep):
         mine = units[rank::world_size]
         for origin, _ in mine:
             self._per_input.setdefault(origin, {"documents": 0, "errors": 0})
+        progress = _InputProgress(self.source, list(self._per_input), rank, world_size)
         try:
             for origin, unit in mine:
+                progress.at(origin, self._per_input[origin])
                 path = self.unit_path(unit)
                 if path is not None and not path.exists():
                     self.stat_update("records")
@@ -306,11 +345,13 @@ class SourceReader(PipelineStep):
                         self.error("invalid_unicode", doc.id, str(e), origin)
                         continue
                     self._per_input[origin]["documents"] += 1
+                    progress.tick(origin, self._per_input[origin])
                     self.stat_update("documents")
                     self.stat_update("bytes", value=n_bytes)
                     self.update_doc_stats(doc)
                     yield doc
         finally:
+            progress.done()
             if self._excluded is not None:
                 self._excluded.close()
             self._write_report(rank)

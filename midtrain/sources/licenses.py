@@ -6,14 +6,15 @@ import re
 
 LICENSE_FILE = re.compile(r"^(licen[cs]e|copying|unlicense)([-._][\w.-]*)?$", re.IGNORECASE)
 
-# (SPDX id, phrases that must all appear), most specific first; matched on lower-cased, space-collapsed text.
+# (current SPDX id, phrases that must all appear), most specific first; matched on lower-cased, space-collapsed
+# text. A GNU license text does not say "or later" (file headers do), so the plain -only id is reported.
 _RULES: list[tuple[str, tuple[str, ...]]] = [
-    ("AGPL-3.0", ("gnu affero general public license", "version 3")),
-    ("LGPL-3.0", ("gnu lesser general public license", "version 3")),
-    ("LGPL-2.1", ("gnu lesser general public license", "version 2.1")),
-    ("LGPL-2.1", ("gnu library general public license",)),
-    ("GPL-3.0", ("gnu general public license", "version 3")),
-    ("GPL-2.0", ("gnu general public license", "version 2")),
+    ("AGPL-3.0-only", ("gnu affero general public license", "version 3")),
+    ("LGPL-3.0-only", ("gnu lesser general public license", "version 3")),
+    ("LGPL-2.1-only", ("gnu lesser general public license", "version 2.1")),
+    ("LGPL-2.1-only", ("gnu library general public license",)),
+    ("GPL-3.0-only", ("gnu general public license", "version 3")),
+    ("GPL-2.0-only", ("gnu general public license", "version 2")),
     ("Apache-2.0", ("apache license", "version 2.0")),
     ("MPL-2.0", ("mozilla public license", "2.0")),
     ("EPL-2.0", ("eclipse public license", "2.0")),

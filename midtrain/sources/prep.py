@@ -308,11 +308,26 @@ def check_inputs(inputs: list[str]) -> None:
             raise PermissionError(f"input {p}: not readable")
 
 
-def build_run(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None, **kw: Any) -> PrepRun:
+def resolve_configs(source: str, overrides: list[str] | None = None) -> tuple[str, ReaderConfig, CurationConfig]:
+    """(source name, its reader config, the curation config) with ``overrides`` applied and validated."""
     source = resolve_source(source)
     src_over, cur_over = split_overrides(source, overrides or [])
     source_cfg = SOURCE_CONFIGS[source]().apply_overrides(src_over).validate()
     curation_cfg = CurationConfig().apply_overrides(cur_over).validate()
+    return source, source_cfg, curation_cfg
+
+
+def config_yaml(source: str, overrides: list[str] | None = None) -> str:
+    """The resolved prep settings as YAML, keyed the way overrides name them (``repos.x``, ``redact.y``)."""
+    import yaml
+
+    source, source_cfg, curation_cfg = resolve_configs(source, overrides)
+    data = {"source": source, source: source_cfg.to_dict(), **curation_cfg.to_dict()}
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def build_run(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None, **kw: Any) -> PrepRun:
+    source, source_cfg, curation_cfg = resolve_configs(source, overrides)
     return PrepRun(source, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
                    location(output), source_cfg, curation_cfg, **kw)
 

@@ -98,6 +98,11 @@ def _utf8_path(path: str) -> bool:
         return False
 
 
+def _control_chars(path: str) -> bool:
+    """A newline or other control character in a path would break its one-line ``<|file_sep|>path`` header."""
+    return any(ord(c) < 32 or ord(c) == 127 for c in path)
+
+
 def language_of(path: str) -> str | None:
     name = posixpath.basename(path)
     if name in SPECIAL_NAMES:
@@ -160,6 +165,9 @@ class RepoReader(SourceReader):
             if not _utf8_path(e.path):
                 self.skip("path_not_utf8")
                 continue
+            if _control_chars(e.path):
+                self.skip("path_control_chars")
+                continue
             if e.mode == "160000":
                 self.skip_path(e.path, "submodule")
                 continue
@@ -198,6 +206,9 @@ class RepoReader(SourceReader):
                 rel = full.relative_to(root).as_posix()
                 if not _utf8_path(rel):
                     self.skip("path_not_utf8")
+                    continue
+                if _control_chars(rel):
+                    self.skip("path_control_chars")
                     continue
                 if full.is_symlink():
                     target = os.path.realpath(full)

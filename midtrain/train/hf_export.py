@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,7 @@ def save_safetensors(tensors: dict[str, torch.Tensor], dst: Path, shard_bytes: i
     names, weight_map = [], {}
     for i, shard in enumerate(shards, 1):
         fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
+        log.info("writing %s (%d tensors)", dst / fname, len(shard))
         save_file(shard, str(dst / fname), metadata={"format": "pt"})
         names.append(fname)
         weight_map.update({k: fname for k in shard})
@@ -160,7 +162,13 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     dst.mkdir(parents=True, exist_ok=True)
 
     shape = hf_mapping.Shape.of(cfg.model)
-    hf = hf_mapping.mcore_to_hf(mcore_state_dict(cfg, ckpt_dir), shape)
+    log.info("mcore2hf: reading %s (%d layers)", ckpt_dir, shape.num_layers)
+    t0 = time.monotonic()
+    mc = mcore_state_dict(cfg, ckpt_dir)
+    log.info("mcore2hf: checkpoint read in %.1fs; converting", time.monotonic() - t0)
+    t0 = time.monotonic()
+    hf = hf_mapping.mcore_to_hf(mc, shape, progress=lambda i, n: log.info(
+        "mcore2hf: layer %d/%d converted (%.1fs)", i, n, time.monotonic() - t0))
     hf = {k: v.to(_DTYPES[dtype]) for k, v in hf.items()}
     files = save_safetensors(hf, dst, SHARD_BYTES)
 

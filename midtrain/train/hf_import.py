@@ -12,6 +12,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -160,13 +161,23 @@ def global_expert_name(layer_param: str, expert_offset: int) -> str:
 
 
 @torch.no_grad()
-def load_full_into(model: torch.nn.Module, full: Mapping[str, torch.Tensor], tied: bool) -> int:
+def load_full_into(model: torch.nn.Module, full: Mapping[str, torch.Tensor], tied: bool,
+                   progress: str | None = None) -> int:
     """Copy whole-model tensors (local-spec names; may be a lazy McoreView) into this rank's parameters:
-    only the tensors of this pipeline stage are read, each cut to this rank's TP shard. Returns the count."""
+    only the tensors of this pipeline stage are read, each cut to this rank's TP shard. Returns the count.
+    With ``progress`` (a label such as "hf2mcore"), logs each layer as it is done."""
     params = dict(model.named_parameters())
     names = local_to_global_names(model)
     copied = 0
+    n_layers = len(model.decoder.layers)
+    layer, t0 = None, time.monotonic()
     for local, global_name in names.items():
+        mt = _LOCAL_LAYER.match(local)
+        now = int(mt.group(1)) if mt else None
+        if progress and layer is not None and now != layer:
+            log.info("%s: layer %d/%d done (%d tensors, %.1fs)", progress, layer + 1, n_layers, copied,
+                     time.monotonic() - t0)
+        layer = now
         if local not in params:
             continue  # _extra_state and buffers
         key = hf_mapping.local_spec_name(global_name)  # a TE model names the fused norms differently
@@ -287,9 +298,11 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
         if (src / name).is_file():
             shutil.copy2(src / name, keep / name)
     with single_process_world():
+        log.info("hf2mcore: building the %d-layer model and reading %s", m.num_layers, src)
         model = empty_model(conversion_config(cfg))
         view = hf_mapping.McoreView(load_hf_state_dict(src), hf_mapping.Shape.of(m))
-        n = load_full_into(model, view, m.tie_embeddings)
+        n = load_full_into(model, view, m.tie_embeddings, progress="hf2mcore")
+        log.info("hf2mcore: %d tensors converted; writing the checkpoint to %s", n, dst)
         path = ckpt.save_checkpoint(dst, 0, model, None, {"step": 0, "converted_from": str(src.resolve()),
                                                           "format": "hf2mcore"}, keep_last=1)
     log.info("hf2mcore: %s -> %s (%d tensors, %s, for TP=%d PP=%d)", src, path, n, dtype, tensor, pipeline)

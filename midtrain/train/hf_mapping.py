@@ -21,7 +21,7 @@ The tests check all of this by logits parity against transformers, not by assump
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -268,11 +268,15 @@ def hf_to_mcore(hf: Mapping[str, torch.Tensor], s: Shape) -> dict[str, torch.Ten
     return dict(McoreView(hf, s).items())
 
 
-def mcore_to_hf(mc: dict[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor]:
-    """HF state dict from a full megatron-core state dict (local-spec or TE names)."""
+def mcore_to_hf(mc: dict[str, torch.Tensor], s: Shape,
+                progress: Callable[[int, int], None] | None = None) -> dict[str, torch.Tensor]:
+    """HF state dict from a full megatron-core state dict (local-spec or TE names); ``progress(layer, n)``
+    is called after each layer."""
     mc = from_te_names(mc)
     out: dict[str, torch.Tensor] = {}
     for i in range(s.num_layers):
+        if progress and i:
+            progress(i, s.num_layers)
         for mc_name, hf_names, how in _layer_entries(s):
             key = f"decoder.layers.{i}.{mc_name}"
             if key not in mc:
@@ -287,6 +291,8 @@ def mcore_to_hf(mc: dict[str, torch.Tensor], s: Shape) -> dict[str, torch.Tensor
         if mc_name not in mc:
             raise KeyError(f"megatron-core weights lack {mc_name!r}")
         out[hf_name] = mc[mc_name]
+    if progress:
+        progress(s.num_layers, s.num_layers)
     return out
 
 

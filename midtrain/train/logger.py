@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ class RunLogger:
         self._tb = None
         self._wandb = None
         self._metrics = None
+        self._first: tuple[int, float] | None = None  # (step, time) of the first step this process ran
         if not enabled:
             return
         path = run_dir / "metrics.jsonl"
@@ -35,12 +37,17 @@ class RunLogger:
                 self._tb = SummaryWriter(str(run_dir / "tb"), purge_step=resume_step + 1 if resume_step else None)
             except Exception as e:  # noqa: BLE001 - logging must not stop training
                 log.warning("TensorBoard disabled: %s", e)
+        if self._tb is not None:
+            log.info("logging to %s (one line per step) and TensorBoard %s (view: tensorboard --logdir %s)",
+                     path, run_dir / "tb", run_dir / "tb")
+        else:
+            log.info("logging to %s (one line per step); TensorBoard off (log.tensorboard=true turns it on)", path)
         if cfg.log.wandb_project:
             try:
                 import wandb
 
                 self._wandb = wandb.init(project=cfg.log.wandb_project, name=cfg.name, config=cfg.to_dict(),
-                                         dir=str(run_dir), resume="allow", id=cfg.name)
+                                         dir=str(run_dir), resume="allow", id=wandb_run_id(cfg.name, run_dir))
             except Exception as e:  # noqa: BLE001 - W&B is optional
                 log.warning("W&B disabled: %s", e)
 
@@ -59,10 +66,21 @@ class RunLogger:
                     self._tb.add_scalar(k if "/" in k else f"train/{k}", v, step)
         if self._wandb is not None:
             self._wandb.log(scalars, step=step)
+        now = time.monotonic()
+        if self._first is None:
+            self._first = (step, now)
         if step % self.interval == 0 or step == self.total:
-            log.info(self.format(record))
+            log.info(self.format(record, eta_s=self.eta(step, now), gpu_memory=_gpu_memory()))
 
-    def format(self, r: dict[str, Any]) -> str:
+    def eta(self, step: int, now: float) -> float | None:
+        """Seconds left at the mean pace since the first step this process ran (which holds start-up costs,
+        so it is the reference point, not part of the pace); None until two steps have run."""
+        if self._first is None or step <= self._first[0]:
+            return None
+        per_step = (now - self._first[1]) / (step - self._first[0])
+        return per_step * max(self.total - step, 0)
+
+    def format(self, r: dict[str, Any], eta_s: float | None = None, gpu_memory: str | None = None) -> str:
         parts = [f"step {r['step']:>{len(str(self.total))}}/{self.total}", f"loss {r['loss']:.4f}",
                  f"lr {r['lr']:.2e}", f"gnorm {r['grad_norm']:.3f}", f"{r['tokens_per_s']:,.0f} tok/s"]
         if r.get("tflops_per_device") is not None:
@@ -73,6 +91,10 @@ class RunLogger:
             parts.append(f"moe balance {r['moe_load_balancing_loss']:.3f}")
         if r.get("skipped"):
             parts.append("SKIPPED (non-finite)")
+        if gpu_memory:
+            parts.append(gpu_memory)
+        if eta_s is not None:
+            parts.append(f"ETA {_duration(eta_s)}")
         src = r.get("loss_by_source") or {}
         if src:
             parts.append(" ".join(f"{k}={v:.3f}" for k, v in src.items()))
@@ -85,6 +107,38 @@ class RunLogger:
             self._tb.close()
         if self._wandb is not None:
             self._wandb.finish()
+
+
+def wandb_run_id(name: str, run_dir: Path) -> str:
+    """The W&B run id of a run directory: a restart of the same directory resumes its W&B run, while two
+    directories trained from the same recipe (same name) get two runs."""
+    import hashlib
+
+    digest = hashlib.sha256(str(Path(run_dir).resolve()).encode()).hexdigest()[:10]
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in name)[:50]
+    return f"{safe}-{digest}"
+
+
+def _duration(seconds: float) -> str:
+    """1:02:03 (or 2d 1:02:03) for a number of seconds."""
+    s = int(round(seconds))
+    days, s = divmod(s, 86400)
+    text = f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return f"{days}d {text}" if days else text
+
+
+def _gpu_memory() -> str | None:
+    """Peak GPU memory of this process against the device's total, on GPUs; None on CPU."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        peak = torch.cuda.max_memory_allocated() / 2**30
+        total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory / 2**30
+        return f"mem {peak:.1f}/{total:.0f} GiB"
+    except Exception:  # noqa: BLE001 - a console nicety must never stop training
+        return None
 
 
 def _step_of(line: str) -> int | None:

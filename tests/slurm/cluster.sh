@@ -37,7 +37,7 @@ install_packages() {
     || die "apt-get install slurm-wlm munge failed (see $DIR/log/apt.log)"
 }
 
-write_conf() {
+render_conf() {
   local node_line
   # slurmd -C reports this machine's real sockets/cores/threads/memory; a node configured with more than
   # it has would be drained. Take 5% of the memory off so the node never reports "Low RealMemory".
@@ -53,6 +53,10 @@ ClusterName=midtrain
 SlurmctldHost=$node
 SlurmUser=root
 AuthType=auth/munge
+# A requeued job may start again only after its old credential's lifetime (default 120 s): slurmctld sets its
+# BeginTime that far ahead, and slurmd kills an earlier start ("Job credential revoked"). 30 s keeps the
+# requeue test short while leaving a loaded machine ample time to launch a step with a fresh credential.
+AuthInfo=cred_expire=30
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid
@@ -80,6 +84,15 @@ MaxArraySize=1001
 $node_line State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
+}
+
+conf_current() {
+  # the running cluster was started from the config this script writes now (not an older version of it)
+  render_conf && [ -f "$CONF" ] && cmp -s "$DIR/slurm.conf" "$CONF"
+}
+
+write_conf() {
+  render_conf
   if [ -f "$CONF" ] && ! grep -qF "$MARKER" "$CONF"; then
     die "$CONF exists and is not ours; refusing to overwrite a real cluster's config"
   fi
@@ -143,9 +156,13 @@ cmd_start() {
   need_root
   mkdir -p "$DIR"/{state,spool,log,run}
   if pid_alive "$DIR/run/slurmctld.pid" && pid_alive "$DIR/run/slurmd.pid" && node_ready; then
-    say "reusing the running cluster ($DIR)"
-    echo reused
-    return
+    if conf_current; then
+      say "reusing the running cluster ($DIR)"
+      echo reused
+      return
+    fi
+    say "the running cluster has an older slurm.conf; restarting it with the current one"
+    timeout 10 scancel --full --quiet --partition=debug 2>/dev/null || true
   fi
   install_packages
   # a half-alive cluster from an earlier session: stop what is left and start clean

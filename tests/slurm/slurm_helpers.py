@@ -1,4 +1,9 @@
-"""Helpers for the Slurm tests: wait for jobs, release requeued jobs, a site config for the test cluster."""
+"""Helpers for the Slurm tests: wait for jobs, a site config for the test cluster.
+
+Waits are deadlines on a state, never fixed sleeps: they are sized for a slow machine shared with other
+CPU-heavy work (a job that finishes in 20 s alone can take minutes there) and return as soon as the state is
+reached, so a generous deadline costs nothing when the machine is fast.
+"""
 
 from __future__ import annotations
 
@@ -20,22 +25,50 @@ def job_state(job_id: str) -> dict[str, str]:
     return job_info(job_id)
 
 
+# How long a job may wait in the queue before it starts: the single node may be busy with other jobs (another
+# test session's), which says nothing about the code under test, so this is generous and separate.
+QUEUE_TIMEOUT_S = 1800
+
+
+def wait_started(job_id: str, queue_timeout: float = QUEUE_TIMEOUT_S, poll: float = 1.0) -> dict[str, str]:
+    """Wait until the job has left PENDING (running or already ended); returns its scontrol record."""
+    t0 = time.time()
+    info: dict[str, str] = {}
+    while time.time() - t0 < queue_timeout:
+        info = job_state(job_id)
+        if info.get("JobState") not in ("PENDING", None) or info == {}:
+            return info
+        time.sleep(poll)
+    subprocess.run(["scancel", str(job_id)], capture_output=True)
+    pytest.fail(f"job {job_id} still queued after {queue_timeout:.0f}s ({info.get('Reason')})")
+
+
 def wait_job(job_id: str, timeout: float, poll: float = 1.0) -> dict[str, str]:
-    """Wait until the job is in a final state; returns its scontrol record. Fails with the job's state on timeout."""
+    """Wait until the job is in a final state; returns its scontrol record. ``timeout`` counts from when the job
+    left the queue (time spent PENDING behind other jobs is bounded by QUEUE_TIMEOUT_S instead); fails with the
+    job's state when either runs out."""
+    wait_started(job_id, poll=poll)
     t0 = time.time()
     info: dict[str, str] = {}
     while time.time() - t0 < timeout:
         info = job_state(job_id)
         if info.get("JobState") in FINAL:
             return info
+        if info.get("JobState") == "PENDING":  # requeued: its wait in the queue does not count either
+            wait_started(job_id, poll=poll)
+            t0 = time.time()
         time.sleep(poll)
     subprocess.run(["scancel", str(job_id)], capture_output=True)
     pytest.fail(f"job {job_id} not finished after {timeout:.0f}s: {info.get('JobState')} ({info.get('Reason')})")
 
 
-def release_requeued(job_id: str) -> None:
-    """Slurm holds a requeued batch job for ~2 minutes (BeginTime); start it now to keep the test short."""
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], capture_output=True, text=True)
+def wait_for(done, timeout: float, what: str, poll: float = 1.0) -> None:
+    """Poll ``done()`` until it is true; fail naming ``what`` after ``timeout`` seconds."""
+    t0 = time.time()
+    while not done():
+        if time.time() - t0 > timeout:
+            pytest.fail(f"{what}: not reached after {timeout:.0f}s")
+        time.sleep(poll)
 
 
 def cluster_site(tmp_path: Path, **train: object) -> Path:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from slurm_helpers import cluster_site, job_state, wait_job
+from slurm_helpers import QUEUE_TIMEOUT_S, cluster_site, job_state, wait_for, wait_job
 
 from midtrain.launch.prep import slurm_executor
 from midtrain.launch.protocol_job import build_chains, submit_jobs
@@ -36,7 +36,7 @@ def test_chain_runs_steps_in_order_then_final_after_all(slurm_cluster, tmp_path)
     }
     jobs = submit_jobs(build_chains(site, out / "slurm", steps, ("report", ["recipes", "--kind", "train"]), "mt-t"))
     ok, broken = jobs.job_ids["ok"], jobs.job_ids["broken"]
-    final = wait_job(jobs.final_id, timeout=120)
+    final = wait_job(jobs.final_id, timeout=600)
     infos = {j: wait_job(j, timeout=30) for j in ok + broken}
 
     a, b = infos[ok[0]], infos[ok[1]]
@@ -88,11 +88,9 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
     assert "#SBATCH --array=0-1" in script and "#SBATCH --mem-per-cpu=1G" in script
     assert "source " in script and "/bin/activate" in script
     array = str(ex.job_id)
-    _wait_queue_empty([array], timeout=180)
-    for _ in range(60):  # datatrove's stats-merge job runs after the array
-        if (logs / "stats.json").exists():
-            break
-        time.sleep(1)
+    _wait_queue_empty([array], timeout=QUEUE_TIMEOUT_S + 600)  # queued behind other jobs, then run
+    # datatrove's stats-merge job runs after the array
+    wait_for((logs / "stats.json").exists, 300, "datatrove's stats merge after the array")
     assert sorted(p.name for p in (logs / "completions").iterdir()) == ["00000", "00001"]
     written = []
     for path in sorted(docs.glob("*.jsonl.gz")):
@@ -112,11 +110,8 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
     third.run()
     assert third.job_id not in (None, -1)
     assert json.loads((logs / "ranks_to_run.json").read_text()) == [1]
-    _wait_queue_empty([str(third.job_id)], timeout=120)
-    for _ in range(30):
-        if (logs / "completions" / "00001").exists():
-            break
-        time.sleep(1)
+    _wait_queue_empty([str(third.job_id)], timeout=QUEUE_TIMEOUT_S + 600)
+    wait_for((logs / "completions" / "00001").exists, 300, "the resubmitted task's completion marker")
     assert (logs / "completions" / "00001").exists() and (docs / "00001.jsonl.gz").exists()
     info = job_state(str(third.job_id))
     assert info == {} or info.get("JobState") in ("COMPLETED", None)
@@ -138,12 +133,8 @@ def test_midtrain_prep_executor_slurm_writes_documents_and_relaunch_resumes(slur
     r = _prep(out)
     assert r.returncode == 0, r.stderr[-3000:]
     stats_path = out / "stats.json"
-    for _ in range(180):
-        if stats_path.exists() and json.loads(stats_path.read_text()).get("complete"):
-            break
-        time.sleep(1)
-    else:
-        pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
+    wait_for(lambda: stats_path.exists() and json.loads(stats_path.read_text()).get("complete"), QUEUE_TIMEOUT_S + 900,
+             f"prep on Slurm finished (stats.json complete) in {out}")
     stats = json.loads(stats_path.read_text())
     docs = []
     for path in sorted((out / "documents").glob("*.jsonl.gz")):
@@ -177,7 +168,7 @@ def test_submit_protocol_cli_submits_one_afterok_chain_per_checkpoint(slurm_clus
         assert f"afterok:{sft}" in info.get("Dependency", "") or info.get("JobState") == "CANCELLED", info
     info = job_state(report)  # afterany on every chain's last job
     assert info.get("JobState") != "PENDING" or all(f"afterany:{ev}" in info["Dependency"] for _, ev in chains.values())
-    final = wait_job(report, timeout=180)
+    final = wait_job(report, timeout=600)
     for sft, ev in chains.values():
         assert wait_job(sft, 30)["JobState"] == "FAILED"
         assert wait_job(ev, 30)["JobState"] == "CANCELLED"

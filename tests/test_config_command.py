@@ -1,0 +1,59 @@
+"""`midtrain config` resolves any stage's config, and each stage command prints the same with --print-config."""
+
+import yaml
+
+from midtrain.cli import main
+
+
+def _yaml(capsys) -> dict:
+    return yaml.safe_load(capsys.readouterr().out)
+
+
+def test_config_prep_prints_reader_and_every_curation_field(capsys):
+    assert main(["config", "prep", "repos", "repos.max_doc_bytes=500000", "redact.enabled=false"]) == 0
+    data = _yaml(capsys)
+    assert data["source"] == "repos" and data["repos"]["max_doc_bytes"] == 500000
+    assert data["redact"]["enabled"] is False
+    assert {"license", "decontam", "quality", "redact", "dedup"} <= set(data)
+
+
+def test_prep_print_config_matches_config_prep_with_overrides_anywhere(capsys, tmp_path):
+    assert main(["config", "prep", "commits", "commits.max_doc_bytes=100000", "dedup.enabled=false"]) == 0
+    expected = capsys.readouterr().out
+    assert main(["prep", "commits", "--input", str(tmp_path / "repo"), "commits.max_doc_bytes=100000", "--output",
+                 str(tmp_path / "out"), "--print-config", "dedup.enabled=false"]) == 0
+    assert capsys.readouterr().out == expected
+    assert not (tmp_path / "out").exists()  # printed, nothing run
+
+
+def test_config_prep_errors_name_the_field(capsys):
+    assert main(["config", "prep", "repos", "repos.max_doc_byte=1"]) == 2
+    assert "max_doc_bytes" in capsys.readouterr().err
+    assert main(["config", "prep", "nosuch"]) == 2
+    assert "repos" in capsys.readouterr().err
+
+
+def test_config_pack_and_pack_print_config_include_the_mixture(capsys, tmp_path):
+    assert main(["config", "pack", "seq_length=4096", "mixture.max_repeat=2"]) == 0
+    data = _yaml(capsys)
+    assert data["seq_length"] == 4096 and data["mixture"]["max_repeat"] == 2
+    assert main(["pack", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--mixture", "swe_midtrain",
+                 "--seq-length", "2048", "--print-config", "seed=7"]) == 0
+    data = _yaml(capsys)
+    assert data["seq_length"] == 2048 and data["seed"] == 7 and data["mixture"]["name"] == "swe_midtrain"
+
+
+def test_sft_and_protocol_and_submit_train_print_config(capsys):
+    assert main(["sft", "sft_probe_demo", "--from", "x", "--output", "y", "--print-config", "valid_fraction=0.5"]) == 0
+    assert _yaml(capsys)["valid_fraction"] == 0.5
+    assert main(["submit", "protocol", "protocol_demo", "--print-config", "baseline=midtrained"]) == 0
+    assert _yaml(capsys)["baseline"] == "midtrained"
+    assert main(["submit", "train", "demo_tiny", "--print-config", "optim.lr=0.002"]) == 0
+    assert _yaml(capsys)["optim"]["lr"] == 0.002
+    assert main(["config", "protocol_demo", "baseline=midtrained", "--yaml-only"]) == 0
+    assert _yaml(capsys)["baseline"] == "midtrained"
+
+
+def test_config_recipe_rejects_a_stray_source(capsys):
+    assert main(["config", "demo_tiny", "oops"]) == 2
+    assert "'oops'" in capsys.readouterr().err

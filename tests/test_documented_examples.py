@@ -1,0 +1,294 @@
+"""Every command line shown in README.md, slurm/README.md and the `--help` epilogs runs as written.
+
+The examples run in one workspace, in the order they are shown, through bash (so `~`, globs and `>` work as
+in a user's shell) with HOME pointing at tiny stand-ins for the paths they name (~/src/proj is a small git
+repository, ~/models/Qwen3-8B-Base a tiny random Qwen3, prs.parquet a few pull requests ...). Each example
+is planned below as one of:
+
+  run     executed as shown; must exit 0
+  submit  would submit to a cluster: executed with --dry-run
+  gpu     needs GPUs (or a real-size model): parsed by the real parser and its config resolved and validated
+  other   not a midtrain command line; the reason says what checks it
+
+An example without a plan entry (a new one in the docs) fails test_every_example_has_a_plan: add it here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from documented_examples import REPO, documented_examples
+
+RUN, SUBMIT, GPU, OTHER = "run", "submit", "gpu", "other"
+
+PLAN: dict[str, str] = {
+    "make demo": OTHER,  # the Makefile's demo target is `midtrain demo` (checked below), run as `midtrain demo --workdir .demo`
+    "make test": OTHER,  # this test suite
+    "midtrain demo --workdir .demo": RUN,
+    "midtrain prep repos --input ~/src/proj --output out/prep/repos": RUN,
+    "midtrain pack --input out/prep/* --output out/shards --seq-length 2048": RUN,
+    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine": RUN,
+    "midtrain submit protocol protocol_demo --dry-run": RUN,
+    "midtrain report base=runs/p/base midtrained=runs/p/mid --output report/": RUN,
+    "midtrain recipes": RUN,
+    "midtrain config demo_tiny optim.lr=1e-3 data.seq_length=4096": RUN,
+    "midtrain config qwen3_8b_256k_h200": RUN,
+    "midtrain prep repos --input ~/src/proj ~/mirrors/other.git --output out/prep/repos": RUN,
+    "midtrain prep commits --input ~/src/proj --output out/prep/commits commits.max_doc_bytes=500000": RUN,
+    "midtrain prep traces --input runs/ --output out/prep/traces traces.only_resolved=true "
+    "traces.resolved_report=runs/report.json": RUN,
+    "midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 "
+    "--site site.yaml --dry-run": RUN,
+    "midtrain prep repos redact.enabled=false dedup.max_repo_duplicate_fraction=0.8 --input ~/src "
+    "--output out/prep/repos": RUN,
+    "midtrain prep pulls decontam.repo_list=/abs/bench_repos.txt decontam.instances='[/abs/verified.jsonl]' "
+    "--input prs.jsonl --output out/prep/pulls": RUN,
+    "midtrain pack --input out/prep/repos out/prep/pulls out/prep/traces --output out/shards --seq-length 262144": RUN,
+    "midtrain pack --input out/prep/* --output out/shards --mixture swe_midtrain pad_multiple=16 seed=1": RUN,
+    "midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=512 --executor slurm "
+    "--site site.yaml": SUBMIT,
+    "midtrain inspect out/shards": RUN,
+    "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
+    "midtrain train demo_tiny optim.train_steps=20 run_dir=runs/try": RUN,
+    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 run_dir=runs/tp2": RUN,
+    "midtrain train runs/try/config.yaml optim.train_steps=40": RUN,
+    "midtrain convert hf2mcore ~/models/Qwen3-8B-Base ckpt/qwen3-8b --tp 2": RUN,
+    "midtrain train qwen3_8b_256k_h200 init_from=ckpt/qwen3-8b": GPU,
+    "midtrain convert mcore2hf runs/qwen3_8b_256k_h200 export/qwen3-8b-mt": RUN,
+    "midtrain demo --only protocol": RUN,
+    "midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output runs/probe/mid": RUN,
+    "midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output runs/proxy/mid shards=.demo/shards "
+    "retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]": RUN,
+    "midtrain eval swebench --checkpoint runs/probe/mid/hf --output runs/swe/mid benchmarks=[verified] "
+    "instance_slice=0:50": RUN,
+    "sbatch runs/swe/mid/swebench.sbatch": OTHER,  # the script the example before wrote: exists, `bash -n` clean
+    "midtrain eval swebench --collect --output runs/swe/mid": RUN,
+    "midtrain report base=runs/p/base midtrained=runs/p/mid --output report/": RUN,
+    "midtrain submit protocol protocol_swebench checkpoints.base=runs/probe/base/hf "
+    "checkpoints.midtrained=runs/probe/mid/hf --dry-run": RUN,
+    "midtrain submit train qwen3_8b_256k_h200 --site mysite.yaml --nodes 32 --dry-run": RUN,
+    "midtrain submit train qwen3_8b_256k_h200 --site mysite.yaml --nodes 32 --time 2-00:00:00": SUBMIT,
+    "midtrain submit protocol protocol_demo --site mysite.yaml": SUBMIT,
+    "midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 "
+    "--site mysite.yaml": SUBMIT,
+    "midtrain prep repos --input ~/src/myrepo ~/mirrors/other.git --output out/prep/repos": RUN,
+    "midtrain prep commits --input ~/src/myrepo --output out/prep/commits commits.max_doc_bytes=500000": RUN,
+    "midtrain prep traces --input runs/*.traj.json --output out/prep/traces traces.only_resolved=true "
+    "traces.resolved_report=runs/report.json": RUN,
+    "midtrain prep pulls --input prs.parquet --output out/prep/pulls --executor slurm --tasks 64 "
+    "--site site.yaml --partition cpu --time 02:00:00 --dry-run": RUN,
+    "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144": RUN,
+    "midtrain pack --input out/prep/* --output out/shards --seq-length 2048 --mixture swe_midtrain "
+    "pad_multiple=16 valid_fraction=0.01 mixture.total_tokens=500000000000": RUN,
+    "midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=256 --executor slurm "
+    "--site site.yaml --dry-run": RUN,
+    "midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B": RUN,
+    "midtrain inspect out/shards --json": RUN,
+    "midtrain inspect out/shards --sample 0 1": RUN,
+    "midtrain inspect out/shards --png lengths.png": RUN,
+    "torchrun --nproc-per-node 8 -m midtrain.cli train qwen3_8b_256k_h200 precision.fp8=hybrid": GPU,
+    "midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained": RUN,
+    "midtrain sft sft_probe_demo --from runs/base --output runs/probe/base data_dir=runs/probe/sft_data "
+    "train.optim.lr=5e-4": RUN,
+    "midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards "
+    "retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]": RUN,
+    "midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench "
+    "benchmarks=[verified] instance_slice=0:50 max_steps=100": RUN,
+    "midtrain eval swebench --collect --output runs/p/midtrained/swebench": RUN,
+    "midtrain report base=.demo/runs/protocol/base midtrained=.demo/runs/protocol/midtrained "
+    "--output .demo/report": RUN,
+    "midtrain report --protocol protocol_demo": RUN,
+    "midtrain submit train qwen3_8b_256k_h200 --site slurm/site.example.yaml --nodes 32 --dry-run": RUN,
+    "midtrain submit train demo_tiny optim.train_steps=200 --site-set train.gpus_per_node=0 --tasks-per-node 2 "
+    "--time 01:00:00": SUBMIT,
+    "midtrain submit protocol protocol_demo --local": RUN,
+    "midtrain convert hf2mcore ~/models/Qwen3-1.7B-Base ckpt/qwen3-1.7b --tp 2": RUN,
+    "midtrain train qwen3_1p7b_256k_h200 init_from=ckpt/qwen3-1.7b": GPU,
+    "midtrain convert mcore2hf runs/qwen3_1p7b_256k_h200 export/qwen3-1.7b-midtrained --dtype bf16": RUN,
+    "midtrain recipes --kind train": RUN,
+    "midtrain config demo_tiny --yaml-only > run.yaml": RUN,
+    "midtrain config prep repos repos.max_doc_bytes=500000 redact.enabled=false": RUN,
+    "midtrain config pack seq_length=4096 pad_multiple=16": RUN,
+    "midtrain config protocol_demo": RUN,
+}
+
+# The docs' absolute paths, placed inside the workspace.
+ABSOLUTE = ("/abs/", "/lustre/")
+
+
+def _midtrain_argv(cmd: str) -> list[str]:
+    """The words after `midtrain` (or after `torchrun ... -m midtrain.cli`)."""
+    words = shlex.split(cmd.split(" > ")[0])
+    if words[0] == "torchrun":
+        words = words[words.index("midtrain.cli") + 1:]
+    else:
+        assert words[0] == "midtrain", cmd
+        words = words[1:]
+    return words
+
+
+def test_every_example_has_a_plan():
+    shown = [cmd for _, cmd in documented_examples()]
+    missing = [c for c in shown if c not in PLAN]
+    stale = [c for c in PLAN if c not in shown]
+    assert not missing, "examples shown in the docs without a plan here (add them to PLAN):\n" + "\n".join(missing)
+    assert not stale, "PLAN entries no longer shown anywhere (remove them):\n" + "\n".join(stale)
+
+
+def test_make_demo_is_midtrain_demo():
+    recipe = (REPO / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
+    assert "midtrain demo" in recipe
+
+
+@pytest.mark.parametrize("cmd", [c for c, kind in PLAN.items() if kind != OTHER])
+def test_every_midtrain_example_parses_and_resolves_its_config(cmd):
+    """Quick check of every example: the real parser accepts it and a train config resolves and validates."""
+    from midtrain.cli import build_parser
+
+    argv = _midtrain_argv(cmd)
+    args = build_parser().parse_args(argv)
+    if args.command == "train" and not args.recipe.endswith(".yaml"):
+        from midtrain.train.command import load_config
+
+        load_config(args.recipe, args.overrides)
+    if args.command == "config":
+        from midtrain.cli import main
+
+        assert main(argv) == 0
+
+
+def _git(repo: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org",
+           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.org"}
+    subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
+    """Tiny stand-ins for every path the examples name; returns (workspace, environment)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from hf_helpers import make_hf_model, save_tiny_tokenizer
+
+    ws = tmp_path_factory.mktemp("examples")
+    home = ws / "home"
+    samples = REPO / "data_prep" / "samples"
+    for name in ("proj", "myrepo"):
+        repo = home / "src" / name
+        shutil.copytree(samples / "repo", repo)
+        _git(repo, "init", "-q", "-b", "main")
+        _git(repo, "add", "-A")
+        _git(repo, "commit", "-q", "-m", f"{name}: initial import")
+        (repo / "README.md").write_text((repo / "README.md").read_text() + "\nMore docs.\n")
+        _git(repo, "commit", "-q", "-am", "docs: more")
+    (home / "mirrors").mkdir()
+    subprocess.run(["git", "clone", "-q", "--bare", str(home / "src" / "proj"), str(home / "mirrors" / "other.git")],
+                   check=True, capture_output=True)
+    save_tiny_tokenizer(home / "models" / "Qwen3-8B")
+    for name in ("Qwen3-8B-Base", "Qwen3-1.7B-Base"):
+        make_hf_model("qwen3", home / "models" / name)
+    runs = ws / "runs"
+    runs.mkdir()
+    for trace in samples.glob("traces/*.traj*"):
+        shutil.copy(trace, runs / trace.name)
+    ids = [p.name.split(".traj")[0] for p in runs.iterdir()]
+    (runs / "report.json").write_text(json.dumps({"resolved_ids": ids}))
+    rows = [json.loads(line) for line in (samples / "pulls" / "sample_prs.jsonl").read_text().splitlines() if line]
+    shutil.copy(samples / "pulls" / "sample_prs.jsonl", ws / "prs.jsonl")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = []  # the sample rows that share one Arrow schema (the samples vary it on purpose)
+    for row in rows:
+        try:
+            pa.Table.from_pylist(table + [row])
+            table.append(row)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            pass
+    pq.write_table(pa.Table.from_pylist(table), ws / "prs.parquet")
+    for name in ("site.yaml", "mysite.yaml"):
+        shutil.copy(REPO / "slurm" / "site.example.yaml", ws / name)
+    (ws / "slurm").mkdir()
+    shutil.copy(REPO / "slurm" / "site.example.yaml", ws / "slurm" / "site.example.yaml")
+    (ws / "abs").mkdir()
+    (ws / "abs" / "bench_repos.txt").write_text("octo/some-benchmark-repo\n")
+    (ws / "abs" / "verified.jsonl").write_text(json.dumps(
+        {"instance_id": "octo__bench-1", "repo": "octo/bench", "problem_statement": "the parser drops the last "
+         "line of a file when it has no trailing newline and the caller expects every line back",
+         "patch": "--- a/p.py\n+++ b/p.py\n"}) + "\n")
+    # names the examples use for directories other examples (or the demo) write
+    (ws / "lustre" / "prep").mkdir(parents=True)
+    for source in ("repos", "pulls", "traces"):
+        (ws / "lustre" / "prep" / source).symlink_to(ws / "out" / "prep" / source)
+    (runs / "p" / "midtrained").mkdir(parents=True)
+    links = {"runs/base": ".demo/runs/demo_tiny", "runs/p/base": ".demo/runs/protocol/base",
+             "runs/p/mid": ".demo/runs/protocol/midtrained", "runs/p/midtrained/sft": "runs/probe/mid",
+             "runs/qwen3_8b_256k_h200": "ckpt/qwen3-8b", "runs/qwen3_1p7b_256k_h200": "ckpt/qwen3-1.7b"}
+    for link, target in links.items():
+        (ws / link).symlink_to(ws / target)
+    (ws / "runs" / "probe").mkdir()
+    (ws / "runs" / "probe" / "midtrained").mkdir()
+    bin_dir = ws / "bin"
+    bin_dir.mkdir()
+    shim = bin_dir / "midtrain"
+    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m midtrain.cli \"$@\"\n")
+    shim.chmod(0o755)
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+           "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "MIDTRAIN_CACHE": os.environ.get("MIDTRAIN_CACHE", str(Path.home() / ".cache" / "midtrain"))}
+    env.pop("MIDTRAIN_SITE", None)
+    return ws, env
+
+
+def _output_dir(cmd: str) -> str | None:
+    words = shlex.split(cmd)
+    return words[words.index("--output") + 1] if "--output" in words else None
+
+
+def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> str | None:
+    """Run one example; returns a failure description or None."""
+    line = cmd
+    for prefix in ABSOLUTE:
+        line = line.replace(prefix, f"{ws}{prefix}")
+    if kind == SUBMIT:
+        line += " --dry-run"
+    out = _output_dir(line)
+    words = line.split()
+    if out and len(words) > 1 and words[1] in ("prep", "pack") and "--dry-run" not in words:
+        shutil.rmtree(ws / out, ignore_errors=True)  # each example as a fresh user runs it, not a resume
+    r = subprocess.run(["bash", "-c", line], cwd=ws, env=env, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        return f"$ {cmd}\nexit {r.returncode}\n{r.stderr[-2500:]}"
+    return None
+
+
+@pytest.mark.slow
+def test_documented_examples_run(workspace):
+    """Every `run` and `submit` example in the order the docs show them, sharing one workspace."""
+    ws, env = workspace
+    failures = []
+    order = [c for _, c in documented_examples()]
+    # the demo builds .demo/ that many examples read: run it first, as the README's first command does
+    order.remove("midtrain demo --workdir .demo")
+    order.insert(0, "midtrain demo --workdir .demo")
+    for cmd in order:
+        kind = PLAN[cmd]
+        if kind in (RUN, SUBMIT):
+            failure = _run_example(cmd, kind, ws, env)
+            if failure:
+                failures.append(failure)
+        elif cmd.startswith("sbatch "):
+            script = ws / cmd.split()[1]
+            if not script.is_file():
+                failures.append(f"$ {cmd}\n{script} was not written by the example before it")
+            else:
+                r = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+                if r.returncode:
+                    failures.append(f"$ {cmd}\n{r.stderr}")
+    assert not failures, f"{len(failures)} documented example(s) failed:\n\n" + "\n\n".join(failures)
