@@ -117,6 +117,23 @@ PLAN: dict[str, str] = {
     "midtrain config prep repos repos.max_doc_bytes=500000 redact.enabled=false": RUN,
     "midtrain config pack seq_length=4096 pad_multiple=16": RUN,
     "midtrain config protocol_demo": RUN,
+    "midtrain prep repos repos.columns.license=max_stars_repo_licenses --input s3://my-bucket/the-stack/data/python "
+    "--output /lustre/prep/repos --executor slurm --tasks 64 --site site.yaml --dry-run": RUN,
+    # bench/ scripts: run with their README arguments by tests/test_bench_plan.py and tests/test_hf_gpu_check.py
+    ".venv/bin/python bench/plan.py --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
+    "commits=1TB pulls=200GB traces=50GB buildlogs=300GB --mixture repos=0.55 commits=0.15 pulls=0.1 traces=0.1 "
+    "buildlogs=0.1": OTHER,
+    "bench/gpu_check.sh --dry-run": OTHER,
+    "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
+    "--output /tmp/bench_index.json.gz": RUN,
+    "midtrain prep repos decontam.index=/tmp/bench_index.json.gz --input data_prep/samples/repo "
+    "--output /tmp/prep_idx": RUN,
+    "midtrain inspect out/prep/repos": RUN,
+    "midtrain inspect out/shards --card": RUN,
+    "midtrain train demo_tiny_moe optim.train_steps=4 run_dir=runs/moe": RUN,
+    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny_moe parallel.expert=2 optim.train_steps=2 "
+    "run_dir=runs/ep2": RUN,
+    "midtrain config qwen3_30b_a3b_256k_h200": RUN,
 }
 
 # The docs' absolute paths, placed inside the workspace.
@@ -234,6 +251,8 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
         (ws / link).symlink_to(ws / target)
     (ws / "runs" / "probe").mkdir()
     (ws / "runs" / "probe" / "midtrained").mkdir()
+    for shown in ("tests", "data_prep"):  # examples that name the repository's own fixtures and samples
+        (ws / shown).symlink_to(REPO / shown)
     bin_dir = ws / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "midtrain"
