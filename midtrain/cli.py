@@ -46,6 +46,8 @@ COMMANDS = [
             "Slurm launch", "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run"),
     Command("convert", "midtrain.train.convert_command", "convert checkpoints between Hugging Face and megatron-core",
             "HF checkpoints", "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2"),
+    Command("sweep", "midtrain.sweep.command", "run ablation variants through the fixed SFT probe, ranked",
+            "ablation sweeps", "midtrain sweep sweep_demo --dry-run"),
     Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
             "foundation", "midtrain demo --workdir .demo"),
 ]

@@ -1,0 +1,64 @@
+"""Sweep recipes: the paper's ablations as variants of one mixture and pack/train recipe through the fixed probe."""
+
+from midtrain.sweep.config import SweepConfig, Variant
+from recipes import recipe
+from recipes.mixtures import swe_midtrain
+from recipes.protocol import protocol_demo, protocol_swebench
+
+
+@recipe("sweep")
+def sweep_demo() -> SweepConfig:
+    """Demo-scale ablations on CPU (minutes): trace share 0/10%, no commits, context 1K vs 2K, 2x tokens."""
+    cfg = SweepConfig(name="sweep_demo", output=".demo/sweep", base=None, train_recipe="demo_tiny",
+                      inputs={s: f".demo/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
+                      tokens=16_384, seed=1234)
+    cfg.pack.seq_length = 2048
+    cfg.pack.valid_fraction = 0.1
+    cfg.pack.mixture = swe_midtrain()
+    cfg.train_overrides = ["optim.global_batch_size=2", "checkpoint.save_interval=1000", "log.tensorboard=false"]
+    cfg.variants = {
+        "mix": Variant(about="swe_midtrain mixture (10% agent traces)"),
+        "traces_0": Variant(about="no agent traces", pack=["mixture.weights.trace=0.0"]),
+        "no_commits": Variant(about="leave commits out", leave_out=["commits"]),
+        "ctx_1k": Variant(about="context 1,024 instead of 2,048", pack=["seq_length=1024"]),
+        "long": Variant(about="twice the midtraining tokens", tokens=32_768),
+    }
+    proto = protocol_demo()  # the sweep replaces its checkpoints, output, report dir and notes
+    proto.proxy.shards = None  # the sweep's reference shards
+    proto.proxy.retrieval.lengths = [256, 512, 1024]
+    proto.proxy.retrieval.depths = [0.0, 0.5, 1.0]
+    proto.probe_seeds = [4321, 4322]
+    proto.sft_overrides = ["export_hf=false"]  # the demo evaluates no SWE-bench: skip the HF export
+    cfg.protocol = proto
+    return cfg
+
+
+@recipe("sweep")
+def sweep_swe_ablations() -> SweepConfig:
+    """The paper's ablations for Qwen3-8B at 32K: leave-one-source-out, trace share 0/5/10%, repo file order, length, 256K."""
+    cfg = SweepConfig(name="swe_ablations", output="runs/sweep_swe_ablations", base="models/Qwen3-8B-Base",
+                      train_recipe="qwen3_8b_ctx_stage1_32k_h200",
+                      inputs={s: f"out/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
+                      raw_inputs={"repos": ["out/raw/repos"]}, tokens=20_000_000_000, seed=1234)
+    cfg.pack.seq_length = 32_768
+    cfg.pack.mixture = swe_midtrain()
+    cfg.pack.tasks = 256
+    cfg.pack.tokenize_tasks = 256
+    cfg.variants = {"full": Variant(about="swe_midtrain mixture, 10% agent traces")}
+    for source in cfg.inputs:
+        cfg.variants[f"no_{source}"] = Variant(about=f"leave {source} out", leave_out=[source])
+    for share in (0.0, 0.05):
+        cfg.variants[f"traces_{int(share * 100)}"] = Variant(about=f"{share:.0%} agent traces",
+                                                             pack=[f"mixture.weights.trace={share}"])
+    # Repository file order: the repos source is prepped again with the order switched off (a ReposConfig option).
+    cfg.variants["repo_order_off"] = Variant(about="repository files in path order, not import order",
+                                             prep={"repos": ["repos.file_order=path"]})
+    cfg.variants["half_tokens"] = Variant(about="half the midtraining tokens", tokens=10_000_000_000)
+    cfg.variants["ctx_256k"] = Variant(about="256K context instead of 32K", pack=["seq_length=262144"],
+                                       train=["parallel.context=8"])
+    proto = protocol_swebench()  # the sweep replaces its checkpoints, output, report dir and notes
+    proto.proxy.shards = None
+    proto.probe_seeds = [4321, 4322, 4323]
+    proto.proxy_seeds = [0, 1]
+    cfg.protocol = proto
+    return cfg
