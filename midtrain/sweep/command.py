@@ -16,7 +16,7 @@ import argparse
 EPILOG = """examples:
   midtrain sweep sweep_demo                                   # CPU, demo scale (run `midtrain demo --only prep` first)
   midtrain sweep sweep_demo --dry-run                         # the steps of every chain, nothing run
-  midtrain sweep sweep_demo --submit --site slurm/site.example.yaml --dry-run   # the sbatch scripts
+  midtrain sweep sweep_demo --submit --site-set train.gpus_per_node=0 --dry-run   # the sbatch scripts
   midtrain sweep sweep_demo --report                          # rebuild the ranked report from finished runs
 """
 

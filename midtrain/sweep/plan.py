@@ -48,6 +48,7 @@ class VariantPlan:
     train_overrides: list[str]
     tokens: int  # budget
     train_steps: int
+    batch: int  # global batch size (sequences per step)
 
     @property
     def run_dir(self) -> Path:
@@ -106,7 +107,8 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         load_config(cfg.train_recipe, train).validate()
     except ConfigError as e:
         raise ConfigError(f"variants.{name}: the resolved training run is invalid: {e}") from None
-    return VariantPlan(name, v.about, root, inputs, prep_steps, pack, train, tokens, steps)
+    return VariantPlan(name, v.about, root, inputs, prep_steps, pack, train, tokens, steps,
+                       tcfg.optim.global_batch_size)
 
 
 def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:

@@ -16,7 +16,7 @@ from midtrain.eval.noise import RULE, is_difference, spread
 from midtrain.eval.report import Row, build_rows, delta_mark, write_report
 from midtrain.eval.results import load_checkpoint_results, read_metrics
 from midtrain.sweep.config import SweepConfig
-from midtrain.sweep.plan import output_dir, sweep_protocol
+from midtrain.sweep.plan import output_dir, sweep_protocol, variant_plan
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +40,10 @@ def _delta(row: Row, name: str, ref: str) -> str:
     return f"{row.delta_fmt.format(v - b)}{delta_mark(row, name, ref)}"
 
 
-def trained_tokens(run_dir: Path) -> int | None:
+def steps_done(run_dir: Path) -> int | None:
+    """The last step the variant's midtraining run logged (None before it has logged one)."""
     rows = read_metrics(run_dir / "metrics.jsonl")
-    total = sum(int(r.get("trained_tokens") or 0) for r in rows)
-    return total or None
+    return max((int(r["step"]) for r in rows), default=None)
 
 
 def write_sweep_report(cfg: SweepConfig) -> Path:
@@ -76,7 +76,10 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     ranking: list[dict[str, Any]] = []
     best = ranked[0] if ranked else None
     for i, name in enumerate(ranked, 1):
-        tokens = trained_tokens(output_dir(cfg) / name / "run")
+        plan = variant_plan(cfg, name)
+        steps = steps_done(plan.run_dir)
+        # sequence tokens (padding included) the run went through: steps x global batch x context length
+        tokens = steps * plan.batch * plan.pack.seq_length if steps else None
         md.append("| " + " | ".join([str(i), name, cfg.variants[name].about or "", f"{tokens:,}" if tokens else "—",
                                      _fmt(key, name), _delta(key, name, base),
                                      "—" if name == best else _delta(key, name, best),
@@ -84,7 +87,8 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
         ranking.append({"rank": i, "variant": name, "value": key.values[name], "samples": key.samples.get(name),
                         "delta_vs_baseline": None if key.values.get(base) is None else key.values[name] - key.values[base],
                         "difference_vs_baseline": is_difference(key.samples.get(base) or [], key.samples[name])
-                        if key.samples.get(base) else None, "tokens_trained": tokens})
+                        if key.samples.get(base) else None, "tokens_trained": tokens, "steps": steps,
+                        "seq_length": plan.pack.seq_length})
     if key is not None and key.values.get(base) is not None:
         md.append("| — | " + " | ".join([base, "no midtraining", "0", _fmt(key, base), "", "", _fmt(held, base),
                                           _fmt(retr, base)]) + " |")
