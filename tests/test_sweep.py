@@ -82,8 +82,8 @@ def tiny_sweep(tmp_path) -> list[str]:
     traces = write_documents(tmp_path / "prep" / "traces", sample_trace_docs())
     return [f"output={tmp_path / 'sweep'}", f"inputs={{repos: {repos}, traces: {traces}}}",
             "pack.seq_length=512", "pack.valid_fraction=0.3", "pack.tokenize_tasks=1", "tokens=2048",
-            "pack.mixture.weights={repo: 0.8, trace: 0.2}",
-            "variants={mix: {about: repos and traces}, traces_0: {about: no traces, pack: [mixture.weights.trace=0.0]}}",
+            "pack.mixture={name: natural}",  # tiny inputs: every source once (weights would be capped by traces)
+            "variants={mix: {about: repos and traces}, no_traces: {about: leave traces out, leave_out: [traces]}}",
             "protocol.sft_overrides=[export_hf=false, train.optim.train_steps=2, train.optim.warmup_steps=1, "
             "train.checkpoint.save_interval=2, train.data.seq_length=512]",
             "protocol.proxy.max_sequences=4", "protocol.proxy.retrieval.lengths=[128]",
@@ -98,7 +98,7 @@ def test_sweep_demo_end_to_end_ranks_variants_from_their_runs(tmp_path, caplog):
     assert main(["sweep", "sweep_demo", *over]) == 0
     out = tmp_path / "sweep"
     res = json.loads((out / "report" / "sweep.json").read_text())
-    assert [r["variant"] for r in res["ranking"]] and {r["variant"] for r in res["ranking"]} == {"mix", "traces_0"}
+    assert [r["variant"] for r in res["ranking"]] and {r["variant"] for r in res["ranking"]} == {"mix", "no_traces"}
     for r in res["ranking"]:
         losses = [json.loads((out / r["variant"] / d / "sft_result.json").read_text())["heldout_loss"]
                   for d in ("sft", "sft-s4322")]
@@ -111,10 +111,12 @@ def test_sweep_demo_end_to_end_ranks_variants_from_their_runs(tmp_path, caplog):
     assert values == sorted(values)  # lower held-out loss ranks first
     md = (out / "report" / "sweep.md").read_text()
     assert "| 1 | " + res["ranking"][0]["variant"] in md and "Seed noise:" in md
-    # the traces_0 variant really packed no trace tokens, mix did
-    m0 = json.loads((out / "traces_0" / "shards" / "manifest.json").read_text())
-    m1 = json.loads((out / "mix" / "shards" / "manifest.json").read_text())
-    assert json.dumps(m0) != json.dumps(m1)
+    # both variants really trained (loss on their tokens), and only mix packed trace tokens
+    for name in ("mix", "no_traces"):
+        rows = [json.loads(line) for line in (out / name / "run" / "metrics.jsonl").read_text().splitlines()]
+        assert len(rows) == 2 and all(r["trained_tokens"] > 0 for r in rows)
+    packed = {n: json.dumps(json.loads((out / n / "shards" / "manifest.json").read_text())) for n in ("mix", "no_traces")}
+    assert '"trace"' in packed["mix"] and '"trace"' not in packed["no_traces"]
     # a rerun reuses every finished chain
     stamp = (out / "mix" / "sft" / "sft_result.json").stat().st_mtime
     with caplog.at_level(logging.INFO):

@@ -9,6 +9,7 @@ from midtrain.config import Config, require
 
 RETRIEVAL_TASKS = ("function", "file_constant")
 BENCHMARKS = ("verified", "multilingual", "pro")
+HARNESSES = ("mini-swe-agent", "swe-agent", "openhands")  # agent harnesses a SWE-bench run can use
 
 
 @dataclass
@@ -66,6 +67,9 @@ class SweBenchConfig(Config):
     agent_base: str = "swebench.yaml"  # mini-swe-agent builtin config we derive from (tool calls)
     tool_call_parser: str = "hermes"  # vLLM parser for the chat template's <tool_call> blocks (Qwen)
     vllm_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
+    # Agent harnesses run against the same server (robustness across harnesses); the first is the headline.
+    harnesses: list[Literal["mini-swe-agent", "swe-agent", "openhands"]] = field(
+        default_factory=lambda: ["mini-swe-agent"])
 
     def check(self) -> None:
         require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS)}")
@@ -77,3 +81,7 @@ class SweBenchConfig(Config):
         require(0 < self.port < 65536, "port", "must be a TCP port")
         require(self.tensor_parallel >= 1, "tensor_parallel", "must be >= 1")
         require(self.agent_workers >= 1 and self.grading_workers >= 1, "agent_workers", "workers must be >= 1")
+        require(len(self.harnesses) > 0 and len(set(self.harnesses)) == len(self.harnesses), "harnesses",
+                f"name each harness once, from {list(HARNESSES)}")
+        require(self.environment == "docker" or self.harnesses == ["mini-swe-agent"], "harnesses",
+                "SWE-agent and OpenHands run their sandboxes in Docker only (environment=docker)")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from midtrain.eval.config import HARNESSES
 from midtrain.eval.noise import RULE, is_difference, spread
 from midtrain.eval.results import CheckpointResults, load_checkpoint_results
 
@@ -61,6 +62,11 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
     for bench, title in BENCH_NAMES.items():
         add("SWE-bench (after the SFT probe), % resolved", title, lambda r, b=bench: 100.0 * r.swebench[b]["rate"],
             True, "{:.1f}", "{:+.1f}")
+    # benchmark x harness (robustness across agent harnesses): the same server and checkpoint, another agent
+    for bench, title in BENCH_NAMES.items():
+        for harness in HARNESSES[1:]:
+            add("SWE-bench by agent harness, % resolved", f"{title} · {harness}",
+                lambda r, k=f"{bench}/{harness}": 100.0 * r.swebench[k]["rate"], True, "{:.1f}", "{:+.1f}")
     probe = lambda r: r.sft_runs  # noqa: E731 - every seed of the probe
     add("SFT probe", "held-out loss, assistant tokens", lambda s: s["heldout_loss"], False, runs=probe)
     add("SFT probe", "final train loss", lambda s: s["final_train_loss"], False, runs=probe)
