@@ -47,6 +47,31 @@ class ProxyConfig(Config):
 
 
 @dataclass
+class LmEvalConfig(Config):
+    """An lm-evaluation-harness run on the checkpoint's HF export (code and long-context tasks)."""
+
+    # lm-eval task names; midtrain_code_mc is the small local code task shipped with midtrain (no network)
+    tasks: list[str] = field(default_factory=lambda: ["midtrain_code_mc"])
+    include_path: str | None = None  # a directory of further task YAMLs
+    limit: int | None = None  # documents per task (None = all)
+    num_fewshot: int | None = None
+    batch_size: int = 1
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    dtype: str = "auto"
+    max_length: int | None = None  # the model's context for lm-eval (long-context tasks); None = the config's
+    tokenizer: str | None = None  # for the HF export of a midtrain checkpoint; None = its own
+    # humaneval / mbpp execute model-written code: lm-eval refuses them unless this is true
+    allow_code_execution: bool = False
+    seed: int = 1234
+
+    def check(self) -> None:
+        require(len(self.tasks) > 0, "tasks", "name at least one lm-eval task")
+        require(self.limit is None or self.limit > 0, "limit", "must be positive or null")
+        require(self.batch_size >= 1, "batch_size", "must be >= 1")
+        require(self.max_length is None or self.max_length > 0, "max_length", "must be positive or null")
+
+
+@dataclass
 class SweBenchConfig(Config):
     """One checkpoint on SWE-bench: vLLM server + mini-swe-agent + the `swebench` harness, per benchmark."""
 

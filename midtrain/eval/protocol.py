@@ -6,7 +6,7 @@ A protocol recipe names the checkpoints to compare (baseline first), the SFT pro
 launcher submits each checkpoint's list as an afterok chain; :func:`run_protocol` runs them here in order.
 :func:`report_argv` is the final cross-checkpoint step (after every chain).
 
-Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/swebench/``,
+Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/lm_eval/``, ``<name>/swebench/``,
 ``sft_data/`` (rendered + packed traces, shared so every probe sees the identical data), ``report/``.
 """
 
@@ -21,12 +21,12 @@ from typing import Literal
 import yaml
 
 from midtrain.config import Config, require
-from midtrain.eval.config import ProxyConfig, SweBenchConfig
+from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.eval.results import seed_dir
 
 log = logging.getLogger(__name__)
 
-EVALS = ("proxy", "swebench")
+EVALS = ("proxy", "lm_eval", "swebench")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -41,9 +41,11 @@ class ProtocolConfig(Config):
     sft_recipe: str = "sft_probe_demo"
     # Applied identically to every checkpoint's probe (e.g. a cluster path for the traces).
     sft_overrides: list[str] = field(default_factory=list)
-    evals: list[Literal["proxy", "swebench"]] = field(default_factory=lambda: ["proxy"])
+    evals: list[Literal["proxy", "lm_eval", "swebench"]] = field(default_factory=lambda: ["proxy"])
     # Proxy metrics on the checkpoint itself (before the probe), as the paper reports them beside SWE-bench.
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    # lm-evaluation-harness tasks on the checkpoint's HF export (before the probe, like the proxy metrics)
+    lm_eval: LmEvalConfig = field(default_factory=LmEvalConfig)
     swebench: SweBenchConfig = field(default_factory=SweBenchConfig)
     # Seed noise: the probe runs once per seed (train.seed and train.data.seed set to it; each seed has its own
     # shared data dir, so every checkpoint sees the same data per seed); [] = once, with the recipe's seeds.
@@ -130,6 +132,9 @@ def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]
                     chain.append((seed_dir("eval_proxy", suffix), [
                         "eval", "proxy", *config_overrides(base), *seed_over, "--checkpoint", path,
                         "--output", str(d["root"] / seed_dir("proxy", suffix))]))
+            elif ev == "lm_eval":
+                chain.append(("eval_lm_eval", ["eval", "lm-eval", *config_overrides(cfg.lm_eval), "--checkpoint",
+                                               path, "--output", str(d["root"] / "lm_eval")]))
             elif ev == "swebench":
                 chain.append(("eval_swebench", ["eval", "swebench", *config_overrides(cfg.swebench), "--checkpoint",
                                                 str(d["hf"]), "--output", str(d["swebench"]), "--run"]))

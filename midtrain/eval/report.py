@@ -75,6 +75,11 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
         add("Proxy: held-out loss (before SFT)", src,
             lambda r, s=src: r.proxy["heldout"]["per_source"][s]["loss"], False)
     add("Proxy: held-out loss (before SFT)", "all sources", lambda r: r.proxy["heldout"]["all"]["loss"], False)
+    tasks = sorted({(t, m) for r in results if r.lm_eval for t, row in (r.lm_eval.get("tasks") or {}).items()
+                    for m in row if "stderr" not in m})
+    for task, metric in tasks:
+        add("Proxy: lm-evaluation-harness (before SFT)", f"{task} {metric}",
+            lambda r, t=task, m=metric: r.lm_eval["tasks"][t][m], "loss" not in metric and "perplexity" not in metric)
     proxies = lambda r: r.proxy_runs  # noqa: E731 - the retrieval probe's needles are drawn per seed
     add("Proxy: code retrieval (before SFT)", "accuracy, mean over depth x length",
         lambda p: 100.0 * p["retrieval"]["accuracy"], True, "{:.1f}%", "{:+.1f}", runs=proxies)

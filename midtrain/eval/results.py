@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 SFT_RESULT = "sft_result.json"
 PROXY_RESULT = "proxy_results.json"
 SWEBENCH_RESULT = "swebench_results.json"
+LM_EVAL_RESULT = "lm_eval_results.json"
 
 
 @dataclass
@@ -28,6 +29,7 @@ class CheckpointResults:
     sft: dict[str, Any] | None = None
     proxy: dict[str, Any] | None = None
     swebench: dict[str, Any] | None = None
+    lm_eval: dict[str, Any] | None = None
     sft_runs: list[dict[str, Any]] = field(default_factory=list)  # the probe over every seed (sft/ first)
     proxy_runs: list[dict[str, Any]] = field(default_factory=list)  # the proxy evals over every seed (proxy/ first)
     sft_curve: list[dict[str, Any]] = field(default_factory=list)  # the probe run's metrics.jsonl
@@ -98,6 +100,8 @@ def load_checkpoint_results(name: str, root: str | Path) -> CheckpointResults:
     res.sft = _read_json(root / "sft" / SFT_RESULT, res.problems)
     if (root / "proxy").exists():
         res.proxy = _read_json(root / "proxy" / PROXY_RESULT, res.problems)
+    if (root / "lm_eval").exists():
+        res.lm_eval = _read_json(root / "lm_eval" / LM_EVAL_RESULT, res.problems)
     if (root / "swebench").exists():
         res.swebench = _read_json(root / "swebench" / SWEBENCH_RESULT, res.problems)
     res.sft_runs = [r for r in [res.sft, *_seed_runs(root, "sft", SFT_RESULT, res.problems)] if r]
