@@ -6,7 +6,7 @@ import pytest
 
 from midtrain.cli import build_parser
 from midtrain.config import ConfigError
-from midtrain.eval.config import ProxyConfig, SweBenchConfig
+from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.eval.protocol import ProtocolConfig, _overrides, protocol_steps, report_argv
 from recipes import get_recipe
 
@@ -38,12 +38,15 @@ def test_eval_overrides_rebuild_the_exact_config():
     cfg = get_recipe("protocol_swebench").build(["swebench.instance_slice=0:5", "swebench.vllm_args=[--enforce-eager]"])
     steps = protocol_steps(cfg)
     chain = dict(steps["midtrained"])
-    assert list(dict(steps["base"])) == ["sft", "eval_proxy", "eval_swebench"]
+    assert list(dict(steps["base"])) == ["sft", "eval_proxy", "eval_lm_eval", "eval_swebench"]
     # parse each argv with the real CLI parser, then rebuild the eval config from the parsed overrides
     parser = build_parser()
     proxy_args = parser.parse_args(chain["eval_proxy"])
     assert proxy_args.checkpoint == cfg.checkpoints["midtrained"] and proxy_args.output.endswith("midtrained/proxy")
     assert ProxyConfig().apply_overrides(proxy_args.overrides) == cfg.proxy
+    lm_args = parser.parse_args(chain["eval_lm_eval"])
+    assert lm_args.eval == "lm-eval" and lm_args.checkpoint == cfg.checkpoints["midtrained"]
+    assert LmEvalConfig().apply_overrides(lm_args.overrides) == cfg.lm_eval
     sw_args = parser.parse_args(chain["eval_swebench"])
     assert sw_args.run and SweBenchConfig().apply_overrides(sw_args.overrides) == cfg.swebench
     sw_argv = chain["eval_swebench"]

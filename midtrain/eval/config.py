@@ -60,6 +60,8 @@ class LmEvalConfig(Config):
     dtype: str = "auto"
     max_length: int | None = None  # the model's context for lm-eval (long-context tasks); None = the config's
     tokenizer: str | None = None  # for the HF export of a midtrain checkpoint; None = its own
+    # RULER tasks (niah_*, ruler) build haystacks of these lengths (lm-eval's task metadata max_seq_lengths)
+    max_seq_lengths: list[int] = field(default_factory=list)
     # humaneval / mbpp execute model-written code: lm-eval refuses them unless this is true
     allow_code_execution: bool = False
     seed: int = 1234

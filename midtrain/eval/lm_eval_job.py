@@ -108,7 +108,8 @@ def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -
         model="hf", model_args=model_args, tasks=list(cfg.tasks), num_fewshot=cfg.num_fewshot,
         batch_size=cfg.batch_size, device=cfg.device, limit=cfg.limit, log_samples=False,
         task_manager=TaskManager(include_path=include or None), confirm_run_unsafe_code=cfg.allow_code_execution,
-        random_seed=cfg.seed, numpy_random_seed=cfg.seed, torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed)
+        random_seed=cfg.seed, numpy_random_seed=cfg.seed, torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed,
+        metadata={"max_seq_lengths": list(cfg.max_seq_lengths)} if cfg.max_seq_lengths else None)
     if raw is None:  # non-zero ranks of a distributed run
         return {}
     result = {"checkpoint": str(checkpoint), "hf": str(hf), "config": cfg.to_dict(), "tasks": summarize(raw),
