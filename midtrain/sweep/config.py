@@ -30,6 +30,7 @@ class Variant(Config):
     prep: dict[str, list[str]] = field(default_factory=dict)
     pack: list[str] = field(default_factory=list)  # PackConfig overrides, e.g. mixture.weights.trace=0.05
     train: list[str] = field(default_factory=list)  # TrainConfig overrides (model/optimizer deltas)
+    train_recipe: str | None = None  # another train recipe (e.g. a 256K layout); None = the sweep's
     tokens: int | None = None  # midtraining tokens; None = the sweep's budget
 
 

@@ -49,6 +49,7 @@ class VariantPlan:
     tokens: int  # budget
     train_steps: int
     batch: int  # global batch size (sequences per step)
+    train_recipe: str
 
     @property
     def run_dir(self) -> Path:
@@ -59,8 +60,19 @@ class VariantPlan:
         return self.root / "shards"
 
     def stamp(self) -> dict[str, Any]:
-        return {"inputs": self.inputs, "prep": self.prep, "pack": self.pack.to_dict(),
+        return {"inputs": self.inputs, "prep": self.prep, "pack": self.pack.to_dict(), "train_recipe": self.train_recipe,
                 "train_overrides": self.train_overrides, "tokens": self.tokens, "train_steps": self.train_steps}
+
+
+def _check_prep(variant: str, source: str, overrides: list[str]) -> None:
+    """A re-prep's overrides must name real fields of the source's config (checked before anything runs)."""
+    from midtrain.sources.prep import SOURCE_CONFIGS, split_overrides
+
+    mine, _ = split_overrides(source, overrides)
+    try:
+        SOURCE_CONFIGS[source]().apply_overrides(mine).validate()
+    except ConfigError as e:
+        raise ConfigError(f"variants.{variant}.prep.{source}: {e}") from None
 
 
 def pack_argv(pack: PackConfig, inputs: list[str], output: Path) -> list[str]:
@@ -78,6 +90,7 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         if source in v.leave_out:
             continue
         if source in v.prep:
+            _check_prep(name, source, v.prep[source])
             out = root / "prep" / source
             prep_steps.append((f"prep_{source}", ["prep", source, *v.prep[source], "--input",
                                                   *cfg.raw_inputs[source], "--output", str(out)]))
@@ -93,8 +106,9 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
     except ConfigError as e:
         raise ConfigError(f"variants.{name}.pack: {e}") from None
     shared = [*cfg.train_overrides, *v.train]
+    recipe = v.train_recipe or cfg.train_recipe
     try:
-        tcfg = load_config(cfg.train_recipe, shared)
+        tcfg = load_config(recipe, shared)
     except ConfigError as e:
         raise ConfigError(f"variants.{name}.train: {e}") from None
     tokens = v.tokens or cfg.tokens
@@ -104,11 +118,11 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
              f"init_from={base_checkpoint(cfg)}", f"seed={cfg.seed}", f"data.seed={cfg.seed}",
              f"optim.train_steps={steps}", f"optim.warmup_steps={min(tcfg.optim.warmup_steps, steps)}"]
     try:
-        load_config(cfg.train_recipe, train).validate()
+        load_config(recipe, train).validate()
     except ConfigError as e:
         raise ConfigError(f"variants.{name}: the resolved training run is invalid: {e}") from None
     return VariantPlan(name, v.about, root, inputs, prep_steps, pack, train, tokens, steps,
-                       tcfg.optim.global_batch_size)
+                       tcfg.optim.global_batch_size, recipe)
 
 
 def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:
@@ -149,7 +163,7 @@ def sweep_chains(cfg: SweepConfig) -> tuple[dict[str, VariantPlan], dict[str, St
     chains = {cfg.baseline: proto[cfg.baseline]}
     for name, plan in plans.items():
         chains[name] = [*plan.prep, ("pack", pack_argv(plan.pack, plan.inputs, plan.shards)),
-                        ("train", ["train", cfg.train_recipe, *plan.train_overrides]), *proto[name]]
+                        ("train", ["train", plan.train_recipe, *plan.train_overrides]), *proto[name]]
     return plans, chains
 
 

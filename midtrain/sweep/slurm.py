@@ -40,7 +40,7 @@ def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> Swee
         if complete(cfg, name):
             reused.append(name)
             continue
-        jobs[name] = [build_train_job(cfg.train_recipe, argv[2:], site, job_name=f"{prefix}-{name}-train")
+        jobs[name] = [build_train_job(argv[1], argv[2:], site, job_name=f"{prefix}-{name}-train")
                       if step == "train" else render_step(site, slurm_dir, name, step, argv, prefix)
                       for step, argv in chain]
     report = render_step(site, slurm_dir, "", "report", report_argv(self_argv), prefix)
