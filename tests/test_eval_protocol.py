@@ -81,3 +81,21 @@ def test_overrides_after_the_options_are_accepted():
     assert args.overrides == ["a=1", "b=2"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["eval", "proxy", "--checkpoint", "c", "--output", "o", "--bogus"])
+
+
+def test_seeds_repeat_the_probe_and_the_retrieval_draws():
+    cfg = get_recipe("protocol_demo").build(["probe_seeds=[7, 8]", "proxy_seeds=[0, 1]"])
+    chain = dict(protocol_steps(cfg)["base"])
+    assert list(chain) == ["sft", "sft-s8", "eval_proxy", "eval_proxy-s1"]
+    parser = build_parser()
+    first, second = parser.parse_args(chain["sft"]), parser.parse_args(chain["sft-s8"])
+    assert {"train.seed=7", "train.data.seed=7"} <= set(first.overrides) and first.output.endswith("base/sft")
+    assert {"train.seed=8", "train.data.seed=8"} <= set(second.overrides) and second.output.endswith("base/sft-s8")
+    # each seed has its own shared data dir, the same for every checkpoint
+    data = {o for o in second.overrides if o.startswith("data_dir=")}
+    assert data == {o for o in parser.parse_args(dict(protocol_steps(cfg)["midtrained"])["sft-s8"]).overrides
+                    if o.startswith("data_dir=")} and data != {o for o in first.overrides if o.startswith("data_dir=")}
+    redraw = ProxyConfig().apply_overrides(parser.parse_args(chain["eval_proxy-s1"]).overrides)
+    assert redraw.retrieval.seed == 1 and redraw.shards is None  # held-out loss is deterministic: scored once
+    with pytest.raises(ConfigError, match="proxy_seeds"):
+        get_recipe("protocol_demo").build(["proxy_seeds=[0, 1]", "proxy.retrieval.repos=null"]).validate()
