@@ -43,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(cfg, SweepConfig):
         raise ConfigError(f"recipe '{args.recipe}' is a {r.kind} recipe, not a sweep (`midtrain recipes --kind sweep`)")
     cfg.validate()
-    self_argv = [args.recipe, *args.overrides]
+    from midtrain.sweep.plan import output_dir
+
+    # how jobs rebuild this sweep (setup, report): the output pinned absolute, as the submitter resolved it
+    self_argv = [args.recipe, *args.overrides, f"output={output_dir(cfg)}"]
     if args.init_base:
         from midtrain.sweep.run import init_base
 

@@ -30,7 +30,8 @@ def output_dir(cfg: SweepConfig) -> Path:
 
 
 def base_checkpoint(cfg: SweepConfig) -> str:
-    return cfg.base or str(output_dir(cfg) / "base")
+    """Absolute: Slurm jobs run in the site's workdir, not where the sweep was submitted from."""
+    return str(Path(cfg.base).absolute()) if cfg.base else str(output_dir(cfg) / "base")
 
 
 def reference_shards(cfg: SweepConfig) -> Path:
