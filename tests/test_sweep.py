@@ -16,7 +16,9 @@ from sft_helpers import code_docs, sample_trace_docs, write_documents
 def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     from midtrain.sweep.plan import setup_steps, sweep_chains, variant_plan
 
-    cfg = get_recipe("sweep_demo").build([f"output={tmp_path}"]).validate()
+    shares = "variants.traces_5={about: 5% traces, pack: [mixture.weights.trace=0.05]}"
+    cfg = get_recipe("sweep_demo").build([f"output={tmp_path}", "pack.mixture.weights={repo: 0.5, commit: 0.3, "
+                                          "trace: 0.2}", shares]).validate()
     plans, chains = sweep_chains(cfg)
     assert list(chains)[0] == "no_midtraining" and [s for s, _ in chains["no_midtraining"]][0] == "sft"
     parser = build_parser()
@@ -24,10 +26,11 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
         for step, argv in chain:
             parser.parse_args(argv)  # the real CLI accepts every step
     assert [s for s, _ in setup_steps(cfg, ["sweep_demo"])] == ["init_base", "pack_reference"]
-    mix, no_commits = plans["mix"], plans["no_commits"]
+    mix, no_commits = plans["all"], plans["no_commits"]
     assert len(no_commits.inputs) == len(mix.inputs) - 1 and not any(i.endswith("commits") for i in no_commits.inputs)
     assert "commit" not in no_commits.pack.mixture.weights and "commit" in mix.pack.mixture.weights
-    assert plans["traces_0"].pack.mixture.weights["trace"] == 0.0
+    assert plans["traces_5"].pack.mixture.weights == {"repo": 0.5, "commit": 0.3, "trace": 0.05}
+    assert "trace" not in plans["no_traces"].pack.mixture.weights
     # same budget: half the context -> twice the steps; twice the tokens -> twice the steps
     assert plans["ctx_1k"].train_steps == 2 * mix.train_steps == plans["long"].train_steps
     assert "data.seq_length=1024" in plans["ctx_1k"].train_overrides
@@ -35,9 +38,9 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     starts = {next(o for o in p.train_overrides if o.startswith("init_from=")) for p in plans.values()}
     assert starts == {f"init_from={tmp_path / 'base'}"}
     # the probe runs on every seed with one shared data dir per seed
-    sft = [argv for step, argv in chains["mix"] if step.startswith("sft")]
+    sft = [argv for step, argv in chains["all"] if step.startswith("sft")]
     assert [a[a.index("--output") + 1].rsplit("/", 1)[1] for a in sft] == ["sft", "sft-s4322"]
-    assert variant_plan(cfg, "mix").stamp() == mix.stamp()
+    assert variant_plan(cfg, "all").stamp() == mix.stamp()
 
 
 @pytest.mark.parametrize("override,field", [
@@ -60,11 +63,11 @@ def test_changed_variant_is_refused_on_rerun(tmp_path):
     from midtrain.sweep.plan import check_stamp, variant_plan
 
     cfg = get_recipe("sweep_demo").build([f"output={tmp_path}"]).validate()
-    check_stamp(variant_plan(cfg, "mix"), write=True)
-    check_stamp(variant_plan(cfg, "mix"), write=True)  # unchanged: fine
+    check_stamp(variant_plan(cfg, "all"), write=True)
+    check_stamp(variant_plan(cfg, "all"), write=True)  # unchanged: fine
     changed = get_recipe("sweep_demo").build([f"output={tmp_path}", "tokens=99999"]).validate()
     with pytest.raises(ConfigError, match="tokens"):
-        check_stamp(variant_plan(changed, "mix"), write=True)
+        check_stamp(variant_plan(changed, "all"), write=True)
 
 
 def test_submit_dry_run_prints_every_script(tmp_path, capsys):

@@ -2,8 +2,8 @@
 
 Every step is a `midtrain` command line run in this process (the same argv a Slurm job runs). Finished work
 is reused on a rerun: a variant whose probe and evals are complete is skipped whole; inside a chain, a
-finished re-prep, pack (manifest present) or training run (final checkpoint present) is skipped, and the
-probe and proxy evals skip themselves when their results match.
+finished training run (final checkpoint present) is skipped; prep and pack are no-ops for the same settings
+(and refuse changed ones), and the probe and proxy evals skip themselves when their results match.
 """
 
 from __future__ import annotations
@@ -27,20 +27,15 @@ def init_base(cfg: SweepConfig) -> Path:
 
 
 def _finished(step: str, argv: list[str]) -> bool:
-    """Steps whose output tells they are done (the others skip themselves)."""
-    if step == "train":
-        from midtrain.train.checkpoint import latest_checkpoint
+    """A training run at its final checkpoint is done. The other steps decide themselves: prep and pack
+    resume or are no-ops for the same settings and refuse other settings; the probe and evals skip."""
+    if step != "train":
+        return False
+    from midtrain.train.checkpoint import latest_checkpoint
 
-        over = dict(a.split("=", 1) for a in argv if "=" in a)
-        done = latest_checkpoint(over["run_dir"])
-        return done is not None and done.name == f"iter_{int(over['optim.train_steps']):07d}"
-    if step == "pack" or step == "pack_reference":
-        return (Path(argv[argv.index("--output") + 1]) / "manifest.json").exists()
-    if step.startswith("prep_"):
-        from midtrain.sources.prep import STATS_FILE
-
-        return (Path(argv[argv.index("--output") + 1]) / STATS_FILE).exists()
-    return False
+    over = dict(a.split("=", 1) for a in argv if "=" in a)
+    done = latest_checkpoint(over["run_dir"])
+    return done is not None and done.name == f"iter_{int(over['optim.train_steps']):07d}"
 
 
 def _call(name: str, step: str, argv: list[str]) -> int:
