@@ -52,6 +52,8 @@ COMMANDS = [
     Command("decontam", "midtrain.curate.decontam_command", "build the benchmark content index prep decontaminates with",
             "decontamination", "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
             "--output /tmp/bench_index.json.gz"),
+    Command("sweep", "midtrain.sweep.command", "run ablation variants through the fixed SFT probe, ranked",
+            "ablation sweeps", "midtrain sweep sweep_demo --dry-run"),
     Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
             "foundation", "midtrain demo --workdir .demo"),
 ]

@@ -73,7 +73,7 @@ def protocol_demo() -> ProtocolConfig:
 
 @recipe("protocol")
 def protocol_swebench() -> ProtocolConfig:
-    """Cluster protocol: probe, proxy evals and SWE-bench (Verified, Multilingual, Pro) per checkpoint."""
+    """Cluster protocol: probe, proxy evals, lm-eval (code, RULER) and SWE-bench (Verified, Multilingual, Pro)."""
     cfg = protocol_demo()
     cfg.name = "swebench"
     cfg.sft_recipe = "sft_probe_qwen3_8b"
@@ -81,7 +81,15 @@ def protocol_swebench() -> ProtocolConfig:
     cfg.report_dir = None
     cfg.checkpoints = {"base": "runs/base", "midtrained": "runs/midtrained"}  # override with checkpoints.NAME=PATH
     cfg.notes = {"base": "the released base model", "midtrained": "the base model after midtraining"}
-    cfg.evals = ["proxy", "swebench"]
+    cfg.evals = ["proxy", "lm_eval", "swebench"]
+    # lm-evaluation-harness on the checkpoint's HF export: code generation and RULER needle retrieval
+    cfg.lm_eval.tasks = ["humaneval", "mbpp", "niah_single_2"]
+    cfg.lm_eval.allow_code_execution = True  # humaneval/mbpp run the model's code (in the job's sandbox)
+    cfg.lm_eval.device = "cuda"
+    cfg.lm_eval.dtype = "bfloat16"
+    cfg.lm_eval.batch_size = 8
+    cfg.lm_eval.max_length = 131072
+    cfg.lm_eval.max_seq_lengths = [8192, 32768, 131072]
     cfg.proxy.shards = "out/shards"
     cfg.proxy.max_sequences = 512
     cfg.proxy.retrieval.repos = "out/prep/repos"

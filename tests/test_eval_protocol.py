@@ -6,7 +6,7 @@ import pytest
 
 from midtrain.cli import build_parser
 from midtrain.config import ConfigError
-from midtrain.eval.config import ProxyConfig, SweBenchConfig
+from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.eval.protocol import ProtocolConfig, _overrides, protocol_steps, report_argv
 from recipes import get_recipe
 
@@ -38,12 +38,15 @@ def test_eval_overrides_rebuild_the_exact_config():
     cfg = get_recipe("protocol_swebench").build(["swebench.instance_slice=0:5", "swebench.vllm_args=[--enforce-eager]"])
     steps = protocol_steps(cfg)
     chain = dict(steps["midtrained"])
-    assert list(dict(steps["base"])) == ["sft", "eval_proxy", "eval_swebench"]
+    assert list(dict(steps["base"])) == ["sft", "eval_proxy", "eval_lm_eval", "eval_swebench"]
     # parse each argv with the real CLI parser, then rebuild the eval config from the parsed overrides
     parser = build_parser()
     proxy_args = parser.parse_args(chain["eval_proxy"])
     assert proxy_args.checkpoint == cfg.checkpoints["midtrained"] and proxy_args.output.endswith("midtrained/proxy")
     assert ProxyConfig().apply_overrides(proxy_args.overrides) == cfg.proxy
+    lm_args = parser.parse_args(chain["eval_lm_eval"])
+    assert lm_args.eval == "lm-eval" and lm_args.checkpoint == cfg.checkpoints["midtrained"]
+    assert LmEvalConfig().apply_overrides(lm_args.overrides) == cfg.lm_eval
     sw_args = parser.parse_args(chain["eval_swebench"])
     assert sw_args.run and SweBenchConfig().apply_overrides(sw_args.overrides) == cfg.swebench
     sw_argv = chain["eval_swebench"]
@@ -78,3 +81,21 @@ def test_overrides_after_the_options_are_accepted():
     assert args.overrides == ["a=1", "b=2"]
     with pytest.raises(SystemExit):
         build_parser().parse_args(["eval", "proxy", "--checkpoint", "c", "--output", "o", "--bogus"])
+
+
+def test_seeds_repeat_the_probe_and_the_retrieval_draws():
+    cfg = get_recipe("protocol_demo").build(["probe_seeds=[7, 8]", "proxy_seeds=[0, 1]"])
+    chain = dict(protocol_steps(cfg)["base"])
+    assert list(chain) == ["sft", "sft-s8", "eval_proxy", "eval_proxy-s1"]
+    parser = build_parser()
+    first, second = parser.parse_args(chain["sft"]), parser.parse_args(chain["sft-s8"])
+    assert {"train.seed=7", "train.data.seed=7"} <= set(first.overrides) and first.output.endswith("base/sft")
+    assert {"train.seed=8", "train.data.seed=8"} <= set(second.overrides) and second.output.endswith("base/sft-s8")
+    # each seed has its own shared data dir, the same for every checkpoint
+    data = {o for o in second.overrides if o.startswith("data_dir=")}
+    assert data == {o for o in parser.parse_args(dict(protocol_steps(cfg)["midtrained"])["sft-s8"]).overrides
+                    if o.startswith("data_dir=")} and data != {o for o in first.overrides if o.startswith("data_dir=")}
+    redraw = ProxyConfig().apply_overrides(parser.parse_args(chain["eval_proxy-s1"]).overrides)
+    assert redraw.retrieval.seed == 1 and redraw.shards is None  # held-out loss is deterministic: scored once
+    with pytest.raises(ConfigError, match="proxy_seeds"):
+        get_recipe("protocol_demo").build(["proxy_seeds=[0, 1]", "proxy.retrieval.repos=null"]).validate()

@@ -2,11 +2,13 @@
 
   proxy     held-out loss per source on validation shards and the long-context code retrieval probe, on a
             midtrain run/checkpoint directory or an HF model directory; writes OUTPUT/proxy_results.json.
+  lm-eval   an lm-evaluation-harness run (code and long-context tasks) on the checkpoint's HF export (made
+            under OUTPUT/hf for a midtrain checkpoint); writes OUTPUT/lm_eval_results.json.
   swebench  for an exported HF checkpoint, write the cluster run (vLLM server, mini-swe-agent on SWE-bench
             Verified / Multilingual / Pro, the graders) under OUTPUT; --run executes it here (GPUs + Docker),
             --collect reads finished graders' reports into OUTPUT/swebench_results.json.
 
-key=value overrides (anywhere on the line) set the eval's config (ProxyConfig or SweBenchConfig fields).
+key=value overrides (anywhere on the line) set the eval's config (ProxyConfig, LmEvalConfig or SweBenchConfig fields).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import sys
 EPILOG = """examples:
   midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards \\
       retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]
+  midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output out/lm_eval limit=4
+  midtrain eval lm-eval --checkpoint runs/p/midtrained/sft/hf --output out/lm_eval device=cuda \
+      tasks=[humaneval,mbpp] allow_code_execution=true
   midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench \\
       benchmarks=[verified] instance_slice=0:50 max_steps=100
   midtrain eval swebench --collect --output runs/p/midtrained/swebench
@@ -27,7 +32,7 @@ EPILOG = """examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("eval", choices=["proxy", "swebench"], help="which eval")
+    p.add_argument("eval", choices=["proxy", "lm-eval", "swebench"], help="which eval")
     p.add_argument("--checkpoint", help="midtrain run/checkpoint dir or HF model dir (swebench: HF dir)")
     p.add_argument("--output", required=True, help="where results (and for swebench, the run) go")
     p.add_argument("--run", action="store_true", help="swebench: execute the generated run.sh here")
@@ -36,7 +41,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.eval.config import ProxyConfig, SweBenchConfig
+    from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 
     if args.eval == "proxy":
         from midtrain.eval.proxy import run_proxy
@@ -50,6 +55,17 @@ def run(args: argparse.Namespace) -> int:
             return 2
         run_proxy(args.checkpoint, cfg, args.output)
         print(f"{args.output}/proxy_results.json")
+        return 0
+
+    if args.eval == "lm-eval":
+        from midtrain.eval.lm_eval_job import run_lm_eval
+
+        cfg = LmEvalConfig().apply_overrides(args.overrides).validate()
+        if not args.checkpoint:
+            print("midtrain eval lm-eval: --checkpoint is required", file=sys.stderr)
+            return 2
+        run_lm_eval(args.checkpoint, cfg, args.output)
+        print(f"{args.output}/lm_eval_results.json")
         return 0
 
     from midtrain.eval import swebench

@@ -9,6 +9,7 @@ from midtrain.config import Config, require
 
 RETRIEVAL_TASKS = ("function", "file_constant")
 BENCHMARKS = ("verified", "multilingual", "pro")
+HARNESSES = ("mini-swe-agent", "swe-agent", "openhands")  # agent harnesses a SWE-bench run can use
 
 
 @dataclass
@@ -46,6 +47,33 @@ class ProxyConfig(Config):
 
 
 @dataclass
+class LmEvalConfig(Config):
+    """An lm-evaluation-harness run on the checkpoint's HF export (code and long-context tasks)."""
+
+    # lm-eval task names; midtrain_code_mc is the small local code task shipped with midtrain (no network)
+    tasks: list[str] = field(default_factory=lambda: ["midtrain_code_mc"])
+    include_path: str | None = None  # a directory of further task YAMLs
+    limit: int | None = None  # documents per task (None = all)
+    num_fewshot: int | None = None
+    batch_size: int = 1
+    device: str = "cpu"  # cpu | cuda | cuda:N
+    dtype: str = "auto"
+    max_length: int | None = None  # the model's context for lm-eval (long-context tasks); None = the config's
+    tokenizer: str | None = None  # for the HF export of a midtrain checkpoint; None = its own
+    # RULER tasks (niah_*, ruler) build haystacks of these lengths (lm-eval's task metadata max_seq_lengths)
+    max_seq_lengths: list[int] = field(default_factory=list)
+    # humaneval / mbpp execute model-written code: lm-eval refuses them unless this is true
+    allow_code_execution: bool = False
+    seed: int = 1234
+
+    def check(self) -> None:
+        require(len(self.tasks) > 0, "tasks", "name at least one lm-eval task")
+        require(self.limit is None or self.limit > 0, "limit", "must be positive or null")
+        require(self.batch_size >= 1, "batch_size", "must be >= 1")
+        require(self.max_length is None or self.max_length > 0, "max_length", "must be positive or null")
+
+
+@dataclass
 class SweBenchConfig(Config):
     """One checkpoint on SWE-bench: vLLM server + mini-swe-agent + the `swebench` harness, per benchmark."""
 
@@ -66,6 +94,9 @@ class SweBenchConfig(Config):
     agent_base: str = "swebench.yaml"  # mini-swe-agent builtin config we derive from (tool calls)
     tool_call_parser: str = "hermes"  # vLLM parser for the chat template's <tool_call> blocks (Qwen)
     vllm_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
+    # Agent harnesses run against the same server (robustness across harnesses); the first is the headline.
+    harnesses: list[Literal["mini-swe-agent", "swe-agent", "openhands"]] = field(
+        default_factory=lambda: ["mini-swe-agent"])
 
     def check(self) -> None:
         require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS)}")
@@ -77,3 +108,7 @@ class SweBenchConfig(Config):
         require(0 < self.port < 65536, "port", "must be a TCP port")
         require(self.tensor_parallel >= 1, "tensor_parallel", "must be >= 1")
         require(self.agent_workers >= 1 and self.grading_workers >= 1, "agent_workers", "workers must be >= 1")
+        require(len(self.harnesses) > 0 and len(set(self.harnesses)) == len(self.harnesses), "harnesses",
+                f"name each harness once, from {list(HARNESSES)}")
+        require(self.environment == "docker" or self.harnesses == ["mini-swe-agent"], "harnesses",
+                "SWE-agent and OpenHands run their sandboxes in Docker only (environment=docker)")

@@ -6,7 +6,7 @@ A protocol recipe names the checkpoints to compare (baseline first), the SFT pro
 launcher submits each checkpoint's list as an afterok chain; :func:`run_protocol` runs them here in order.
 :func:`report_argv` is the final cross-checkpoint step (after every chain).
 
-Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/swebench/``,
+Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/lm_eval/``, ``<name>/swebench/``,
 ``sft_data/`` (rendered + packed traces, shared so every probe sees the identical data), ``report/``.
 """
 
@@ -21,11 +21,12 @@ from typing import Literal
 import yaml
 
 from midtrain.config import Config, require
-from midtrain.eval.config import ProxyConfig, SweBenchConfig
+from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
+from midtrain.eval.results import seed_dir
 
 log = logging.getLogger(__name__)
 
-EVALS = ("proxy", "swebench")
+EVALS = ("proxy", "lm_eval", "swebench")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -40,10 +41,17 @@ class ProtocolConfig(Config):
     sft_recipe: str = "sft_probe_demo"
     # Applied identically to every checkpoint's probe (e.g. a cluster path for the traces).
     sft_overrides: list[str] = field(default_factory=list)
-    evals: list[Literal["proxy", "swebench"]] = field(default_factory=lambda: ["proxy"])
+    evals: list[Literal["proxy", "lm_eval", "swebench"]] = field(default_factory=lambda: ["proxy"])
     # Proxy metrics on the checkpoint itself (before the probe), as the paper reports them beside SWE-bench.
     proxy: ProxyConfig = field(default_factory=ProxyConfig)
+    # lm-evaluation-harness tasks on the checkpoint's HF export (before the probe, like the proxy metrics)
+    lm_eval: LmEvalConfig = field(default_factory=LmEvalConfig)
     swebench: SweBenchConfig = field(default_factory=SweBenchConfig)
+    # Seed noise: the probe runs once per seed (train.seed and train.data.seed set to it; each seed has its own
+    # shared data dir, so every checkpoint sees the same data per seed); [] = once, with the recipe's seeds.
+    probe_seeds: list[int] = field(default_factory=list)
+    # The retrieval probe draws its needles from proxy.retrieval.seed: one proxy run per seed ([] = once).
+    proxy_seeds: list[int] = field(default_factory=list)
     report_dir: str | None = None  # None = OUTPUT/report
     notes: dict[str, str] = field(default_factory=dict)  # checkpoint name -> what it is (shown in the report)
 
@@ -55,6 +63,10 @@ class ProtocolConfig(Config):
         require(self.baseline is None or self.baseline in self.checkpoints, "baseline",
                 f"'{self.baseline}' is not one of the checkpoints {sorted(self.checkpoints)}")
         require(len(set(self.evals)) == len(self.evals), "evals", "lists an eval twice")
+        require(len(set(self.probe_seeds)) == len(self.probe_seeds), "probe_seeds", "lists a seed twice")
+        require(len(set(self.proxy_seeds)) == len(self.proxy_seeds), "proxy_seeds", "lists a seed twice")
+        require(len(self.proxy_seeds) < 2 or self.proxy.retrieval.repos is not None, "proxy_seeds",
+                "only the retrieval probe is stochastic: set proxy.retrieval.repos or give at most one seed")
         for item in self.sft_overrides:
             require("=" in item, "sft_overrides", f"'{item}' is not of the form key=value")
             require(not item.split("=", 1)[0].strip().startswith(("train.init_from", "train.run_dir")),
@@ -65,19 +77,27 @@ class ProtocolConfig(Config):
         return self.baseline or next(iter(self.checkpoints))
 
 
-def _overrides(cfg: Config, prefix: str = "") -> list[str]:
+def config_overrides(cfg: Config, prefix: str = "") -> list[str]:
     """``key=value`` overrides (YAML flow values) that turn ``type(cfg)()`` into ``cfg``: changed fields only."""
     default = type(cfg)()
     out = []
     for key in cfg.field_names():
         value, base = getattr(cfg, key), getattr(default, key)
         if isinstance(value, Config):
-            out += _overrides(value, f"{prefix}{key}.")
+            out += config_overrides(value, f"{prefix}{key}.")
         elif value != base:
             text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
             text = text.removesuffix("...").strip()
             out.append(f"{prefix}{key}={text}")
     return out
+
+
+_overrides = config_overrides
+
+
+def _seeded(seeds: list[int]) -> list[int | None]:
+    """Per seed, None for the first (it keeps the plain directory names) and the seed for each further one."""
+    return [None, *seeds[1:]] if seeds else [None]
 
 
 def checkpoint_dirs(cfg: ProtocolConfig, name: str) -> dict[str, Path]:
@@ -92,16 +112,30 @@ def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]
     cfg.validate()
     data_dir = str(Path(cfg.output) / "sft_data")
     steps: dict[str, list[tuple[str, list[str]]]] = {}
+    probe = [(suffix, [f"train.seed={seed}", f"train.data.seed={seed}"] if seed is not None else [])
+             for suffix, seed in zip(_seeded(cfg.probe_seeds), cfg.probe_seeds or [None])]
+    proxy = [(suffix, [f"retrieval.seed={seed}"] if seed is not None else [])
+             for suffix, seed in zip(_seeded(cfg.proxy_seeds), cfg.proxy_seeds or [None])]
     for name, path in cfg.checkpoints.items():
         d = checkpoint_dirs(cfg, name)
-        chain = [("sft", ["sft", cfg.sft_recipe, f"data_dir={data_dir}", *cfg.sft_overrides, "--from", path,
-                          "--output", str(d["sft"])])]
+        chain = []
+        for suffix, seed_over in probe:
+            chain.append((seed_dir("sft", suffix), [
+                "sft", cfg.sft_recipe, f"data_dir={seed_dir(data_dir, suffix)}", *cfg.sft_overrides, *seed_over,
+                "--from", path, "--output", str(d["root"] / seed_dir("sft", suffix))]))
         for ev in cfg.evals:
             if ev == "proxy":
-                chain.append(("eval_proxy", ["eval", "proxy", *_overrides(cfg.proxy), "--checkpoint", path,
-                                             "--output", str(d["proxy"])]))
+                for suffix, seed_over in proxy:
+                    # further seeds only redraw the retrieval needles; held-out loss is deterministic
+                    base = cfg.proxy if suffix is None else cfg.proxy.apply_overrides(["shards=null"])
+                    chain.append((seed_dir("eval_proxy", suffix), [
+                        "eval", "proxy", *config_overrides(base), *seed_over, "--checkpoint", path,
+                        "--output", str(d["root"] / seed_dir("proxy", suffix))]))
+            elif ev == "lm_eval":
+                chain.append(("eval_lm_eval", ["eval", "lm-eval", *config_overrides(cfg.lm_eval), "--checkpoint",
+                                               path, "--output", str(d["root"] / "lm_eval")]))
             elif ev == "swebench":
-                chain.append(("eval_swebench", ["eval", "swebench", *_overrides(cfg.swebench), "--checkpoint",
+                chain.append(("eval_swebench", ["eval", "swebench", *config_overrides(cfg.swebench), "--checkpoint",
                                                 str(d["hf"]), "--output", str(d["swebench"]), "--run"]))
         steps[name] = chain
     return steps

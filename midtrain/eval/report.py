@@ -11,10 +11,12 @@ import html
 import json
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
+from midtrain.eval.config import HARNESSES
+from midtrain.eval.noise import RULE, is_difference, spread
 from midtrain.eval.results import CheckpointResults, load_checkpoint_results
 
 log = logging.getLogger(__name__)
@@ -26,41 +28,79 @@ BENCH_NAMES = {"verified": "SWE-bench Verified", "multilingual": "SWE-bench Mult
 class Row:
     group: str
     metric: str
-    values: dict[str, float | None]  # checkpoint name -> value
+    values: dict[str, float | None]  # checkpoint name -> value (the mean over seeds)
     higher_is_better: bool
     fmt: str = "{:.3f}"
     delta_fmt: str = "{:+.3f}"
+    samples: dict[str, list[float]] = field(default_factory=dict)  # checkpoint name -> one value per seed
+
+
+def _value(get: Callable[[Any], Any], obj: Any) -> float | None:
+    try:
+        v = get(obj)
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
 
 
 def build_rows(results: list[CheckpointResults]) -> list[Row]:
     rows: list[Row] = []
 
-    def add(group: str, metric: str, get, higher: bool, fmt="{:.3f}", delta_fmt="{:+.3f}") -> None:
-        values = {}
+    def add(group: str, metric: str, get, higher: bool, fmt="{:.3f}", delta_fmt="{:+.3f}", runs=None) -> None:
+        """``get`` reads one result; with ``runs`` (checkpoint -> its per-seed results) it is read on each seed."""
+        values, samples = {}, {}
         for r in results:
-            try:
-                v = get(r)
-            except (KeyError, TypeError, AttributeError):
-                v = None
-            values[r.name] = float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+            if runs is None:
+                v = _value(get, r)
+                samples[r.name] = [] if v is None else [v]
+            else:
+                samples[r.name] = [v for v in (_value(get, run) for run in runs(r)) if v is not None]
+            values[r.name] = spread(samples[r.name]).mean if samples[r.name] else None
         if any(v is not None for v in values.values()):
-            rows.append(Row(group, metric, values, higher, fmt, delta_fmt))
+            rows.append(Row(group, metric, values, higher, fmt, delta_fmt, samples))
 
     for bench, title in BENCH_NAMES.items():
         add("SWE-bench (after the SFT probe), % resolved", title, lambda r, b=bench: 100.0 * r.swebench[b]["rate"],
             True, "{:.1f}", "{:+.1f}")
-    add("SFT probe", "held-out loss, assistant tokens", lambda r: r.sft["heldout_loss"], False)
-    add("SFT probe", "final train loss", lambda r: r.sft["final_train_loss"], False)
+    # benchmark x harness (robustness across agent harnesses): the same server and checkpoint, another agent
+    for bench, title in BENCH_NAMES.items():
+        for harness in HARNESSES[1:]:
+            add("SWE-bench by agent harness, % resolved", f"{title} · {harness}",
+                lambda r, k=f"{bench}/{harness}": 100.0 * r.swebench[k]["rate"], True, "{:.1f}", "{:+.1f}")
+    probe = lambda r: r.sft_runs  # noqa: E731 - every seed of the probe
+    add("SFT probe", "held-out loss, assistant tokens", lambda s: s["heldout_loss"], False, runs=probe)
+    add("SFT probe", "final train loss", lambda s: s["final_train_loss"], False, runs=probe)
     sources = sorted({s for r in results if r.proxy for s in (r.proxy.get("heldout") or {}).get("per_source", {})})
     for src in sources:
         add("Proxy: held-out loss (before SFT)", src,
             lambda r, s=src: r.proxy["heldout"]["per_source"][s]["loss"], False)
     add("Proxy: held-out loss (before SFT)", "all sources", lambda r: r.proxy["heldout"]["all"]["loss"], False)
+    tasks = sorted({(t, m) for r in results if r.lm_eval for t, row in (r.lm_eval.get("tasks") or {}).items()
+                    for m in row if "stderr" not in m})
+    for task, metric in tasks:
+        add("Proxy: lm-evaluation-harness (before SFT)", f"{task} {metric}",
+            lambda r, t=task, m=metric: r.lm_eval["tasks"][t][m], "loss" not in metric and "perplexity" not in metric)
+    proxies = lambda r: r.proxy_runs  # noqa: E731 - the retrieval probe's needles are drawn per seed
     add("Proxy: code retrieval (before SFT)", "accuracy, mean over depth x length",
-        lambda r: 100.0 * r.proxy["retrieval"]["accuracy"], True, "{:.1f}%", "{:+.1f}")
-    add("Proxy: code retrieval (before SFT)", "answer NLL per token, mean", lambda r: r.proxy["retrieval"]["answer_nll"],
-        False)
+        lambda p: 100.0 * p["retrieval"]["accuracy"], True, "{:.1f}%", "{:+.1f}", runs=proxies)
+    add("Proxy: code retrieval (before SFT)", "answer NLL per token, mean", lambda p: p["retrieval"]["answer_nll"],
+        False, runs=proxies)
     return rows
+
+
+def has_seeds(rows: list[Row]) -> bool:
+    """Whether any value is a mean over more than one seed (then the report states the noise rule)."""
+    return any(len(v) > 1 for row in rows for v in row.samples.values())
+
+
+def delta_mark(row: Row, name: str, baseline: str) -> str:
+    """▲ better / ▼ worse; '≈' when both sides have seeds and the delta is within their noise."""
+    v, b = row.values.get(name), row.values.get(baseline)
+    if v is None or b is None or v == b:
+        return ""
+    if is_difference(row.samples.get(baseline) or [b], row.samples.get(name) or [v]) is False:
+        return " ≈"
+    return " ▲" if (v > b) == row.higher_is_better else " ▼"
 
 
 def _cell(row: Row, name: str, baseline: str) -> str:
@@ -68,12 +108,12 @@ def _cell(row: Row, name: str, baseline: str) -> str:
     if v is None:
         return "—"
     text = row.fmt.format(v)
+    seeds = row.samples.get(name) or []
+    if len(seeds) > 1:
+        text += f" ± {row.fmt.format(spread(seeds).sd).rstrip('%')} (k={len(seeds)})"
     b = row.values.get(baseline)
     if name != baseline and b is not None:
-        d = v - b
-        better = (d > 0) == row.higher_is_better if d != 0 else None
-        mark = "" if better is None else (" ▲" if better else " ▼")
-        text += f" ({row.delta_fmt.format(d)}{mark})"
+        text += f" ({row.delta_fmt.format(v - b)}{delta_mark(row, name, baseline)})"
     return text
 
 
@@ -233,6 +273,8 @@ def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str 
                   f" (probe hash {', '.join(sorted(map(str, shas)))}).")
         md.append("")
     md += [markdown_table(rows, names, baseline) if rows else "_No results found yet._", ""]
+    if has_seeds(rows):
+        md += [f"Values over several seeds are mean ± sample standard deviation (k seeds). Seed noise: {RULE}.", ""]
     notes = notes or {}
     md += ["| checkpoint | what it is | start | probe run |", "|---|---|---|---|"]
     for r in results:
@@ -251,7 +293,7 @@ def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str 
     (out / "report.html").write_text(_html(title, md, rows, names, baseline, figures, captions))
     summary = {"title": title, "baseline": baseline, "checkpoints": {r.name: str(r.root) for r in results},
                "rows": [{"group": row.group, "metric": row.metric, "higher_is_better": row.higher_is_better,
-                         "values": row.values} for row in rows],
+                         "values": row.values, "samples": row.samples} for row in rows],
                "sft": probe, "problems": problems}
     (out / "results.json").write_text(json.dumps(summary, indent=2))
     log.info("report: %d rows x %d checkpoints -> %s", len(rows), len(names), out / "report.md")

@@ -1,7 +1,8 @@
 """Where each protocol step leaves its numbers, and how the report reads them back.
 
 One checkpoint's protocol directory holds ``sft/sft_result.json`` (the probe), ``proxy/proxy_results.json``
-and ``swebench/swebench_results.json``. Missing or unreadable files are reported, never fatal: a report
+and ``swebench/swebench_results.json``; a probe or proxy run repeated with other seeds adds ``sft-s<SEED>/``
+and ``proxy-s<SEED>/`` beside them (the report shows mean ± spread over them). Missing or unreadable files are reported, never fatal: a report
 over partial results says what is missing.
 """
 
@@ -18,6 +19,7 @@ log = logging.getLogger(__name__)
 SFT_RESULT = "sft_result.json"
 PROXY_RESULT = "proxy_results.json"
 SWEBENCH_RESULT = "swebench_results.json"
+LM_EVAL_RESULT = "lm_eval_results.json"
 
 
 @dataclass
@@ -27,6 +29,9 @@ class CheckpointResults:
     sft: dict[str, Any] | None = None
     proxy: dict[str, Any] | None = None
     swebench: dict[str, Any] | None = None
+    lm_eval: dict[str, Any] | None = None
+    sft_runs: list[dict[str, Any]] = field(default_factory=list)  # the probe over every seed (sft/ first)
+    proxy_runs: list[dict[str, Any]] = field(default_factory=list)  # the proxy evals over every seed (proxy/ first)
     sft_curve: list[dict[str, Any]] = field(default_factory=list)  # the probe run's metrics.jsonl
     midtrain_curve: list[dict[str, Any]] = field(default_factory=list)  # the checkpoint's own run, if known
     problems: list[str] = field(default_factory=list)
@@ -75,6 +80,16 @@ def _run_dir_of(checkpoint: str | Path) -> Path | None:
     return None
 
 
+def seed_dir(step_dir: str, seed: int | None) -> str:
+    """``sft`` for the first (or only) seed, ``sft-s<SEED>`` for each further seed."""
+    return step_dir if seed is None else f"{step_dir}-s{seed}"
+
+
+def _seed_runs(root: Path, step_dir: str, result: str, problems: list[str]) -> list[dict[str, Any] | None]:
+    dirs = sorted(root.glob(f"{step_dir}-s*"), key=lambda p: (len(p.name), p.name))
+    return [_read_json(d / result, problems) for d in dirs if d.is_dir()]
+
+
 def load_checkpoint_results(name: str, root: str | Path) -> CheckpointResults:
     root = Path(root)
     res = CheckpointResults(name=name, root=root)
@@ -85,8 +100,12 @@ def load_checkpoint_results(name: str, root: str | Path) -> CheckpointResults:
     res.sft = _read_json(root / "sft" / SFT_RESULT, res.problems)
     if (root / "proxy").exists():
         res.proxy = _read_json(root / "proxy" / PROXY_RESULT, res.problems)
+    if (root / "lm_eval").exists():
+        res.lm_eval = _read_json(root / "lm_eval" / LM_EVAL_RESULT, res.problems)
     if (root / "swebench").exists():
         res.swebench = _read_json(root / "swebench" / SWEBENCH_RESULT, res.problems)
+    res.sft_runs = [r for r in [res.sft, *_seed_runs(root, "sft", SFT_RESULT, res.problems)] if r]
+    res.proxy_runs = [r for r in [res.proxy, *_seed_runs(root, "proxy", PROXY_RESULT, res.problems)] if r]
     if res.sft:
         run_dir = res.sft.get("run_dir")
         if run_dir:

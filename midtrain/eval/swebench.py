@@ -119,26 +119,23 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path) -
             agent += ["--slice", cfg.instance_slice]
         lines.append(_sh(*agent))
         lines.append(f"{py} -m midtrain.eval.swebench predictions {_sh(str(bdir / 'agent' / 'preds.json'), str(bdir / 'preds.jsonl'))}")
-        files[f"{name}/agent"] = _script(bdir / "agent.sh", "\n".join(lines))
-
-        grading = bdir / "grading"
-        if bench.grader == "swebench":
-            harness = _sh("-m", "swebench.harness.run_evaluation", "--dataset_name", bench.dataset, "--split",
-                          cfg.split, "--predictions_path", str(bdir / "preds.jsonl"), "--max_workers",
-                          str(cfg.grading_workers), "--run_id", f"midtrain-{name}", "--report_dir", str(grading))
-            if cfg.instance_slice:  # grade over the instances the agent ran, not the whole benchmark
-                harness += f" --instance_ids $({py} -m midtrain.eval.swebench ids {_sh(str(bdir / 'preds.jsonl'))})"
-            grade = [f"mkdir -p {_sh(str(grading))} && cd {_sh(str(grading))}",  # the harness logs under cwd
-                     f"{py} {harness}"]
-        else:
-            grade = [
-                ': "${SWEBENCH_PRO_DIR:?set SWEBENCH_PRO_DIR to a checkout of scaleapi/SWE-bench_Pro-os}"',
-                f"{py} -m midtrain.eval.swebench pro-patches {_sh(str(bdir / 'preds.jsonl'), str(bdir / 'patches.json'))}",
-                f'{py} "$SWEBENCH_PRO_DIR/swe_bench_pro_eval.py" --raw_sample_path="$SWEBENCH_PRO_DIR/swe_bench_pro_full.csv" '
-                f"--patch_path={_sh(str(bdir / 'patches.json'))} --output_dir={_sh(str(grading))} "
-                f'--scripts_dir="$SWEBENCH_PRO_DIR/run_scripts" --num_workers={cfg.grading_workers} '
-                f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]}"]
-        files[f"{name}/grade"] = _script(bdir / "grade.sh", "\n".join(grade))
+        if "mini-swe-agent" in cfg.harnesses:
+            files[f"{name}/agent"] = _script(bdir / "agent.sh", "\n".join(lines))
+            files[f"{name}/grade"] = _script(bdir / "grade.sh", "\n".join(_grade_lines(cfg, bench, bdir, name, py)))
+        for harness in cfg.harnesses:
+            if harness == "mini-swe-agent":
+                continue
+            hdir = bdir / harness
+            hdir.mkdir(exist_ok=True)
+            if harness == "openhands" and bench.grader == "pro":
+                log.warning("swebench %s: OpenHands' SWE-bench runner has no SWE-bench Pro instances; skipped", name)
+                continue
+            agent_lines = _harness_agent(cfg, bench, hdir, harness, py, subset if bench.grader == "pro" else None)
+            if bench.grader == "pro":
+                agent_lines = [lines[0], *agent_lines]  # prepare the Pro dataset first
+            files[f"{name}/{harness}/agent"] = _script(hdir / "agent.sh", "\n".join(agent_lines))
+            files[f"{name}/{harness}/grade"] = _script(hdir / "grade.sh", "\n".join(
+                _grade_lines(cfg, bench, hdir, f"{name}-{harness}", py)))
 
     run = [
         f'bash {_sh(str(out / "serve.sh"))} > {_sh(str(out / "vllm.log"))} 2>&1 &',
@@ -146,12 +143,63 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path) -
         "trap 'kill $SERVER 2>/dev/null || true' EXIT",
         f"for i in $(seq 1 360); do curl -sf http://localhost:{cfg.port}/v1/models >/dev/null && break; "
         'kill -0 $SERVER || { echo "vLLM exited, see vllm.log" >&2; exit 1; }; sleep 5; done',
-        *[f"bash {_sh(str(out / n / 'agent.sh'))}" for n in cfg.benchmarks],
+        *[f"bash {_sh(str(files[k]))}" for k in files if k.endswith("/agent")],
         "kill $SERVER; wait $SERVER 2>/dev/null || true",
-        *[f"bash {_sh(str(out / n / 'grade.sh'))}" for n in cfg.benchmarks],
+        *[f"bash {_sh(str(files[k]))}" for k in files if k.endswith("/grade")],
         f"{py} -m midtrain.eval.swebench collect {_sh(str(out))}",
     ]
     files["run"] = _script(out / "run.sh", "\n".join(run))
+    return _finish(cfg, out, files)
+
+
+def _harness_agent(cfg: SweBenchConfig, bench: Benchmark, hdir: Path, harness: str, py: str,
+                   pro_dataset: str | None) -> list[str]:
+    """The agent step of SWE-agent or OpenHands: its config (checked against its schema) and command lines."""
+    from midtrain.eval.harnesses import openhands_config, openhands_limit, swe_agent_config
+
+    api_base = f"http://localhost:{cfg.port}/v1"
+    if harness == "swe-agent":
+        pro_file = str(Path(pro_dataset) / f"{cfg.split}.jsonl") if pro_dataset else None
+        conf = swe_agent_config(cfg, bench, api_base, model_id(cfg), str(hdir / "agent"), pro_file)
+        (hdir / "swe_agent.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
+        return ['sweagent run-batch --config "${SWE_AGENT_DIR:?set SWE_AGENT_DIR to a SWE-agent checkout}'
+                '/config/default.yaml" ' + _sh("--config", str(hdir / "swe_agent.yaml")),
+                f"{py} -m midtrain.eval.swebench predictions "
+                f"{_sh(str(hdir / 'agent' / 'preds.json'), str(hdir / 'preds.jsonl'))}"]
+    (hdir / "config.toml").write_text(openhands_config(cfg, api_base, model_id(cfg)))
+    limit = openhands_limit(cfg.instance_slice)
+    run = ["poetry", "run", "python", "evaluation/benchmarks/swe_bench/run_infer.py", "--config-file",
+           str(hdir / "config.toml"), "--agent-cls", "CodeActAgent", "--llm-config", "llm.midtrain",
+           "--max-iterations", str(cfg.max_steps), "--eval-num-workers", str(cfg.agent_workers), "--dataset",
+           bench.dataset, "--split", cfg.split, "--eval-output-dir", str(hdir / "agent")]
+    if limit is not None:
+        run += ["--eval-n-limit", str(limit)]
+    return ['cd "${OPENHANDS_DIR:?set OPENHANDS_DIR to an OpenHands checkout}"', _sh(*run),
+            f"{py} -m midtrain.eval.swebench openhands-predictions "
+            f"{_sh(str(hdir / 'agent'), str(hdir / 'preds.jsonl'))}"]
+
+
+def _grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str, py: str) -> list[str]:
+    """Grade BDIR/preds.jsonl into BDIR/grading (the harness report is named after ``run_name``)."""
+    grading = bdir / "grading"
+    if bench.grader == "swebench":
+        harness = _sh("-m", "swebench.harness.run_evaluation", "--dataset_name", bench.dataset, "--split",
+                      cfg.split, "--predictions_path", str(bdir / "preds.jsonl"), "--max_workers",
+                      str(cfg.grading_workers), "--run_id", f"midtrain-{run_name}", "--report_dir", str(grading))
+        if cfg.instance_slice:  # grade over the instances the agent ran, not the whole benchmark
+            harness += f" --instance_ids $({py} -m midtrain.eval.swebench ids {_sh(str(bdir / 'preds.jsonl'))})"
+        return [f"mkdir -p {_sh(str(grading))} && cd {_sh(str(grading))}",  # the harness logs under cwd
+                f"{py} {harness}"]
+    return [
+        ': "${SWEBENCH_PRO_DIR:?set SWEBENCH_PRO_DIR to a checkout of scaleapi/SWE-bench_Pro-os}"',
+        f"{py} -m midtrain.eval.swebench pro-patches {_sh(str(bdir / 'preds.jsonl'), str(bdir / 'patches.json'))}",
+        f'{py} "$SWEBENCH_PRO_DIR/swe_bench_pro_eval.py" --raw_sample_path="$SWEBENCH_PRO_DIR/swe_bench_pro_full.csv" '
+        f"--patch_path={_sh(str(bdir / 'patches.json'))} --output_dir={_sh(str(grading))} "
+        f'--scripts_dir="$SWEBENCH_PRO_DIR/run_scripts" --num_workers={cfg.grading_workers} '
+        f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]}"]
+
+
+def _finish(cfg: SweBenchConfig, out: Path, files: dict[str, Path]) -> dict[str, Path]:
     sbatch = "\n".join([
         "#!/bin/bash",
         f"#SBATCH --job-name=swebench-{cfg.served_model_name}",
@@ -255,33 +303,42 @@ def parse_pro_results(path: str | Path, predictions: str | Path | None = None) -
 
 
 def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
-    """Find each benchmark's grading report under OUTPUT and write OUTPUT/swebench_results.json."""
+    """Find each benchmark's grading report under OUTPUT and write OUTPUT/swebench_results.json.
+
+    Keys: the benchmark name for mini-swe-agent (OUTPUT/<bench>/), ``<bench>/<harness>`` for another harness
+    (OUTPUT/<bench>/<harness>/).
+    """
+    from midtrain.eval.config import HARNESSES
+
     out = Path(output)
     results: dict[str, dict[str, Any]] = {}
     for name, bench in BENCHMARKS.items():
-        grading = out / name / "grading"
-        if not grading.is_dir():
-            continue
-        try:
-            if bench.grader == "swebench":
-                reports = sorted(grading.glob(f"*.midtrain-{name}.json"))
-                if not reports:
-                    log.warning("swebench %s: no harness report in %s", name, grading)
-                    continue
-                results[name] = parse_harness_report(reports[-1])
-            else:
-                if not (grading / "eval_results.json").exists():
-                    log.warning("swebench %s: no eval_results.json in %s", name, grading)
-                    continue
-                results[name] = parse_pro_results(grading / "eval_results.json", out / name / "preds.jsonl")
-        except (ValueError, json.JSONDecodeError) as e:
-            log.error("swebench %s: unreadable report, skipped: %s", name, e)
+        for harness in HARNESSES:
+            key, bdir = (name, out / name) if harness == "mini-swe-agent" else (f"{name}/{harness}", out / name / harness)
+            run_name = name if harness == "mini-swe-agent" else f"{name}-{harness}"
+            grading = bdir / "grading"
+            if not grading.is_dir():
+                continue
+            try:
+                if bench.grader == "swebench":
+                    reports = sorted(grading.glob(f"*.midtrain-{run_name}.json"))
+                    if not reports:
+                        log.warning("swebench %s: no harness report in %s", key, grading)
+                        continue
+                    results[key] = parse_harness_report(reports[-1])
+                else:
+                    if not (grading / "eval_results.json").exists():
+                        log.warning("swebench %s: no eval_results.json in %s", key, grading)
+                        continue
+                    results[key] = parse_pro_results(grading / "eval_results.json", bdir / "preds.jsonl")
+            except (ValueError, json.JSONDecodeError) as e:
+                log.error("swebench %s: unreadable report, skipped: %s", key, e)
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2))
     return results
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """Helpers the generated scripts call: predictions | pro-patches | prepare-pro | collect."""
+    """Helpers the generated scripts call: predictions | openhands-predictions | pro-patches | prepare-pro | ids | collect."""
     import argparse
 
     p = argparse.ArgumentParser(prog="python -m midtrain.eval.swebench", description=_main.__doc__)
@@ -290,11 +347,16 @@ def _main(argv: list[str] | None = None) -> int:
     a = sub.add_parser("pro-patches"); a.add_argument("preds_jsonl"); a.add_argument("out_json")
     a = sub.add_parser("prepare-pro"); a.add_argument("dataset"); a.add_argument("split"); a.add_argument("out_dir")
     a = sub.add_parser("ids"); a.add_argument("preds_jsonl")
+    a = sub.add_parser("openhands-predictions"); a.add_argument("output_dir"); a.add_argument("out_jsonl")
     a = sub.add_parser("collect"); a.add_argument("output")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.cmd == "predictions":
         print(json.dumps(convert_predictions(args.preds_json, args.out_jsonl)))
+    elif args.cmd == "openhands-predictions":
+        from midtrain.eval.harnesses import openhands_predictions
+
+        print(json.dumps(openhands_predictions(args.output_dir, args.out_jsonl)))
     elif args.cmd == "pro-patches":
         print(pro_patches(args.preds_jsonl, args.out_json))
     elif args.cmd == "ids":

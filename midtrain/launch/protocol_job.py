@@ -41,7 +41,8 @@ class ProtocolJobs:
 def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: list[str],
                 job_prefix: str = "mt") -> StepJob:
     """One step's job script (written by :func:`write_jobs`, not here)."""
-    res = site.step_resources(step).validate()
+    # a step repeated per seed ("sft-s7") takes its step's resources ("sft")
+    res = site.step_resources(step if step in site.protocol else step.split("-s")[0]).validate()
     name = f"{job_prefix}-{chain}-{step}" if chain else f"{job_prefix}-{step}"
     log_path = str(slurm_dir / "logs" / f"{chain or 'all'}-{step}-%j.out")
     values = {

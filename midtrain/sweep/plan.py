@@ -1,0 +1,203 @@
+"""A sweep as commands: per variant the ordered ``(step, midtrain argv)`` chain, plus shared setup and report.
+
+Layout under OUTPUT (absolute): ``base/`` (the step-0 start when the recipe names none), ``reference_shards/``
+(every input packed with the base settings: the proxy evals' fixed held-out set, and it fills the tokenized
+caches every variant reuses), ``<variant>/`` with ``prep/<source>/`` (re-prepped sources only), ``shards/``,
+``run/`` (midtraining), ``variant.json`` (the resolved deltas), then the protocol's ``sft*/`` and ``proxy*/``;
+``<baseline>/`` (the start checkpoint through the same probe and evals), ``sft_data*/`` and ``report/``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from midtrain.config import ConfigError
+from midtrain.eval.protocol import ProtocolConfig, config_overrides, protocol_steps
+from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
+from midtrain.pack.pack_step import PackConfig
+from midtrain.sweep.config import DOC_SOURCE, SweepConfig
+
+Steps = list[tuple[str, list[str]]]
+STAMP = "variant.json"
+
+
+def output_dir(cfg: SweepConfig) -> Path:
+    return Path(cfg.output).absolute()
+
+
+def base_checkpoint(cfg: SweepConfig) -> str:
+    """Absolute: Slurm jobs run in the site's workdir, not where the sweep was submitted from."""
+    return str(Path(cfg.base).absolute()) if cfg.base else str(output_dir(cfg) / "base")
+
+
+def reference_shards(cfg: SweepConfig) -> Path:
+    return output_dir(cfg) / "reference_shards"
+
+
+@dataclass
+class VariantPlan:
+    name: str
+    about: str
+    root: Path
+    inputs: list[str]  # prep dirs packed
+    prep: Steps  # re-prep steps (may be empty)
+    pack: PackConfig
+    train_overrides: list[str]
+    tokens: int  # budget
+    train_steps: int
+    batch: int  # global batch size (sequences per step)
+    train_recipe: str
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def shards(self) -> Path:
+        return self.root / "shards"
+
+    def stamp(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, "prep": self.prep, "pack": self.pack.to_dict(), "train_recipe": self.train_recipe,
+                "train_overrides": self.train_overrides, "tokens": self.tokens, "train_steps": self.train_steps}
+
+
+def _check_prep(variant: str, source: str, overrides: list[str]) -> None:
+    """A re-prep's overrides must name real fields of the source's config (checked before anything runs)."""
+    from midtrain.sources.prep import SOURCE_CONFIGS, split_overrides
+
+    mine, _ = split_overrides(source, overrides)
+    try:
+        SOURCE_CONFIGS[source]().apply_overrides(mine).validate()
+    except ConfigError as e:
+        raise ConfigError(f"variants.{variant}.prep.{source}: {e}") from None
+
+
+def pack_argv(pack: PackConfig, inputs: list[str], output: Path) -> list[str]:
+    return ["pack", "--input", *inputs, "--output", str(output), *config_overrides(pack)]
+
+
+def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
+    from midtrain.train.command import load_config
+
+    v = cfg.variants[name]
+    root = output_dir(cfg) / name
+    prep_steps: Steps = []
+    inputs = []
+    for source, path in cfg.inputs.items():
+        if source in v.leave_out:
+            continue
+        if source in v.prep:
+            _check_prep(name, source, v.prep[source])
+            out = root / "prep" / source
+            prep_steps.append((f"prep_{source}", ["prep", source, *v.prep[source], "--input",
+                                                  *cfg.raw_inputs[source], "--output", str(out)]))
+            path = str(out)
+        inputs.append(str(Path(path).absolute()))
+    pack = cfg.pack.apply_overrides(v.pack)
+    if v.leave_out:  # a left-out source gets no mixture share (its weight would ask for tokens nobody has)
+        gone = {DOC_SOURCE[s] for s in v.leave_out}
+        pack.mixture.weights = {s: w for s, w in pack.mixture.weights.items() if s not in gone}
+        pack.mixture.tokens = {s: t for s, t in pack.mixture.tokens.items() if s not in gone}
+    try:
+        pack.validate()
+    except ConfigError as e:
+        raise ConfigError(f"variants.{name}.pack: {e}") from None
+    shared = [*cfg.train_overrides, *v.train]
+    recipe = v.train_recipe or cfg.train_recipe
+    try:
+        tcfg = load_config(recipe, shared)
+    except ConfigError as e:
+        raise ConfigError(f"variants.{name}.train: {e}") from None
+    tokens = v.tokens or cfg.tokens
+    steps = math.ceil(tokens / (tcfg.optim.global_batch_size * pack.seq_length))
+    train = [*shared, f"name={cfg.name}-{name}", f"run_dir={root / 'run'}", f"data.path={root / 'shards'}",
+             f"data.seq_length={pack.seq_length}", "data.build_demo_if_missing=false",
+             f"init_from={base_checkpoint(cfg)}", f"seed={cfg.seed}", f"data.seed={cfg.seed}",
+             f"optim.train_steps={steps}", f"optim.warmup_steps={min(tcfg.optim.warmup_steps, steps)}"]
+    try:
+        load_config(recipe, train).validate()
+    except ConfigError as e:
+        raise ConfigError(f"variants.{name}: the resolved training run is invalid: {e}") from None
+    return VariantPlan(name, v.about, root, inputs, prep_steps, pack, train, tokens, steps,
+                       tcfg.optim.global_batch_size, recipe)
+
+
+def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:
+    """The sweep's protocol: the baseline and every variant's midtrained run, evals on the reference shards."""
+    out = output_dir(cfg)
+    p = ProtocolConfig.from_dict(cfg.protocol.to_dict())
+    p.name = cfg.name
+    p.output = str(out)
+    p.checkpoints = {cfg.baseline: base_checkpoint(cfg),
+                     **{name: str(out / name / "run") for name in cfg.variants}}
+    p.baseline = cfg.baseline
+    p.report_dir = str(out / "report")
+    if "traces" in cfg.inputs and not any(o.startswith("traces=") for o in p.sft_overrides):
+        p.sft_overrides = [*p.sft_overrides, f"traces=[{Path(cfg.inputs['traces']).absolute()}]"]
+    if "repos" in cfg.inputs and p.proxy.retrieval.repos is not None:  # the haystacks: the sweep's own repos
+        p.proxy.retrieval.repos = str(Path(cfg.inputs["repos"]).absolute())
+    if "proxy" in p.evals and p.proxy.shards is None:
+        p.proxy.shards = str(reference_shards(cfg))
+    p.notes = {cfg.baseline: "the start checkpoint, not midtrained",
+               **{n: v.about for n, v in cfg.variants.items()}}
+    return p.validate()
+
+
+def setup_steps(cfg: SweepConfig, self_argv: list[str]) -> Steps:
+    """Before every chain: the step-0 start (when the recipe names no base) and the reference shards."""
+    steps: Steps = []
+    if cfg.base is None:
+        steps.append(("init_base", ["sweep", *self_argv, "--init-base"]))
+    steps.append(("pack_reference", pack_argv(cfg.pack, [str(Path(p).absolute()) for p in cfg.inputs.values()],
+                                              reference_shards(cfg))))
+    return steps
+
+
+def sweep_chains(cfg: SweepConfig) -> tuple[dict[str, VariantPlan], dict[str, Steps]]:
+    """Per name (baseline first), the chain: [prep..., pack, train] for a variant, then probe + evals."""
+    proto = protocol_steps(sweep_protocol(cfg))
+    plans = {name: variant_plan(cfg, name) for name in cfg.variants}
+    chains = {cfg.baseline: proto[cfg.baseline]}
+    for name, plan in plans.items():
+        chains[name] = [*plan.prep, ("pack", pack_argv(plan.pack, plan.inputs, plan.shards)),
+                        ("train", ["train", plan.train_recipe, *plan.train_overrides]), *proto[name]]
+    return plans, chains
+
+
+def report_argv(self_argv: list[str]) -> list[str]:
+    return ["sweep", *self_argv, "--report"]
+
+
+def check_stamp(plan: VariantPlan, write: bool) -> None:
+    """A variant's directory belongs to one resolved variant: refuse to mix runs of a changed definition."""
+    path = plan.root / STAMP
+    stamp = plan.stamp()
+    if path.exists():
+        old = json.loads(path.read_text())
+        if old != stamp:
+            changed = sorted(k for k in stamp if old.get(k) != stamp[k])
+            raise ConfigError(f"variants.{plan.name}: {plan.root} holds a run of this variant with other settings "
+                              f"({', '.join(changed)} changed); use another output or remove that directory")
+    elif write:
+        plan.root.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(stamp, indent=2))
+
+
+def complete(cfg: SweepConfig, name: str) -> bool:
+    """Whether NAME's probe (every seed) and proxy evals have finished: a rerun leaves it as it is."""
+    proto = sweep_protocol(cfg)
+    root = output_dir(cfg) / name
+    dirs = [root / seed_dir("sft", s) / SFT_RESULT for s in ([None, *proto.probe_seeds[1:]])]
+    if "proxy" in proto.evals:
+        dirs += [root / seed_dir("proxy", s) / PROXY_RESULT for s in ([None, *proto.proxy_seeds[1:]])]
+    for path in dirs:
+        try:
+            if json.loads(path.read_text()).get("exit_code", 0) != 0:
+                return False
+        except (OSError, ValueError):
+            return False
+    return True

@@ -1,0 +1,69 @@
+"""Sweep recipes: the paper's ablations as variants of one mixture and pack/train recipe through the fixed probe."""
+
+from midtrain.sources.repos import ReposConfig
+from midtrain.sweep.config import SweepConfig, Variant
+from recipes import recipe
+from recipes.mixtures import swe_midtrain
+from recipes.protocol import protocol_demo, protocol_swebench
+
+
+@recipe("sweep")
+def sweep_demo() -> SweepConfig:
+    """Demo-scale ablations on CPU (minutes): leave traces / commits out, context 1K vs 2K, 2x tokens."""
+    cfg = SweepConfig(name="sweep_demo", output=".demo/sweep", base=None, train_recipe="demo_tiny",
+                      inputs={s: f".demo/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
+                      tokens=16_384, seed=1234)
+    cfg.pack.seq_length = 2048
+    cfg.pack.valid_fraction = 0.1
+    # Natural mixture (every source once): the demo's few, very unequal documents cannot meet share targets
+    # (a 140K-token commit history cannot be sampled at 15% of 100K tokens); cluster sweeps set shares.
+    cfg.train_overrides = ["optim.global_batch_size=2", "checkpoint.save_interval=1000", "log.tensorboard=false"]
+    cfg.variants = {
+        "all": Variant(about="every source once"),
+        "no_traces": Variant(about="leave agent traces out", leave_out=["traces"]),
+        "no_commits": Variant(about="leave commits out", leave_out=["commits"]),
+        "ctx_1k": Variant(about="context 1,024 instead of 2,048", pack=["seq_length=1024"]),
+        "long": Variant(about="twice the midtraining tokens", tokens=32_768),
+    }
+    proto = protocol_demo()  # the sweep replaces its checkpoints, output, report dir and notes
+    proto.proxy.shards = None  # the sweep's reference shards
+    proto.proxy.retrieval.lengths = [256, 512, 1024]
+    proto.proxy.retrieval.depths = [0.0, 0.5, 1.0]
+    proto.probe_seeds = [4321, 4322]
+    proto.sft_overrides = ["export_hf=false"]  # the demo evaluates no SWE-bench: skip the HF export
+    cfg.protocol = proto
+    return cfg
+
+
+@recipe("sweep")
+def sweep_swe_ablations() -> SweepConfig:
+    """The paper's ablations for Qwen3-8B at 32K: leave-one-source-out, trace share 0/5/10%, repo file order, length, 256K."""
+    cfg = SweepConfig(name="swe_ablations", output="runs/sweep_swe_ablations", base="models/Qwen3-8B-Base",
+                      train_recipe="qwen3_8b_ctx_stage1_32k_h200",
+                      inputs={s: f"out/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
+                      raw_inputs={"repos": ["out/raw/repos"]}, tokens=20_000_000_000, seed=1234)
+    cfg.pack.seq_length = 32_768
+    cfg.pack.mixture = swe_midtrain()
+    cfg.pack.tasks = 256
+    cfg.pack.tokenize_tasks = 256
+    cfg.variants = {"full": Variant(about="swe_midtrain mixture, 10% agent traces")}
+    for source in cfg.inputs:
+        cfg.variants[f"no_{source}"] = Variant(about=f"leave {source} out", leave_out=[source])
+    for share in (0.0, 0.05):
+        cfg.variants[f"traces_{int(share * 100)}"] = Variant(about=f"{share:.0%} agent traces",
+                                                             pack=[f"mixture.weights.trace={share}"])
+    # Repository file order: the repos source prepped again with import-dependency ordering off, once the
+    # repos reader has that switch (ReposConfig.file_order); until then the variant is left out.
+    if "file_order" in ReposConfig.field_names():
+        cfg.variants["repo_order_off"] = Variant(about="repository files in path order, not import order",
+                                                 prep={"repos": ["repos.file_order=path"]})
+    cfg.variants["half_tokens"] = Variant(about="half the midtraining tokens", tokens=10_000_000_000)
+    cfg.variants["ctx_256k"] = Variant(about="256K context instead of 32K (the 256K layout)",
+                                       pack=["seq_length=262144", "pad_multiple=16"],
+                                       train_recipe="qwen3_8b_256k_h200")
+    proto = protocol_swebench()  # the sweep replaces its checkpoints, output, report dir and notes
+    proto.proxy.shards = None
+    proto.probe_seeds = [4321, 4322, 4323]
+    proto.proxy_seeds = [0, 1]
+    cfg.protocol = proto
+    return cfg
