@@ -134,6 +134,16 @@ PLAN: dict[str, str] = {
     "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny_moe parallel.expert=2 optim.train_steps=6 "
     "run_dir=runs/ep2": RUN,
     "midtrain config qwen3_30b_a3b_256k_h200": RUN,
+    "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output runs/lm_eval/mid limit=4": RUN,
+    "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output out/lm_eval limit=4": RUN,
+    "midtrain eval lm-eval --checkpoint runs/p/midtrained/sft/hf --output out/lm_eval device=cuda "
+    "tasks=[humaneval,mbpp] allow_code_execution=true": GPU,
+    "midtrain demo --only prep": RUN,
+    "midtrain sweep sweep_demo": RUN,
+    "midtrain sweep sweep_demo --dry-run": RUN,
+    "midtrain sweep sweep_demo --submit --site-set train.gpus_per_node=0 --dry-run": RUN,
+    "midtrain sweep sweep_swe_ablations --submit --site slurm/site.example.yaml --dry-run": RUN,
+    "midtrain sweep sweep_demo --report": RUN,
 }
 
 # The docs' absolute paths, placed inside the workspace.
