@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         export_hf(tmp / "run", tmp / "hf")
 
         # Interleaved, same sequence back to back: a fair ratio on a machine whose load changes.
-        from midtrain.pack.reader import PackedDataset
+        from midtrain.formats.shard_reader import PackedDataset
 
         ds = PackedDataset(tmp / "shards", "valid")
         scorers = {"megatron": MidtrainScorer(tmp / "run"), "hf": HFScorer(tmp / "hf")}

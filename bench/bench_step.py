@@ -56,7 +56,7 @@ def bare_step_times(cfg, steps: int) -> tuple[list[float], list[float]]:
     from megatron.core.distributed import finalize_model_grads
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
-    from midtrain.pack.reader import PackedDataset, PackedLoader
+    from midtrain.formats.shard_reader import PackedDataset, PackedLoader
     from midtrain.train import distributed
     from midtrain.train.batch import to_batch
     from midtrain.train.model import build_gpt_model

@@ -10,7 +10,7 @@ import pytest
 
 from midtrain.pack.pack_step import PackConfig
 from midtrain.pack.pipeline import pack
-from midtrain.pack.reader import PackedDataset
+from midtrain.formats.shard_reader import PackedDataset
 from midtrain.pack.tokenizer import load_tokenizer
 
 from pack_helpers import commit_doc, repo_doc, trace_doc, write_prep

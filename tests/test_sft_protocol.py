@@ -186,7 +186,7 @@ def _probe_cfg(tmp, proto):
 def test_loss_only_on_assistant_tokens(protocol_run):
     """Through rendering, packing and the reader: every trained token sequence is exactly one assistant turn
     (content + <|im_end|>), every assistant turn is trained, and no system/user/tool token carries loss."""
-    from midtrain.pack.reader import PackedDataset
+    from midtrain.formats.shard_reader import PackedDataset
     from midtrain.pack.tokenizer import load_tokenizer
     from midtrain.sft.data import render
 

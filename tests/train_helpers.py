@@ -61,7 +61,7 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
 
     import numpy as np
 
-    from midtrain.pack.shards import PackedShardWriter, Piece, shard_prefix
+    from midtrain.formats.shards import PackedShardWriter, Piece, shard_prefix
 
     out = Path(out_dir)
     rng = np.random.default_rng(seed)

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 from midtrain.pack.pack_step import SPLITS, PackConfig, global_plan
-from midtrain.pack.reader import MANIFEST
-from midtrain.pack.shards import HIST_EDGES
+from midtrain.formats.shard_reader import MANIFEST
+from midtrain.formats.shards import HIST_EDGES
 
 FORMAT = "midtrain-packed/1"
 

@@ -19,7 +19,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
-from midtrain.pack.reader import MANIFEST
+from midtrain.formats.shard_reader import MANIFEST
 
 log = logging.getLogger(__name__)
 

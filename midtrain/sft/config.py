@@ -33,8 +33,6 @@ class SFTConfig(Config):
         require(0.0 <= self.valid_fraction < 1.0, "valid_fraction", "must be in [0, 1)")
         require(self.max_traces is None or self.max_traces > 0, "max_traces", "must be positive or null")
         require(self.pad_multiple >= 1, "pad_multiple", "must be >= 1")
-        require(not self.train.data.build_demo_if_missing, "train.data.build_demo_if_missing",
-                "the probe trains on its own rendered traces, never on demo shards")
 
     def probe_hash(self) -> str:
         """Identity of the probe settings: everything but where it starts from and where it writes."""

@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.documents import read_jsonl
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
@@ -40,17 +41,12 @@ def read_trace_documents(dirs: list[str]) -> tuple[list[dict], Counter]:
         if not files:
             raise FileNotFoundError(f"traces: no documents/*.jsonl(.gz) under {d} (run `midtrain prep traces` first)")
         for f in files:
-            opener = gzip.open if f.name.endswith(".gz") else open
-            with opener(f, "rt", encoding="utf-8") as fh:
-                for i, line in enumerate(fh, 1):
-                    try:
-                        doc = json.loads(line)
-                        assert isinstance(doc.get("text"), str) and doc.get("id")
-                    except (json.JSONDecodeError, AssertionError, AttributeError):
-                        drops["unreadable_line"] += 1
-                        log.warning("traces: %s:%d is not a document, skipped", f, i)
-                        continue
-                    docs.append(doc)
+            for i, doc in read_jsonl(f, drops, bad_reason="unreadable_line"):
+                if not (isinstance(doc.get("text"), str) and doc.get("id")):
+                    drops["unreadable_line"] += 1
+                    log.warning("traces: %s:%d is not a document, skipped", f, i)
+                    continue
+                docs.append(doc)
     return docs, drops
 
 

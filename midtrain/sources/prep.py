@@ -31,6 +31,7 @@ from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
+from midtrain.formats.documents import read_jsonl
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commit_tables import CommitsInputConfig
@@ -122,11 +123,10 @@ def _count_output(documents_dir: Path) -> tuple[int, int, int]:
     docs = text_bytes = disk = 0
     for f in sorted(documents_dir.rglob("*.jsonl*")):
         disk += f.stat().st_size
-        with f.open("rb") as raw, (gzip.open(raw, "rb") if f.suffix == ".gz" else raw) as fh:
-            for line in fh:
-                if line.strip():
-                    docs += 1
-                    text_bytes += len(json.loads(line).get("text", "").encode())
+        for _, row in read_jsonl(f):
+            docs += 1
+            text = row.get("text")
+            text_bytes += len(text.encode()) if isinstance(text, str) else 0
     return docs, text_bytes, disk
 
 

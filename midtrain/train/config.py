@@ -155,7 +155,6 @@ class DataConfig(Config):
     path: str = ".demo/shards"  # a `midtrain pack` output directory
     seq_length: int = 2048
     seed: int = 1234  # sample order (epochs reshuffle from it)
-    build_demo_if_missing: bool = False  # demo recipes: build the demo shards at `path` when absent
 
     def check(self) -> None:
         require(self.seq_length > 0, "seq_length", "must be positive")

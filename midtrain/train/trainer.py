@@ -23,6 +23,8 @@ import torch
 import torch.distributed as dist
 
 from midtrain.config import ConfigError
+from midtrain.formats.rundir import EXIT_REQUEUE
+from midtrain.formats.shard_reader import MANIFEST
 from midtrain.train import checkpoint as ckpt
 from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
@@ -33,8 +35,6 @@ from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
 
 log = logging.getLogger("midtrain.train")
-
-EXIT_REQUEUE = 75  # "checkpointed, requeue me" (SIGTERM / SIGUSR1)
 
 
 class NonFiniteError(RuntimeError):
@@ -126,20 +126,12 @@ class _BatchIterator:
         return batch
 
 
-def _ensure_shards(cfg: TrainConfig) -> None:
-    from midtrain.pack.reader import MANIFEST
-
+def _require_shards(cfg: TrainConfig) -> None:
+    """Fail before building the model when data.path holds no packed shards."""
     path = Path(cfg.data.path)
-    if (path / MANIFEST).exists():
-        return
-    if not cfg.data.build_demo_if_missing:
-        raise FileNotFoundError(f"data.path: {path} has no {MANIFEST}; run `midtrain pack ... --output {path}` first")
-    from midtrain.train.demo import build_demo_shards
-
-    if not dist.is_initialized() or dist.get_rank() == 0:
-        build_demo_shards(path)
-    if dist.is_initialized():
-        dist.barrier()
+    if not (path / MANIFEST).exists():
+        raise FileNotFoundError(f"data.path: {path} has no {MANIFEST}; run `midtrain pack ... --output {path}` "
+                                "first (or `midtrain demo --only prep pack` for the demo's shards)")
 
 
 def check_shards(cfg: TrainConfig, manifest: dict) -> None:
@@ -162,7 +154,7 @@ def check_shards(cfg: TrainConfig, manifest: dict) -> None:
 
 
 def _open_data(cfg: TrainConfig, dp_rank: int, dp_size: int):
-    from midtrain.pack.reader import PackedDataset, PackedLoader
+    from midtrain.formats.shard_reader import PackedDataset, PackedLoader
 
     dataset = PackedDataset(cfg.data.path, "train")
     check_shards(cfg, dataset.manifest)
@@ -284,7 +276,7 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
     if rank0:
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg.save_yaml(run_dir / "config.yaml")
-    _ensure_shards(cfg)
+    _require_shards(cfg)
 
     moe.reset_router_log()
     model = _wrap_model(cfg, build_gpt_model(cfg))
