@@ -20,7 +20,7 @@ import torch
 
 from midtrain.config import ConfigError
 from midtrain.train import hf_mapping
-from midtrain.train.hf_import import (HF_SOURCE, TOKENIZER_FILES, _DTYPES, conversion_config, empty_model,
+from midtrain.train.hf_import import (HF_SOURCE, TOKENIZER_FILES, DTYPES, conversion_config, empty_model,
                                       is_hf_model_dir, single_process_world)
 
 log = logging.getLogger(__name__)
@@ -148,8 +148,8 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     cfg.validate()
     hf_mapping.check_exportable(cfg.model)
     dtype = dtype or cfg.precision.dtype
-    if dtype not in _DTYPES:
-        raise ConfigError(f"--dtype: {dtype!r} is not one of {', '.join(_DTYPES)}")
+    if dtype not in DTYPES:
+        raise ConfigError(f"--dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
     dst = Path(dst)
     if (dst / "config.json").exists():
         if not overwrite:
@@ -161,7 +161,7 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
 
     shape = hf_mapping.Shape.of(cfg.model)
     hf = hf_mapping.mcore_to_hf(mcore_state_dict(cfg, ckpt_dir), shape)
-    hf = {k: v.to(_DTYPES[dtype]) for k, v in hf.items()}
+    hf = {k: v.to(DTYPES[dtype]) for k, v in hf.items()}
     files = save_safetensors(hf, dst, SHARD_BYTES)
 
     source = find_hf_source(run_dir)
