@@ -49,7 +49,7 @@ def protocol_run(tmp_path_factory):
     repos = write_documents(tmp / "prep" / "repos", code_docs())
     traces = write_documents(tmp / "prep" / "traces", sample_trace_docs() + NOT_FOR_THE_PROBE)
     manifest = pack(PackConfig(seq_length=512, valid_fraction=0.3, seed=3, tokenize_tasks=1), [repos],
-                    tmp / "shards")
+                    tmp / "shards").manifest
     assert manifest["splits"]["valid"]["sequences"] > 0
     cfg = _tiny(tmp / "runs" / "mid", tmp / "shards")
     save_initial_checkpoint(cfg, tmp / "runs" / "base")

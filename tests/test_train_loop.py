@@ -1,4 +1,4 @@
-"""Training loop on real packed shards (pack team's writer + reader): loss, logs, resume, guards, checkpoints."""
+"""Training loop on real packed shards (the packed shard writer + reader): loss, logs, resume, guards, checkpoints."""
 
 from __future__ import annotations
 

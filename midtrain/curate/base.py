@@ -102,7 +102,7 @@ class CurationStep(PipelineStep):
 
 
 class ValidateDocuments(CurationStep):
-    """First step: drop records whose text is unusable, give missing interface metadata a null value.
+    """First step: drop records whose text is unusable, give missing required metadata (formats.documents.REQUIRED_METADATA) a null value.
 
     Repairs are counted ``changed_missing_<key>``; drops ``dropped_text_not_str``, ``dropped_text_missing``,
     ``dropped_empty_text``, ``dropped_bad_loss_spans``.

@@ -1,4 +1,4 @@
-"""Curation as datatrove stages run after a source's reader stage (interface used by `midtrain prep`).
+"""Curation as datatrove stages run after a source's reader stage (`midtrain prep` runs them).
 
 `midtrain prep` runs the source stage (reader -> documents into RAW_DIR as JSONL), then each stage returned
 by :func:`curation_stages` in order with the chosen executor (local or Slurm), then merges the stats.

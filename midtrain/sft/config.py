@@ -21,7 +21,7 @@ class SFTConfig(Config):
     traces: list[str] = field(default_factory=lambda: [".demo/prep/traces"])
     # Rendered + packed SFT data; None = OUTPUT/data. A protocol points every checkpoint at one shared dir.
     data_dir: str | None = None
-    tokenizer: str | None = None  # tokenizer.json or HF model dir; None = the pack team's default (Qwen)
+    tokenizer: str | None = None  # tokenizer.json or HF model dir; None = midtrain pack's default tokenizer (Qwen)
     valid_fraction: float = 0.1  # share of traces held out (by document id hash) for the probe's eval loss
     max_traces: int | None = None  # cap (fixed subset, by id order) so the data set is pinned
     pad_multiple: int = 1  # pad packed pieces to a multiple of this (2*CP on the cluster)

@@ -1,13 +1,13 @@
 """The probe's fixed data set: trace documents -> chat-template text with assistant-only loss spans -> packed shards.
 
-Trace documents come from `midtrain prep traces` (the sources team's reader normalises the trajectory
+Trace documents come from `midtrain prep traces` (the trace reader, midtrain.sources.traces, normalises the trajectory
 formats and renders them). When a document keeps its normalized ``messages``, the probe renders them again
 with the probe tokenizer's chat template (the model's own), using the same renderer; otherwise it reuses the
 prep rendering when that was the chat template. Plain-format renderings without messages are dropped (the
 probe must see the chat template the model is served with), with a count.
 
 The held-out split is chosen here, by a seeded hash of document ids (at least one trace when there are two
-or more), and both splits are packed by the pack team's pipeline with the per-token masks from loss_spans.
+or more), and both splits are packed by `midtrain pack`'s pipeline with the per-token masks from loss_spans.
 The finished data directory is stamped with the data hash; a probe with other data settings refuses it.
 """
 
@@ -150,7 +150,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path) -> dict[str, Any]:
         if not docs:
             continue
         _write_docs(docs, tmp / f"{split}_docs")
-        manifests[split] = pack(pcfg, [tmp / f"{split}_docs"], tmp / f"{split}_shards")
+        manifests[split] = pack(pcfg, [tmp / f"{split}_docs"], tmp / f"{split}_shards").manifest
     stamp = {"data_hash": key, "train_docs": len(train_docs), "valid_docs": len(valid_docs),
              "train_ids": [d["id"] for d in train_docs], "valid_ids": [d["id"] for d in valid_docs],
              "dropped": dict(drops), "read": len(raw),

@@ -3,7 +3,7 @@
 ``run_probe(cfg, start, output)``: build (or reuse) the probe's data (midtrain.sft.data), train with the
 trainer's own ``train(cfg)`` from ``start`` (``init_from``: weights only, fresh optimizer, step 0), score the
 held-out traces with the trained weights (loss on assistant tokens only: the reader's loss_mask carries the
-spans), export an HF checkpoint when the HF team's export is available, and write OUTPUT/sft_result.json.
+spans), export an HF checkpoint (train.hf_export) when cfg.export_hf is set, and write OUTPUT/sft_result.json.
 
 The model shape comes from the start checkpoint's own config.yaml (a midtrain run), so one probe recipe
 serves every checkpoint of a family; everything else (data, steps, LR schedule, batch, seed) is the recipe's.
@@ -38,7 +38,7 @@ def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
 
 
 def export_hf(run_dir: Path, out: Path, tokenizer: str | None) -> str:
-    """mcore -> HF with the HF team's export (what vLLM serves for SWE-bench)."""
+    """mcore -> HF with train.hf_export (what vLLM serves for SWE-bench)."""
     from midtrain.train.hf_export import export_hf as export
 
     return str(export(run_dir, out, tokenizer=tokenizer))

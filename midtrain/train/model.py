@@ -67,7 +67,7 @@ def resolve_impl(cfg: TrainConfig) -> str:
 
 
 def _rope_extra(cfg: TrainConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(GPTModel kwargs, TransformerConfig attributes) for RoPE, via the HF team's table when present."""
+    """(GPTModel kwargs, TransformerConfig attributes) for RoPE, from the RoPE table in midtrain.train.hf_rope."""
     m = cfg.model
     try:
         from midtrain.train import hf_rope

@@ -217,7 +217,7 @@ def _sync_params(model: torch.nn.Module) -> None:
 
 
 def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
-    """init_from: weights only, from a midtrain checkpoint, or a Hugging Face directory (HF team's hook)."""
+    """init_from: weights only, from a midtrain checkpoint, or a Hugging Face directory (train.hf_import)."""
     path = Path(cfg.init_from)
     if (path / "config.json").is_file():
         try:
