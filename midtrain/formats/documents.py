@@ -121,7 +121,7 @@ class DocumentReader(JsonlReader):
     nothing.
     """
 
-    name = "📖 document reader"
+    name = "📖 curation reader"  # the name stats.json and logs have always shown
 
     def __init__(self, data_folder: str, **kwargs: Any):
         kwargs.setdefault("glob_pattern", DOCUMENT_GLOB)
