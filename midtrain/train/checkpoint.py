@@ -20,6 +20,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+# The checkpoint index (names, completeness, newest valid) is part of the run-directory format; importers of
+# this module get it here too.
 from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, latest_checkpoint, list_checkpoints, \
     valid_checkpoints, verify
 
