@@ -1,13 +1,13 @@
 """Eval scoring throughput: the same weights scoring the same packed validation sequences two ways, same run.
 
 - megatron: the midtrain checkpoint, one forward per packed sequence (THD, document-masked attention);
-- hf: its Hugging Face export (the HF team's export_hf), one forward per document piece (what `eval proxy`
+- hf: its Hugging Face export (train.hf_export.export_hf), one forward per document piece (what `eval proxy`
   does for an HF directory).
 
 Both must give the same held-out loss (printed: |delta|); the figures are tokens/s and their ratio (measured
 interleaved, sequence by sequence), and the retrieval probe's cost per sample at each context length with
 logits for the answer positions only (what the probe does) against logits for every position. A tiny Qwen3-shaped model (Qwen vocabulary) on
-real code: stdlib modules packed at --seq-length with the pack team's pipeline.
+real code: stdlib modules packed at --seq-length with `midtrain pack`'s pipeline.
 
     .venv/bin/python bench/bench_eval.py [--seq-length 1024] [--sequences 6] [--json out.json]
 """
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         export_hf(tmp / "run", tmp / "hf")
 
         # Interleaved, same sequence back to back: a fair ratio on a machine whose load changes.
-        from midtrain.pack.reader import PackedDataset
+        from midtrain.formats.shard_reader import PackedDataset
 
         ds = PackedDataset(tmp / "shards", "valid")
         scorers = {"megatron": MidtrainScorer(tmp / "run"), "hf": HFScorer(tmp / "hf")}

@@ -18,7 +18,7 @@ import time
 import numpy as np
 
 from midtrain.pack.packer import best_fit_decreasing, split_points
-from midtrain.pack.shards import padded_length
+from midtrain.formats.shards import padded_length
 
 # source: (share of tokens, log-normal median tokens, sigma)
 SOURCES = {

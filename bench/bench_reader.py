@@ -22,7 +22,7 @@ import numpy as np
 
 def build(out: Path, tokens: float, S: int, masks: bool, seed: int = 0) -> None:
     from midtrain.pack.packer import best_fit_decreasing
-    from midtrain.pack.shards import PackedShardWriter, Piece, shard_prefix
+    from midtrain.formats.shards import PackedShardWriter, Piece, shard_prefix
 
     rng = np.random.default_rng(seed)
     lengths = []
@@ -52,7 +52,7 @@ def raw_read(out: Path, S: int) -> tuple[float, int]:
 
 
 def reader_read(out: Path) -> tuple[float, int]:
-    from midtrain.pack.reader import PackedDataset
+    from midtrain.formats.shard_reader import PackedDataset
 
     ds = PackedDataset(out)
     t0 = time.process_time()

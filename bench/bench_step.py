@@ -56,15 +56,15 @@ def bare_step_times(cfg, steps: int) -> tuple[list[float], list[float]]:
     from megatron.core.distributed import finalize_model_grads
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
-    from midtrain.pack.reader import PackedDataset, PackedLoader
+    from midtrain.formats.shard_reader import PackedDataset, PackedLoader
     from midtrain.train import distributed
     from midtrain.train.batch import to_batch
     from midtrain.train.model import build_gpt_model
-    from midtrain.train.trainer import _build_optimizer, _wrap_model
+    from midtrain.train.trainer import build_optimizer, wrap_model
 
     distributed.initialize(seed=cfg.seed)
-    model = _wrap_model(cfg, build_gpt_model(cfg))
-    optimizer, _ = _build_optimizer(cfg, model)
+    model = wrap_model(cfg, build_gpt_model(cfg))
+    optimizer, _ = build_optimizer(cfg, model)
     model.config.finalize_model_grads_func = finalize_model_grads
     model.config.no_sync_func = model.no_sync
     loader = iter(PackedLoader(PackedDataset(cfg.data.path), seed=cfg.data.seed))

@@ -6,7 +6,7 @@ from recipes import recipe
 
 @recipe("train")
 def demo_tiny() -> TrainConfig:
-    """Tiny Qwen3-shaped model trained on CPU on the demo shards (minutes; builds the shards if missing)."""
+    """Tiny Qwen3-shaped model trained on CPU on the demo shards (minutes; `midtrain train` builds the shards if missing)."""
     cfg = TrainConfig(name="demo_tiny", run_dir=".demo/runs/demo_tiny")
     # Qwen3 shape (RMSNorm, SwiGLU, GQA 4:2, QK-norm, tied embeddings, Qwen's 151,936-id vocabulary), tiny.
     cfg.model.family = "qwen3"
@@ -19,7 +19,6 @@ def demo_tiny() -> TrainConfig:
     cfg.precision.dtype = "fp32"  # CPU
     cfg.data.path = ".demo/shards"
     cfg.data.seq_length = 2048
-    cfg.data.build_demo_if_missing = True
     cfg.optim.lr = 3e-3
     cfg.optim.min_lr = 3e-4
     cfg.optim.train_steps = 40

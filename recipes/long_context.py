@@ -17,12 +17,12 @@ from __future__ import annotations
 from midtrain.config import ConfigError
 from midtrain.train.config import TrainConfig
 from recipes import recipe
-from recipes.models import SEQ_256K, _variant, midtrain_config, qwen3_8b_256k_h200
+from recipes.models import SEQ_256K, variant, midtrain_config, qwen3_8b_256k_h200
 
 
 def _stage(shape: str, name: str, seq_length: int, init_from: str, overrides: list[str]) -> TrainConfig:
     cfg = midtrain_config(shape, seq_length, name=name)
-    return _variant(cfg, name, [f"init_from={init_from}", *overrides])
+    return variant(cfg, name, [f"init_from={init_from}", *overrides])
 
 
 # Token budget: ~16.8M tokens per step at every length (global batch x seq_length is kept constant).
@@ -46,14 +46,14 @@ def qwen3_8b_ctx_stage2_128k_h200() -> TrainConfig:
 @recipe("train")
 def qwen3_8b_ctx_stage3_256k_h200() -> TrainConfig:
     """Progression stage 3/3: 256K from stage 2 (the qwen3_8b_256k_h200 recipe), ~400B tokens, decays."""
-    return _variant(qwen3_8b_256k_h200(), "qwen3_8b_ctx_stage3_256k_h200",
+    return variant(qwen3_8b_256k_h200(), "qwen3_8b_ctx_stage3_256k_h200",
                     ["init_from=runs/qwen3_8b_ctx_stage2_128k_h200", "optim.train_steps=24000"])
 
 
 @recipe("train")
 def qwen3_8b_256k_yarn_h200() -> TrainConfig:
     """Qwen3-8B-shaped at 256K with YaRN (factor 8 over the native 32K) instead of a RoPE base change."""
-    return _variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_yarn_h200",
+    return variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_yarn_h200",
                     ["model.rotary_base=1000000.0", "model.rope_scaling=yarn", "model.rope_scaling_factor=8.0",
                      "model.rope_original_max_position_embeddings=32768"])
 

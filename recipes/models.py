@@ -107,7 +107,7 @@ def midtrain_config(shape: str, seq_length: int = SEQ_256K, name: str | None = N
     return cfg
 
 
-def _variant(cfg: TrainConfig, name: str, overrides: list[str]) -> TrainConfig:
+def variant(cfg: TrainConfig, name: str, overrides: list[str]) -> TrainConfig:
     """A recipe derived by deltas: a new name/run_dir plus typed key=value overrides."""
     out = cfg.apply_overrides([f"name={name}", f"run_dir=runs/{name}", *overrides])
     assert isinstance(out, TrainConfig)
@@ -119,14 +119,14 @@ def _variant(cfg: TrainConfig, name: str, overrides: list[str]) -> TrainConfig:
 @recipe("train")
 def qwen3_1p7b_256k_h200() -> TrainConfig:
     """Qwen3-1.7B-shaped midtraining at 256K on H200 nodes (CP=8 per node)."""
-    return _variant(midtrain_config("qwen3_1p7b"), "qwen3_1p7b_256k_h200",
+    return variant(midtrain_config("qwen3_1p7b"), "qwen3_1p7b_256k_h200",
                     ["parallel.context=8", "parallel.recompute=none", "optim.global_batch_size=32"])
 
 
 @recipe("train")
 def qwen3_1p7b_256k_h100() -> TrainConfig:
     """Qwen3-1.7B-shaped midtraining at 256K on H100 nodes (CP=8, full recompute)."""
-    return _variant(qwen3_1p7b_256k_h200(), "qwen3_1p7b_256k_h100", ["parallel.recompute=full"])
+    return variant(qwen3_1p7b_256k_h200(), "qwen3_1p7b_256k_h100", ["parallel.recompute=full"])
 
 
 # -- Qwen3-8B -----------------------------------------------------------------------------------------
@@ -134,7 +134,7 @@ def qwen3_1p7b_256k_h100() -> TrainConfig:
 @recipe("train")
 def qwen3_8b_256k_h200() -> TrainConfig:
     """Qwen3-8B-shaped midtraining at 256K on H200 nodes (TP=2 x CP=4, sequence parallel)."""
-    return _variant(midtrain_config("qwen3_8b"), "qwen3_8b_256k_h200",
+    return variant(midtrain_config("qwen3_8b"), "qwen3_8b_256k_h200",
                     ["parallel.tensor=2", "parallel.context=4", "parallel.sequence_parallel=true",
                      "parallel.recompute=full"])
 
@@ -142,7 +142,7 @@ def qwen3_8b_256k_h200() -> TrainConfig:
 @recipe("train")
 def qwen3_8b_256k_h100() -> TrainConfig:
     """Qwen3-8B-shaped midtraining at 256K on H100 nodes (TP=2 x CP=8 over two nodes)."""
-    return _variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_h100", ["parallel.context=8"])
+    return variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_h100", ["parallel.context=8"])
 
 
 # -- Qwen3-32B ----------------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def qwen3_8b_256k_h100() -> TrainConfig:
 @recipe("train")
 def qwen3_32b_256k_h200() -> TrainConfig:
     """Qwen3-32B-shaped midtraining at 256K on H200 nodes (TP=8 x CP=2 over two nodes)."""
-    return _variant(midtrain_config("qwen3_32b"), "qwen3_32b_256k_h200",
+    return variant(midtrain_config("qwen3_32b"), "qwen3_32b_256k_h200",
                     ["parallel.tensor=8", "parallel.context=2", "parallel.sequence_parallel=true",
                      "parallel.recompute=full"])
 
@@ -158,7 +158,7 @@ def qwen3_32b_256k_h200() -> TrainConfig:
 @recipe("train")
 def qwen3_32b_256k_h100() -> TrainConfig:
     """Qwen3-32B-shaped midtraining at 256K on H100 nodes (TP=8 x CP=4 over four nodes)."""
-    return _variant(qwen3_32b_256k_h200(), "qwen3_32b_256k_h100", ["parallel.context=4"])
+    return variant(qwen3_32b_256k_h200(), "qwen3_32b_256k_h100", ["parallel.context=4"])
 
 
 # -- Qwen3-30B-A3B (mixture of experts) ----------------------------------------------------------------
@@ -166,7 +166,7 @@ def qwen3_32b_256k_h100() -> TrainConfig:
 @recipe("train")
 def qwen3_30b_a3b_256k_h200() -> TrainConfig:
     """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H200 nodes (CP=8, EP=8 folded over CP, full recompute)."""
-    return _variant(midtrain_config("qwen3_30b_a3b"), "qwen3_30b_a3b_256k_h200",
+    return variant(midtrain_config("qwen3_30b_a3b"), "qwen3_30b_a3b_256k_h200",
                     ["parallel.context=8", "parallel.expert=8", "parallel.expert_tensor=1",
                      "parallel.recompute=full"])
 
@@ -174,7 +174,7 @@ def qwen3_30b_a3b_256k_h200() -> TrainConfig:
 @recipe("train")
 def qwen3_30b_a3b_256k_h100() -> TrainConfig:
     """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H100 nodes (TP=2 x CP=8, EP=16 over two nodes)."""
-    return _variant(qwen3_30b_a3b_256k_h200(), "qwen3_30b_a3b_256k_h100",
+    return variant(qwen3_30b_a3b_256k_h200(), "qwen3_30b_a3b_256k_h100",
                     ["parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.expert=16"])
 
 
@@ -183,7 +183,7 @@ def qwen3_30b_a3b_256k_h100() -> TrainConfig:
 @recipe("train")
 def llama31_8b_256k_h200() -> TrainConfig:
     """Llama-3.1-8B-shaped midtraining at 256K on H200 nodes (TP=2 x CP=4; llama3 RoPE factor 16)."""
-    return _variant(midtrain_config("llama31_8b"), "llama31_8b_256k_h200",
+    return variant(midtrain_config("llama31_8b"), "llama31_8b_256k_h200",
                     ["parallel.tensor=2", "parallel.context=4", "parallel.sequence_parallel=true",
                      "parallel.recompute=full"])
 
@@ -191,4 +191,4 @@ def llama31_8b_256k_h200() -> TrainConfig:
 @recipe("train")
 def llama31_8b_256k_h100() -> TrainConfig:
     """Llama-3.1-8B-shaped midtraining at 256K on H100 nodes (TP=2 x CP=8 over two nodes)."""
-    return _variant(llama31_8b_256k_h200(), "llama31_8b_256k_h100", ["parallel.context=8"])
+    return variant(llama31_8b_256k_h200(), "llama31_8b_256k_h100", ["parallel.context=8"])

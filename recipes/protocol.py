@@ -27,7 +27,6 @@ def sft_probe_demo() -> SFTConfig:
     train.optim.global_batch_size = 1
     train.checkpoint.save_interval = 12
     train.checkpoint.keep_last = 1
-    train.data.build_demo_if_missing = False  # the probe packs its own traces
     train.log.tensorboard = False
     return SFTConfig(name="sft_probe_demo", traces=[".demo/prep/traces"], valid_fraction=0.2, train=train)
 

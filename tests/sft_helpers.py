@@ -21,7 +21,7 @@ def write_documents(prep_dir: Path, docs: list[dict]) -> Path:
 
 
 def sample_trace_docs() -> list[dict]:
-    """The shipped sample trajectories, parsed by the sources team's reader, as documents keeping messages."""
+    """The shipped sample trajectories, parsed by the trace reader (midtrain.sources.traces), as documents keeping messages."""
     from midtrain.sources.traces import load_trajectories
 
     docs = []

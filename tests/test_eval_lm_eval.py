@@ -19,7 +19,7 @@ def test_lm_eval_on_demo_checkpoint_matches_own_likelihoods(tmp_path):
     from midtrain.eval.lm_eval_job import LOCAL_DATA
     from recipes import get_recipe
 
-    cfg = get_recipe("demo_tiny").build(["data.build_demo_if_missing=false"])
+    cfg = get_recipe("demo_tiny").build([])
     save_initial_checkpoint(cfg, tmp_path / "base")
     out = tmp_path / "lm_eval"
     assert main(["eval", "lm-eval", "--checkpoint", str(tmp_path / "base"), "--output", str(out), "limit=5"]) == 0

@@ -1,4 +1,4 @@
-"""Interface 6: protocol recipes -> per-checkpoint (step, argv) chains that the real CLI parses."""
+"""Protocol recipes -> per-checkpoint (step, argv) chains that the real CLI parses."""
 
 from __future__ import annotations
 

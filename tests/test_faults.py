@@ -133,7 +133,7 @@ def test_pack_on_a_full_disk_fails_clearly_and_leaves_no_readable_shards(tmp_pat
     assert last.startswith("midtrain pack: I/O error: File too large") and "disk full" in last, last
     # The manifest is written last: without it no later stage (reader, trainer, inspect) accepts the dir.
     assert not (out / "manifest.json").exists()
-    from midtrain.pack.reader import PackedDataset
+    from midtrain.formats.shard_reader import PackedDataset
 
     with pytest.raises(Exception, match="manifest"):
         PackedDataset(out)

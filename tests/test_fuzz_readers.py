@@ -90,7 +90,7 @@ def test_buildlog_reader_survives_binary_and_truncated_logs(tmp_path):
 
 
 def test_packed_reader_rejects_truncated_shards_with_a_message(tmp_path):
-    from midtrain.pack.reader import PackedDataset
+    from midtrain.formats.shard_reader import PackedDataset
     from train_helpers import write_shards
 
     shards = write_shards(tmp_path / "shards", sequences=6, seq_length=64)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from midtrain.pack.reader import PackedDataset, PackedLoader
-from midtrain.pack.shards import Piece, PackedShardWriter, shard_prefix
+from midtrain.formats.shard_reader import PackedDataset, PackedLoader
+from midtrain.formats.shards import Piece, PackedShardWriter, shard_prefix
 
 PAD = 0
 S = 16

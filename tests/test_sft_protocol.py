@@ -49,7 +49,7 @@ def protocol_run(tmp_path_factory):
     repos = write_documents(tmp / "prep" / "repos", code_docs())
     traces = write_documents(tmp / "prep" / "traces", sample_trace_docs() + NOT_FOR_THE_PROBE)
     manifest = pack(PackConfig(seq_length=512, valid_fraction=0.3, seed=3, tokenize_tasks=1), [repos],
-                    tmp / "shards")
+                    tmp / "shards").manifest
     assert manifest["splits"]["valid"]["sequences"] > 0
     cfg = _tiny(tmp / "runs" / "mid", tmp / "shards")
     save_initial_checkpoint(cfg, tmp / "runs" / "base")
@@ -186,7 +186,7 @@ def _probe_cfg(tmp, proto):
 def test_loss_only_on_assistant_tokens(protocol_run):
     """Through rendering, packing and the reader: every trained token sequence is exactly one assistant turn
     (content + <|im_end|>), every assistant turn is trained, and no system/user/tool token carries loss."""
-    from midtrain.pack.reader import PackedDataset
+    from midtrain.formats.shard_reader import PackedDataset
     from midtrain.pack.tokenizer import load_tokenizer
     from midtrain.sft.data import render
 

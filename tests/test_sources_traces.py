@@ -98,7 +98,7 @@ def test_bad_shapes_raise_clear_errors():
 
 @pytest.mark.slow
 def test_chat_template_rendering_with_loss_spans():
-    """The base model's chat template (Qwen3, from the pack team's tokenizer) with assistant-only spans."""
+    """The base model's chat template (Qwen3, from midtrain pack's default tokenizer) with assistant-only spans."""
     reader = TraceReader([str(TRACES)], TracesConfig(format="chat_template"))
     docs = run_reader(reader)
     assert len(docs) == 5 and all(d.metadata["render_format"] == "chat_template" for d in docs)

@@ -25,7 +25,14 @@ def test_demo_tiny_is_a_tiny_qwen3(capsys):
     m = cfg.model
     assert (m.family, m.qk_layernorm, m.tie_embeddings, m.vocab_size) == ("qwen3", True, True, 151936)
     assert m.num_attention_heads // m.num_query_groups == 2  # GQA
-    assert cfg.data.seq_length == 2048 and cfg.data.build_demo_if_missing and cfg.precision.dtype == "fp32"
+    assert cfg.data.seq_length == 2048 and cfg.precision.dtype == "fp32"
+
+
+def test_only_demo_recipes_build_demo_data():
+    from midtrain.demo import is_demo_recipe
+
+    assert is_demo_recipe("demo_tiny") and is_demo_recipe("demo_tiny_moe")
+    assert not is_demo_recipe("qwen3_8b_256k_h200") and not is_demo_recipe("no_such_recipe")
 
 
 def test_yaml_replay_and_overrides(tmp_path):
@@ -59,12 +66,14 @@ def test_missing_shards_is_a_message_not_a_traceback(tmp_path, capsys):
     from midtrain.train import distributed
 
     try:
-        rc = main(["train", "demo_tiny", f"data.path={tmp_path / 'none'}", "data.build_demo_if_missing=false",
+        # renamed, so `midtrain train` does not build the demo's data: the trainer itself must refuse
+        rc = main(["train", "demo_tiny", f"data.path={tmp_path / 'none'}", "name=not_the_demo",
                    f"run_dir={tmp_path / 'run'}"])
     finally:
         distributed.destroy()
     assert rc == 2
-    assert "has no manifest.json" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "data.path" in err and "has no manifest.json" in err
 
 
 def test_shards_must_fit_the_recipe():

@@ -1,4 +1,4 @@
-"""Training loop on real packed shards (pack team's writer + reader): loss, logs, resume, guards, checkpoints."""
+"""Training loop on real packed shards (the packed shard writer + reader): loss, logs, resume, guards, checkpoints."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
 
 def test_loss_mask_is_honoured_sft_style(tmp_path):
     """Shards with loss masks (assistant-only SFT data) train through the same loop on the target tokens only."""
-    from midtrain.pack.reader import PackedDataset, PackedLoader
+    from midtrain.formats.shard_reader import PackedDataset, PackedLoader
 
     shards = write_shards(tmp_path / "sft", sequences=8, seq_length=64, masks=True)
     run_dir = tmp_path / "run"

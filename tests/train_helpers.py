@@ -30,7 +30,7 @@ def tiny_config(**overrides: object) -> TrainConfig:
 
 
 def packed_sample(lengths: list[int], vocab: int, seed: int = 0, n_sources: int = 2) -> dict[str, torch.Tensor]:
-    """One packed sequence in the reader's dict shape (interface 4); the last piece is padding."""
+    """One packed sequence in the shard reader's dict shape; the last piece is padding."""
     g = torch.Generator().manual_seed(seed)
     S = sum(lengths)
     tokens = torch.randint(1, vocab, (S + 1,), generator=g)
@@ -51,7 +51,7 @@ def packed_sample(lengths: list[int], vocab: int, seed: int = 0, n_sources: int 
 def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: int = 256, seed: int = 0,
                  sources: tuple[str, ...] = ("repo", "trace"), valid: int = 2, masks: bool = False,
                  pad_multiple: int = 1):
-    """A tiny packed shard dir written with the pack team's shard writer (interface 4 layout + manifest).
+    """A tiny packed shard dir written with the packed shard writer (midtrain.formats.shards layout + manifest).
 
     Documents are learnable (each continues an arithmetic progression mod vocab with a per-document step),
     so a few optimizer steps visibly lower the loss.
@@ -61,7 +61,7 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
 
     import numpy as np
 
-    from midtrain.pack.shards import PackedShardWriter, Piece, shard_prefix
+    from midtrain.formats.shards import PackedShardWriter, Piece, shard_prefix
 
     out = Path(out_dir)
     rng = np.random.default_rng(seed)

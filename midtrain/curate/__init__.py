@@ -1,7 +1,7 @@
 """Curation: make source documents safe and clean to train on (datatrove steps run by `midtrain prep`).
 
-stages.py      CurationConfig (one nested config per step, each `enabled`) and curation_stages(), the interface
-base.py        lenient reader, the step base (counted drops/changes, exclusion writer), text edits, repo files
+stages.py      CurationConfig (one nested config per step, each `enabled`) and curation_stages(), what prep calls
+base.py        the step base (counted drops/changes, exclusion writer), text edits, repo files
 license.py     permissive-license allow-list
 decontam.py    SWE-bench repository exclusion (any name form, forks, renames, user lists) and n-gram overlap
 quality.py     generated/minified/data files trimmed from repositories; near-empty/garbled documents dropped

@@ -1,4 +1,4 @@
-"""Pieces every curation step shares: the lenient reader, the step base class, text edits, repo file spans.
+"""Pieces every curation step shares: the step base class, text edits, repo file spans.
 
 Every step follows one contract: a document is kept, changed (counted ``changed_<reason>``) or dropped
 (counted ``dropped_<reason>`` and written, with ``metadata["curation_reason"]``, to the step's exclusion
@@ -15,91 +15,15 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.readers import JsonlReader
-from midtrain.document_io import DocumentWriter
 from datatrove.utils.word_tokenizers import WordTokenizer
 
+from midtrain.formats.documents import MALFORMED_KEY, REQUIRED_METADATA, DocumentWriter
+
 log = logging.getLogger("midtrain.curate")
-
-REQUIRED_METADATA = ("source", "repo", "license", "id")
-MALFORMED_KEY = "_curation_malformed"  # set by the reader, turned into a counted drop by ValidateDocuments
-
-
-# ----------------------------------------------------------------------------------------------------------
-# reading
-
-
-class CurationReader(JsonlReader):
-    """JsonlReader that never ends a job on a bad record: each one becomes a counted, auditable drop.
-
-    Lines that are not JSON objects are counted here (``dropped_bad_json``); documents whose text is missing,
-    empty or not a string are passed on marked, so :class:`ValidateDocuments` drops them with a reason and
-    keeps them for audit. An empty input folder (everything dropped upstream) yields nothing.
-    """
-
-    name = "📖 curation reader"
-
-    def __init__(self, data_folder: str, **kwargs: Any):
-        kwargs.setdefault("glob_pattern", "**/*.jsonl*")
-        super().__init__(data_folder, adapter=_lenient_adapter, **kwargs)
-
-    def read_file(self, filepath: str) -> Iterator[Document]:
-        import orjson
-
-        try:
-            with self.data_folder.open(filepath, "r", compression=self.compression) as f:
-                for li, line in enumerate(f):
-                    if not line.strip():
-                        continue
-                    try:
-                        data = orjson.loads(line)
-                    except orjson.JSONDecodeError as e:
-                        self.stat_update("dropped_bad_json")
-                        log.warning("curate: %s line %d is not JSON (%s), skipped", filepath, li + 1, e)
-                        continue
-                    if not isinstance(data, dict):
-                        self.stat_update("dropped_bad_json")
-                        log.warning("curate: %s line %d is a JSON %s, not an object, skipped", filepath, li + 1,
-                                    type(data).__name__)
-                        continue
-                    doc = self.get_document_from_dict(data, filepath, li)
-                    if doc is not None:
-                        yield doc
-        except (UnicodeDecodeError, EOFError, OSError) as e:  # a truncated .gz or a corrupt file
-            self.stat_update("dropped_unreadable_file")
-            log.warning("curate: %s is unreadable after some records (%s: %s)", filepath, type(e).__name__, e)
-
-    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        if not self.data_folder.exists("") or not self.data_folder.list_files(glob_pattern=self.glob_pattern):
-            log.warning("curate: no input files in %s (everything dropped upstream?)", self.data_folder.path)
-            return
-        yield from super().run(data, rank, world_size)
-
-
-def _lenient_adapter(self: JsonlReader, data: dict, path: str, id_in_file: int | str) -> dict:
-    metadata = data.pop("metadata", None)
-    if not isinstance(metadata, dict):
-        metadata = {} if metadata is None else {"_raw_metadata": metadata, MALFORMED_KEY + "_meta": "not_a_dict"}
-    text = data.pop(self.text_key, None)
-    doc_id = data.pop(self.id_key, None)
-    if doc_id is None:
-        doc_id = metadata.get("id")
-    if doc_id is None or not isinstance(doc_id, (str, int)):
-        doc_id = f"{path}/{id_in_file}"
-    meta = metadata | {k: v for k, v in data.items() if k != "media"}
-    if not isinstance(text, str):
-        meta[MALFORMED_KEY] = "text_missing" if text is None else "text_not_str"
-        meta["_raw_text"] = repr(text)[:2000]
-        text = "\u2400"  # non-empty, so datatrove does not drop it silently; ValidateDocuments drops it counted
-    elif not text.strip():
-        meta[MALFORMED_KEY] = "empty_text"
-        text = text or "\u2400"
-    return {"text": text, "id": str(doc_id), "metadata": meta}
-
 
 # ----------------------------------------------------------------------------------------------------------
 # the step base
@@ -178,7 +102,7 @@ class CurationStep(PipelineStep):
 
 
 class ValidateDocuments(CurationStep):
-    """First step: drop records whose text is unusable, give missing interface metadata a null value.
+    """First step: drop records whose text is unusable, give missing required metadata (formats.documents.REQUIRED_METADATA) a null value.
 
     Repairs are counted ``changed_missing_<key>``; drops ``dropped_text_not_str``, ``dropped_text_missing``,
     ``dropped_empty_text``, ``dropped_bad_loss_spans``.

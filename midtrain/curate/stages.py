@@ -1,4 +1,4 @@
-"""Curation as datatrove stages run after a source's reader stage (interface used by `midtrain prep`).
+"""Curation as datatrove stages run after a source's reader stage (`midtrain prep` runs them).
 
 `midtrain prep` runs the source stage (reader -> documents into RAW_DIR as JSONL), then each stage returned
 by :func:`curation_stages` in order with the chosen executor (local or Slurm), then merges the stats.
@@ -26,15 +26,15 @@ from pathlib import Path
 
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupCluster
-from midtrain.document_io import DocumentWriter
 
 from midtrain.config import Config
-from midtrain.curate.base import CurationReader, ValidateDocuments
+from midtrain.curate.base import ValidateDocuments
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter, SweBenchRepoFilter
 from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig, DedupFilter, ExactFindDuplicates, \
     ExactHashWriter, NearDupUnits
 from midtrain.curate.license import LicenseConfig, LicenseFilter
 from midtrain.curate.quality import QualityConfig, QualityFilter
+from midtrain.formats.documents import DocumentReader, DocumentWriter
 from midtrain.curate.secrets import RedactConfig, RedactSecrets
 from midtrain.locations import location
 
@@ -87,7 +87,7 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
     dedup = cfg.dedup.enabled and (cfg.dedup.exact or cfg.dedup.near)
     filtered = str(work / "filtered") if dedup else out_dir
 
-    steps: list[PipelineStep] = [CurationReader(raw_dir, add_file_path=False), ValidateDocuments(exc("validate"))]
+    steps: list[PipelineStep] = [DocumentReader(raw_dir, add_file_path=False), ValidateDocuments(exc("validate"))]
     if cfg.license.enabled:
         steps.append(LicenseFilter(cfg.license, exc("license")))
     if cfg.decontam.enabled:
@@ -108,8 +108,8 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
     mh = d.minhash()
     sig_dir, bucket_dir, near_dir = (str(work / "dedup" / x) for x in ("signatures", "buckets", "remove"))
 
-    def reader() -> CurationReader:
-        return CurationReader(filtered, add_file_path=False)
+    def reader() -> DocumentReader:
+        return DocumentReader(filtered, add_file_path=False)
 
     if d.exact:
         stages.append(CurationStage("dedup_hash", [reader(), ExactHashWriter(exact_dir, d.min_file_chars)]))

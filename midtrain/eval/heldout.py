@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 def heldout_loss(scorer: Scorer, shards: str | Path, split: str = "valid", max_sequences: int | None = None
                  ) -> dict[str, Any]:
     """{"per_source": {name: {"loss", "tokens"}}, "all": {"loss", "tokens"}, "sequences", "split", "shards"}."""
-    from midtrain.pack.reader import PackedDataset
+    from midtrain.formats.shard_reader import PackedDataset
 
     ds = PackedDataset(shards, split)
     names = list(ds.manifest.get("sources") or [])

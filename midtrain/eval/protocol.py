@@ -1,4 +1,4 @@
-"""The evaluation protocol (interface 6): the same SFT probe, then the same evals, for every checkpoint.
+"""The evaluation protocol: the same SFT probe, then the same evals, for every checkpoint.
 
 A protocol recipe names the checkpoints to compare (baseline first), the SFT probe recipe and the evals.
 :func:`protocol_steps` turns it into, per checkpoint, the ordered ``(step_name, argv)`` commands, where

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.config import ProxyConfig
-from midtrain.eval.results import PROXY_RESULT
+from midtrain.formats.rundir import PROXY_RESULT
 from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
 
 log = logging.getLogger(__name__)

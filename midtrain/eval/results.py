@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.rundir import METRICS, PROXY_RESULT, SFT_RESULT, SWEBENCH_RESULT, read_metrics
+
 log = logging.getLogger(__name__)
 
-SFT_RESULT = "sft_result.json"
-PROXY_RESULT = "proxy_results.json"
-SWEBENCH_RESULT = "swebench_results.json"
 LM_EVAL_RESULT = "lm_eval_results.json"
 
 
@@ -52,30 +51,11 @@ def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
     return data
 
 
-def read_metrics(path: str | Path) -> list[dict[str, Any]]:
-    """A trainer metrics.jsonl (one JSON object per step); bad lines are skipped with a warning."""
-    rows = []
-    path = Path(path)
-    if not path.exists():
-        return rows
-    for i, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError:
-            log.warning("%s:%d: not JSON, skipped", path, i)
-            continue
-        if isinstance(row, dict) and "step" in row:
-            rows.append(row)
-    return rows
-
-
 def _run_dir_of(checkpoint: str | Path) -> Path | None:
     """The run directory a checkpoint path belongs to (run_dir or run_dir/checkpoints/iter_*)."""
     p = Path(checkpoint)
     for cand in (p, p.parent.parent):
-        if (cand / "metrics.jsonl").exists():
+        if (cand / METRICS).exists():
             return cand
     return None
 
@@ -109,8 +89,8 @@ def load_checkpoint_results(name: str, root: str | Path) -> CheckpointResults:
     if res.sft:
         run_dir = res.sft.get("run_dir")
         if run_dir:
-            res.sft_curve = read_metrics(Path(run_dir) / "metrics.jsonl")
+            res.sft_curve = read_metrics(Path(run_dir) / METRICS)
         src = _run_dir_of(res.sft.get("from", ""))
         if src is not None:
-            res.midtrain_curve = read_metrics(src / "metrics.jsonl")
+            res.midtrain_curve = read_metrics(src / METRICS)
     return res

@@ -15,8 +15,6 @@ exact match = every answer token is the argmax (what greedy decoding would produ
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 import random
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from tqdm import tqdm
 
 from midtrain.eval.config import RetrievalConfig
 from midtrain.eval.scoring import Scorer
+from midtrain.formats.documents import document_files, read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -51,23 +50,20 @@ def read_documents(docs_dir: str | Path, max_chars: int) -> list[str]:
     root = Path(docs_dir)
     if (root / "documents").is_dir():
         root = root / "documents"
-    files = sorted(p for p in root.rglob("*") if p.name.endswith((".jsonl", ".jsonl.gz")))
+    files = document_files(root)
     if not files:
         raise FileNotFoundError(f"retrieval.repos: no .jsonl(.gz) documents under {docs_dir}")
     texts, total = [], 0
     for f in files:
-        opener = gzip.open if f.name.endswith(".gz") else open
-        with opener(f, "rt", encoding="utf-8") as fh:
-            for i, line in enumerate(fh, 1):
-                try:
-                    text = json.loads(line)["text"]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    log.warning("retrieval: %s:%d is not a document, skipped", f, i)
-                    continue
-                texts.append(text)
-                total += len(text)
-                if total >= max_chars:
-                    return texts
+        for i, row in read_jsonl(f):
+            text = row.get("text")
+            if not isinstance(text, str):
+                log.warning("retrieval: %s:%d is not a document, skipped", f, i)
+                continue
+            texts.append(text)
+            total += len(text)
+            if total >= max_chars:
+                return texts
     return texts
 
 

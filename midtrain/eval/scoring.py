@@ -91,20 +91,15 @@ class MidtrainScorer(Scorer):
     def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor,
                positions: torch.Tensor | None = None) -> torch.Tensor:
         from midtrain.train.batch import to_batch
+        from midtrain.train.model import output_rows
 
         S = tokens.shape[0]
         sample = {"tokens": tokens, "labels": tokens, "loss_mask": torch.ones(S), "position_ids": position_ids,
                   "source_ids": torch.zeros(S, dtype=torch.long), "cu_seqlens": cu_seqlens}
         b = to_batch(sample, self.device)
-        layer = self.model.output_layer
-        if positions is not None:  # feed the output layer only the wanted rows of [s, b=1, h]
-            idx = positions.to(self.device)
-            layer.forward = lambda h, *a, _f=type(layer).forward.__get__(layer), **k: _f(h[idx], *a, **k)
-        try:
+        rows = positions.to(self.device) if positions is not None else None
+        with output_rows(self.model, rows):  # logits only at the wanted positions
             out = self.model(b.tokens, b.position_ids, attention_mask=None, packed_seq_params=b.packed_seq_params)
-        finally:
-            if positions is not None:
-                del layer.forward  # back to the class method
         return out[0, :, : self.vocab_size].float().cpu()  # [b=1, s, V] -> [s, V]
 
 

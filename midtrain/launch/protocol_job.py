@@ -1,6 +1,6 @@
 """The evaluation protocol on Slurm: one afterok chain per checkpoint (SFT probe, then each eval), then the report.
 
-The eval team's :func:`midtrain.eval.protocol.protocol_steps` gives, per checkpoint, the ordered
+The protocol's :func:`midtrain.eval.protocol.protocol_steps` gives, per checkpoint, the ordered
 ``(step, argv)`` commands; each becomes one job from slurm/step.sbatch with that step's resources from the
 site config. A failed step cancels the rest of its chain; the report runs after every chain has ended
 (afterany), comparing whatever finished. Scripts and logs go under OUTPUT/slurm/.

@@ -89,15 +89,15 @@ def run(args: argparse.Namespace) -> int:
 
         site = load_site(args.site)
     try:
-        manifest = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run)
+        result = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"midtrain pack: {e}", file=sys.stderr)
         return 1
     if args.dry_run:
-        for name, script in manifest.items():
+        for name, script in result.scripts.items():
             print(f"# ---- stage {name} ----\n{script}")
         return 0
-    if manifest is None:
+    if result.submitted:
         print(f"submitted to Slurm; {args.output}/manifest.json appears when the jobs finish")
         return 0
     print(format_summary(summarize(args.output)))

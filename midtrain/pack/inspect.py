@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from midtrain.pack.reader import PackedDataset, load_manifest
+from midtrain.formats.shard_reader import PackedDataset, load_manifest
 
 
 def summarize(shard_dir: str | Path) -> dict:

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         print(f"wrote {plot_histograms(summary, args.png)}")
     if args.sample:
-        from midtrain.pack.reader import load_manifest
+        from midtrain.formats.shard_reader import load_manifest
 
         tok = tokenizer_for(load_manifest(args.shard_dir), args.tokenizer)
         for i in args.sample:

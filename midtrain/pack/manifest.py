@@ -12,9 +12,9 @@ import json
 import time
 from pathlib import Path
 
+from midtrain.formats.shard_reader import MANIFEST
+from midtrain.formats.shards import HIST_EDGES
 from midtrain.pack.pack_step import SPLITS, PackConfig, global_plan
-from midtrain.pack.reader import MANIFEST
-from midtrain.pack.shards import HIST_EDGES
 
 FORMAT = "midtrain-packed/1"
 
@@ -23,56 +23,69 @@ def _add(into: dict, key: str, n: int) -> None:
     into[key] = into.get(key, 0) + n
 
 
+def _read_task_stats(cfg: PackConfig, out: Path, split: str) -> list[dict]:
+    stats = []
+    for t in range(cfg.tasks):
+        path = out / split / f"{t:05d}.stats.json"
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: pack task {t} did not finish ({split}); rerun `midtrain pack` to resume")
+        stats.append(json.loads(path.read_text()))
+    return stats
+
+
+def _source_entries(plan) -> dict[str, dict]:
+    """Per source: the plan's target and availability, and counters the splits fill in."""
+    return {s: {"target_tokens": plan.plans[s].target if s in plan.plans else 0,
+                "available_tokens": plan.plans[s].available if s in plan.plans else 0,
+                "rate": plan.plans[s].rate if s in plan.plans else 0.0,
+                "capped": plan.plans[s].capped if s in plan.plans else False,
+                "tokens": 0, "valid_tokens": 0, "pieces": 0,
+                "length_histogram": [0] * (len(HIST_EDGES))} for s in plan.sources}
+
+
+def _merge_split(cfg: PackConfig, out: Path, split: str, per_source: dict[str, dict]) -> dict:
+    """One split's entry, merged from its task stats; adds the split's tokens to ``per_source``."""
+    stats = _read_task_stats(cfg, out, split)
+    seqs = sum(s["sequences"] for s in stats)
+    toks = sum(s["tokens"] for s in stats)
+    by_source: dict[str, int] = {}
+    for s in stats:
+        for name, n in s["tokens_by_source"].items():
+            _add(by_source, name, n)
+            per_source[name]["tokens" if split == "train" else "valid_tokens"] += n
+        if split == "train":
+            for name, n in s["pieces_by_source"].items():
+                per_source[name]["pieces"] += n
+            for name, h in s["length_histogram_by_source"].items():
+                per_source[name]["length_histogram"] = [a + b for a, b in zip(per_source[name]["length_histogram"], h)]
+    sp = {
+        "shards": [f"{split}/{t:05d}" for t in range(cfg.tasks)],
+        "sequences": seqs,
+        "tokens": toks,
+        "padding_tokens": sum(s["padding_tokens"] for s in stats),
+        # Nothing lost: the tokens of the selected documents (copies included) all landed in shards.
+        "selected_tokens": sum(s["selected_tokens"] for s in stats),
+        "fill": toks / (seqs * cfg.seq_length) if seqs else 0.0,
+        "split_documents": sum(s["split_documents"] for s in stats),
+        # headers repeated at the start of continuation pieces (counted in tokens, not in the input)
+        "repeated_header_tokens": sum(s.get("repeated_header_tokens", 0) for s in stats),
+        "documents": sum(s["documents"] for s in stats),
+        "tokens_by_source": dict(sorted(by_source.items())),
+        "tasks": [{"task": s["task"], "sequences": s["sequences"], "tokens": s["tokens"], "fill": s["fill"],
+                   "min_fill": s["min_fill"], "inputs": s["inputs"]} for s in stats],
+    }
+    if sp["selected_tokens"] != toks or toks + sp["padding_tokens"] != seqs * cfg.seq_length:
+        raise RuntimeError(f"{out}: {split} holds {toks} tokens + {sp['padding_tokens']} padding in {seqs} "
+                           f"sequences of {cfg.seq_length}, but {sp['selected_tokens']} tokens were selected")
+    return sp
+
+
 def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], inputs: list[str],
                    tokenizer: dict, pad_id: int) -> dict:
     out = Path(out_dir)
     plan = global_plan(cfg, cache_dirs)
-    splits = {}
-    per_source = {s: {"target_tokens": plan.plans[s].target if s in plan.plans else 0,
-                      "available_tokens": plan.plans[s].available if s in plan.plans else 0,
-                      "rate": plan.plans[s].rate if s in plan.plans else 0.0,
-                      "capped": plan.plans[s].capped if s in plan.plans else False,
-                      "tokens": 0, "valid_tokens": 0, "pieces": 0,
-                      "length_histogram": [0] * (len(HIST_EDGES))} for s in plan.sources}
-    for split in SPLITS:
-        stats = []
-        for t in range(cfg.tasks):
-            path = out / split / f"{t:05d}.stats.json"
-            if not path.exists():
-                raise FileNotFoundError(f"{path}: pack task {t} did not finish ({split}); rerun `midtrain pack` to resume")
-            stats.append(json.loads(path.read_text()))
-        seqs = sum(s["sequences"] for s in stats)
-        toks = sum(s["tokens"] for s in stats)
-        by_source: dict[str, int] = {}
-        for s in stats:
-            for name, n in s["tokens_by_source"].items():
-                _add(by_source, name, n)
-                per_source[name]["tokens" if split == "train" else "valid_tokens"] += n
-            if split == "train":
-                for name, n in s["pieces_by_source"].items():
-                    per_source[name]["pieces"] += n
-                for name, h in s["length_histogram_by_source"].items():
-                    per_source[name]["length_histogram"] = [a + b for a, b in zip(per_source[name]["length_histogram"], h)]
-        splits[split] = {
-            "shards": [f"{split}/{t:05d}" for t in range(cfg.tasks)],
-            "sequences": seqs,
-            "tokens": toks,
-            "padding_tokens": sum(s["padding_tokens"] for s in stats),
-            # Nothing lost: the tokens of the selected documents (copies included) all landed in shards.
-            "selected_tokens": sum(s["selected_tokens"] for s in stats),
-            "fill": toks / (seqs * cfg.seq_length) if seqs else 0.0,
-            "split_documents": sum(s["split_documents"] for s in stats),
-            # headers repeated at the start of continuation pieces (counted in tokens, not in the input)
-            "repeated_header_tokens": sum(s.get("repeated_header_tokens", 0) for s in stats),
-            "documents": sum(s["documents"] for s in stats),
-            "tokens_by_source": dict(sorted(by_source.items())),
-            "tasks": [{"task": s["task"], "sequences": s["sequences"], "tokens": s["tokens"], "fill": s["fill"],
-                       "min_fill": s["min_fill"], "inputs": s["inputs"]} for s in stats],
-        }
-        sp = splits[split]
-        if sp["selected_tokens"] != toks or toks + sp["padding_tokens"] != seqs * cfg.seq_length:
-            raise RuntimeError(f"{out}: {split} holds {toks} tokens + {sp['padding_tokens']} padding in {seqs} "
-                               f"sequences of {cfg.seq_length}, but {sp['selected_tokens']} tokens were selected")
+    per_source = _source_entries(plan)
+    splits = {split: _merge_split(cfg, out, split, per_source) for split in SPLITS}
     train = splits["train"]
     natural = not cfg.mixture.weights and not cfg.mixture.tokens
     for name, src in per_source.items():

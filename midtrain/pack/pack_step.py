@@ -25,7 +25,7 @@ from datatrove.pipeline.base import PipelineStep
 from midtrain.config import Config, require
 from midtrain.pack.mixture import MixtureConfig, SourcePlan, plan_mixture, select_copies, valid_draw
 from midtrain.pack.packer import best_fit_decreasing, split_points
-from midtrain.pack.shards import PackedShardWriter, Piece, padded_length, shard_prefix
+from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
 from midtrain.pack.tokenize import TokenizedShard
 
 log = logging.getLogger(__name__)

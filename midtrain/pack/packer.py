@@ -9,7 +9,7 @@ from bisect import bisect_left, insort
 
 import numpy as np
 
-from midtrain.pack.shards import padded_length
+from midtrain.formats.shards import padded_length
 
 
 def best_fit_decreasing(lengths: list[int] | np.ndarray, capacity: int, order_key: np.ndarray | None = None,

@@ -1,7 +1,7 @@
 """The `midtrain pack` flow: tokenize each input (cached per input and tokenizer) -> pack tasks -> manifest.
 
-Local runs execute the stages in order with datatrove's local executor; Slurm runs submit them as dependent
-job arrays (tokenize per input, then packing, then a one-task manifest job) and return. Reruns skip finished
+The stages run through the stage runner (midtrain.runner): locally in order, or on Slurm as dependent
+job arrays (tokenize per input, then packing, then a one-task manifest job), submitted at once. Reruns skip finished
 work: a tokenize cache whose documents did not change, pack tasks whose completion markers exist, and the
 whole run when the manifest already records the same configuration and inputs.
 """
@@ -12,14 +12,15 @@ import hashlib
 import json
 import logging
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
+from midtrain.formats.shard_reader import MANIFEST
 from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
-from midtrain.pack.reader import MANIFEST
+from midtrain.runner import StageChain
 
 log = logging.getLogger(__name__)
 
@@ -81,19 +82,6 @@ def tokenize_cache(prep_dir: str | Path, key: str) -> Path:
     return Path(prep_dir) / "tokenized" / key
 
 
-def _executor(cfg: PackConfig, pipeline: list, tasks: int, logging_dir: Path, name: str, site=None, depends=None):
-    if cfg.executor == "slurm":  # the launch team's factory: resources, venv/container, account from the site
-        from midtrain.launch.prep import slurm_executor
-
-        return slurm_executor(pipeline, site, job_name=f"midtrain-{name}", logging_dir=str(logging_dir), tasks=tasks,
-                              depends=depends, slurm_logs_dir=str(Path(logging_dir).parent / "slurm" / Path(logging_dir).name))
-    from datatrove.executor import LocalPipelineExecutor
-
-    # Local stages are run in order by pack() itself (a local `depends` would rerun them).
-    return LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(cfg.workers, tasks),
-                                 logging_dir=str(logging_dir))
-
-
 class ManifestStep(PipelineStep):
     """The last stage: merge the task stats into manifest.json (one task)."""
 
@@ -133,31 +121,59 @@ class CacheStampStep(PipelineStep):
         yield
 
 
-def _script(ex) -> str:
-    """What an executor would run: the sbatch script (Slurm) or a one-line description (local)."""
-    if hasattr(ex, "get_sbatch_args"):
-        n = ex.world_size if ex.max_array_size == -1 else min(ex.world_size, ex.max_array_size)
-        return ex.get_launch_file_contents(
-            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
-    return f"# local: {ex.world_size} tasks, logs in {ex.logging_dir.path}"
+@dataclass
+class PackResult:
+    """What `pack()` did: the manifest (a local run, or a finished one), a Slurm submission, or a dry run."""
+
+    manifest: dict | None = None  # manifest.json's content when the shards are there
+    submitted: bool = False  # the chain was submitted to Slurm; manifest.json appears when it finishes
+    scripts: dict[str, str] = field(default_factory=dict)  # dry run: per stage, what it would run
 
 
-def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=None, dry_run: bool = False):
-    """Tokenize (cached) and pack ``inputs`` into ``out_dir``; returns the manifest (None when submitted to Slurm).
+def _prepare_output(out: Path, run_key: str, dry_run: bool) -> dict | None:
+    """The finished manifest when OUT is already complete for RUN_KEY; else clear what another run left there.
 
-    With ``executor=slurm`` the stages are submitted as dependent job arrays configured by ``site`` (a
-    ``midtrain.launch.site.SiteConfig``; None = $MIDTRAIN_SITE or defaults); ``dry_run`` returns their sbatch
-    scripts instead of submitting anything.
+    A different run wrote here before: remove its outputs (only what `midtrain pack` writes). An unfinished
+    run of the same settings keeps them: its finished tasks are skipped.
+    """
+    manifest_path = out / MANIFEST
+    if manifest_path.exists() and not dry_run:
+        old = json.loads(manifest_path.read_text())
+        if old.get("run_key") == run_key:
+            log.info("%s is complete for this configuration and these inputs; nothing to do", out)
+            return old
+    ours = (out / MANIFEST).exists() or (out / "logs").is_dir()
+    if not ours and any((out / n).exists() for n in ("train", "valid")) and not dry_run:
+        raise FileExistsError(f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output")
+    resuming = (out / "logs" / run_key).exists()
+    if ours and not dry_run:
+        log.info("%s: %s", out, "resuming an unfinished run with these settings" if resuming else
+                 "replacing an earlier pack output made with other settings or inputs")
+    for name in ("train", "valid", "logs", MANIFEST) if ours and not dry_run else ():
+        p = out / name
+        if p.exists() and (not resuming or name == MANIFEST):
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    return None
+
+
+def _slurm_logs(logging_dir: Path) -> str:
+    return str(logging_dir.parent / "slurm" / logging_dir.name)
+
+
+def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=None, dry_run: bool = False) -> PackResult:
+    """Tokenize (cached) and pack ``inputs`` into ``out_dir``.
+
+    Locally the stages run here and the result carries the manifest. With ``executor=slurm`` the stages are
+    submitted as dependent job arrays configured by ``site`` (a ``midtrain.launch.site.SiteConfig``; None =
+    $MIDTRAIN_SITE or defaults) and the result says so; ``dry_run`` gives their scripts instead of running or
+    submitting anything.
     """
     from datatrove.pipeline.readers import JsonlReader
 
     from midtrain.pack.tokenize import TokenizeStep
 
     cfg.validate()
-    if cfg.executor == "slurm" and site is None:
-        from midtrain.launch.site import load_site
-
-        site = load_site()
     out = Path(out_dir)
     inputs = [str(Path(i)) for i in inputs]
     empty = [i for i in inputs if produced_nothing(i)]
@@ -171,29 +187,11 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
     cache_dirs = [str(tokenize_cache(i, key)) for i in inputs]
     run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in inputs]]).encode()).hexdigest()[:16]
+    done_manifest = _prepare_output(out, run_key, dry_run)
+    if done_manifest is not None:
+        return PackResult(manifest=done_manifest)
 
-    manifest_path = out / MANIFEST
-    if manifest_path.exists() and not dry_run:
-        old = json.loads(manifest_path.read_text())
-        if old.get("run_key") == run_key:
-            log.info("%s is complete for this configuration and these inputs; nothing to do", out)
-            return old
-    # A different run wrote here before: remove its outputs (only what `midtrain pack` writes). An unfinished
-    # run of the same settings keeps them: its finished tasks are skipped.
-    ours = (out / MANIFEST).exists() or (out / "logs").is_dir()
-    if not ours and any((out / n).exists() for n in ("train", "valid")) and not dry_run:
-        raise FileExistsError(f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output")
-    resuming = (out / "logs" / run_key).exists()
-    if ours and not dry_run:
-        log.info("%s: %s", out, "resuming an unfinished run with these settings" if resuming else
-                 "replacing an earlier pack output made with other settings or inputs")
-    for name in ("train", "valid", "logs", MANIFEST) if ours and not dry_run else ():
-        p = out / name
-        if p.exists() and (not resuming or name == MANIFEST):
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-    out.mkdir(parents=True, exist_ok=True)
-
-    last, stages = None, []
+    chain = StageChain(cfg.executor, site, cfg.workers, label="pack")
     for i, cache in zip(inputs, cache_dirs):
         cache = Path(cache)
         stamp = {"fingerprint": prints[i], "tokenizer": tok.to_dict(), "boundaries": cfg.boundaries}
@@ -207,30 +205,26 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
         n_files = len(list(documents_dir(i).glob(DOC_GLOB)))
         tasks = min(cfg.tokenize_tasks, n_files)
         log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)
-        run = _executor(cfg, [JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
-                              TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries)],
-                        tasks, cache / "logs" / prints[i], f"tokenize-{Path(i).name}", site, depends=last)
-        stamp_run = _executor(cfg, [CacheStampStep(str(cache), stamp)], 1, cache / "logs" / f"stamp-{prints[i]}",
-                              f"tokenize-stamp-{Path(i).name}", site, depends=run)
-        stages += [(f"tokenize {i}", run), (f"tokenize stamp {i}", stamp_run)]
-        if cfg.executor == "local" and not dry_run:
-            run.run()
-            stamp_run.run()
+        logs, stamp_logs = cache / "logs" / prints[i], cache / "logs" / f"stamp-{prints[i]}"
+        chain.add(f"tokenize {i}", [JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
+                                    TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries)],
+                  tasks, str(logs), f"midtrain-tokenize-{Path(i).name}", _slurm_logs(logs))
+        chain.add(f"tokenize stamp {i}", [CacheStampStep(str(cache), stamp)], 1, str(stamp_logs),
+                  f"midtrain-tokenize-stamp-{Path(i).name}", _slurm_logs(stamp_logs))
+        if not chain.on_slurm and not dry_run:
+            chain.run()
             if not tokenized_prefixes(cache):
                 raise RuntimeError(f"tokenize {i}: no task output in {cache}; see {cache / 'logs'}")
-        last = stamp_run
 
-    packer = _executor(cfg, [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id)], cfg.tasks,
-                       out / "logs" / run_key, "pack", site, depends=last)
-    merge = _executor(cfg, [ManifestStep(cfg.to_dict(), str(out), cache_dirs, inputs, tok.to_dict(), run_key)], 1,
-                      out / "logs" / f"{run_key}-manifest", "pack-manifest", site, depends=packer)
-    stages += [("pack", packer), ("manifest", merge)]
+    pack_logs, manifest_logs = out / "logs" / run_key, out / "logs" / f"{run_key}-manifest"
+    chain.add("pack", [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id)], cfg.tasks,
+              str(pack_logs), "midtrain-pack", _slurm_logs(pack_logs))
+    chain.add("manifest", [ManifestStep(cfg.to_dict(), str(out), cache_dirs, inputs, tok.to_dict(), run_key)], 1,
+              str(manifest_logs), "midtrain-pack-manifest", _slurm_logs(manifest_logs))
     if dry_run:
-        return {name: _script(ex) for name, ex in stages}
-    if cfg.executor == "slurm":
-        merge.run()  # datatrove submits the dependency chain first
-        log.info("submitted tokenize -> pack -> manifest to Slurm; %s appears when done", manifest_path)
-        return None
-    packer.run()
-    merge.run()
-    return json.loads(manifest_path.read_text())
+        return PackResult(scripts=chain.scripts())
+    chain.run()
+    if chain.on_slurm:
+        log.info("submitted tokenize -> pack -> manifest to Slurm; %s appears when done", out / MANIFEST)
+        return PackResult(submitted=True)
+    return PackResult(manifest=json.loads((out / MANIFEST).read_text()))

@@ -29,7 +29,7 @@ from datatrove.utils.batching import batched
 from datatrove.utils.tokenization import PipelineStepWithTokenizer
 
 from midtrain.pack.mixture import valid_draw
-from midtrain.pack.shards import token_dtype
+from midtrain.formats.shards import token_dtype
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ class SFTConfig(Config):
     traces: list[str] = field(default_factory=lambda: [".demo/prep/traces"])
     # Rendered + packed SFT data; None = OUTPUT/data. A protocol points every checkpoint at one shared dir.
     data_dir: str | None = None
-    tokenizer: str | None = None  # tokenizer.json or HF model dir; None = the pack team's default (Qwen)
+    tokenizer: str | None = None  # tokenizer.json or HF model dir; None = midtrain pack's default tokenizer (Qwen)
     valid_fraction: float = 0.1  # share of traces held out (by document id hash) for the probe's eval loss
     max_traces: int | None = None  # cap (fixed subset, by id order) so the data set is pinned
     pad_multiple: int = 1  # pad packed pieces to a multiple of this (2*CP on the cluster)
@@ -33,8 +33,6 @@ class SFTConfig(Config):
         require(0.0 <= self.valid_fraction < 1.0, "valid_fraction", "must be in [0, 1)")
         require(self.max_traces is None or self.max_traces > 0, "max_traces", "must be positive or null")
         require(self.pad_multiple >= 1, "pad_multiple", "must be >= 1")
-        require(not self.train.data.build_demo_if_missing, "train.data.build_demo_if_missing",
-                "the probe trains on its own rendered traces, never on demo shards")
 
     def probe_hash(self) -> str:
         """Identity of the probe settings: everything but where it starts from and where it writes."""

@@ -1,13 +1,13 @@
 """The probe's fixed data set: trace documents -> chat-template text with assistant-only loss spans -> packed shards.
 
-Trace documents come from `midtrain prep traces` (the sources team's reader normalises the trajectory
+Trace documents come from `midtrain prep traces` (the trace reader, midtrain.sources.traces, normalises the trajectory
 formats and renders them). When a document keeps its normalized ``messages``, the probe renders them again
 with the probe tokenizer's chat template (the model's own), using the same renderer; otherwise it reuses the
 prep rendering when that was the chat template. Plain-format renderings without messages are dropped (the
 probe must see the chat template the model is served with), with a count.
 
 The held-out split is chosen here, by a seeded hash of document ids (at least one trace when there are two
-or more), and both splits are packed by the pack team's pipeline with the per-token masks from loss_spans.
+or more), and both splits are packed by `midtrain pack`'s pipeline with the per-token masks from loss_spans.
 The finished data directory is stamped with the data hash; a probe with other data settings refuses it.
 """
 
@@ -24,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.documents import read_jsonl
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
@@ -40,17 +41,12 @@ def read_trace_documents(dirs: list[str]) -> tuple[list[dict], Counter]:
         if not files:
             raise FileNotFoundError(f"traces: no documents/*.jsonl(.gz) under {d} (run `midtrain prep traces` first)")
         for f in files:
-            opener = gzip.open if f.name.endswith(".gz") else open
-            with opener(f, "rt", encoding="utf-8") as fh:
-                for i, line in enumerate(fh, 1):
-                    try:
-                        doc = json.loads(line)
-                        assert isinstance(doc.get("text"), str) and doc.get("id")
-                    except (json.JSONDecodeError, AssertionError, AttributeError):
-                        drops["unreadable_line"] += 1
-                        log.warning("traces: %s:%d is not a document, skipped", f, i)
-                        continue
-                    docs.append(doc)
+            for i, doc in read_jsonl(f, drops, bad_reason="unreadable_line"):
+                if not (isinstance(doc.get("text"), str) and doc.get("id")):
+                    drops["unreadable_line"] += 1
+                    log.warning("traces: %s:%d is not a document, skipped", f, i)
+                    continue
+                docs.append(doc)
     return docs, drops
 
 
@@ -154,7 +150,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path) -> dict[str, Any]:
         if not docs:
             continue
         _write_docs(docs, tmp / f"{split}_docs")
-        manifests[split] = pack(pcfg, [tmp / f"{split}_docs"], tmp / f"{split}_shards")
+        manifests[split] = pack(pcfg, [tmp / f"{split}_docs"], tmp / f"{split}_shards").manifest
     stamp = {"data_hash": key, "train_docs": len(train_docs), "valid_docs": len(valid_docs),
              "train_ids": [d["id"] for d in train_docs], "valid_ids": [d["id"] for d in valid_docs],
              "dropped": dict(drops), "read": len(raw),

@@ -3,7 +3,7 @@
 ``run_probe(cfg, start, output)``: build (or reuse) the probe's data (midtrain.sft.data), train with the
 trainer's own ``train(cfg)`` from ``start`` (``init_from``: weights only, fresh optimizer, step 0), score the
 held-out traces with the trained weights (loss on assistant tokens only: the reader's loss_mask carries the
-spans), export an HF checkpoint when the HF team's export is available, and write OUTPUT/sft_result.json.
+spans), export an HF checkpoint (train.hf_export) when cfg.export_hf is set, and write OUTPUT/sft_result.json.
 
 The model shape comes from the start checkpoint's own config.yaml (a midtrain run), so one probe recipe
 serves every checkpoint of a family; everything else (data, steps, LR schedule, batch, seed) is the recipe's.
@@ -17,12 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from midtrain.eval.results import SFT_RESULT
+from midtrain.formats.rundir import SFT_RESULT, latest_checkpoint, read_metrics
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
-
-EXIT_REQUEUE = 75
 
 
 def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
@@ -40,7 +38,7 @@ def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
 
 
 def export_hf(run_dir: Path, out: Path, tokenizer: str | None) -> str:
-    """mcore -> HF with the HF team's export (what vLLM serves for SWE-bench)."""
+    """mcore -> HF with train.hf_export (what vLLM serves for SWE-bench)."""
     from midtrain.train.hf_export import export_hf as export
 
     return str(export(run_dir, out, tokenizer=tokenizer))
@@ -52,7 +50,6 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     from midtrain.eval.scoring import MidtrainScorer
     from midtrain.sft.data import prepare_data
     from midtrain.train import distributed
-    from midtrain.train.checkpoint import latest_checkpoint
     from midtrain.train.trainer import train
 
     start, out = Path(start), Path(output)
@@ -87,8 +84,7 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     if summary["exit_code"] != 0:
         log.warning("SFT probe stopped at step %s (exit %s): rerun to resume", summary["step"], summary["exit_code"])
         return result
-    metrics = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines() if l.strip()] \
-        if (run_dir / "metrics.jsonl").exists() else []
+    metrics = read_metrics(run_dir)
     result["final_train_loss"] = metrics[-1]["loss"] if metrics else None
     result["trained_tokens"] = sum(int(m.get("trained_tokens", 0) or 0) for m in metrics) or None
     if data["valid_shards"]:

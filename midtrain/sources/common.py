@@ -87,7 +87,7 @@ class _InputProgress:
 
 def make_document(text: str, doc_id: str, source: str, repo: str | None = None, license: str | None = None,
                   **metadata: Any) -> Document:
-    """A datatrove Document with the metadata every source carries (interface 1)."""
+    """A datatrove Document with the metadata every source carries (midtrain.formats.documents.REQUIRED_METADATA)."""
     meta = {"source": source, "repo": repo, "license": license, "id": doc_id}
     meta.update(metadata)
     return Document(text=text, id=doc_id, metadata=meta)

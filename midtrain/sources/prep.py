@@ -4,7 +4,7 @@ Layout of an output directory DIR::
 
     DIR/raw/             the reader's documents (JSONL.gz, one file per task)
     DIR/rows/            table inputs of repos/commits: rows partitioned by repository (<bucket>/<task>.jsonl.gz)
-    DIR/documents/       the curated documents (interface 1) - what `midtrain pack` reads
+    DIR/documents/       the curated documents (midtrain.formats.documents) - what `midtrain pack` reads
     DIR/work/            curation scratch space
     DIR/excluded/<step>/ what each step dropped on purpose, with its reason (source: the readers' drops)
     DIR/logs/<stage>/    datatrove logging dir per stage (completions/ = resume markers, stats/, logs/)
@@ -31,7 +31,9 @@ from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
+from midtrain.formats.documents import read_jsonl
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
+from midtrain.runner import StageChain
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commit_tables import CommitsInputConfig
 from midtrain.sources.common import ReaderConfig, expand_inputs
@@ -122,11 +124,10 @@ def _count_output(documents_dir: Path) -> tuple[int, int, int]:
     docs = text_bytes = disk = 0
     for f in sorted(documents_dir.rglob("*.jsonl*")):
         disk += f.stat().st_size
-        with f.open("rb") as raw, (gzip.open(raw, "rb") if f.suffix == ".gz" else raw) as fh:
-            for line in fh:
-                if line.strip():
-                    docs += 1
-                    text_bytes += len(json.loads(line).get("text", "").encode())
+        for _, row in read_jsonl(f):
+            docs += 1
+            text = row.get("text")
+            text_bytes += len(text.encode()) if isinstance(text, str) else 0
     return docs, text_bytes, disk
 
 
@@ -255,48 +256,29 @@ class PrepRun:
         ensure_dir(self.output)
         marker.write_text(json.dumps(self.settings(), indent=2))
 
-    def executors(self) -> list:
-        execs = []
-        prev = None
+    def chain(self) -> StageChain:
+        """Every stage in a stage chain (local, or Slurm job arrays chained afterok); nothing runs yet."""
+        chain = StageChain(self.executor, self.site, self.workers, label=f"prep {self.source}")
         for name, pipeline, tasks in self.stages():
-            logging_dir = str(self.output / "logs" / name)
-            if self.executor == "local":
-                from datatrove.executor import LocalPipelineExecutor
-
-                ex = LocalPipelineExecutor(pipeline, tasks=tasks, workers=min(self.workers, tasks),
-                                           logging_dir=logging_dir)
-            else:  # the Slurm team's executor factory: resources, venv/container and account from the site config
-                from midtrain.launch.prep import slurm_executor
-
-                ex = slurm_executor(pipeline, self.site, job_name=f"midtrain-prep-{self.source}-{name}",
-                                    logging_dir=logging_dir, tasks=tasks, depends=prev,
-                                    slurm_logs_dir=str(self.output / "logs" / "slurm" / name))
-            execs.append((name, ex))
-            prev = ex
-        return execs
+            chain.add(name, pipeline, tasks, str(self.output / "logs" / name),
+                      job_name=f"midtrain-prep-{self.source}-{name}",
+                      slurm_logs_dir=str(self.output / "logs" / "slurm" / name))
+        return chain
 
     def run(self) -> dict | None:
         """Run every stage (local: in order, returns the stats) or submit the chain (Slurm: returns None)."""
-        execs = self.executors()
-        if self.executor == "slurm":
-            execs[-1][1].run()  # datatrove launches the dependency chain first, each afterok the previous
-            log.info("submitted %d Slurm stages for %s; stats will be written to %s", len(execs), self.source,
+        chain = self.chain()
+        chain.run()
+        if chain.on_slurm:
+            log.info("submitted %d Slurm stages for %s; stats will be written to %s", len(chain.stages), self.source,
                      self.output / STATS_FILE)
             return None
-        for name, ex in execs:
-            log.info("prep %s: stage %s", self.source, name)
-            ex.run()
         return json.loads((self.output / STATS_FILE).read_text())
 
 
 def sbatch_scripts(run: PrepRun) -> dict[str, str]:
     """The sbatch script each Slurm stage would submit (for --dry-run)."""
-    out = {}
-    for name, ex in run.executors():
-        n = ex.world_size if ex.max_array_size == -1 else min(ex.world_size, ex.max_array_size)
-        out[name] = ex.get_launch_file_contents(
-            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
-    return out
+    return run.chain().scripts()
 
 
 def check_inputs(inputs: list[str]) -> None:

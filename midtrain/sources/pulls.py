@@ -136,13 +136,7 @@ class PullReader(SourceReader):
             return None
         repo = pr.get("repo") or ((pr.get("base") or {}).get("repo") or {}).get("full_name")
         number = pr.get("number")
-        names = Pseudonyms("user")
-        logins = [pr.get("user")] + [c.get("user") for c in pr.get("comments") or []] + \
-                 [r.get("user") for r in pr.get("reviews") or []] + [c.get("user") for c in pr.get("review_comments") or []]
-        for u in logins:  # number everyone first so @mentions resolve in any text
-            login, _ = _login(u)
-            if login and not is_bot(u):
-                names(login)
+        names = _pseudonyms(pr)
 
         def clean(text: Any) -> str:
             return names.scrub(str(text or "").replace("\r\n", "\n").strip())
@@ -153,12 +147,23 @@ class PullReader(SourceReader):
         if repo:
             out.append(f"Repository: {repo}")
         out.append(f"State: {state}" + (f" ({base.get('ref')} <- {head.get('ref')})" if base.get("ref") else ""))
-        author = names(_login(pr.get("user"))[0]) if _login(pr.get("user"))[0] else "user_unknown"
-        out.append(f"\n{author} opened this pull request:\n{clean(pr.get('body')) or '(no description)'}")
-
+        out.append(f"\n{_who(names, pr.get('user'))} opened this pull request:\n"
+                   f"{clean(pr.get('body')) or '(no description)'}")
         files = pr.get("files") or []
-        if files:
-            out.append("\nFiles changed:")
+        out += self._render_files(files)
+        out += self._render_conversation(pr, names, clean)
+        text = "\n".join(out) + "\n"
+        doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else where}"
+        if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
+            text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
+            text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
+            self.skip("document_truncated")
+        return make_document(text, doc_id, "pr", repo=repo, license=pr.get("license"), number=number,
+                             state=state, n_files=len(files))
+
+    def _render_files(self, files: list[dict]) -> list[str]:
+        """The changed files with their patches (cut at max_patch_bytes; a file without one is noted)."""
+        out = ["\nFiles changed:"] if files else []
         for f in files:
             patch = f.get("patch") or ""
             status = f.get("status") or "modified"
@@ -173,15 +178,17 @@ class PullReader(SourceReader):
                 patch = cut + f"\n[patch truncated: {len(patch) - len(cut)} more characters]"
                 self.skip("patch_truncated")
             out.append(patch.rstrip("\n"))
+        return out
 
-        # conversation in time order: issue comments, reviews (with their inline comments)
+    def _render_conversation(self, pr: dict, names: Pseudonyms, clean: Any) -> list[str]:
+        """Issue comments and reviews (with their inline comments) in time order; bots' are skipped, counted."""
         events: list[tuple[str, int, str]] = []
         for i, c in enumerate(pr.get("comments") or []):
             if is_bot(c.get("user")):
                 self.skip("bot_comment")
                 continue
-            who = names(_login(c.get("user"))[0]) if _login(c.get("user"))[0] else "user_unknown"
-            events.append((str(c.get("created_at") or ""), i, f"\n{who} commented:\n{clean(c.get('body'))}"))
+            events.append((str(c.get("created_at") or ""), i,
+                           f"\n{_who(names, c.get('user'))} commented:\n{clean(c.get('body'))}"))
         inline: dict[Any, list[dict]] = {}
         for c in pr.get("review_comments") or []:
             if is_bot(c.get("user")):
@@ -199,25 +206,35 @@ class PullReader(SourceReader):
                 if is_bot(r.get("user")):
                     self.skip("bot_review")
                     continue
-                who = names(_login(r.get("user"))[0]) if _login(r.get("user"))[0] else "user_unknown"
-                parts = [f"\n{who} reviewed ({str(r.get('state') or 'COMMENTED').upper()}):"]
-                if (r.get("body") or "").strip():
-                    parts.append(clean(r.get("body")))
-                for c in sorted(inline.get(r.get("id"), []), key=lambda c: (str(c.get("created_at") or ""),
-                                                                                 str(c.get("path")))):
-                    cwho = names(_login(c.get("user"))[0]) if _login(c.get("user"))[0] else "user_unknown"
-                    loc = f"{c.get('path')}" + (f" line {c.get('line')}" if c.get("line") is not None else "")
-                    hunk = (c.get("diff_hunk") or "").rstrip("\n")
-                    parts.append(f"  on {loc}:" + (f"\n{hunk}" if hunk else ""))
-                    parts.append(f"  {cwho}: {clean(c.get('body'))}")
-                events.append((str(r.get("submitted_at") or ""), 10_000 + i, "\n".join(parts)))
-        for _, _, text in sorted(events, key=lambda e: (e[0], e[1])):
-            out.append(text)
-        text = "\n".join(out) + "\n"
-        doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else where}"
-        if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
-            text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
-            text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
-            self.skip("document_truncated")
-        return make_document(text, doc_id, "pr", repo=repo, license=pr.get("license"), number=number,
-                             state=state, n_files=len(files))
+                events.append((str(r.get("submitted_at") or ""), 10_000 + i,
+                               _render_review(r, inline.get(r.get("id"), []), names, clean)))
+        return [text for _, _, text in sorted(events, key=lambda e: (e[0], e[1]))]
+
+
+def _pseudonyms(pr: dict) -> Pseudonyms:
+    """Pseudonyms for everyone in the pull request, numbered first so @mentions resolve in any text."""
+    names = Pseudonyms("user")
+    logins = [pr.get("user")] + [c.get("user") for c in pr.get("comments") or []] + \
+             [r.get("user") for r in pr.get("reviews") or []] + [c.get("user") for c in pr.get("review_comments") or []]
+    for u in logins:
+        login, _ = _login(u)
+        if login and not is_bot(u):
+            names(login)
+    return names
+
+
+def _who(names: Pseudonyms, user: Any) -> str:
+    login = _login(user)[0]
+    return names(login) if login else "user_unknown"
+
+
+def _render_review(review: dict, comments: list[dict], names: Pseudonyms, clean: Any) -> str:
+    parts = [f"\n{_who(names, review.get('user'))} reviewed ({str(review.get('state') or 'COMMENTED').upper()}):"]
+    if (review.get("body") or "").strip():
+        parts.append(clean(review.get("body")))
+    for c in sorted(comments, key=lambda c: (str(c.get("created_at") or ""), str(c.get("path")))):
+        loc = f"{c.get('path')}" + (f" line {c.get('line')}" if c.get("line") is not None else "")
+        hunk = (c.get("diff_hunk") or "").rstrip("\n")
+        parts.append(f"  on {loc}:" + (f"\n{hunk}" if hunk else ""))
+        parts.append(f"  {_who(names, c.get('user'))}: {clean(c.get('body'))}")
+    return "\n".join(parts)

@@ -115,7 +115,7 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
     tokens = v.tokens or cfg.tokens
     steps = math.ceil(tokens / (tcfg.optim.global_batch_size * pack.seq_length))
     train = [*shared, f"name={cfg.name}-{name}", f"run_dir={root / 'run'}", f"data.path={root / 'shards'}",
-             f"data.seq_length={pack.seq_length}", "data.build_demo_if_missing=false",
+             f"data.seq_length={pack.seq_length}",
              f"init_from={base_checkpoint(cfg)}", f"seed={cfg.seed}", f"data.seed={cfg.seed}",
              f"optim.train_steps={steps}", f"optim.warmup_steps={min(tcfg.optim.warmup_steps, steps)}"]
     try:

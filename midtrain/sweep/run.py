@@ -22,7 +22,7 @@ def init_base(cfg: SweepConfig) -> Path:
     from midtrain.eval.demo import save_initial_checkpoint
     from midtrain.train.command import load_config
 
-    tcfg = load_config(cfg.train_recipe, [*cfg.train_overrides, f"seed={cfg.seed}", "data.build_demo_if_missing=false"])
+    tcfg = load_config(cfg.train_recipe, [*cfg.train_overrides, f"seed={cfg.seed}"])
     return save_initial_checkpoint(tcfg, base_checkpoint(cfg))
 
 

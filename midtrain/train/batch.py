@@ -1,4 +1,4 @@
-"""One packed sequence from the reader (interface 4) -> the GPTModel's THD inputs.
+"""One packed sequence from the shard reader (midtrain.formats.shard_reader) -> the GPTModel's THD inputs.
 
 Micro-batch 1, document boundaries as ``PackedSeqParams(qkv_format="thd")`` for both attention paths
 (TE and portable). With context parallelism (TE only) each rank keeps its load-balanced share of every

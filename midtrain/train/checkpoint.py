@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import shutil
 import signal
 import time
@@ -21,20 +20,18 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+# The checkpoint index (names, completeness, newest valid) is part of the run-directory format; importers of
+# this module get it here too.
+from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, latest_checkpoint, list_checkpoints, \
+    valid_checkpoints, verify
+
 log = logging.getLogger(__name__)
 
-CHECKPOINTS = "checkpoints"
-MARKER = "complete.json"
-_NAME = re.compile(r"^iter_(\d{7})$")
 # The distributed optimizer's state layout in a checkpoint: one tensor per contiguous buffer shard, saved
 # and loaded by every rank in parallel, reshardable over data parallelism (megatron's own default). Its
 # built-in default ("fully_sharded_model_space") is deprecated and fails to save in megatron-core 0.16
 # ("ShardedTensor.flattened_range is not supported"). Other optimizers ignore the key.
 OPTIMIZER_METADATA = {"distrib_optim_sharding_type": "dp_reshardable"}
-
-
-def checkpoint_name(step: int) -> str:
-    return f"iter_{step:07d}"
 
 
 def _rank() -> int:
@@ -44,56 +41,6 @@ def _rank() -> int:
 def _barrier() -> None:
     if dist.is_initialized():
         dist.barrier()
-
-
-def verify(path: str | Path) -> str | None:
-    """None when ``path`` is a complete checkpoint, else why it is not (missing marker, missing/truncated file)."""
-    path = Path(path)
-    marker = path / MARKER
-    if not marker.is_file():
-        return f"no {MARKER} (partial write)"
-    try:
-        meta = json.loads(marker.read_text())
-        files = meta["files"]
-    except (OSError, ValueError, KeyError) as e:
-        return f"unreadable {MARKER}: {e}"
-    for rel, size in files.items():
-        f = path / rel
-        if not f.is_file():
-            return f"missing file {rel}"
-        if f.stat().st_size != size:
-            return f"{rel} has {f.stat().st_size} bytes, expected {size} (truncated or overwritten)"
-    return None
-
-
-def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """(step, path) of every ``iter_*`` directory under RUN_DIR/checkpoints, oldest first (not verified)."""
-    root = Path(run_dir) / CHECKPOINTS
-    if not root.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in root.iterdir() if p.is_dir() and (m := _NAME.match(p.name))]
-    return sorted(found)
-
-
-def valid_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
-    """Complete checkpoints, newest first; incomplete ones are logged and skipped."""
-    out = []
-    for step, path in reversed(list_checkpoints(run_dir)):
-        problem = verify(path)
-        if problem:
-            log.warning("checkpoint %s is not usable: %s; trying an older one", path, problem)
-            continue
-        out.append((step, path))
-    return out
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path | None:
-    """The newest complete checkpoint of a run directory (or ``run_dir`` itself if it is one), else None."""
-    run_dir = Path(run_dir)
-    if (run_dir / MARKER).is_file():
-        return run_dir if verify(run_dir) is None else None
-    valid = valid_checkpoints(run_dir)
-    return valid[0][1] if valid else None
 
 
 def _rng_state() -> dict[str, Any]:

@@ -58,10 +58,12 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
+    from midtrain.demo import ensure_demo_shards
     from midtrain.train.trainer import NonFiniteError, train
 
     logging.getLogger("midtrain").setLevel(logging.INFO)
     try:
+        ensure_demo_shards(cfg)  # the demo recipes train on the demo's own data, built here when missing
         result = train(cfg)
     except FileNotFoundError as e:  # missing shards / init_from: say what, no traceback
         print(f"midtrain train: {e}", file=sys.stderr)

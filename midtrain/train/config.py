@@ -26,7 +26,7 @@ class ModelConfig(Config):
     tie_embeddings: bool = True
     norm_epsilon: float = 1e-6
     init_method_std: float = 0.02
-    # Context extension (HF team): RoPE scaling as Hugging Face's rope_parameters name it, so the exported
+    # Context extension: RoPE scaling as Hugging Face's rope_parameters name it, so the exported
     # config.json makes inference engines compute the same positions. midtrain/train/hf_rope.py maps these
     # onto megatron-core (GPTModel kwargs + TransformerConfig yarn_* attributes) and onto HF.
     rope_scaling: Literal["none", "yarn", "llama3"] = "none"
@@ -155,7 +155,6 @@ class DataConfig(Config):
     path: str = ".demo/shards"  # a `midtrain pack` output directory
     seq_length: int = 2048
     seed: int = 1234  # sample order (epochs reshuffle from it)
-    build_demo_if_missing: bool = False  # demo recipes: build the demo shards at `path` when absent
 
     def check(self) -> None:
         require(self.seq_length > 0, "seq_length", "must be positive")

@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-
-
-def build_demo_shards(shard_dir: str | Path) -> None:
-    """Build the demo's shards at ``shard_dir`` (= WORKDIR/shards) from the embedded demo inputs."""
-    workdir = Path(shard_dir).parent
-    for stage in ("midtrain.sources.demo", "midtrain.pack.demo"):
-        try:
-            module = importlib.import_module(stage)
-        except ModuleNotFoundError as e:
-            if e.name != stage:
-                raise
-            raise FileNotFoundError(f"data.path: {shard_dir} has no shards and {stage} (which builds them from "
-                                    "the demo inputs) is not available; run `midtrain pack` first") from None
-        log.info("building demo shards: %s.demo_stage(%s)", stage, workdir)
-        module.demo_stage(workdir)
-    if not (Path(shard_dir) / "manifest.json").exists():
-        raise FileNotFoundError(f"data.path: the demo stages ran but wrote no shards at {shard_dir}")
 
 
 def demo_stage(workdir: Path) -> str:

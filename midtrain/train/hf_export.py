@@ -21,7 +21,7 @@ import torch
 
 from midtrain.config import ConfigError
 from midtrain.train import hf_mapping
-from midtrain.train.hf_import import (HF_SOURCE, TOKENIZER_FILES, _DTYPES, conversion_config, empty_model,
+from midtrain.train.hf_import import (HF_SOURCE, TOKENIZER_FILES, DTYPES, conversion_config, empty_model,
                                       is_hf_model_dir, single_process_world)
 
 log = logging.getLogger(__name__)
@@ -150,8 +150,8 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     cfg.validate()
     hf_mapping.check_exportable(cfg.model)
     dtype = dtype or cfg.precision.dtype
-    if dtype not in _DTYPES:
-        raise ConfigError(f"--dtype: {dtype!r} is not one of {', '.join(_DTYPES)}")
+    if dtype not in DTYPES:
+        raise ConfigError(f"--dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
     dst = Path(dst)
     if (dst / "config.json").exists():
         if not overwrite:
@@ -169,7 +169,7 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     t0 = time.monotonic()
     hf = hf_mapping.mcore_to_hf(mc, shape, progress=lambda i, n: log.info(
         "mcore2hf: layer %d/%d converted (%.1fs)", i, n, time.monotonic() - t0))
-    hf = {k: v.to(_DTYPES[dtype]) for k, v in hf.items()}
+    hf = {k: v.to(DTYPES[dtype]) for k, v in hf.items()}
     files = save_safetensors(hf, dst, SHARD_BYTES)
 
     source = find_hf_source(run_dir)

@@ -219,7 +219,7 @@ HF_SOURCE = "hf_source"  # DST/hf_source/: the source config.json, generation co
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                    "merges.txt", "tokenizer.model", "added_tokens.json", "chat_template.jinja",
                    "chat_template.json", "generation_config.json")
-_DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
 def conversion_config(cfg: Any) -> Any:

@@ -8,9 +8,10 @@ sequence the same way (THD, micro-batch 1, ``PackedSeqParams``), so the data pat
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -66,7 +67,7 @@ def resolve_impl(cfg: TrainConfig) -> str:
 
 
 def _rope_extra(cfg: TrainConfig) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(GPTModel kwargs, TransformerConfig attributes) for RoPE, via the HF team's table when present."""
+    """(GPTModel kwargs, TransformerConfig attributes) for RoPE, from the RoPE table in midtrain.train.hf_rope."""
     m = cfg.model
     try:
         from midtrain.train import hf_rope
@@ -200,3 +201,25 @@ def count_parameters(cfg: TrainConfig) -> dict[str, int]:
     embed = m.vocab_size * m.hidden_size
     total = m.num_layers * per_layer + embed * (1 if m.tie_embeddings else 2) + m.hidden_size
     return {"total": total, "non_embedding": m.num_layers * per_layer + m.hidden_size, "embedding": embed}
+
+
+@contextlib.contextmanager
+def output_rows(model: torch.nn.Module, rows: torch.Tensor | None) -> Iterator[None]:
+    """Within the block, the model's output layer computes logits only for these sequence rows.
+
+    Scoring needs logits at a few positions of a long sequence; the full [s, vocab] output would dominate
+    memory. A forward pre-hook (PyTorch's public hook) selects the rows of the output layer's input
+    ``[s, b, h]``; it is removed on exit. ``rows=None`` changes nothing.
+    """
+    if rows is None:
+        yield
+        return
+
+    def select(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        return (args[0][rows], *args[1:]), kwargs
+
+    handle = model.output_layer.register_forward_pre_hook(select, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()

@@ -23,6 +23,8 @@ import torch
 import torch.distributed as dist
 
 from midtrain.config import ConfigError
+from midtrain.formats.rundir import EXIT_REQUEUE
+from midtrain.formats.shard_reader import MANIFEST
 from midtrain.train import checkpoint as ckpt
 from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
@@ -33,8 +35,6 @@ from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
 
 log = logging.getLogger("midtrain.train")
-
-EXIT_REQUEUE = 75  # "checkpointed, requeue me" (SIGTERM / SIGUSR1)
 
 
 class NonFiniteError(RuntimeError):
@@ -126,20 +126,12 @@ class _BatchIterator:
         return batch
 
 
-def _ensure_shards(cfg: TrainConfig) -> None:
-    from midtrain.pack.reader import MANIFEST
-
+def _require_shards(cfg: TrainConfig) -> None:
+    """Fail before building the model when data.path holds no packed shards."""
     path = Path(cfg.data.path)
-    if (path / MANIFEST).exists():
-        return
-    if not cfg.data.build_demo_if_missing:
-        raise FileNotFoundError(f"data.path: {path} has no {MANIFEST}; run `midtrain pack ... --output {path}` first")
-    from midtrain.train.demo import build_demo_shards
-
-    if not dist.is_initialized() or dist.get_rank() == 0:
-        build_demo_shards(path)
-    if dist.is_initialized():
-        dist.barrier()
+    if not (path / MANIFEST).exists():
+        raise FileNotFoundError(f"data.path: {path} has no {MANIFEST}; run `midtrain pack ... --output {path}` "
+                                "first (or `midtrain demo --only prep pack` for the demo's shards)")
 
 
 def check_shards(cfg: TrainConfig, manifest: dict) -> None:
@@ -162,7 +154,7 @@ def check_shards(cfg: TrainConfig, manifest: dict) -> None:
 
 
 def _open_data(cfg: TrainConfig, dp_rank: int, dp_size: int):
-    from midtrain.pack.reader import PackedDataset, PackedLoader
+    from midtrain.formats.shard_reader import PackedDataset, PackedLoader
 
     dataset = PackedDataset(cfg.data.path, "train")
     check_shards(cfg, dataset.manifest)
@@ -172,7 +164,8 @@ def _open_data(cfg: TrainConfig, dp_rank: int, dp_size: int):
     return dataset, PackedLoader(dataset, seed=cfg.data.seed, dp_rank=dp_rank, dp_size=dp_size), sources
 
 
-def _build_optimizer(cfg: TrainConfig, model: torch.nn.Module):
+def build_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> tuple[Any, Any]:
+    """megatron's optimizer (Adam, clipping, the distributed optimizer when set) and its LR/WD scheduler."""
     from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
     from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
@@ -194,7 +187,8 @@ def _build_optimizer(cfg: TrainConfig, model: torch.nn.Module):
     return optimizer, scheduler
 
 
-def _wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> torch.nn.Module:
+def wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> torch.nn.Module:
+    """The model as the loop trains it: Float16Module for bf16, inside megatron's DDP."""
     from megatron.core.distributed import DistributedDataParallel
     from megatron.core.transformer.module import Float16Module
 
@@ -223,7 +217,7 @@ def _sync_params(model: torch.nn.Module) -> None:
 
 
 def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
-    """init_from: weights only, from a midtrain checkpoint, or a Hugging Face directory (HF team's hook)."""
+    """init_from: weights only, from a midtrain checkpoint, or a Hugging Face directory (train.hf_import)."""
     path = Path(cfg.init_from)
     if (path / "config.json").is_file():
         try:
@@ -275,29 +269,103 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         flag.restore()
 
 
+@dataclass
+class _Run:
+    """What the loop works with, built once by :func:`_build`: the model, optimizer, data and logging."""
+
+    cfg: TrainConfig
+    env: Any  # distributed.Env: rank, world size
+    parallel_state: Any  # megatron.core.parallel_state
+    run_dir: Path
+    dp: int
+    model: torch.nn.Module
+    optimizer: Any
+    scheduler: Any
+    dataset: Any
+    loader: Any
+    sources: list[str]
+    step: int = 0
+    # set by _prepare_loop, after the restore (the logger continues from the restored step)
+    batches: Any = None
+    forward_backward: Any = None
+    logger: Any = None
+    dp_cp_group: Any = None
+    last_stage: bool = True
+    peak: float | None = None
+    saves: Any = None
+
+    @property
+    def rank0(self) -> bool:
+        return self.env.rank == 0
+
+
+@dataclass
+class _StepResult:
+    """One optimizer step's outcome, as logged: the global-batch loss and the reduced sums behind it."""
+
+    step: int
+    loss: float
+    grad_norm: float | None
+    totals: torch.Tensor  # [loss sum, tokens, per-source (loss sum, tokens)..., computed tokens, sum l^2]
+    dt: float
+    skipped: bool
+    router: dict[str, float]  # MoE router metrics; {} for dense models
+
+
 def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func) -> dict[str, Any]:
-    rank0 = env.rank == 0
-    dp = resolve_data_parallel(cfg, env.world_size)
-    dp_rank = parallel_state.get_data_parallel_rank()
-    cp_size, cp_rank = cfg.parallel.context, parallel_state.get_context_parallel_rank()
+    run = _build(cfg, env, parallel_state, finalize_model_grads)
+    _restore(run)
+    _prepare_loop(run, get_forward_backward_func)
+    exit_code, skipped_in_row, last_loss = 0, 0, float("nan")
+    run.model.train()
+    try:
+        while run.step < cfg.optim.train_steps:
+            result = _step(run)
+            skipped_in_row = _guard(run, result, skipped_in_row)
+            last_loss = result.loss
+            if run.rank0 or run.last_stage:
+                _log_step(run, result)
+            stop = flag.any_rank()
+            _checkpoint(run, stop)
+            if stop and run.step < cfg.optim.train_steps:
+                if run.rank0:
+                    log.warning("checkpointed at step %d after a signal; exiting %d (requeue to resume)", run.step,
+                                EXIT_REQUEUE)
+                exit_code = EXIT_REQUEUE
+                break
+        if run.saves is not None:
+            run.saves.close()  # the last checkpoint is complete before the run reports done (or exits 75)
+    finally:
+        run.logger.close()
+    return {"exit_code": exit_code, "step": run.step, "loss": last_loss, "run_dir": str(run.run_dir)}
+
+
+def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads: Any) -> _Run:
+    """Run directory and config.yaml, then the model, optimizer and data (in this order: the RNG draws)."""
+    dp = resolve_data_parallel(cfg, env.world_size)  # a layout that does not fit fails before anything is written
     run_dir = Path(cfg.run_dir)
-    if rank0:
+    if env.rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg.save_yaml(run_dir / "config.yaml")
-    _ensure_shards(cfg)
+    _require_shards(cfg)
 
     moe.reset_router_log()
-    model = _wrap_model(cfg, build_gpt_model(cfg))
-    optimizer, scheduler = _build_optimizer(cfg, model)
+    model = wrap_model(cfg, build_gpt_model(cfg))
+    optimizer, scheduler = build_optimizer(cfg, model)
     tc = model.config
     tc.finalize_model_grads_func = finalize_model_grads
     tc.no_sync_func = model.no_sync
     tc.grad_scale_func = optimizer.scale_loss
 
-    dataset, loader, sources = _open_data(cfg, dp_rank, dp)
-    n_sources = len(sources)
-    step = 0
-    resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
+    dataset, loader, sources = _open_data(cfg, parallel_state.get_data_parallel_rank(), dp)
+    return _Run(cfg=cfg, env=env, parallel_state=parallel_state, run_dir=run_dir, dp=dp, model=model,
+                optimizer=optimizer, scheduler=scheduler, dataset=dataset, loader=loader, sources=sources)
+
+
+def _restore(run: _Run) -> None:
+    """Resume from the newest complete checkpoint, or start from ``init_from``'s weights, or from scratch."""
+    cfg, rank0 = run.cfg, run.rank0
+    resumed = ckpt.load_checkpoint(run.run_dir, run.model, run.optimizer)
     weights_loaded = False
     if resumed is not None:
         path, common = resumed
@@ -306,115 +374,123 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             if rank0:
                 log.info("starting from the weights of %s (weights-only checkpoint; fresh optimizer)", path)
         else:
-            step = int(common["step"])
-            scheduler.load_state_dict(common["scheduler"])
-            loader.load_state_dict(common["loader"])
+            run.step = int(common["step"])
+            run.scheduler.load_state_dict(common["scheduler"])
+            run.loader.load_state_dict(common["loader"])
             if rank0:
-                log.info("resuming at step %d from %s", step, path)
+                log.info("resuming at step %d from %s", run.step, path)
     elif cfg.init_from:
-        _init_weights(cfg, model)
+        _init_weights(cfg, run.model)
         weights_loaded = True
     if weights_loaded:
         # With bf16 the optimizer keeps fp32 master copies of the weights, cloned when it was built, and
         # copies them back into the model after every update: refresh them from the loaded weights, or the
         # first step would put the initial (random) weights back. (A full resume restores the master
         # copies from the checkpoint's optimizer state instead.)
-        optimizer.reload_model_params()
+        run.optimizer.reload_model_params()
 
-    micro_batches = cfg.optim.global_batch_size // dp
-    batches = _BatchIterator(loader, cp_size, cp_rank, cu_seqlens_on_host=resolve_impl(cfg) == "local")
-    forward_backward = get_forward_backward_func()
-    logger = RunLogger(run_dir, cfg, enabled=rank0, resume_step=step)
-    dp_cp_group = parallel_state.get_data_parallel_group(with_context_parallel=True)
-    last_stage = parallel_state.is_pipeline_last_stage(ignore_virtual=True)
-    peak = peak_tflops(cfg)
-    if rank0:
-        info = {"name": cfg.name, "flops_count": FLOPS_COUNT, "parameters": count_parameters(cfg),
-                "layer_impl": resolve_impl(cfg), "world_size": env.world_size, "data_parallel": dp,
-                "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": peak,
-                "mfu_against": "dense BF16 peak" + (" (FP8 runs: mfu_fp8_peak against twice that)"
-                                                    if cfg.precision.fp8 != "none" else ""),
-                "sources": sources, "shards": str(cfg.data.path), "train_sequences": len(dataset)}
-        (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
-        log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
-                 cfg.name, cfg.optim.train_steps, cfg.optim.global_batch_size, cfg.data.seq_length,
-                 cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,
-                 "CPU mode" if not torch.cuda.is_available() else torch.cuda.get_device_name(), FLOPS_COUNT)
-    exit_code, skipped_in_row, last_loss = 0, 0, float("nan")
-    saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
-    model.train()
-    try:
-        while step < cfg.optim.train_steps:
-            t0 = time.perf_counter()
-            batches.used.clear()
-            model.zero_grad_buffer()
-            optimizer.zero_grad()
-            reported = forward_backward(
-                forward_step_func=partial(_forward_step, n_sources), data_iterator=batches, model=[model],
-                num_microbatches=micro_batches, seq_length=schedule_seq_length(cfg), micro_batch_size=1,
-                forward_only=False)
-            stats = _step_stats(reported, n_sources, _device())
-            router = moe.step_router_metrics(cfg, micro_batches)  # {} for dense models
-            # Loss over the global batch: sum over micro-batches here, then over DP/CP ranks, then from the
-            # last pipeline stage to all.
-            # The same sums carry the attention-FLOPs terms (tokens computed and sum(l_i^2) of this rank's
-            # sequences): each data-parallel rank holds different documents; CP ranks share theirs.
-            computed, sum_sq = _flops_sums(batches.used)
-            totals = torch.cat([torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64,
-                                             device=_device()), stats.by_source.reshape(-1),
-                                torch.tensor([computed / cp_size, sum_sq / cp_size], dtype=torch.float64,
-                                             device=_device())])
-            _reduce(totals, dp_cp_group)
-            if cfg.parallel.pipeline > 1:
-                pp_group = parallel_state.get_pipeline_model_parallel_group()
-                dist.broadcast(totals, src=dist.get_global_rank(pp_group, pp_group.size() - 1), group=pp_group)
-            loss = float(totals[0] / totals[1].clamp(min=1))
-            # The LR of update k is the schedule at k (warmup starts above zero, not with a wasted step).
-            scheduler.step(increment=1)
-            found_inf = optimizer.prepare_grads()
-            grad_norm = (moe.clip_grad_norm(optimizer, cfg.optim.clip_grad) if cfg.optim.clip_grad > 0
-                         else optimizer.get_grad_norm())
-            finite = math.isfinite(loss) and grad_norm is not None and math.isfinite(grad_norm) and not found_inf
-            step += 1
-            if finite:
-                optimizer.step_with_ready_grads()
-                skipped_in_row = 0
-            else:
-                where = _describe_batch(batches.used, dp_cp_group)
-                msg = (f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {step} "
-                       f"(loss={loss}, grad_norm={grad_norm}); packed sequences {where} of {cfg.data.path}")
-                skipped_in_row += 1
-                if cfg.guard.on_nonfinite == "stop" or skipped_in_row > cfg.guard.max_skipped:
-                    raise NonFiniteError(msg + ("" if cfg.guard.on_nonfinite == "stop" else
-                                                f"; {skipped_in_row} skipped steps in a row"))
-                log.warning("%s: update skipped (guard.on_nonfinite=skip)", msg)
-            dt = time.perf_counter() - t0
-            last_loss = loss
-            if rank0 or last_stage:
-                _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, dt, env.world_size, peak,
-                          not finite, extra=router)
-            save_now = step % cfg.checkpoint.save_interval == 0 or (
-                step == cfg.optim.train_steps and cfg.checkpoint.save_final)
-            stop = flag.any_rank()
-            # background saves: complete those that are done; at most one in flight, none left at the end
-            ckpt.finish_async_saves(saves, blocking=save_now or stop)
-            if save_now or stop:
-                _sync_params(model)
-                common = {"step": step, "scheduler": scheduler.state_dict(), "loader": loader.state_dict(),
-                          "name": cfg.name}
-                ckpt.save_checkpoint(run_dir, step, model, optimizer, common, cfg.checkpoint.keep_last,
-                                     async_queue=saves)
-            if stop and step < cfg.optim.train_steps:
-                if rank0:
-                    log.warning("checkpointed at step %d after a signal; exiting %d (requeue to resume)", step,
-                                EXIT_REQUEUE)
-                exit_code = EXIT_REQUEUE
-                break
-        if saves is not None:
-            saves.close()  # the last checkpoint is complete before the run reports done (or exits 75)
-    finally:
-        logger.close()
-    return {"exit_code": exit_code, "step": step, "loss": last_loss, "run_dir": str(run_dir)}
+
+def _prepare_loop(run: _Run, get_forward_backward_func: Any) -> None:
+    """The batch iterator, megatron's schedule, the logger and process groups; run_info.json on rank 0."""
+    cfg, ps = run.cfg, run.parallel_state
+    run.batches = _BatchIterator(run.loader, cfg.parallel.context, ps.get_context_parallel_rank(),
+                                 cu_seqlens_on_host=resolve_impl(cfg) == "local")
+    run.forward_backward = get_forward_backward_func()
+    run.logger = RunLogger(run.run_dir, cfg, enabled=run.rank0, resume_step=run.step)
+    run.dp_cp_group = ps.get_data_parallel_group(with_context_parallel=True)
+    run.last_stage = ps.is_pipeline_last_stage(ignore_virtual=True)
+    run.peak = peak_tflops(cfg)
+    if run.rank0:
+        _write_run_info(run)
+    run.saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
+
+
+def _write_run_info(run: _Run) -> None:
+    cfg, dp = run.cfg, run.dp
+    info = {"name": cfg.name, "flops_count": FLOPS_COUNT, "parameters": count_parameters(cfg),
+            "layer_impl": resolve_impl(cfg), "world_size": run.env.world_size, "data_parallel": dp,
+            "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": run.peak,
+            "mfu_against": "dense BF16 peak" + (" (FP8 runs: mfu_fp8_peak against twice that)"
+                                                if cfg.precision.fp8 != "none" else ""),
+            "sources": run.sources, "shards": str(cfg.data.path), "train_sequences": len(run.dataset)}
+    (run.run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
+    log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
+             cfg.name, cfg.optim.train_steps, cfg.optim.global_batch_size, cfg.data.seq_length,
+             cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,
+             "CPU mode" if not torch.cuda.is_available() else torch.cuda.get_device_name(), FLOPS_COUNT)
+
+
+def _step(run: _Run) -> _StepResult:
+    """One optimizer step: forward-backward over the micro-batches, reduce the loss, update unless non-finite."""
+    cfg, model, optimizer, batches = run.cfg, run.model, run.optimizer, run.batches
+    n_sources, cp_size = len(run.sources), cfg.parallel.context
+    micro_batches = cfg.optim.global_batch_size // run.dp
+    t0 = time.perf_counter()
+    batches.used.clear()
+    model.zero_grad_buffer()
+    optimizer.zero_grad()
+    reported = run.forward_backward(
+        forward_step_func=partial(_forward_step, n_sources), data_iterator=batches, model=[model],
+        num_microbatches=micro_batches, seq_length=schedule_seq_length(cfg), micro_batch_size=1,
+        forward_only=False)
+    stats = _step_stats(reported, n_sources, _device())
+    router = moe.step_router_metrics(cfg, micro_batches)  # {} for dense models
+    # Loss over the global batch: sum over micro-batches here, then over DP/CP ranks, then from the
+    # last pipeline stage to all.
+    # The same sums carry the attention-FLOPs terms (tokens computed and sum(l_i^2) of this rank's
+    # sequences): each data-parallel rank holds different documents; CP ranks share theirs.
+    computed, sum_sq = _flops_sums(batches.used)
+    totals = torch.cat([torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64,
+                                     device=_device()), stats.by_source.reshape(-1),
+                        torch.tensor([computed / cp_size, sum_sq / cp_size], dtype=torch.float64,
+                                     device=_device())])
+    _reduce(totals, run.dp_cp_group)
+    if cfg.parallel.pipeline > 1:
+        pp_group = run.parallel_state.get_pipeline_model_parallel_group()
+        dist.broadcast(totals, src=dist.get_global_rank(pp_group, pp_group.size() - 1), group=pp_group)
+    loss = float(totals[0] / totals[1].clamp(min=1))
+    # The LR of update k is the schedule at k (warmup starts above zero, not with a wasted step).
+    run.scheduler.step(increment=1)
+    found_inf = optimizer.prepare_grads()
+    grad_norm = (moe.clip_grad_norm(optimizer, cfg.optim.clip_grad) if cfg.optim.clip_grad > 0
+                 else optimizer.get_grad_norm())
+    finite = math.isfinite(loss) and grad_norm is not None and math.isfinite(grad_norm) and not found_inf
+    run.step += 1
+    if finite:
+        optimizer.step_with_ready_grads()
+    return _StepResult(step=run.step, loss=loss, grad_norm=grad_norm, totals=totals,
+                       dt=time.perf_counter() - t0, skipped=not finite, router=router)
+
+
+def _guard(run: _Run, result: _StepResult, skipped_in_row: int) -> int:
+    """Count a skipped (non-finite) update; raise NonFiniteError past guard's limit. Returns the new count."""
+    if not result.skipped:
+        return 0
+    cfg, loss, grad_norm = run.cfg, result.loss, result.grad_norm
+    where = _describe_batch(run.batches.used, run.dp_cp_group)
+    msg = (f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {result.step} "
+           f"(loss={loss}, grad_norm={grad_norm}); packed sequences {where} of {cfg.data.path}")
+    skipped_in_row += 1
+    if cfg.guard.on_nonfinite == "stop" or skipped_in_row > cfg.guard.max_skipped:
+        raise NonFiniteError(msg + ("" if cfg.guard.on_nonfinite == "stop" else
+                                    f"; {skipped_in_row} skipped steps in a row"))
+    log.warning("%s: update skipped (guard.on_nonfinite=skip)", msg)
+    return skipped_in_row
+
+
+def _checkpoint(run: _Run, stop: bool) -> None:
+    """Save at the save interval, at the end (save_final) and on a stop signal; reap finished async saves."""
+    cfg, step = run.cfg, run.step
+    save_now = step % cfg.checkpoint.save_interval == 0 or (
+        step == cfg.optim.train_steps and cfg.checkpoint.save_final)
+    # background saves: complete those that are done; at most one in flight, none left at the end
+    ckpt.finish_async_saves(run.saves, blocking=save_now or stop)
+    if save_now or stop:
+        _sync_params(run.model)
+        common = {"step": step, "scheduler": run.scheduler.state_dict(), "loader": run.loader.state_dict(),
+                  "name": cfg.name}
+        ckpt.save_checkpoint(run.run_dir, step, run.model, run.optimizer, common, cfg.checkpoint.keep_last,
+                             async_queue=run.saves)
 
 
 def _step_stats(reported: list[dict], n_sources: int, device: torch.device) -> _StepStats:
@@ -442,8 +518,8 @@ def _flops_sums(used: list[Batch]) -> tuple[float, float]:
             float(sum(l * l for b in used for l in b.doc_lengths)))
 
 
-def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, dt, world, peak, skipped,
-              extra: dict[str, float] | None = None) -> None:
+def _log_step(run: _Run, r: _StepResult) -> None:
+    cfg, sources, world, peak, totals, dt = run.cfg, run.sources, run.env.world_size, run.peak, r.totals, r.dt
     n = len(sources)
     by_source = totals[2:2 + 2 * n].reshape(n, 2) if n else None
     loss_by_source = {name: float(by_source[i, 0] / by_source[i, 1])
@@ -455,15 +531,15 @@ def _log_step(cfg, logger, step, loss, grad_norm, optimizer, totals, sources, dt
     tflops_dev = flops / dt / world / 1e12
     fp8_peak = fp8_peak_tflops(cfg, peak)
     record = {
-        "step": step, "loss": loss, "lr": optimizer.param_groups[0]["lr"],
-        "grad_norm": float(grad_norm) if grad_norm is not None else None,
+        "step": r.step, "loss": r.loss, "lr": run.optimizer.param_groups[0]["lr"],
+        "grad_norm": float(r.grad_norm) if r.grad_norm is not None else None,
         "tokens_per_s": tokens / dt, "tokens_per_s_per_device": tokens / dt / world,
         "trained_tokens": int(totals[1]), "step_time_s": dt,
         "flops": flops, "tflops_per_device": tflops_dev,
         "mfu": tflops_dev / peak if peak else None,  # against the dense BF16 peak
         **({"mfu_fp8_peak": tflops_dev / fp8_peak} if fp8_peak else {}),
-        "loss_by_source": loss_by_source, "skipped": skipped, "time": time.time(),
+        "loss_by_source": loss_by_source, "skipped": r.skipped, "time": time.time(),
         "process_cpu_s": time.process_time(),  # cumulative CPU time of this rank (bench/bench_step.py)
-        **(extra or {}),  # MoE: moe_load_balancing_loss, moe_aux_loss (midtrain/train/moe.py)
+        **(r.router or {}),  # MoE: moe_load_balancing_loss, moe_aux_loss (midtrain/train/moe.py)
     }
-    logger.step(record)
+    run.logger.step(record)

@@ -79,7 +79,7 @@ def test_golden_train_cpu():
 
 
 def test_golden_protocol_steps():
-    # fixed steps, so the golden files pin this team's rendering, not the eval team's argv
+    # fixed steps, so the golden files pin the Slurm rendering, not the protocol's argv
     steps = {"base": [("sft", ["sft", "sft_probe", "--from", "/ckpt/base", "--output", "/p/base/sft"]),
                       ("eval_proxy", ["eval", "proxy", "--checkpoint", "/ckpt/base", "--output", "/p/base/proxy"])]}
     jobs = build_chains(_site(), Path("/lustre/proj/protocol/slurm"), steps,

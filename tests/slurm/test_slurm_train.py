@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from slurm_helpers import REPO, cluster_site, job_state, wait_job, wait_started
 
-sys.path.insert(0, str(REPO / "tests"))  # the train team's tiny-shard writer (tests/train_helpers.py)
+sys.path.insert(0, str(REPO / "tests"))  # the tiny-shard writer (tests/train_helpers.py)
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 

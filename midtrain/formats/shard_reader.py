@@ -1,4 +1,4 @@
-"""Trainer-side reader of packed shards (interface 4): a memory-mapped dataset and a resumable loader.
+"""Trainer-side reader of packed shards: a memory-mapped dataset and a resumable loader.
 
 ``PackedDataset(shard_dir, split)`` serves one packed sequence per index as THD tensors (micro-batch 1):
 tokens, next-token labels, a loss mask (0 on padding, on the last position of every document piece — its
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import numpy as np
 import torch
 
-from midtrain.pack.shards import PADDING_SOURCE
+from midtrain.formats.shards import PADDING_SOURCE
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,101 @@
+"""The stage runner: datatrove pipelines run in order, locally or as Slurm job arrays, or printed (dry run).
+
+`midtrain prep` (read -> curate -> stats) and `midtrain pack` (tokenize -> pack -> manifest) are both chains
+of datatrove stages. A :class:`StageChain` holds one such chain:
+
+- ``executor="local"``: datatrove's LocalPipelineExecutor per stage; :meth:`StageChain.run` runs the stages
+  added since the last run, in order (a caller may run part of the chain, check its output, then go on);
+- ``executor="slurm"``: datatrove's SlurmPipelineExecutor per stage (one job array each, configured from the
+  site config by :func:`midtrain.launch.prep.slurm_executor`), each ``afterok`` the previous one;
+  :meth:`StageChain.run` submits the whole chain once (datatrove submits the dependencies first);
+- :meth:`StageChain.scripts`: what each stage would run (the sbatch script, or a line for a local stage),
+  for ``--dry-run``; nothing is submitted or written.
+
+datatrove writes a completion marker per finished task under each stage's logging dir, so running the same
+chain again skips the finished tasks (locally and on Slurm).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+EXECUTORS = ("local", "slurm")
+
+
+@dataclass
+class Stage:
+    """One datatrove pipeline of a chain, with its executor (built by :meth:`StageChain.add`)."""
+
+    name: str
+    executor: Any
+    done: bool = False
+
+
+class StageChain:
+    """Stages run in the order they are added: locally, or submitted to Slurm chained ``afterok``.
+
+    ``site`` (a ``midtrain.launch.site.SiteConfig``) sets the Slurm resources, venv/container and account;
+    None loads $MIDTRAIN_SITE or the defaults.
+    """
+
+    def __init__(self, executor: str = "local", site: Any = None, workers: int = 1, label: str = "run") -> None:
+        if executor not in EXECUTORS:
+            raise ValueError(f"executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
+        if executor == "slurm" and site is None:  # $MIDTRAIN_SITE, or the defaults
+            from midtrain.launch.site import load_site
+
+            site = load_site()
+        self.executor, self.site, self.workers, self.label = executor, site, workers, label
+        self.stages: list[Stage] = []
+        self._submitted = False
+
+    @property
+    def on_slurm(self) -> bool:
+        return self.executor == "slurm"
+
+    def add(self, name: str, pipeline: list, tasks: int, logging_dir: str, job_name: str,
+            slurm_logs_dir: str | None = None) -> Any:
+        """Append a stage; returns its datatrove executor. On Slurm it depends (afterok) on the previous one."""
+        if self.on_slurm:
+            from midtrain.launch.prep import slurm_executor
+
+            prev = self.stages[-1].executor if self.stages else None
+            ex = slurm_executor(pipeline, self.site, job_name=job_name, logging_dir=str(logging_dir), tasks=tasks,
+                                depends=prev, slurm_logs_dir=slurm_logs_dir)
+        else:
+            from datatrove.executor import LocalPipelineExecutor
+
+            # no `depends` locally: the chain runs the stages in order itself (a local `depends` would rerun them)
+            ex = LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(self.workers, tasks),
+                                       logging_dir=str(logging_dir))
+        self.stages.append(Stage(name, ex))
+        return ex
+
+    def run(self) -> None:
+        """Local: run the stages not run yet, in order. Slurm: submit the whole chain (once)."""
+        if self.on_slurm:
+            if self.stages and not self._submitted:
+                self.stages[-1].executor.run()  # datatrove submits the dependency chain first
+                self._submitted = True
+            return
+        for stage in self.stages:
+            if not stage.done:
+                log.info("%s: stage %s", self.label, stage.name)
+                stage.executor.run()
+                stage.done = True
+
+    def scripts(self) -> dict[str, str]:
+        """Per stage, what it would run: the sbatch script (Slurm) or a one-line description (local)."""
+        return {s.name: _script(s.executor) for s in self.stages}
+
+
+def _script(ex: Any) -> str:
+    if hasattr(ex, "get_sbatch_args"):
+        n = ex.world_size if ex.max_array_size == -1 else min(ex.world_size, ex.max_array_size)
+        return ex.get_launch_file_contents(
+            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
+    return f"# local: {ex.world_size} tasks, logs in {ex.logging_dir.path}"

@@ -1,0 +1,197 @@
+"""The code's layering, read from its own imports: formats (bottom) <- stages <- application (top).
+
+- *formats*: the files stages exchange (``midtrain/formats/``), plus the shared config base and path helpers
+  (``midtrain/config.py``, ``midtrain/locations.py``). They import no stage.
+- *stages*: sources, curate, pack, train, sft, eval, the stage runner and the Slurm job rendering. A stage
+  takes a typed config and paths; it never imports the CLI, recipes or the demo.
+- *application*: the CLI, recipes, the demo, the protocol, submit, sweeps and every command module.
+
+Every import counts, also one inside a function (it is a dependency all the same); imports under
+``if TYPE_CHECKING:`` are annotations only and do not count. An exception needs an entry in ALLOWED with
+its reason; an entry that no longer matches an import fails the test, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FORMATS, STAGES, APPLICATION = 0, 1, 2
+LAYER_NAMES = {FORMATS: "formats", STAGES: "stages", APPLICATION: "application"}
+
+FOUNDATION = {"midtrain", "midtrain.config", "midtrain.locations"}
+APPLICATION_MODULES = {"midtrain.cli", "midtrain.demo", "midtrain.eval.protocol",
+                       "midtrain.launch.command"}
+APPLICATION_PACKAGES = ("recipes", "midtrain.sweep")
+APPLICATION_SUFFIXES = (".command", "_command", ".demo")
+
+# (importer, imported): why it is still there. Keep this short; remove an entry when its import goes.
+ALLOWED = {
+    ("midtrain.launch.train_job", "midtrain.train.command"):
+        "build_train_job resolves the recipe itself (train.command.load_config); recipe resolution moves to "
+        "the application's submit when the CLI has one recipe resolver",
+    ("midtrain.launch.protocol_job", "midtrain.eval.protocol"):
+        "protocol_jobs asks the protocol for its steps; the application should pass the step list in once "
+        "the protocol no longer goes through the CLI's argv",
+}
+
+
+def layer(module: str) -> int:
+    if module.startswith("midtrain.formats") or module in FOUNDATION:
+        return FORMATS
+    if (module in APPLICATION_MODULES or module.endswith(APPLICATION_SUFFIXES)
+            or any(module == p or module.startswith(p + ".") for p in APPLICATION_PACKAGES)):
+        return APPLICATION
+    return STAGES
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    files = sorted((REPO / "midtrain").rglob("*.py")) + sorted((REPO / "recipes").rglob("*.py"))
+    return {_module_name(f): f for f in files}
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    t = node.test
+    return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+
+
+def _imported_names(module: str, path: Path) -> set[str]:
+    """Dotted names this module imports (``from a import b`` gives ``a`` and ``a.b``), TYPE_CHECKING aside."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            found.add(target)
+            found.update(f"{target}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(), str(path)))
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (names resolved to the module that defines them)."""
+    modules = _modules()
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for imported in _imported_names(name, path):
+            target = imported
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name and not name.startswith(target + "."):  # a package's own __init__
+                graph[name].add(target)
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.get(root, ()))))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+    return out
+
+
+def test_imports_only_go_down_the_layers():
+    graph = _graph()
+    up = [(a, b) for a in sorted(graph) for b in sorted(graph[a]) if layer(b) > layer(a) and (a, b) not in ALLOWED]
+    assert not up, "imports from a lower layer up to a higher one (fix, or add to ALLOWED with the reason):\n" + \
+        "\n".join(f"  {a} ({LAYER_NAMES[layer(a)]}) -> {b} ({LAYER_NAMES[layer(b)]})" for a, b in up)
+
+
+def test_every_allowed_exception_is_still_needed():
+    graph = _graph()
+    stale = [pair for pair in ALLOWED if pair[1] not in graph.get(pair[0], set())]
+    assert not stale, f"ALLOWED entries whose import is gone (remove them): {stale}"
+
+
+def test_no_import_cycles_among_modules():
+    cycles = _cycles(_graph())
+    assert not cycles, "import cycles:\n" + "\n".join("  " + " <-> ".join(c) for c in cycles)
+
+
+def test_the_checker_sees_what_it_must():
+    """The graph is built from real imports: known edges are found, and the layers are assigned as documented."""
+    graph = _graph()
+    assert "midtrain.formats.documents" in graph["midtrain.curate.base"]
+    assert "midtrain.formats.rundir" in graph["midtrain.sft.probe"]
+    assert layer("midtrain.formats.rundir") == FORMATS and layer("midtrain.train.trainer") == STAGES
+    assert layer("midtrain.train.command") == APPLICATION and layer("recipes.demo") == APPLICATION
+    assert layer("midtrain.eval.protocol") == APPLICATION and layer("midtrain.train.demo") == APPLICATION
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    # TYPE_CHECKING imports are annotations only: train.layout names TrainConfig there
+    assert "midtrain.train.config" not in graph.get("midtrain.train.layout", set())
+
+
+def _private_imports(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("midtrain", "recipes")):
+            out += [f"{path.relative_to(REPO)}: from {node.module} import {a.name}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+    return out
+
+
+def test_bench_and_recipes_use_public_names_only():
+    files = sorted((REPO / "bench").glob("*.py")) + sorted((REPO / "recipes").rglob("*.py"))
+    bad = [line for f in files for line in _private_imports(f)]
+    assert not bad, "private names imported across modules:\n" + "\n".join(bad)

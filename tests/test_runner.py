@@ -1,0 +1,54 @@
+"""The stage runner: local chains run in order and once; a dry run names every stage; bad executors refused."""
+
+from __future__ import annotations
+
+import pytest
+from datatrove.pipeline.base import PipelineStep
+
+from midtrain.runner import StageChain
+
+
+class AppendLine(PipelineStep):
+    """Appends its word to a file, so the test sees which stages ran and in which order."""
+
+    name = "append"
+
+    def __init__(self, path: str, word: str) -> None:
+        super().__init__()
+        self.path, self.word = path, word
+
+    def run(self, data=None, rank: int = 0, world_size: int = 1):
+        with open(self.path, "a") as f:
+            f.write(f"{self.word}\n")
+        return
+        yield
+
+
+def test_local_chain_runs_added_stages_in_order_and_once(tmp_path):
+    out = tmp_path / "order.txt"
+    chain = StageChain("local", label="test")
+    chain.add("first", [AppendLine(str(out), "first")], 1, str(tmp_path / "logs" / "first"), "first")
+    chain.run()
+    chain.add("second", [AppendLine(str(out), "second")], 1, str(tmp_path / "logs" / "second"), "second")
+    chain.run()
+    chain.run()  # nothing new: nothing runs again
+    assert out.read_text().split() == ["first", "second"]
+    again = StageChain("local")
+    again.add("first", [AppendLine(str(out), "first")], 1, str(tmp_path / "logs" / "first"), "first")
+    again.run()  # datatrove's completion markers: a rerun skips the finished task
+    assert out.read_text().split() == ["first", "second"]
+
+
+def test_dry_run_describes_each_stage_and_runs_nothing(tmp_path):
+    out = tmp_path / "order.txt"
+    chain = StageChain("local")
+    for name in ("a", "b"):
+        chain.add(name, [AppendLine(str(out), name)], 2, str(tmp_path / "logs" / name), name)
+    scripts = chain.scripts()
+    assert list(scripts) == ["a", "b"] and "2 tasks" in scripts["a"] and str(tmp_path / "logs" / "b") in scripts["b"]
+    assert not out.exists()
+
+
+def test_unknown_executor_is_refused():
+    with pytest.raises(ValueError, match="executor"):
+        StageChain("kubernetes")
