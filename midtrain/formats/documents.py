@@ -93,11 +93,10 @@ def read_jsonl(path: str | Path, drops: Counter | None = None, bad_reason: str =
     a file that breaks off (truncated gzip, bad bytes) is logged and counted as ``drops["unreadable_file"]``
     after yielding what it held.
     """
-    path = Path(path)
+    path = Path(path) if isinstance(path, str) else path  # a Path, or a universal_pathlib path in object storage
     drops = Counter() if drops is None else drops
-    opener = gzip.open if path.name.endswith(".gz") else open
     try:
-        with opener(path, "rb") as fh:
+        with path.open("rb") as raw, (gzip.open(raw) if path.name.endswith(".gz") else raw) as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue
