@@ -1,6 +1,5 @@
 """Sweep recipes: the paper's ablations as variants of one mixture and pack/train recipe through the fixed probe."""
 
-from midtrain.sources.repos import ReposConfig
 from midtrain.sweep.config import SweepConfig, Variant
 from recipes import recipe
 from recipes.mixtures import swe_midtrain
@@ -52,11 +51,9 @@ def sweep_swe_ablations() -> SweepConfig:
     for share in (0.0, 0.05):
         cfg.variants[f"traces_{int(share * 100)}"] = Variant(about=f"{share:.0%} agent traces",
                                                              pack=[f"mixture.weights.trace={share}"])
-    # Repository file order: the repos source prepped again with import-dependency ordering off, once the
-    # repos reader has that switch (ReposConfig.file_order); until then the variant is left out.
-    if "file_order" in ReposConfig.field_names():
-        cfg.variants["repo_order_off"] = Variant(about="repository files in path order, not import order",
-                                                 prep={"repos": ["repos.file_order=path"]})
+    # Repository file order: the repos source prepped again with import-dependency ordering off
+    cfg.variants["repo_order_off"] = Variant(about="repository files in path order, not import order",
+                                             prep={"repos": ["repos.file_order=path"]})
     cfg.variants["half_tokens"] = Variant(about="half the midtraining tokens", tokens=10_000_000_000)
     cfg.variants["ctx_256k"] = Variant(about="256K context instead of 32K (the 256K layout)",
                                        pack=["seq_length=262144", "pad_multiple=16"],

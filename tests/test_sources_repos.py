@@ -7,6 +7,7 @@ import subprocess
 
 import pytest
 
+from midtrain.config import ConfigError
 from midtrain.sources.licenses import detect_spdx
 from midtrain.sources.ordering import dependency_order, file_dependencies, file_group, forward_imports
 from midtrain.sources.repos import RepoReader, ReposConfig
@@ -75,6 +76,17 @@ def test_files_ordered_docs_first_then_imports(pkg_repo):
     for path, off in zip(order, doc.metadata["file_offsets"]):
         assert doc.text.startswith(f"<|file_sep|>{path}\n", off)
     assert doc.text.startswith("<|repo_name|>proj\n")
+
+
+def test_file_order_path_keeps_docs_first_then_plain_path_order(pkg_repo):
+    """The ablation switch: code files by path instead of by imports (docs still lead)."""
+    [dep] = run_reader(RepoReader([str(pkg_repo)]))
+    [plain] = run_reader(RepoReader([str(pkg_repo)], ReposConfig(file_order="path")))
+    assert sorted(_paths(dep)) == sorted(_paths(plain))
+    assert _paths(plain)[:2] == ["README.md", "docs/guide.md"]
+    assert _paths(plain)[2:] == sorted(_paths(plain)[2:]) != _paths(dep)[2:]
+    with pytest.raises(ConfigError, match="file_order"):
+        ReposConfig(file_order="random").validate()
 
 
 def test_skips_are_counted_by_reason(pkg_repo):

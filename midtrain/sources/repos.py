@@ -52,11 +52,14 @@ class ReposConfig(ReaderConfig):
     extra_skip_dirs: list[str] = field(default_factory=list)
     max_removed_paths: int = 200  # per repository: skipped file paths recorded with their reason
     max_files: int = 50_000  # per repository; files past this (in path order) and past max_input_bytes are cut
+    # code files in import-dependency order (a module after what it imports), or plainly by path (an ablation)
+    file_order: str = "dependency"
 
     def check(self) -> None:
         super().check()
         require(self.max_file_bytes > 0, "max_file_bytes", "must be positive")
         require("{path}" in self.file_header, "file_header", "must contain {path}")
+        require(self.file_order in ("dependency", "path"), "file_order", "must be 'dependency' or 'path'")
 
 
 # root files in which a project states its home (packaging metadata, README badges)
@@ -279,7 +282,8 @@ class RepoReader(SourceReader):
             if lang:
                 languages[lang] = languages.get(lang, 0) + len(text.encode())
         docs = sorted((p for p in files if is_doc_path(p)), key=_doc_rank)
-        code = dependency_order({p: t for p, t in files.items() if not is_doc_path(p)})
+        code_files = {p: t for p, t in files.items() if not is_doc_path(p)}
+        code = dependency_order(code_files) if self.cfg.file_order == "dependency" else sorted(code_files)
         order = docs + code
 
         display = repo_name or root.name.removesuffix(".git")
