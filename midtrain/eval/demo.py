@@ -40,10 +40,11 @@ def save_initial_checkpoint(cfg, run_dir: str | Path) -> Path:  # cfg: midtrain.
 
 def demo_protocol(workdir: Path):  # -> ProtocolConfig
     """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
-    from recipes import get_recipe
+    from midtrain.eval.protocol import ProtocolConfig
+    from recipes import resolve_config
 
     w = Path(workdir)
-    cfg = get_recipe("protocol_demo").build()
+    cfg = resolve_config("protocol_demo", ProtocolConfig, "protocol", validate=False)
     cfg.output = str(w / "runs" / "protocol")
     cfg.checkpoints = {"base": str(w / "runs" / "demo_tiny_base"), "midtrained": str(w / "runs" / "demo_tiny")}
     cfg.report_dir = str(w / "report")
@@ -62,7 +63,7 @@ def demo_stage(workdir: Path) -> str:
     """SFT probe + proxy evals of the base and midtrained tiny checkpoints, then WORKDIR/report/report.md."""
     from midtrain.eval.protocol import run_protocol
     from midtrain.train.checkpoint import latest_checkpoint
-    from recipes import get_recipe
+    from midtrain.train.command import load_config
 
     w = Path(workdir)
     midtrained = w / "runs" / "demo_tiny"
@@ -70,7 +71,7 @@ def demo_stage(workdir: Path) -> str:
         raise FileNotFoundError(f"{midtrained}: no midtrained checkpoint; run the train stage first "
                                 "(`midtrain demo --only train`)")
     # The recipe as the train stage ran it (same seed), so step 0 here is that run's starting point.
-    base_cfg = get_recipe("demo_tiny").build([f"data.path={w / 'shards'}"])
+    base_cfg = load_config("demo_tiny", [f"data.path={w / 'shards'}"])
     log.info("base checkpoint: step-0 initialisation of demo_tiny -> %s",
              save_initial_checkpoint(base_cfg, w / "runs" / "demo_tiny_base"))
     cfg = demo_protocol(w)

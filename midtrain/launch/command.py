@@ -129,9 +129,10 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_protocol(args: argparse.Namespace) -> int:
-    from recipes import get_recipe
+    from midtrain.eval.protocol import ProtocolConfig
+    from recipes import resolve_config
 
-    cfg = get_recipe(args.recipe).build(args.overrides).validate()
+    cfg = resolve_config(args.recipe, ProtocolConfig, "protocol", args.overrides)
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0

@@ -12,10 +12,10 @@ def demo_stage(workdir: Path) -> str:
     """Train demo_tiny on WORKDIR/shards; skipped when WORKDIR/runs/demo_tiny already finished."""
     from midtrain.train.checkpoint import latest_checkpoint
     from midtrain.train.trainer import train
-    from recipes import get_recipe
+    from midtrain.train.command import load_config
 
     run_dir = Path(workdir) / "runs" / "demo_tiny"
-    cfg = get_recipe("demo_tiny").build([f"run_dir={run_dir}", f"data.path={Path(workdir) / 'shards'}"])
+    cfg = load_config("demo_tiny", [f"run_dir={run_dir}", f"data.path={Path(workdir) / 'shards'}"])
     done = latest_checkpoint(run_dir)
     if done is not None and done.name == f"iter_{cfg.optim.train_steps:07d}":
         log.info("demo_tiny already trained (%s); skipped", done)
