@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     from midtrain.eval.config import RetrievalConfig
-    from midtrain.eval.demo import save_initial_checkpoint
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.eval.retrieval import Haystack, build_samples, read_documents, score_sample
     from midtrain.eval.scoring import HFScorer, MidtrainScorer
     from midtrain.pack.pack_step import PackConfig

@@ -37,7 +37,7 @@ def _tiny(run_dir, shards):
 
 @pytest.fixture(scope="module")
 def protocol_run(tmp_path_factory):
-    from midtrain.eval.demo import save_initial_checkpoint
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.eval.protocol import protocol_steps, run_protocol
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack

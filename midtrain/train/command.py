@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
-    from midtrain.demo import ensure_demo_shards
+    from midtrain.demo.shards import ensure_demo_shards
     from midtrain.train.trainer import NonFiniteError, train
 
     logging.getLogger("midtrain").setLevel(logging.INFO)
