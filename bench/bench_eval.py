@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from midtrain.eval.scoring import HFScorer, MidtrainScorer
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
-    from midtrain.pack.tokenizer import load_tokenizer
+    from midtrain.formats.tokenizer import load_tokenizer
     from midtrain.train.config import TrainConfig
     from midtrain.train.hf_export import export_hf
 

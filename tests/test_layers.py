@@ -9,6 +9,8 @@
 Every import counts, also one inside a function (it is a dependency all the same); imports under
 ``if TYPE_CHECKING:`` are annotations only and do not count. An exception needs an entry in ALLOWED with
 its reason; an entry that no longer matches an import fails the test, so the list only shrinks.
+No two modules import each other in a loop, and no two stage packages either (shared low-level helpers such
+as the tokenizer and repository-file classification live in ``midtrain/formats/``).
 """
 
 from __future__ import annotations
@@ -162,6 +164,29 @@ def test_no_import_cycles_among_modules():
     assert not cycles, "import cycles:\n" + "\n".join("  " + " <-> ".join(c) for c in cycles)
 
 
+def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Stage package -> the stage packages it imports (``midtrain.pack.datacard`` counts for ``midtrain.pack``).
+
+    Only stage-layer modules count: a package's command.py sits in the application layer, on top of all stages.
+    """
+    def package(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    out: dict[str, set[str]] = defaultdict(set)
+    for a, targets in graph.items():
+        for b in targets:
+            if layer(a) == layer(b) == STAGES and package(a) != package(b):
+                out[package(a)].add(package(b))
+    return out
+
+
+def test_no_import_cycles_among_stage_packages():
+    """Stage packages import each other one way only (shared low-level helpers live in midtrain/formats/)."""
+    cycles = _cycles(_package_graph(_graph()))
+    assert not cycles, "stage packages importing each other in a loop:\n" + "\n".join(
+        "  " + " <-> ".join(c) for c in cycles)
+
+
 def test_the_checker_sees_what_it_must():
     """The graph is built from real imports: known edges are found, and the layers are assigned as documented."""
     graph = _graph()
@@ -171,6 +196,9 @@ def test_the_checker_sees_what_it_must():
     assert layer("midtrain.train.command") == APPLICATION and layer("recipes.demo") == APPLICATION
     assert layer("midtrain.eval.protocol") == APPLICATION and layer("midtrain.demo.stages") == APPLICATION
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    packages = _package_graph(graph)
+    assert "midtrain.sources" in packages["midtrain.pack"] and "midtrain.formats" not in packages
+    assert "midtrain.recipes" not in packages and "recipes" not in packages
     # TYPE_CHECKING imports are annotations only: train.layout names TrainConfig there
     assert "midtrain.train.config" not in graph.get("midtrain.train.layout", set())
 

@@ -187,7 +187,7 @@ def test_loss_only_on_assistant_tokens(protocol_run):
     """Through rendering, packing and the reader: every trained token sequence is exactly one assistant turn
     (content + <|im_end|>), every assistant turn is trained, and no system/user/tool token carries loss."""
     from midtrain.formats.shard_reader import PackedDataset
-    from midtrain.pack.tokenizer import load_tokenizer
+    from midtrain.formats.tokenizer import load_tokenizer
     from midtrain.sft.data import render
 
     tmp, proto, _ = protocol_run

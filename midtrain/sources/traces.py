@@ -417,7 +417,7 @@ class TraceReader(SourceReader):
             self._tokenizer = False
             if self.cfg.format != "plain":
                 try:
-                    from midtrain.pack.tokenizer import load_tokenizer
+                    from midtrain.formats.tokenizer import load_tokenizer
                 except ModuleNotFoundError:
                     load_tokenizer = None
                 if load_tokenizer is not None:
