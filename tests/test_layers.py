@@ -25,7 +25,7 @@ FORMATS, STAGES, APPLICATION = 0, 1, 2
 LAYER_NAMES = {FORMATS: "formats", STAGES: "stages", APPLICATION: "application"}
 
 FOUNDATION = {"midtrain", "midtrain.config", "midtrain.locations"}
-APPLICATION_MODULES = {"midtrain.cli", "midtrain.demo", "midtrain.eval.protocol",
+APPLICATION_MODULES = {"midtrain.cli", "midtrain.eval.protocol",
                        "midtrain.launch.command"}
 APPLICATION_PACKAGES = ("recipes", "midtrain.sweep", "midtrain.demo")
 APPLICATION_SUFFIXES = (".command", "_command", ".demo")
