@@ -48,14 +48,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     from midtrain.eval.config import RetrievalConfig
-    from midtrain.eval.demo import save_initial_checkpoint
     from midtrain.eval.retrieval import Haystack, build_samples, read_documents, score_sample
     from midtrain.eval.scoring import HFScorer, MidtrainScorer
+    from midtrain.formats.tokenizer import load_tokenizer
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
-    from midtrain.pack.tokenizer import load_tokenizer
     from midtrain.train.config import TrainConfig
     from midtrain.train.hf_export import export_hf
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
 
     S = args.seq_length
     with tempfile.TemporaryDirectory() as d:

@@ -32,7 +32,8 @@ from midtrain.curate.secrets import Redactor  # noqa: E402
 from midtrain.pack.pack_step import PackConfig  # noqa: E402
 from midtrain.pack.packer import split_points  # noqa: E402
 from midtrain.sources.commits import CommitReader, file_skip_reason  # noqa: E402
-from midtrain.sources.ordering import dependency_order, file_dependencies, file_group, forward_imports  # noqa: E402
+from midtrain.formats.repo_files import file_group  # noqa: E402
+from midtrain.sources.ordering import dependency_order, file_dependencies, forward_imports  # noqa: E402
 from midtrain.sources.repos import is_doc_path  # noqa: E402
 
 _ASSERT = re.compile(r"\bassert|\bexpect\(|self\.fail|pytest\.raises")
@@ -118,7 +119,7 @@ def main() -> None:
     ap.add_argument("--histories", nargs="*", type=Path, default=[ROOT])
     ap.add_argument("--seq-length", type=int, default=32768)
     args = ap.parse_args()
-    from midtrain.pack.tokenizer import load_tokenizer
+    from midtrain.formats.tokenizer import load_tokenizer
 
     tok = load_tokenizer()
     print("== repository order (module-level import graph)")

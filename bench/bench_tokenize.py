@@ -93,7 +93,7 @@ def main() -> None:
 
     logger.remove()  # quiet datatrove's per-step logging
     logging.disable(logging.WARNING)
-    from midtrain.pack.tokenizer import EOS_TOKEN, default_tokenizer_path
+    from midtrain.formats.tokenizer import EOS_TOKEN, default_tokenizer_path
 
     tok_file = str(default_tokenizer_path())
     import megatron.core.datasets.indexed_dataset  # noqa: F401 - import cost outside the timing

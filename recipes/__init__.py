@@ -1,7 +1,8 @@
 """Recipes: Python functions returning configs, found by name.
 
 A recipe is registered with ``@recipe``; variants are a base recipe plus a few changed fields
-(``replace``/``apply_overrides``), never a copy. ``midtrain recipes`` lists them.
+(``replace``/``apply_overrides``), never a copy. ``midtrain recipes`` lists them. Commands turn a name (or a run's saved config.yaml) into a config with
+:func:`resolve_config`, which also refuses a recipe of the wrong kind.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import difflib
 import importlib
 import pkgutil
 from dataclasses import dataclass
-from typing import Callable
+from pathlib import Path
+from typing import Callable, TypeVar
 
 from midtrain.config import Config, ConfigError
 
@@ -28,6 +30,7 @@ class Recipe:
 
 
 _REGISTRY: dict[str, Recipe] = {}
+C = TypeVar("C", bound=Config)
 
 
 def recipe(kind: str, name: str | None = None) -> Callable[[Callable[[], Config]], Callable[[], Config]]:
@@ -61,3 +64,25 @@ def get_recipe(name: str) -> Recipe:
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise ConfigError(f"unknown recipe '{name}'{hint}; `midtrain recipes` lists them")
     return recipes[name]
+
+
+def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | None = None,
+                   validate: bool = True) -> C:
+    """The ``cls`` config NAME stands for, overrides applied (and validated unless ``validate`` is False).
+
+    NAME is a registered recipe or a YAML file (``*.yaml``/``*.yml`` or an existing file: a run's saved
+    config.yaml). A recipe that returns another kind of config is refused, naming both kinds.
+    """
+    if name.endswith((".yaml", ".yml")) or Path(name).is_file():
+        path = Path(name)
+        if not path.is_file():
+            raise ConfigError(f"config file {name} does not exist")
+        cfg = cls.from_yaml(path)
+    else:
+        r = get_recipe(name)
+        cfg = r.fn()
+        if not isinstance(cfg, cls):
+            raise ConfigError(f"recipe '{name}' is a recipe of kind {r.kind}, not {kind} "
+                              f"(`midtrain recipes --kind {kind}` lists those)")
+    cfg = cfg.apply_overrides(list(overrides or []))
+    return cfg.validate() if validate else cfg

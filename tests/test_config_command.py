@@ -57,3 +57,32 @@ def test_sft_and_protocol_and_submit_train_print_config(capsys):
 def test_config_recipe_rejects_a_stray_source(capsys):
     assert main(["config", "demo_tiny", "oops"]) == 2
     assert "'oops'" in capsys.readouterr().err
+
+
+def test_every_command_refuses_a_recipe_of_the_wrong_kind_with_one_message(capsys, tmp_path):
+    """Each command resolves its recipe the same way: a recipe of another kind is refused, naming both kinds."""
+    out = str(tmp_path / "out")
+    cases = [
+        (["train", "sft_probe_demo", "--print-config"], "sft", "train"),
+        (["sft", "demo_tiny", "--from", out, "--output", out, "--print-config"], "train", "sft"),
+        (["pack", "--mixture", "demo_tiny", "--input", out, "--output", out, "--print-config"], "train", "mixture"),
+        (["sweep", "protocol_demo", "--dry-run"], "protocol", "sweep"),
+        (["submit", "protocol", "demo_tiny", "--print-config"], "train", "protocol"),
+        (["submit", "train", "protocol_demo", "--print-config"], "protocol", "train"),
+    ]
+    for argv, got, wanted in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert f"is a recipe of kind {got}, not {wanted}" in err, (argv, err)
+        assert f"midtrain recipes --kind {wanted}" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_saved_config_yaml_resolves_like_its_recipe(capsys, tmp_path):
+    from midtrain.sft.config import SFTConfig
+    from recipes import resolve_config
+
+    cfg = resolve_config("sft_probe_demo", SFTConfig, "sft", ["train.optim.lr=5e-4"])
+    cfg.save_yaml(tmp_path / "config.yaml")
+    again = resolve_config(str(tmp_path / "config.yaml"), SFTConfig, "sft")
+    assert again.to_dict() == cfg.to_dict() and again.train.optim.lr == 5e-4

@@ -11,7 +11,7 @@ from sft_helpers import code_docs, write_documents
 
 @pytest.fixture(scope="module")
 def tok():
-    from midtrain.pack.tokenizer import load_tokenizer
+    from midtrain.formats.tokenizer import load_tokenizer
 
     return load_tokenizer()
 

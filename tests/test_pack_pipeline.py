@@ -11,7 +11,7 @@ import pytest
 from midtrain.pack.pack_step import PackConfig
 from midtrain.pack.pipeline import pack
 from midtrain.formats.shard_reader import PackedDataset
-from midtrain.pack.tokenizer import load_tokenizer
+from midtrain.formats.tokenizer import load_tokenizer
 
 from pack_helpers import commit_doc, repo_doc, trace_doc, write_prep
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from datatrove.data import Document
 
+from midtrain.formats.tokenizer import EOS_TOKEN, default_tokenizer_path, load_tokenizer
 from midtrain.pack.tokenize import TokenizeStep, TokenizedShard, spans_to_mask
-from midtrain.pack.tokenizer import EOS_TOKEN, default_tokenizer_path, load_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from midtrain.pack import tokenizer as tk
+from midtrain.formats import tokenizer as tk
 
 SAMPLES = [
     "def foo(x):\n    return x**2  # square\n",

@@ -37,7 +37,7 @@ def _tiny(run_dir, shards):
 
 @pytest.fixture(scope="module")
 def protocol_run(tmp_path_factory):
-    from midtrain.eval.demo import save_initial_checkpoint
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.eval.protocol import protocol_steps, run_protocol
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
@@ -187,7 +187,7 @@ def test_loss_only_on_assistant_tokens(protocol_run):
     """Through rendering, packing and the reader: every trained token sequence is exactly one assistant turn
     (content + <|im_end|>), every assistant turn is trained, and no system/user/tool token carries loss."""
     from midtrain.formats.shard_reader import PackedDataset
-    from midtrain.pack.tokenizer import load_tokenizer
+    from midtrain.formats.tokenizer import load_tokenizer
     from midtrain.sft.data import render
 
     tmp, proto, _ = protocol_run

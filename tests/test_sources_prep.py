@@ -152,13 +152,13 @@ def test_slurm_executor_wiring_dry_run(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
-    from midtrain.sources.demo import SOURCES, demo_stage
+    from midtrain.demo.stages import SOURCES, prep_stage
 
-    result = Path(demo_stage(tmp_path))
+    result = Path(prep_stage(tmp_path))
     for source in SOURCES:
         stats = json.loads((result / source / "stats.json").read_text())
         assert stats["complete"] and stats["documents_out"] >= 1, source
-    from midtrain.sources.demo import project_repo
+    from midtrain.demo.inputs import project_repo
 
     if project_repo():  # this ~1 MB repository is split so that the validation split holds repository text too
         assert json.loads((result / "repos" / "stats.json").read_text())["documents_out"] >= 2
@@ -167,14 +167,14 @@ def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
     traces = read_documents(result / "traces")
     assert all(d["metadata"]["loss_spans"] for d in traces)
     mtimes = {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
-    demo_stage(tmp_path)
+    prep_stage(tmp_path)
     assert mtimes == {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
 
 
 def test_demo_fallback_sample_repository_has_history(tmp_path):
     """Outside a git checkout the demo builds a real git repository from the sample for repos and commits."""
+    from midtrain.demo.inputs import sample_git_repo
     from midtrain.sources.commits import CommitReader
-    from midtrain.sources.demo import sample_git_repo
     from midtrain.sources.repos import RepoReader
 
     repo = sample_git_repo(tmp_path / "sample")

@@ -29,7 +29,7 @@ def test_demo_tiny_is_a_tiny_qwen3(capsys):
 
 
 def test_only_demo_recipes_build_demo_data():
-    from midtrain.demo import is_demo_recipe
+    from midtrain.demo.shards import is_demo_recipe
 
     assert is_demo_recipe("demo_tiny") and is_demo_recipe("demo_tiny_moe")
     assert not is_demo_recipe("qwen3_8b_256k_h200") and not is_demo_recipe("no_such_recipe")

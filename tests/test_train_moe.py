@@ -181,7 +181,7 @@ def test_sft_probe_runs_from_a_moe_checkpoint(tmp_path):
     exports a Qwen3-MoE Hugging Face model that transformers loads."""
     from transformers import AutoConfig
 
-    from midtrain.eval.demo import save_initial_checkpoint
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.sft.probe import run_probe
     from recipes import get_recipe
     from sft_helpers import sample_trace_docs, write_documents

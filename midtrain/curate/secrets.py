@@ -29,7 +29,7 @@ from datatrove.data import Document
 
 from midtrain.config import Config, require
 from midtrain.curate.base import CurationStep, Edit, apply_edits, shannon_entropy
-from midtrain.sources.ordering import file_group
+from midtrain.formats.repo_files import file_group
 
 # ----------------------------------------------------------------------------------------------------------
 # config

@@ -33,7 +33,7 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
         result["heldout"] = _heldout(scorer, cfg)
     if cfg.retrieval.repos:
         from midtrain.eval.retrieval import retrieval_probe
-        from midtrain.pack.tokenizer import load_tokenizer
+        from midtrain.formats.tokenizer import load_tokenizer
 
         tok_path = cfg.tokenizer or (checkpoint if is_hf_dir(checkpoint) else None)
         result["retrieval"] = retrieval_probe(scorer, cfg.retrieval, load_tokenizer(tok_path))

@@ -35,10 +35,10 @@ def run(args: argparse.Namespace) -> int:
     notes = dict(n.partition("=")[::2] for n in args.note)
     output, baseline, title = args.output, args.baseline, args.title
     if args.protocol:
-        from midtrain.eval.protocol import checkpoint_dirs
-        from recipes import get_recipe
+        from midtrain.eval.protocol import ProtocolConfig, checkpoint_dirs
+        from recipes import resolve_config
 
-        cfg = get_recipe(args.protocol).build().validate()
+        cfg = resolve_config(args.protocol, ProtocolConfig, "protocol")
         runs = {n: str(checkpoint_dirs(cfg, n)["root"]) for n in cfg.checkpoints}
         output = output or cfg.report_dir or str(Path(cfg.output) / "report")
         baseline = baseline or cfg.baseline_name

@@ -17,8 +17,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from midtrain.launch.site import load_site
+from midtrain.launch.site import JobResources, SiteConfig, load_site
+
+if TYPE_CHECKING:
+    from midtrain.launch.protocol_job import ProtocolJobs
+    from midtrain.launch.train_job import TrainJob
 
 EPILOG = """examples:
   midtrain submit train qwen3_8b_256k_h200 --site slurm/site.example.yaml --nodes 32 --dry-run
@@ -65,13 +70,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pr.set_defaults(_submit=_run_protocol)
 
 
+def train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: JobResources | None = None,
+              job_name: str | None = None) -> TrainJob:
+    """Resolve RECIPE (a train recipe or a run's config.yaml) + overrides and render its training job."""
+    from midtrain.launch.shell import clean
+    from midtrain.launch.train_job import build_train_job
+    from midtrain.train.command import load_config
+
+    for i, item in enumerate(overrides):
+        clean(item, f"override[{i}]")
+    cfg = load_config(recipe, overrides)
+    return build_train_job(cfg, site, resources, job_name=job_name)
+
+
+def protocol_jobs(cfg, site: SiteConfig, job_prefix: str | None = None) -> ProtocolJobs:
+    """Render the protocol ``cfg`` (a ProtocolConfig): chains per checkpoint, then the report."""
+    from pathlib import Path
+
+    from midtrain.eval.protocol import protocol_steps, report_argv
+    from midtrain.launch.protocol_job import build_chains
+
+    slurm_dir = Path(cfg.output).absolute() / "slurm"
+    prefix = job_prefix or f"mt-{cfg.name}"
+    return build_chains(site, slurm_dir, protocol_steps(cfg), ("report", report_argv(cfg)), prefix)
+
+
 def run(args: argparse.Namespace) -> int:
     return args._submit(args)
 
 
 def _run_train(args: argparse.Namespace) -> int:
     from midtrain.launch.sbatch import submit
-    from midtrain.launch.train_job import build_train_job, resources_with
+    from midtrain.launch.train_job import resources_with
 
     if args.print_config:
         from midtrain.train.command import load_config
@@ -82,7 +112,7 @@ def _run_train(args: argparse.Namespace) -> int:
     res = resources_with(site.train, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
                          tasks_per_node=args.tasks_per_node, cpus_per_task=args.cpus_per_task,
                          time=args.time, partition=args.partition)
-    job = build_train_job(args.recipe, args.overrides, site, res, job_name=args.job_name)
+    job = train_job(args.recipe, args.overrides, site, res, job_name=args.job_name)
     if args.dry_run:
         print(job.script, end="")
         return 0
@@ -99,9 +129,10 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_protocol(args: argparse.Namespace) -> int:
-    from recipes import get_recipe
+    from midtrain.eval.protocol import ProtocolConfig
+    from recipes import resolve_config
 
-    cfg = get_recipe(args.recipe).build(args.overrides).validate()
+    cfg = resolve_config(args.recipe, ProtocolConfig, "protocol", args.overrides)
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
@@ -109,7 +140,7 @@ def _run_protocol(args: argparse.Namespace) -> int:
         from midtrain.eval.protocol import run_protocol
 
         return run_protocol(cfg)
-    from midtrain.launch.protocol_job import protocol_jobs, submit_jobs
+    from midtrain.launch.protocol_job import submit_jobs
 
     site = load_site(args.site, args.site_set)
     jobs = protocol_jobs(cfg, site)

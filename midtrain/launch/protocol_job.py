@@ -1,8 +1,8 @@
 """The evaluation protocol on Slurm: one afterok chain per checkpoint (SFT probe, then each eval), then the report.
 
-The protocol's :func:`midtrain.eval.protocol.protocol_steps` gives, per checkpoint, the ordered
-``(step, argv)`` commands; each becomes one job from slurm/step.sbatch with that step's resources from the
-site config. A failed step cancels the rest of its chain; the report runs after every chain has ended
+The caller (the application's ``submit protocol``) passes, per checkpoint, the ordered ``(step, argv)``
+commands (the protocol's ``protocol_steps``); each becomes one job from slurm/step.sbatch with that step's
+resources from the site config. A failed step cancels the rest of its chain; the report runs after every chain has ended
 (afterany), comparing whatever finished. Scripts and logs go under OUTPUT/slurm/.
 """
 
@@ -64,7 +64,7 @@ def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: 
 
 def build_chains(site: SiteConfig, slurm_dir: Path, steps: dict[str, list[tuple[str, list[str]]]],
                  final: tuple[str, list[str]] | None = None, job_prefix: str = "mt") -> ProtocolJobs:
-    """Render every step: ``steps`` as :func:`protocol_steps` returns it, ``final`` after all chains."""
+    """Render every step: ``steps`` per checkpoint, as the protocol's ``protocol_steps`` gives them, ``final`` after all chains."""
     chains = {name: [render_step(site, slurm_dir, name, step, argv, job_prefix) for step, argv in chain]
               for name, chain in steps.items()}
     last = render_step(site, slurm_dir, "", final[0], final[1], job_prefix) if final else None
@@ -87,12 +87,3 @@ def submit_jobs(jobs: ProtocolJobs) -> ProtocolJobs:
         lasts = [ids[-1] for ids in jobs.job_ids.values() if ids]
         jobs.final_id = submit(jobs.final.script_path, after=lasts or None, dependency="afterany")
     return jobs
-
-
-def protocol_jobs(cfg, site: SiteConfig, job_prefix: str | None = None) -> ProtocolJobs:
-    """Render the protocol ``cfg`` (a ProtocolConfig): chains per checkpoint, then the report."""
-    from midtrain.eval.protocol import protocol_steps, report_argv
-
-    slurm_dir = Path(cfg.output).absolute() / "slurm"
-    prefix = job_prefix or f"mt-{cfg.name}"
-    return build_chains(site, slurm_dir, protocol_steps(cfg), ("report", report_argv(cfg)), prefix)

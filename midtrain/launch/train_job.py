@@ -1,4 +1,6 @@
-"""The training job: resolve the recipe, render slurm/train_{gpu,cpu}.sbatch, write it into the run directory.
+"""The training job: render slurm/train_{gpu,cpu}.sbatch for a resolved TrainConfig, write it into the run directory.
+
+The caller resolves the recipe (the application's ``submit train`` does, with its overrides checked).
 
 Layout written under RUN_DIR/slurm/: ``train.sbatch`` (what was submitted), ``config.yaml`` (the resolved
 TrainConfig), ``site.yaml`` (the resolved site config), and ``logs/train-<jobid>.out`` (appended across
@@ -13,14 +15,12 @@ from pathlib import Path
 
 from midtrain.config import Config, ConfigError
 from midtrain.launch.render import python_setup, render, sbatch_lines, site_exports, srun_container_args
-from midtrain.launch.shell import clean, q, qargv
+from midtrain.launch.shell import q, qargv
 from midtrain.launch.site import JobResources, SiteConfig
 
 
 @dataclass
 class TrainJob:
-    recipe: str
-    overrides: list[str]
     config: Config  # the resolved TrainConfig
     site: SiteConfig
     resources: JobResources
@@ -72,19 +72,13 @@ def check_layout(cfg: Config, res: JobResources) -> None:
         raise ConfigError(f"{e} (the job has {res.nodes} node(s) x {res.ranks_per_node} ranks = {world})") from None
 
 
-def build_train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: JobResources | None = None,
+def build_train_job(cfg: Config, site: SiteConfig, resources: JobResources | None = None,
                     job_name: str | None = None) -> TrainJob:
-    """Resolve RECIPE (a train recipe or a run's config.yaml) + overrides, check them against the allocation,
-    and render the job script."""
-    from midtrain.train.command import load_config
-
-    for i, item in enumerate(overrides):
-        clean(item, f"override[{i}]")
-    cfg = load_config(recipe, overrides)
+    """Check the resolved TrainConfig ``cfg`` against the allocation and render the job script."""
     res = (resources or site.train).validate()
     check_layout(cfg, res)
     run_dir = Path(getattr(cfg, "run_dir")).absolute()
-    name = job_name or f"mt-{getattr(cfg, 'name', recipe)}"
+    name = job_name or f"mt-{getattr(cfg, 'name')}"
     gpu = res.gpus_per_node > 0
     slurm_dir = run_dir / "slurm"
     values = {
@@ -101,7 +95,7 @@ def build_train_job(recipe: str, overrides: list[str], site: SiteConfig, resourc
         "pid_dir": q(str(slurm_dir / "pids"), "run_dir"),
     }
     script = render("train_gpu.sbatch" if gpu else "train_cpu.sbatch", values, what=f"train job {name}")
-    return TrainJob(recipe, list(overrides), cfg, site, res, run_dir, name, script)
+    return TrainJob(cfg, site, res, run_dir, name, script)
 
 
 def resources_with(base: JobResources, **changes: object) -> JobResources:

@@ -46,19 +46,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def pack_config(overrides: list[str], mixture: str | None = None, seq_length: int | None = None,
                 tokenizer: str | None = None, executor: str | None = None):
     """The resolved PackConfig (mixture included): a named mixture recipe, the flags, then overrides."""
-    from midtrain.config import ConfigError
     from midtrain.pack.mixture import MixtureConfig
     from midtrain.pack.pack_step import PackConfig
 
     cfg = PackConfig()
     if mixture:
-        from recipes import get_recipe
+        from recipes import resolve_config
 
-        r = get_recipe(mixture)
-        mix = r.build()
-        if not isinstance(mix, MixtureConfig):
-            raise ConfigError(f"mixture: recipe '{mixture}' is a {r.kind} recipe, not a mixture")
-        cfg.mixture = mix
+        cfg.mixture = resolve_config(mixture, MixtureConfig, "mixture", validate=False)
     if seq_length is not None:
         cfg.seq_length = seq_length
     if tokenizer is not None:

@@ -21,8 +21,8 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterator
 
+from midtrain.formats.repo_files import file_group
 from midtrain.sources.filters import DATA_EXT, path_skip_reason
-from midtrain.sources.ordering import file_group
 from midtrain.sources.repos import is_doc_path, language_of
 
 BYTES_PER_TOKEN = 3.6  # typical of code with a 150K-vocabulary BPE tokenizer (Qwen): an estimate only

@@ -139,7 +139,7 @@ def decode_sample(shard_dir: str | Path, index: int, split: str = "train", token
 
 def tokenizer_for(manifest: dict, override: str | None = None):
     """The tokenizer that made the shards: --tokenizer, the recorded file, or the default when hashes match."""
-    from midtrain.pack.tokenizer import default_tokenizer_path, load_tokenizer, tokenizer_hash
+    from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer, tokenizer_hash
 
     if override:
         return load_tokenizer(override)

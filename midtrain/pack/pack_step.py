@@ -158,7 +158,7 @@ class PackStep(PipelineStep):
         self.pad_id = pad_id
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from midtrain.pack.tokenizer import newline_table
+        from midtrain.formats.tokenizer import newline_table
 
         cfg = PackConfig.from_dict(self.cfg_dict).validate()
         plan = global_plan(cfg, self.cache_dirs)

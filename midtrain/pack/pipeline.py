@@ -42,7 +42,7 @@ class TokenizerInfo:
 
 
 def resolve_tokenizer(cfg: PackConfig) -> TokenizerInfo:
-    from midtrain.pack.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_hash
+    from midtrain.formats.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_hash
 
     file = resolve_tokenizer_file(cfg.tokenizer)
     tok = load_tokenizer(cfg.tokenizer if cfg.tokenizer is not None else file)

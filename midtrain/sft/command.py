@@ -11,8 +11,6 @@ rerun to resume.
 from __future__ import annotations
 
 import argparse
-import sys
-
 
 EPILOG = """examples:
   midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained
@@ -31,16 +29,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from midtrain.sft.config import SFTConfig
     from midtrain.sft.probe import run_probe
-    from recipes import get_recipe
+    from recipes import resolve_config
 
-    r = get_recipe(args.recipe)
-    cfg = r.build(args.overrides)
-    if not isinstance(cfg, SFTConfig):
-        print(f"midtrain sft: recipe '{args.recipe}' is a {r.kind} recipe, not an SFT probe "
-              "(`midtrain recipes --kind sft`)", file=sys.stderr)
-        return 2
+    cfg = resolve_config(args.recipe, SFTConfig, "sft", args.overrides)
     if args.print_config:
-        print(cfg.validate().to_yaml(), end="")
+        print(cfg.to_yaml(), end="")
         return 0
-    result = run_probe(cfg.validate(), args.start, args.output, recipe=args.recipe)
+    result = run_probe(cfg, args.start, args.output, recipe=args.recipe)
     return int(result["exit_code"])

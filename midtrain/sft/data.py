@@ -107,7 +107,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path) -> dict[str, Any]:
     """Build (or reuse) the probe's data under DATA_DIR; returns the stamp (paths, counts, hashes)."""
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
-    from midtrain.pack.tokenizer import load_tokenizer
+    from midtrain.formats.tokenizer import load_tokenizer
 
     data_dir = Path(data_dir)
     key = cfg.data_hash()

@@ -21,6 +21,8 @@ import posixpath
 import re
 from collections import defaultdict
 
+from midtrain.formats.repo_files import file_group
+
 _JS_EXT = (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs")
 _C_EXT = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx")
 _JS_IMPORT = re.compile(r"""(?:import\s[^'"]*?from\s*|import\s*\(?\s*|require\s*\(\s*|export\s[^'"]*?from\s*)['"]([^'"]+)['"]""")
@@ -204,23 +206,6 @@ def file_dependencies(files: dict[str, str]) -> dict[str, set[str]]:
         d.discard(p)
         deps[p] = d
     return deps
-
-
-_TEST_DIRS = {"test", "tests", "testing", "__tests__", "spec", "specs", "test_utils", "testutils"}
-_EXAMPLE_DIRS = {"example", "examples", "sample", "samples", "demo", "demos", "tutorial", "tutorials",
-                 "benchmark", "benchmarks", "bench", "docs_src", "cookbook"}
-_TEST_NAME = re.compile(r"^(?:test_.*|.*_test|.*_tests|conftest|.*\.(?:test|spec))\.\w+$|^.*Tests?\.(?:java|kt|cs|swift)$")
-
-
-def file_group(path: str) -> int:
-    """0 library code (and anything else), 1 tests, 2 examples/benchmarks: the order of the groups."""
-    parts = path.split("/")
-    dirs = {p.lower() for p in parts[:-1]}
-    if dirs & _TEST_DIRS or _TEST_NAME.match(parts[-1]):
-        return 1
-    if dirs & _EXAMPLE_DIRS:
-        return 2
-    return 0
 
 
 def _components(nodes: list[str], deps: dict[str, set[str]]) -> list[list[str]]:

@@ -416,21 +416,18 @@ class TraceReader(SourceReader):
         if self._tokenizer is None:
             self._tokenizer = False
             if self.cfg.format != "plain":
+                from midtrain.formats.tokenizer import load_tokenizer
+
                 try:
-                    from midtrain.pack.tokenizer import load_tokenizer
-                except ModuleNotFoundError:
-                    load_tokenizer = None
-                if load_tokenizer is not None:
-                    try:
-                        tok = load_tokenizer(self.cfg.tokenizer)
-                    except Exception as e:  # noqa: BLE001 - auto falls back to plain, saying why
-                        if self.cfg.format == "chat_template":
-                            raise
-                        log.warning("traces: tokenizer %s not usable (%s); rendering the plain format",
-                                    self.cfg.tokenizer or "(default)", e)
-                        tok = None
-                    if getattr(tok, "chat_template", None):
-                        self._tokenizer = tok
+                    tok = load_tokenizer(self.cfg.tokenizer)
+                except Exception as e:  # noqa: BLE001 - auto falls back to plain, saying why
+                    if self.cfg.format == "chat_template":
+                        raise
+                    log.warning("traces: tokenizer %s not usable (%s); rendering the plain format",
+                                self.cfg.tokenizer or "(default)", e)
+                    tok = None
+                if getattr(tok, "chat_template", None):
+                    self._tokenizer = tok
                 if self._tokenizer is False and self.cfg.format == "chat_template":
                     raise RuntimeError(f"traces.format=chat_template but tokenizer {self.cfg.tokenizer or '(default)'} "
                                        "has no chat template")

@@ -34,15 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.config import ConfigError
     from midtrain.sweep.config import SweepConfig
-    from recipes import get_recipe
+    from recipes import resolve_config
 
-    r = get_recipe(args.recipe)
-    cfg = r.build(args.overrides)
-    if not isinstance(cfg, SweepConfig):
-        raise ConfigError(f"recipe '{args.recipe}' is a {r.kind} recipe, not a sweep (`midtrain recipes --kind sweep`)")
-    cfg.validate()
+    cfg = resolve_config(args.recipe, SweepConfig, "sweep", args.overrides)
     from midtrain.sweep.plan import output_dir
 
     # how jobs rebuild this sweep (setup, report): the output pinned absolute, as the submitter resolved it

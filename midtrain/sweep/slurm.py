@@ -2,7 +2,7 @@
 (re-prep, pack, training job, probe, evals), the baseline's chain, and the report after every chain.
 
 Step jobs come from slurm/step.sbatch (:func:`midtrain.launch.protocol_job.render_step`), the training job
-from the train templates (:func:`midtrain.launch.train_job.build_train_job`: requeues and resumes itself).
+from the train templates (:func:`midtrain.launch.command.train_job`: requeues and resumes itself).
 Variants whose probe and evals are complete are not submitted again.
 """
 
@@ -28,7 +28,7 @@ class SweepJobs:
 
 
 def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> SweepJobs:
-    from midtrain.launch.train_job import build_train_job
+    from midtrain.launch.command import train_job
 
     slurm_dir = output_dir(cfg) / "slurm"
     prefix = f"mt-{cfg.name}"
@@ -40,7 +40,7 @@ def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> Swee
         if complete(cfg, name):
             reused.append(name)
             continue
-        jobs[name] = [build_train_job(argv[1], argv[2:], site, job_name=f"{prefix}-{name}-train")
+        jobs[name] = [train_job(argv[1], argv[2:], site, job_name=f"{prefix}-{name}-train")
                       if step == "train" else render_step(site, slurm_dir, name, step, argv, prefix)
                       for step, argv in chain]
     report = render_step(site, slurm_dir, "", "report", report_argv(self_argv), prefix)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from pathlib import Path
 
 EPILOG = """examples:
   midtrain train demo_tiny optim.train_steps=20 run_dir=runs/try
@@ -32,25 +31,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def load_config(recipe: str, overrides: list[str]):
-    """A TrainConfig from a recipe name or a YAML file, with overrides applied and validated."""
-    from midtrain.config import ConfigError
+    """A TrainConfig from a train recipe or a YAML file (a run's config.yaml), with overrides applied and validated."""
     from midtrain.train.config import TrainConfig
+    from recipes import resolve_config
 
-    if recipe.endswith((".yaml", ".yml")) or Path(recipe).is_file():
-        path = Path(recipe)
-        if not path.is_file():
-            raise ConfigError(f"config file {recipe} does not exist")
-        cfg = TrainConfig.from_yaml(path)
-    else:
-        from recipes import get_recipe
-
-        r = get_recipe(recipe)
-        if r.kind not in ("train", "sft"):
-            raise ConfigError(f"recipe '{recipe}' is a {r.kind} recipe, not a train recipe")
-        cfg = r.fn()
-        if not isinstance(cfg, TrainConfig):
-            raise ConfigError(f"recipe '{recipe}' does not return a TrainConfig")
-    return cfg.apply_overrides(overrides).validate()
+    return resolve_config(recipe, TrainConfig, "train", overrides)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
-    from midtrain.demo import ensure_demo_shards
+    from midtrain.demo.shards import ensure_demo_shards
     from midtrain.train.trainer import NonFiniteError, train
 
     logging.getLogger("midtrain").setLevel(logging.INFO)

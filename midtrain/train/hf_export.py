@@ -113,10 +113,10 @@ def copy_tokenizer(dst: Path, tokenizer: str | Path | None, hf_source: Path | No
         if src == (Path(tokenizer) if tokenizer else None):
             raise ConfigError(f"--tokenizer {tokenizer}: no tokenizer files there ({', '.join(TOKENIZER_FILES)})")
     if family == "qwen3":
-        from midtrain.pack.tokenizer import load_tokenizer
+        from midtrain.formats.tokenizer import load_tokenizer
 
         load_tokenizer(None).save_pretrained(str(dst))
-        return "the default Qwen3 tokenizer (midtrain.pack.tokenizer)"
+        return "the default Qwen3 tokenizer (midtrain.formats.tokenizer)"
     raise ConfigError("no tokenizer found for the export: the run has no hf_source/ and its init_from is not a "
                       "Hugging Face directory; pass --tokenizer PATH (a HF model dir or tokenizer.json)")
 

@@ -12,10 +12,10 @@ import pytest
 import yaml
 
 from midtrain.config import ConfigError
-from midtrain.launch.protocol_job import build_chains, protocol_jobs
+from midtrain.launch.command import protocol_jobs, train_job
+from midtrain.launch.protocol_job import build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
 from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
-from midtrain.launch.train_job import build_train_job
 from recipes import get_recipe
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -50,7 +50,7 @@ def _check_golden(name: str, text: str) -> None:
 
 
 def test_golden_train_gpu_2x8_venv():
-    job = build_train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/golden", "parallel.tensor=2",
+    job = train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/golden", "parallel.tensor=2",
                                         "optim.train_steps=1000"], _site())
     _check_golden("train_gpu_2x8_venv.sbatch", job.script)
     # what a cluster engineer checks first
@@ -62,7 +62,7 @@ def test_golden_train_gpu_2x8_venv():
 def test_golden_train_gpu_2x8_container():
     site = _site(venv=None, container_image="nvcr.io#nvidia/pytorch:25.09-py3",
                  container_mounts=["/lustre:/lustre"])
-    job = build_train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/golden"], site)
+    job = train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/golden"], site)
     _check_golden("train_gpu_2x8_container.sbatch", job.script)
     srun = next(line for line in job.script.splitlines() if line.startswith("srun --wait"))
     assert "--container-image='nvcr.io#nvidia/pytorch:25.09-py3'" in srun
@@ -73,7 +73,7 @@ def test_golden_train_gpu_2x8_container():
 def test_golden_train_cpu():
     site = _site(train={"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1,
                         "time": "00:30:00"})
-    job = build_train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/cpu"], site)
+    job = train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/cpu"], site)
     _check_golden("train_cpu_1x2.sbatch", job.script)
     assert "gpus-per-node" not in job.script and "CUDA_DEVICE_MAX_CONNECTIONS" not in job.script
 
@@ -117,7 +117,7 @@ def _argv_from_script(script: str, launcher: str) -> list[str]:
 def test_train_job_replays_the_resolved_config(tmp_path):
     run_dir = tmp_path / "run"
     path = "/data/a b;$(touch /tmp/pwned)`id`'\"*"
-    job = build_train_job("demo_tiny", [GBS, f"run_dir={run_dir}", f"data.path={path}", "optim.train_steps=7"], _site())
+    job = train_job("demo_tiny", [GBS, f"run_dir={run_dir}", f"data.path={path}", "optim.train_steps=7"], _site())
     argv = _argv_from_script(job.script, "python -m midtrain.cli ")
     assert argv == ["train", str(run_dir / "slurm" / "config.yaml")]
     assert path not in job.script  # the override travels in config.yaml, never through the shell
@@ -140,23 +140,23 @@ def test_step_argv_reaches_the_job_verbatim_and_is_never_executed(tmp_path):
 @pytest.mark.parametrize("override", ["data.path=/x\nrm -rf /", "name=a\rb", "data.path=\x1b[31m"])
 def test_control_characters_are_rejected(override):
     with pytest.raises(LaunchError, match="control character"):
-        build_train_job("demo_tiny", [GBS, override], _site())
+        train_job("demo_tiny", [GBS, override], _site())
 
 
 def test_values_that_cannot_go_into_sbatch_lines_name_the_field():
     with pytest.raises(LaunchError, match="log file"):  # a space in the run dir would split #SBATCH --output
-        build_train_job("demo_tiny", [GBS, "run_dir=/lustre/my runs/x"], _site())
+        train_job("demo_tiny", [GBS, "run_dir=/lustre/my runs/x"], _site())
     with pytest.raises(LaunchError, match="job name"):
-        build_train_job("demo_tiny", [GBS, "run_dir=/r", "name=x$(id)"], _site())
+        train_job("demo_tiny", [GBS, "run_dir=/r", "name=x$(id)"], _site())
     with pytest.raises(LaunchError, match="partition"):
-        build_train_job("demo_tiny", [GBS, "run_dir=/r"], _site(partition="gpu;id"))
+        train_job("demo_tiny", [GBS, "run_dir=/r"], _site(partition="gpu;id"))
     with pytest.raises(LaunchError, match="env: 'BAD-NAME'"):
-        build_train_job("demo_tiny", [GBS, "run_dir=/r"], _site(env={"BAD-NAME": "1"}))
+        train_job("demo_tiny", [GBS, "run_dir=/r"], _site(env={"BAD-NAME": "1"}))
 
 
 def test_site_values_in_the_body_are_quoted(tmp_path):
     site = _site(workdir="/lustre/with space/$(id)", env={"X": "a'b $HOME"})
-    job = build_train_job("demo_tiny", [GBS, "run_dir=/r"], site)
+    job = train_job("demo_tiny", [GBS, "run_dir=/r"], site)
     assert "cd '/lustre/with space/$(id)'" in job.script
     out = subprocess.run(["bash", "-c", next(line for line in job.script.splitlines() if line.startswith("export X="))
                           + '; printf %s "$X"'], capture_output=True, text=True, check=True)
@@ -165,11 +165,11 @@ def test_site_values_in_the_body_are_quoted(tmp_path):
 
 def test_layout_must_fit_the_allocation():
     with pytest.raises(ConfigError, match="global_batch_size: 2 is not divisible by the data-parallel size 16"):
-        build_train_job("demo_tiny", ["run_dir=/r"], _site())
+        train_job("demo_tiny", ["run_dir=/r"], _site())
     with pytest.raises(ConfigError, match="parallel.data"):
-        build_train_job("demo_tiny", [GBS, "run_dir=/r", "parallel.data=3"], _site())
+        train_job("demo_tiny", [GBS, "run_dir=/r", "parallel.data=3"], _site())
     with pytest.raises(ConfigError, match="tensor\\*pipeline\\*context=3 does not divide the world size 16"):
-        build_train_job("demo_tiny", [GBS, "run_dir=/r", "model.num_layers=3", "parallel.pipeline=3"], _site())
+        train_job("demo_tiny", [GBS, "run_dir=/r", "model.num_layers=3", "parallel.pipeline=3"], _site())
 
 
 def test_site_config_errors_name_the_field(tmp_path):
@@ -188,7 +188,7 @@ def test_site_config_errors_name_the_field(tmp_path):
 
 def test_example_site_config_loads_and_renders():
     site = load_site(Path(__file__).resolve().parents[2] / "slurm" / "site.example.yaml")
-    job = build_train_job("demo_tiny", [GBS, "run_dir=/r"], site)
+    job = train_job("demo_tiny", [GBS, "run_dir=/r"], site)
     assert "#SBATCH --partition=gpu" in job.script and "#SBATCH --account=my-project" in job.script
     assert site.prep.partition == "cpu" and site.step_resources("report").gpus_per_node == 0
 

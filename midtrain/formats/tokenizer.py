@@ -52,7 +52,7 @@ def _bpe_file() -> Path:
 
 def chat_template() -> str:
     """Qwen3's chat template (Jinja), as shipped with the default tokenizer."""
-    return (resources.files("midtrain.pack") / "qwen3_chat_template.j2").read_text()
+    return (resources.files("midtrain.formats") / "qwen3_chat_template.j2").read_text()
 
 
 def _load_bpe(path: Path) -> dict[bytes, int]:

@@ -1,4 +1,4 @@
-"""Demo prep stage: all five sources on real local inputs, into WORKDIR/prep/<source>/.
+"""The demo's real local inputs for the five sources.
 
 repos and commits read this project's own git repository (the sample repository under data_prep/samples/
 turned into a small git history when the package is not in a git checkout); build logs come from running
@@ -8,7 +8,6 @@ pulls and traces use the shipped samples.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shutil
@@ -16,15 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from midtrain.sources.prep import STATS_FILE, prep
-
 log = logging.getLogger("midtrain.demo.prep")
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data_prep" / "samples"
-SOURCES = ["repos", "commits", "pulls", "buildlogs", "traces"]
-# This project is one repository: split it (at file boundaries) into a few documents so that packing's
-# by-document validation split holds repository text too, and the report shows a held-out repo loss.
-DEMO_OVERRIDES = {"repos": ["repos.max_doc_bytes=150000"]}
 
 
 def project_repo() -> Path | None:
@@ -82,36 +75,3 @@ def run_build_tools(dest: Path) -> Path:
         (dest / f"{name}.log").write_text(text)
     shutil.rmtree(project, ignore_errors=True)
     return dest
-
-
-def _done(out: Path) -> bool:
-    try:
-        return json.loads((out / STATS_FILE).read_text()).get("complete") is True
-    except (OSError, ValueError):
-        return False
-
-
-def demo_stage(workdir: Path) -> str:
-    prep_dir = Path(workdir) / "prep"
-    inputs_dir = prep_dir / "_inputs"
-    repo = project_repo() or sample_git_repo(inputs_dir / "sample_repo")
-    sources = {
-        "repos": [str(repo)],
-        "commits": [str(repo)],
-        "pulls": [str(SAMPLES / "pulls")],
-        "buildlogs": None,  # produced below only when needed
-        "traces": [str(SAMPLES / "traces")],
-    }
-    for source in SOURCES:
-        out = prep_dir / source
-        if _done(out):
-            log.info("prep %s: complete in %s, skipped", source, out)
-            continue
-        inputs = sources[source]
-        if source == "buildlogs":
-            inputs = [str(run_build_tools(inputs_dir / "buildlogs")), str(SAMPLES / "buildlogs" / "logs")]
-        stats = prep(source, inputs, out, DEMO_OVERRIDES.get(source))
-        assert stats is not None
-        log.info("prep %s: %d records -> %d documents (%.1f KB), %d dropped", source, stats["documents_in"],
-                 stats["documents_out"], stats["bytes_out"] / 1e3, stats["drops_total"])
-    return str(prep_dir)

@@ -1,0 +1,157 @@
+"""The demo's four stages, each through the stage's public entry point, writing under WORKDIR.
+
+- prep: all five sources on real local inputs (:mod:`midtrain.demo.inputs`) into WORKDIR/prep/<source>/.
+- pack: WORKDIR/prep/* into WORKDIR/shards at seq_length 2048 (the tiny CPU model's context).
+- train: demo_tiny on CPU on WORKDIR/shards into WORKDIR/runs/demo_tiny (a few minutes).
+- protocol: the evaluation protocol on the tiny model, before and after its short midtraining.
+  ``runs/demo_tiny_base`` is the tiny model's step-0 initialisation (built by the trainer's own model
+  provider with the demo_tiny recipe's seed, i.e. exactly the weights midtraining started from);
+  ``runs/demo_tiny`` is the midtrained run. Both get the identical SFT probe (sft_probe_demo) on the demo
+  traces, the proxy evals (held-out loss per source on WORKDIR/shards, code retrieval on WORKDIR/prep/repos),
+  then the report in WORKDIR/report/.
+
+Each stage returns its output path and skips what is already complete on a rerun.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from midtrain.demo.inputs import SAMPLES, project_repo, run_build_tools, sample_git_repo
+
+SOURCES = ["repos", "commits", "pulls", "buildlogs", "traces"]
+# This project is one repository: split it (at file boundaries) into a few documents so that packing's
+# by-document validation split holds repository text too, and the report shows a held-out repo loss.
+DEMO_OVERRIDES = {"repos": ["repos.max_doc_bytes=150000"]}
+DEMO_SEQ_LENGTH = 2048
+
+
+def _prep_done(out: Path) -> bool:
+    from midtrain.sources.prep import STATS_FILE
+
+    try:
+        return json.loads((out / STATS_FILE).read_text()).get("complete") is True
+    except (OSError, ValueError):
+        return False
+
+
+def prep_stage(workdir: Path) -> str:
+    from midtrain.sources.prep import prep
+
+    log = logging.getLogger("midtrain.demo.prep")
+    prep_dir = Path(workdir) / "prep"
+    inputs_dir = prep_dir / "_inputs"
+    repo = project_repo() or sample_git_repo(inputs_dir / "sample_repo")
+    sources = {
+        "repos": [str(repo)],
+        "commits": [str(repo)],
+        "pulls": [str(SAMPLES / "pulls")],
+        "buildlogs": None,  # produced below only when needed
+        "traces": [str(SAMPLES / "traces")],
+    }
+    for source in SOURCES:
+        out = prep_dir / source
+        if _prep_done(out):
+            log.info("prep %s: complete in %s, skipped", source, out)
+            continue
+        inputs = sources[source]
+        if source == "buildlogs":
+            inputs = [str(run_build_tools(inputs_dir / "buildlogs")), str(SAMPLES / "buildlogs" / "logs")]
+        stats = prep(source, inputs, out, DEMO_OVERRIDES.get(source))
+        assert stats is not None
+        log.info("prep %s: %d records -> %d documents (%.1f KB), %d dropped", source, stats["documents_in"],
+                 stats["documents_out"], stats["bytes_out"] / 1e3, stats["drops_total"])
+    return str(prep_dir)
+
+
+def pack_stage(workdir: Path) -> str:
+    from midtrain.pack.inspect import format_summary, summarize
+    from midtrain.pack.pack_step import PackConfig
+    from midtrain.pack.pipeline import pack
+
+    prep = Path(workdir) / "prep"
+    inputs = sorted(str(d) for d in prep.iterdir() if (d / "documents").is_dir() and any((d / "documents").glob("*.jsonl*"))) \
+        if prep.is_dir() else []
+    if not inputs:
+        raise FileNotFoundError(f"{prep}: no prep outputs with documents; run the prep stage first")
+    out = Path(workdir) / "shards"
+    # Small data: a larger validation share so every source has held-out documents for the proxy eval.
+    cfg = PackConfig(seq_length=DEMO_SEQ_LENGTH, valid_fraction=0.1, tasks=2)
+    pack(cfg, inputs, out)  # a no-op when the manifest already matches these inputs and settings
+    logging.getLogger("midtrain.demo.pack").info("\n%s", format_summary(summarize(out)))
+    return str(out)
+
+
+def _demo_tiny(overrides: list[str]):  # -> TrainConfig
+    # resolved here, not through train.command.load_config: `midtrain train` builds the demo shards with
+    # midtrain.demo.shards, so going through it would make an import loop
+    from midtrain.train.config import TrainConfig
+    from recipes import resolve_config
+
+    return resolve_config("demo_tiny", TrainConfig, "train", overrides)
+
+
+def train_stage(workdir: Path) -> str:
+    """Train demo_tiny on WORKDIR/shards; skipped when WORKDIR/runs/demo_tiny already finished."""
+    from midtrain.train import distributed
+    from midtrain.train.checkpoint import latest_checkpoint
+    from midtrain.train.trainer import train
+
+    run_dir = Path(workdir) / "runs" / "demo_tiny"
+    cfg = _demo_tiny([f"run_dir={run_dir}", f"data.path={Path(workdir) / 'shards'}"])
+    done = latest_checkpoint(run_dir)
+    if done is not None and done.name == f"iter_{cfg.optim.train_steps:07d}":
+        logging.getLogger("midtrain.demo.train").info("demo_tiny already trained (%s); skipped", done)
+        return str(run_dir)
+    result = train(cfg)
+    distributed.destroy()
+    if result["exit_code"] != 0:
+        raise RuntimeError(f"demo_tiny stopped early at step {result['step']} (exit {result['exit_code']}); "
+                           "rerun the demo to resume")
+    return str(run_dir)
+
+
+def demo_protocol(workdir: Path):  # -> ProtocolConfig
+    """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
+    from midtrain.eval.protocol import ProtocolConfig
+    from midtrain.train.checkpoint import latest_checkpoint
+    from recipes import resolve_config
+
+    w = Path(workdir)
+    cfg = resolve_config("protocol_demo", ProtocolConfig, "protocol", validate=False)
+    cfg.output = str(w / "runs" / "protocol")
+    cfg.checkpoints = {"base": str(w / "runs" / "demo_tiny_base"), "midtrained": str(w / "runs" / "demo_tiny")}
+    cfg.report_dir = str(w / "report")
+    cfg.proxy.shards = str(w / "shards")
+    cfg.proxy.retrieval.repos = str(w / "prep" / "repos")
+    cfg.sft_overrides = [f"traces=[{w / 'prep' / 'traces'}]"]
+    done = latest_checkpoint(w / "runs" / "demo_tiny")
+    steps = int(done.name.split("_")[-1]) if done is not None else "its"
+    cfg.notes["midtrained"] = f"demo_tiny after {steps} midtraining steps on the demo shards"
+    return cfg.validate()
+
+
+def protocol_stage(workdir: Path) -> str:
+    """SFT probe + proxy evals of the base and midtrained tiny checkpoints, then WORKDIR/report/report.md."""
+    from midtrain.eval.protocol import run_protocol
+    from midtrain.train.checkpoint import latest_checkpoint
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
+
+    w = Path(workdir)
+    midtrained = w / "runs" / "demo_tiny"
+    if latest_checkpoint(midtrained) is None:
+        raise FileNotFoundError(f"{midtrained}: no midtrained checkpoint; run the train stage first "
+                                "(`midtrain demo --only train`)")
+    # The recipe as the train stage ran it (same seed), so step 0 here is that run's starting point.
+    base_cfg = _demo_tiny([f"data.path={w / 'shards'}"])
+    logging.getLogger("midtrain.demo.protocol").info(
+        "base checkpoint: step-0 initialisation of demo_tiny -> %s",
+        save_initial_checkpoint(base_cfg, w / "runs" / "demo_tiny_base"))
+    cfg = demo_protocol(w)
+    rc = run_protocol(cfg)
+    report = Path(cfg.report_dir) / "report.md"
+    if rc != 0 or not report.exists():
+        raise RuntimeError(f"protocol stage failed (exit {rc}); see the log above and {cfg.output}")
+    return str(report)
