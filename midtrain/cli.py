@@ -38,7 +38,7 @@ COMMANDS = [
     Command("inspect", "midtrain.pack.inspect_command", "show packed shards (fill, splits, samples) or a data card",
             "tokenize and pack", "midtrain inspect out/shards --json"),
     Command("train", "midtrain.train.command", "midtrain a model on packed shards (megatron-core)",
-            "long-context trainer", "midtrain train demo_tiny optim.train_steps=20 run_dir=runs/try"),
+            "long-context trainer", "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try"),
     Command("sft", "midtrain.sft.command", "run the fixed short SFT probe on a checkpoint",
             "evaluation protocol", "midtrain sft sft_probe_demo --from runs/demo_tiny"),
     Command("eval", "midtrain.eval.command", "proxy metrics and SWE-bench runs for a checkpoint",
