@@ -52,6 +52,21 @@ def test_report_table_deltas_and_figures(tmp_path):
     assert "<table>" in (tmp_path / "report" / "report.html").read_text()
 
 
+def test_report_links_the_data_card_of_the_shards_measured_on(tmp_path):
+    _checkpoint(tmp_path / "base", heldout=2.0, sources={"repo": 3.0}, acc=0.25, nll=5.0)
+    _checkpoint(tmp_path / "mid", heldout=1.5, sources={"repo": 2.5}, acc=0.5, nll=4.0)
+    with_card, without = tmp_path / "shards", tmp_path / "other_shards"
+    with_card.mkdir()
+    (with_card / "datacard.md").write_text("# data card\n")
+    for name, shards in (("base", with_card), ("mid", without)):
+        f = tmp_path / name / "proxy" / "proxy_results.json"
+        f.write_text(json.dumps({**json.loads(f.read_text()), "config": {"shards": str(shards)}}))
+    md = write_report({"base": tmp_path / "base", "mid": tmp_path / "mid"}, tmp_path / "report").read_text()
+    assert "## Training data" in md
+    assert f"data card [{with_card / 'datacard.md'}]" in md
+    assert f"`midtrain inspect {without} --card` writes one" in md
+
+
 def test_report_lists_missing_results_and_flags_different_probes(tmp_path):
     _checkpoint(tmp_path / "a", heldout=2.0, sources={"repo": 3.0}, acc=0.0, nll=6.0)
     _checkpoint(tmp_path / "b", heldout=1.0, sources={"repo": 2.0}, acc=0.0, nll=5.0, probe_sha="other")

@@ -242,6 +242,24 @@ def plot_retrieval(results: list[CheckpointResults], path: Path) -> Path | None:
     return path
 
 
+def _training_data(results: list) -> list[str]:
+    """Links to the data cards of the shards the proxy evals read (what the checkpoints were measured on).
+
+    A card is what `midtrain inspect SHARDS --card` writes (SHARDS/datacard.md); shards without one get that
+    command instead, so a reader of the report knows how to see the data's composition.
+    """
+    shards = sorted({str((r.proxy or {}).get("config", {}).get("shards")) for r in results
+                     if (r.proxy or {}).get("config", {}).get("shards")})
+    if not shards:
+        return []
+    lines = ["## Training data", ""]
+    for d in shards:
+        card = Path(d) / "datacard.md"
+        lines.append(f"- `{d}`: data card [{card}]({card.resolve()})" if card.is_file() else
+                     f"- `{d}`: no data card yet (`midtrain inspect {d} --card` writes one)")
+    return lines + [""]
+
+
 # -- the report --------------------------------------------------------------------------------------
 def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str | None = None,
                  title: str = "midtraining comparison", notes: dict[str, str] | None = None) -> Path:
@@ -286,6 +304,7 @@ def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str 
     for key, path in figures.items():
         if path:
             md += [f"## {captions[key]}", "", f"![{captions[key]}]({path.name})", ""]
+    md += _training_data(results)
     problems = [p for r in results for p in r.problems]
     if problems:
         md += ["## Missing results", ""] + [f"- {p}" for p in problems] + [""]
