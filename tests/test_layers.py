@@ -115,48 +115,12 @@ def _graph() -> dict[str, set[str]]:
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    out: list[list[str]] = []
-    counter = 0
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            v, children = work[-1]
-            for w in children:
-                if w not in index:
-                    index[w] = low[w] = counter
-                    counter += 1
-                    stack.append(w)
-                    on_stack.add(w)
-                    work.append((w, iter(sorted(graph.get(w, ())))))
-                    break
-                if w in on_stack:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on_stack.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        out.append(sorted(comp))
-    return out
+    """Strongly connected components with more than one module (the repos reader's Tarjan, reused)."""
+    from midtrain.sources.ordering import strongly_connected_components
+
+    nodes = sorted(set(graph) | {w for ws in graph.values() for w in ws})
+    comps = strongly_connected_components(nodes, {v: set(graph.get(v, ())) for v in nodes})
+    return sorted(sorted(c) for c in comps if len(c) > 1)
 
 
 def test_imports_only_go_down_the_layers():

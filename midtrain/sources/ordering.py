@@ -208,7 +208,7 @@ def file_dependencies(files: dict[str, str]) -> dict[str, set[str]]:
     return deps
 
 
-def _components(nodes: list[str], deps: dict[str, set[str]]) -> list[list[str]]:
+def strongly_connected_components(nodes: list[str], deps: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components (Tarjan, iterative: deep import chains do not hit the recursion limit)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -270,7 +270,7 @@ def _order_component(comp: list[str], deps: dict[str, set[str]]) -> list[str]:
 def order_by_dependencies(deps: dict[str, set[str]]) -> list[str]:
     """Topological order of the components of ``deps`` (path -> paths it imports); see the module doc."""
     nodes = sorted(deps)
-    comps = _components(nodes, deps)
+    comps = strongly_connected_components(nodes, deps)
     comp_of = {p: i for i, comp in enumerate(comps) for p in comp}
     waiting = [0] * len(comps)  # components each one still waits for
     users: dict[int, set[int]] = defaultdict(set)
