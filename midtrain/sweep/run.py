@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def init_base(cfg: SweepConfig) -> Path:
     """The train recipe's step-0 initialisation (its seed) as a checkpoint at OUTPUT/base."""
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from midtrain.train.command import load_config
+    from midtrain.commands.train import load_config
 
     tcfg = load_config(cfg.train_recipe, [*cfg.train_overrides, f"seed={cfg.seed}"])
     return save_initial_checkpoint(tcfg, base_checkpoint(cfg))
