@@ -34,7 +34,7 @@ PLAN: dict[str, str] = {
     "midtrain demo --workdir .demo": RUN,
     "midtrain prep repos --input ~/src/proj --output out/prep/repos": RUN,
     "midtrain pack --input out/prep/* --output out/shards --seq-length 2048": RUN,
-    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine": RUN,
+    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine optim.train_steps=10": RUN,
     "midtrain submit protocol protocol_demo --dry-run": RUN,
     "midtrain report base=runs/p/base midtrained=runs/p/mid --output report/": RUN,
     "midtrain recipes": RUN,
@@ -57,7 +57,8 @@ PLAN: dict[str, str] = {
     "midtrain inspect out/shards": RUN,
     "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
     "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try": RUN,
-    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 run_dir=runs/tp2": RUN,
+    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 optim.train_steps=10 "
+    "run_dir=runs/tp2": RUN,
     "midtrain train runs/try/config.yaml optim.train_steps=20": RUN,
     "midtrain convert hf2mcore ~/models/Qwen3-8B-Base ckpt/qwen3-8b --tp 2": RUN,
     "midtrain train qwen3_8b_256k_h200 init_from=ckpt/qwen3-8b": GPU,
@@ -268,10 +269,13 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     shim = bin_dir / "midtrain"
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m midtrain.cli \"$@\"\n")
     shim.chmod(0o755)
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO),
            "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "MIDTRAIN_CACHE": os.environ.get("MIDTRAIN_CACHE", str(Path.home() / ".cache" / "midtrain"))}
     env.pop("MIDTRAIN_SITE", None)
+    # tests/conftest.py pins one thread for in-process tests; an example runs alone, so it uses every core as
+    # for a user (torchrun gives each of its ranks one thread itself)
+    env.pop("OMP_NUM_THREADS", None)
     return ws, env
 
 
