@@ -21,6 +21,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -285,7 +286,7 @@ def _output_dir(cmd: str) -> str | None:
 
 
 def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> str | None:
-    """Run one example; returns a failure description or None."""
+    """Run one example; returns a failure description or None. Prints its wall time (see it with `pytest -s`)."""
     line = cmd
     for prefix in ABSOLUTE:
         line = line.replace(prefix, f"{ws}{prefix}")
@@ -295,7 +296,9 @@ def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> str | No
     words = line.split()
     if out and len(words) > 1 and words[1] in ("prep", "pack") and "--dry-run" not in words:
         shutil.rmtree(ws / out, ignore_errors=True)  # each example as a fresh user runs it, not a resume
+    start = time.monotonic()
     r = subprocess.run(["bash", "-c", line], cwd=ws, env=env, capture_output=True, text=True, timeout=1800)
+    print(f"[{time.monotonic() - start:6.1f} s] {cmd}", flush=True)
     if r.returncode != 0:
         return f"$ {cmd}\nexit {r.returncode}\n{r.stderr[-2500:]}"
     return None
