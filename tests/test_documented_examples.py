@@ -119,10 +119,12 @@ PLAN: dict[str, str] = {
     "midtrain config protocol_demo": RUN,
     "midtrain prep repos repos.columns.license=max_stars_repo_licenses --input s3://my-bucket/the-stack/data/python "
     "--output /lustre/prep/repos --executor slurm --tasks 64 --site site.yaml --dry-run": RUN,
-    # bench/ scripts: run with their README arguments by tests/test_bench_plan.py and tests/test_hf_gpu_check.py
-    ".venv/bin/python bench/plan.py --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
+    "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
     "commits=1TB pulls=200GB traces=50GB buildlogs=300GB --mixture repos=0.55 commits=0.15 pulls=0.1 traces=0.1 "
-    "buildlogs=0.1": OTHER,
+    "buildlogs=0.1": RUN,
+    "midtrain plan --total-tokens 20e9 --gpus 8 --tokens-per-s-per-gpu 9000 --input repos=40Gtok traces=2Gtok "
+    "--mixture repos=0.9 traces=0.1 --rate curate=2.0 repos=1.1 --task-hours 1": RUN,
+    # bench/ scripts: run with their README arguments by tests/test_hf_gpu_check.py
     "bench/gpu_check.sh --dry-run": OTHER,
     "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
     "--output /tmp/bench_index.json.gz": RUN,
