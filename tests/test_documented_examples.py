@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from documented_examples import REPO, documented_examples
@@ -54,6 +55,8 @@ PLAN: dict[str, str] = {
     "midtrain pack --input out/prep/* --output out/shards --mixture swe_midtrain pad_multiple=16 seed=1": RUN,
     "midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=512 --executor slurm "
     "--site site.yaml": SUBMIT,
+    "midtrain prep repos --input ~/src/proj --output s3://my-bucket/prep/repos": RUN,  # the workspace's S3 server
+    "midtrain pack --input s3://my-bucket/prep/repos --output s3://my-bucket/shards --seq-length 2048": RUN,
     "midtrain inspect out/shards": RUN,
     "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
     "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try": RUN,
@@ -200,8 +203,9 @@ def _git(repo: Path, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """Tiny stand-ins for every path the examples name; returns (workspace, environment)."""
+def workspace(tmp_path_factory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Tiny stand-ins for every path the examples name, and an S3 API server on loopback (moto's server mode)
+    with the bucket the object-storage examples use; yields (workspace, environment)."""
     sys.path.insert(0, str(REPO / "tests"))
     from hf_helpers import make_hf_model, save_tiny_tokenizer
 
@@ -274,7 +278,19 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
            "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "MIDTRAIN_CACHE": os.environ.get("MIDTRAIN_CACHE", str(Path.home() / ".cache" / "midtrain"))}
     env.pop("MIDTRAIN_SITE", None)
-    return ws, env
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": f"http://{host}:{port}"})
+    import boto3
+
+    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket="my-bucket")
+    yield ws, env
+    server.stop()
 
 
 def _output_dir(cmd: str) -> str | None:

@@ -65,6 +65,19 @@ def test_pack_reads_a_bucket_writes_shards_to_a_bucket_and_resumes_there(s3, tmp
         assert m[key] == m_local[key], key
     assert m["split_documents"] > 0 and m["splits"]["valid"]["tokens"] > 0
 
+    # The data card of shards in a bucket: written there, with the card of the input read from the bucket.
+    assert main(["inspect", "s3://shards/run", "--card"]) == 0
+    card = json.loads(s3.cat("shards/run/datacard.json"))
+    assert s3.exists("shards/run/datacard.md") and s3.exists("shards/run/datacard.png")
+    assert main(["inspect", str(tmp_path / "local_shards"), "--card"]) == 0
+    card_local = json.loads((tmp_path / "local_shards" / "datacard.json").read_text())
+    assert card["by_source"] == card_local["by_source"] and card["inputs"][0]["prep_dir"] == "s3://prepared/repos"
+    for key in ("documents", "tokens", "tokens_exact", "by_language", "top_repositories"):
+        assert card["inputs"][0][key] == card_local["inputs"][0][key], key
+    assert card["inputs"][0]["documents"] == 6 and card["inputs"][0]["tokens_exact"]
+    for name in ("datacard.json", "datacard.md", "datacard.png"):
+        s3.rm(f"shards/run/{name}")
+
     # A copy on a filesystem is what the trainer reads.
     from midtrain.formats.shard_reader import PackedDataset
 
