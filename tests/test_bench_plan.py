@@ -44,6 +44,8 @@ def test_readme_example_is_the_documented_command(capsys):
     assert stage_rows(out, "repos")["read"][4:6] == ["0.76", "1,096"] and stage_rows(out, "repos")["read"][8] == "549"
     # traces: 50 GB kept at 0.8 -> 11.4 Gtok available for a 50 Gtok target: more than max_repeat=4 epochs
     assert [line for line in out.splitlines() if line.startswith("traces ") and "capped" in line]
+    # pack tasks hold at most 2 Gtok each: 275 + 75 + 50 + 45.7 (traces, capped at 4 x 11.4) + 50 Gtok -> 249
+    assert "  midtrain pack ... tokenize_tasks=149 tasks=249\n" in out
 
 
 def test_figures_follow_from_the_rates(tmp_path, capsys):
@@ -62,6 +64,8 @@ def test_figures_follow_from_the_rates(tmp_path, capsys):
     assert rows["tokenize"][8] == "2" and rows["tokenize"][6:8] == ["20.6", "GB"]
     # 1e9 tokens at 1000 tokens/s on one GPU = 277.8 hours
     assert "= 277.8 hours" in out
+    # one prep run does read + curate: 25 core-hours -> 25 one-hour tasks; pack 1e9 tokens fits one task
+    assert "  midtrain prep repos ... --tasks 25\n  midtrain pack ... tokenize_tasks=2 tasks=1\n" in out
 
 
 def test_bench_json_outputs_and_single_rates_override_the_defaults(tmp_path):

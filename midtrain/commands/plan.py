@@ -3,7 +3,8 @@
 From per-core rates, the input size per source (bytes, or tokens: 5e9tok, 100Gtok) and a target mixture,
 prints per source and stage (read, curate, tokenize, pack) the core-hours, the disk the stage writes and a
 suggested --tasks (one task about --task-hours on one core), the tokens available after curation against
-the mixture's target, and the training time at --tokens-per-s-per-gpu on --gpus GPUs.
+the mixture's target, the --tasks of each prep run and of the pack run, and the training time at
+--tokens-per-s-per-gpu on --gpus GPUs.
 
 Rates are MB/s of input per core. The defaults were measured with bench/ on a loaded 2-core VM; measure on
 your own nodes and pass the JSON that bench/bench_prep.py, bench/bench_curate.py and bench/bench_tokenize.py

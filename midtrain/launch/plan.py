@@ -6,7 +6,8 @@ stage (read, curate, tokenize, pack):
 
 - core-hours (input MB / (MB/s per core) / 3600),
 - disk written by the stage (raw and curated JSONL.gz, tokenized cache and shards at 4 bytes per token),
-- a suggested ``--tasks`` so that one task runs about ``task_hours`` on one core,
+- a suggested ``--tasks`` so that one task runs about ``task_hours`` on one core (and a pack task holds at
+  most PACK_TOKENS_PER_TASK tokens), summed up as the prep and pack command lines to run,
 
 and per source the tokens available after curation against the mixture's target (repeats needed, and
 whether ``max_repeat`` caps it); :func:`training_hours` gives the training time at a tokens/s/GPU.
@@ -40,6 +41,8 @@ DEFAULT_RATES: dict = {
 }
 # fraction of a source's input bytes that curation keeps (filters, dedup, license): assumptions to override
 DEFAULT_KEEP = {"repos": 0.45, "commits": 0.6, "pulls": 0.7, "buildlogs": 0.3, "traces": 0.8}
+# A pack task holds its share's piece table in memory: a few billion tokens per task (README, "Scale").
+PACK_TOKENS_PER_TASK = 2e9
 UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,
          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 TOKEN_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
@@ -134,13 +137,14 @@ class Stage:
     input_bytes: float
     mb_per_s: float
     disk_bytes: float
+    min_tasks: int = 1  # pack: enough tasks that each holds at most PACK_TOKENS_PER_TASK
 
     @property
     def core_hours(self) -> float:
         return self.input_bytes / 1e6 / self.mb_per_s / 3600
 
     def tasks(self, task_hours: float) -> int:
-        return max(1, math.ceil(self.core_hours / task_hours))
+        return max(self.min_tasks, math.ceil(self.core_hours / task_hours))
 
 
 @dataclass
@@ -159,6 +163,21 @@ class Budget:
 class Plan:
     stages: list[Stage] = field(default_factory=list)
     budget: dict[str, Budget] = field(default_factory=dict)
+
+    def commands(self, task_hours: float) -> list[str]:
+        """The --tasks to give: one prep run per source (read and curate share its tasks), one pack run
+        (tokenize_tasks per input, tasks over all sources)."""
+        hours: dict[str, float] = {}
+        tokenize, pack = 1, 0
+        for s in self.stages:
+            if s.stage in ("read", "curate"):
+                hours[s.source] = hours.get(s.source, 0.0) + s.core_hours
+            elif s.stage == "tokenize":
+                tokenize = max(tokenize, s.tasks(task_hours))
+            else:
+                pack += s.tasks(task_hours)
+        lines = [f"midtrain prep {src} ... --tasks {max(1, math.ceil(h / task_hours))}" for src, h in hours.items()]
+        return lines + [f"midtrain pack ... tokenize_tasks={tokenize} tasks={max(pack, 1)}"]
 
     def totals(self) -> dict[str, tuple[float, float]]:
         """Per stage: (core-hours, disk bytes) summed over the sources."""
@@ -189,7 +208,8 @@ def plan(inputs: dict[str, Size], mixture: dict[str, float], total_tokens: float
             Stage(src, "read", raw, rates["read"][src], raw * gzip_ratio),
             Stage(src, "curate", raw, rates["curate"], kept * gzip_ratio),
             Stage(src, "tokenize", kept, rates["tokenize"], tokens_avail * 4),
-            Stage(src, "pack", used_tokens * bytes_per_token, rates["pack"], used_tokens * 4),
+            Stage(src, "pack", used_tokens * bytes_per_token, rates["pack"], used_tokens * 4,
+                  min_tasks=max(1, math.ceil(used_tokens / PACK_TOKENS_PER_TASK))),
         ]
     return result
 
@@ -220,4 +240,6 @@ def format_plan(result: Plan, task_hours: float, max_repeat: float) -> str:
         flag = "  > max_repeat: the target is capped" if b.repeats > max_repeat else ""
         lines.append(f"{src:<10} {human(b.tokens_target, 'tok'):>10} {human(b.tokens_available, 'tok'):>10} "
                      f"{b.repeats:>8.2f}{flag}")
-    return "\n".join(lines)
+    lines += ["", f"suggested (one task about {task_hours:g} core-hours; a pack task at most "
+                  f"{human(PACK_TOKENS_PER_TASK, 'tok')}):"]
+    return "\n".join(lines + ["  " + c for c in result.commands(task_hours)])
