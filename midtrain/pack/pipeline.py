@@ -4,6 +4,11 @@ The stages run through the stage runner (midtrain.runner): locally in order, or 
 job arrays (tokenize per input, then packing, then a one-task manifest job), submitted at once. Reruns skip finished
 work: a tokenize cache whose documents did not change, pack tasks whose completion markers exist, and the
 whole run when the manifest already records the same configuration and inputs.
+
+Inputs and the output may be fsspec URLs (``s3://bucket/prefix``; see midtrain.locations): documents are read
+through datatrove's data folders, the tokenize cache is written beside them, and the completion markers,
+task stats and manifest live in the bucket. Files that must be local (memory-mapped token and shard files)
+are copied to, or written in, a task's scratch folder under $TMPDIR and uploaded when the task is done.
 """
 
 from __future__ import annotations
