@@ -54,6 +54,9 @@ COMMANDS = [
             "--output /tmp/bench_index.json.gz"),
     Command("sweep", "midtrain.commands.sweep", "run ablation variants through the fixed SFT probe, ranked",
             "ablation sweeps", "midtrain sweep sweep_demo --dry-run"),
+    Command("plan", "midtrain.commands.plan", "core-hours, disk, --tasks and training time of a run, before it",
+            "planning", "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
+            "--mixture repos=1"),
     Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
             "foundation", "midtrain demo --workdir .demo"),
 ]

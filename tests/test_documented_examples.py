@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from documented_examples import REPO, documented_examples
@@ -55,6 +56,8 @@ PLAN: dict[str, str] = {
     "midtrain pack --input out/prep/* --output out/shards --mixture swe_midtrain pad_multiple=16 seed=1": RUN,
     "midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=512 --executor slurm "
     "--site site.yaml": SUBMIT,
+    "midtrain prep repos --input ~/src/proj --output s3://my-bucket/prep/repos": RUN,  # the workspace's S3 server
+    "midtrain pack --input s3://my-bucket/prep/repos --output s3://my-bucket/shards --seq-length 2048": RUN,
     "midtrain inspect out/shards": RUN,
     "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
     "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try": RUN,
@@ -121,10 +124,12 @@ PLAN: dict[str, str] = {
     "midtrain config protocol_demo": RUN,
     "midtrain prep repos repos.columns.license=max_stars_repo_licenses --input s3://my-bucket/the-stack/data/python "
     "--output /lustre/prep/repos --executor slurm --tasks 64 --site site.yaml --dry-run": RUN,
-    # bench/ scripts: run with their README arguments by tests/test_bench_plan.py and tests/test_hf_gpu_check.py
-    ".venv/bin/python bench/plan.py --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
+    "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
     "commits=1TB pulls=200GB traces=50GB buildlogs=300GB --mixture repos=0.55 commits=0.15 pulls=0.1 traces=0.1 "
-    "buildlogs=0.1": OTHER,
+    "buildlogs=0.1": RUN,
+    "midtrain plan --total-tokens 20e9 --gpus 8 --tokens-per-s-per-gpu 9000 --input repos=40Gtok traces=2Gtok "
+    "--mixture repos=0.9 traces=0.1 --rate curate=2.0 repos=1.1 --task-hours 1": RUN,
+    # bench/ scripts: run with their README arguments by tests/test_hf_gpu_check.py
     "bench/gpu_check.sh --dry-run": OTHER,
     "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
     "--output /tmp/bench_index.json.gz": RUN,
@@ -200,8 +205,9 @@ def _git(repo: Path, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """Tiny stand-ins for every path the examples name; returns (workspace, environment)."""
+def workspace(tmp_path_factory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Tiny stand-ins for every path the examples name, and an S3 API server on loopback (moto's server mode)
+    with the bucket the object-storage examples use; yields (workspace, environment)."""
     sys.path.insert(0, str(REPO / "tests"))
     from hf_helpers import make_hf_model, save_tiny_tokenizer
 
@@ -277,7 +283,19 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     # tests/conftest.py pins one thread for in-process tests; an example runs alone, so it uses every core as
     # for a user (torchrun gives each of its ranks one thread itself)
     env.pop("OMP_NUM_THREADS", None)
-    return ws, env
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": f"http://{host}:{port}"})
+    import boto3
+
+    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket="my-bucket")
+    yield ws, env
+    server.stop()
 
 
 def _output_dir(cmd: str) -> str | None:
