@@ -99,11 +99,8 @@ PLAN: dict[str, str] = {
     "midtrain inspect out/shards --sample 0 1": RUN,
     "midtrain inspect out/shards --png lengths.png": RUN,
     "torchrun --nproc-per-node 8 -m midtrain.cli train qwen3_8b_256k_h200 precision.fp8=hybrid": GPU,
-    "midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained": RUN,
     "midtrain sft sft_probe_demo --from runs/base --output runs/probe/base data_dir=runs/probe/sft_data "
     "train.optim.lr=5e-4": RUN,
-    "midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards "
-    "retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]": RUN,
     "midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench "
     "benchmarks=[verified] instance_slice=0:50 max_steps=100": RUN,
     "midtrain eval swebench --collect --output runs/p/midtrained/swebench": RUN,
@@ -142,7 +139,6 @@ PLAN: dict[str, str] = {
     "run_dir=runs/ep2": RUN,
     "midtrain config qwen3_30b_a3b_256k_h200": RUN,
     "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output runs/lm_eval/mid limit=4": RUN,
-    "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output out/lm_eval limit=4": RUN,
     "midtrain eval lm-eval --checkpoint runs/p/midtrained/sft/hf --output out/lm_eval device=cuda "
     "tasks=[humaneval,mbpp] allow_code_execution=true": GPU,
     "midtrain demo --only prep": RUN,
