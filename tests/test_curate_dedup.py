@@ -1,5 +1,5 @@
-"""Exact dedup sharded over tasks (datatrove's signature -> finder -> filter stages): the same documents whatever
-the number of tasks, finder tasks or input order; a relaunch after a crash resumes from the completion markers."""
+"""Dedup sharded over tasks (datatrove's exact signature -> finder -> filter stages, and MinHash): the same
+documents whatever the number of tasks, finder tasks or input order; a relaunch after a crash resumes."""
 
 from __future__ import annotations
 
@@ -19,19 +19,24 @@ from sources_fixtures import make_repo
 BISECT, COLORSYS, SHLEX, TEXTWRAP, JSON_DEC = (stdlib(p) for p in ("bisect.py", "colorsys.py", "shlex.py",
                                                                     "textwrap.py", "json/decoder.py"))
 EXACT_ONLY = ["dedup.near=false", "redact.enabled=false"]
+PATCHED_LEXER = SHLEX.replace("class shlex:", "class shlex:  # a locally patched copy\n    patched = True")
 
 
 def raw_files() -> list[list[dict]]:
-    """Six raw files: forks, vendored files and repeated documents, copies spread over the files both ways round."""
+    """Six raw files: forks, vendored files and repeated documents, copies spread over the files both ways round;
+    one edited document and one edited file (near duplicates)."""
     return [
         [repo_row("zz/tool", {"lex.py": SHLEX, "wrap.py": TEXTWRAP, "util.py": BISECT})],
         [doc_row("PR: fix\n" + COLORSYS, "pr-9"), repo_row("aa/other", {"vendor/decoder.py": JSON_DEC,
                                                                             "enc.py": stdlib("json/encoder.py")})],
         [repo_row("mm/tool-fork", {"lex.py": SHLEX, "wrap.py": TEXTWRAP, "util.py": BISECT})],
-        [doc_row("PR: fix\n" + COLORSYS.replace("\n\n", "\n  \n"), "pr-1"), doc_row("PR: other\n" + BISECT, "pr-2")],
-        [repo_row("bb/app", {"decoder.py": JSON_DEC, "own.py": "# own code\n" + COLORSYS}),
+        [doc_row("PR: fix\n" + COLORSYS.replace("\n\n", "\n  \n"), "pr-1"),
+         doc_row("PR: other\n" + stdlib("fnmatch.py"), "pr-2")],
+        [repo_row("bb/app", {"decoder.py": JSON_DEC, "own.py": stdlib("string.py")}),
          doc_row("PR: fix\n" + COLORSYS, "pr-5")],
-        [repo_row("cc/vendoring", {"third_party/lex.py": SHLEX, "main.py": stdlib("heapq.py")})],
+        [repo_row("cc/vendoring", {"third_party/lex.py": SHLEX, "main.py": stdlib("heapq.py")}),
+         doc_row("PR: fix (v2)\n" + COLORSYS.replace("Return", "Give back"), "pr-0")],
+        [repo_row("dd/patched", {"lexer.py": PATCHED_LEXER, "cal.py": stdlib("calendar.py")})],
     ]
 
 
@@ -55,17 +60,18 @@ def run(tmp: Path, name: str, tasks: int, overrides: list[str], reverse: bool = 
 
 @pytest.mark.slow
 def test_one_and_four_tasks_keep_the_same_copies(tmp_path):
-    one, one_counts, _ = run(tmp_path, "one", 1, EXACT_ONLY)
-    four, four_counts, prep4 = run(tmp_path, "four", 4, EXACT_ONLY)
+    settings = ["redact.enabled=false"]  # exact and near dedup on
+    one, one_counts, _ = run(tmp_path, "one", 1, settings)
+    four, four_counts, prep4 = run(tmp_path, "four", 4, settings)
     # the input files in the other order, one task, three finder tasks: still the same copies kept
-    rev, _, _ = run(tmp_path, "rev", 1, EXACT_ONLY + ["dedup.finder_tasks=3"], reverse=True)
+    rev, _, _ = run(tmp_path, "rev", 1, settings + ["dedup.finder_tasks=3"], reverse=True)
     assert four == one and rev == one
     assert sorted((prep4 / "work" / "dedup" / "exact_signatures").iterdir())[-1].name == "0003"  # 4 finder tasks
 
     docs = [json.loads(line) for line in one]
     ids = sorted(d["id"] for d in docs)
     # one of the three equal PRs (whitespace aside) and one of the two identical repositories survive
-    assert sum(i.startswith("pr-") and i != "pr-2" for i in ids) == 1
+    assert sum(i.startswith("pr-") and i != "pr-2" for i in ids) == 1  # the edited one (pr-0) included
     assert ("repo:zz/tool" in ids) != ("repo:mm/tool-fork" in ids)
     for counts in (one_counts, four_counts):
         assert count(counts, "dedup", "dropped_exact_duplicate") == 2
@@ -74,6 +80,8 @@ def test_one_and_four_tasks_keep_the_same_copies(tmp_path):
         # every repository holds enough of its own code not to be dropped as a fork for it)
         assert count(counts, "dedup", "removed_exact_duplicate_file") == 2
         assert count(counts, "exact find", "exact_duplicates") == 2 + 3 + 2
+        assert count(counts, "dedup", "dropped_near_duplicate") == 1
+        assert count(counts, "dedup", "removed_near_duplicate_file") == 1
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ the filtered documents, so a unit is named by (task rank, position), as datatrov
 3. ``dedup_sig``       every task computes datatrove MinHash signatures of the units still in play
                        (a whitespace word tokenizer: no spaCy);
 4. ``dedup_buckets``   datatrove MinhashDedupBuckets, one task per bucket;
-5. ``dedup_cluster``   datatrove MinhashDedupCluster (one task);
+5. ``dedup_cluster``   datatrove MinhashDedupCluster (one task), then in each cluster the unit with the
+                       smallest stable key is kept, as in the exact step;
 6. ``dedup_filter``    every task drops duplicate documents (``dropped_exact_duplicate``,
                        ``dropped_near_duplicate``), cuts duplicate files out of repositories
                        (``removed_exact_duplicate_file`` ...) and drops a repository when (almost) all of it
@@ -222,25 +223,34 @@ def _load_removals(folder: str | None, name: str) -> set[int]:
         return set(np.frombuffer(f.read(), dtype="<u4").tolist())
 
 
+KEY_DTYPE = np.dtype([("key", "<u8"), ("part", "<u4")])
+
+
 class NearDupUnits(PipelineStep):
-    """Turns each document into its units (minus exact duplicates) for the MinHash signature step."""
+    """Turns each document into its units (minus exact duplicates) for the MinHash signature step, and writes
+    each unit's stable key (document key, part) in the same order to ``<keys_folder>/<rank:06d>.keys``."""
 
     type = "🫂 - DEDUP"
     name = "🧩 units"
 
-    def __init__(self, exact_folder: str | None, min_file_chars: int):
+    def __init__(self, exact_folder: str | None, keys_folder: str, min_file_chars: int):
         super().__init__()
         self.exact_folder = exact_folder
+        self.keys_folder = keys_folder
         self.min_file_chars = min_file_chars
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         exact = exact_removals(self.exact_folder, rank)
-        i = 0
+        i, keys = 0, []
         for doc in data or []:
-            for u in safe_units(doc, self.min_file_chars):
+            key = document_key(doc)
+            for part, u in enumerate(safe_units(doc, self.min_file_chars)):
                 if i not in exact:
+                    keys.append((key, part))
                     yield Document(text=u.text, id=f"{doc.id}#{u.span.path if u.span else ''}")
                 i += 1
+        with get_datafolder(self.keys_folder).open(f"{rank:06d}.keys", "wb") as f:
+            f.write(np.array(keys, dtype=KEY_DTYPE).tobytes())
 
 
 class CodeMinhashSignature(MinhashDedupSignature):
@@ -248,6 +258,41 @@ class CodeMinhashSignature(MinhashDedupSignature):
 
     def __init__(self, output_folder: str, config: MinhashConfig):
         super().__init__(output_folder, config=config, language=CodeWordTokenizer())
+
+
+class NearKeepSmallestKey(PipelineStep):
+    """After datatrove's MinhashDedupCluster (``save_cluster_id=True``), in the same task: in each cluster of
+    near duplicates, keeps the unit with the smallest (document key, part), as the exact step does, instead of
+    the cluster's union-find root (a position, which depends on the task count); writes ``<rank:06d>.remove``.
+    Its memory is the members of the clusters, as the cluster step's own."""
+
+    type = "🫂 - DEDUP"
+    name = "🎯 near keep"
+
+    def __init__(self, cluster_folder: str, keys_folder: str, output_folder: str):
+        super().__init__()
+        self.cluster_folder, self.keys_folder, self.output_folder = cluster_folder, keys_folder, output_folder
+
+    def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        clusters, keys_df = get_datafolder(self.cluster_folder), get_datafolder(self.keys_folder)
+        members: dict[int, list[tuple[int, int, int, int]]] = {}
+        with self.track_time():
+            for name in clusters.list_files(glob_pattern="*.clusters"):
+                file = int(name.split(".")[0])
+                with clusters.open(name, "rb") as f:
+                    pairs = np.frombuffer(f.read(), dtype="<u4").reshape(-1, 2)
+                with keys_df.open(f"{file:06d}.keys", "rb") as f:
+                    keys = np.frombuffer(f.read(), dtype=KEY_DTYPE)
+                for doc, cluster in pairs.tolist():
+                    members.setdefault(cluster, []).append((int(keys[doc]["key"]), int(keys[doc]["part"]), file, doc))
+            with get_datafolder(self.output_folder).get_output_file_manager(mode="wb") as out:
+                for group in members.values():
+                    self.stat_update("clusters")
+                    for _key, _part, file, doc in sorted(group)[1:]:
+                        out.write(f"{file:06d}.remove", struct.pack("<I", doc))
+                        self.stat_update("to_remove")
+        if False:
+            yield
 
 
 class DedupFilter(CurationStep):

@@ -31,7 +31,7 @@ from midtrain.config import Config
 from midtrain.curate.base import ValidateDocuments
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter, SweBenchRepoFilter
 from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig, DedupFilter, ExactUnitFind, \
-    ExactUnitSignature, NearDupUnits
+    ExactUnitSignature, NearDupUnits, NearKeepSmallestKey
 from midtrain.curate.license import LicenseConfig, LicenseFilter
 from midtrain.curate.quality import QualityConfig, QualityFilter
 from midtrain.formats.documents import DocumentReader, DocumentWriter
@@ -111,7 +111,8 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
     exact_dir = str(work / "dedup" / "exact") if d.exact else None  # removal lists (<finder>/<rank>.c4_dup)
     finders = d.finder_tasks or tasks
     mh = d.minhash()
-    sig_dir, bucket_dir, near_dir = (str(work / "dedup" / x) for x in ("signatures", "buckets", "remove"))
+    sig_dir, bucket_dir, cluster_dir, keys_dir, near_dir = (
+        str(work / "dedup" / x) for x in ("signatures", "buckets", "clusters", "keys", "remove"))
 
     def reader() -> DocumentReader:
         return DocumentReader(filtered, add_file_path=False)
@@ -121,11 +122,13 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
                                                    ExactUnitSignature(exact_sigs, d.min_file_chars, finders)]))
         stages.append(CurationStage("dedup_exact", [ExactUnitFind(exact_sigs, exact_dir)], finders))
     if d.near:
-        stages.append(CurationStage("dedup_sig", [reader(), NearDupUnits(exact_dir, d.min_file_chars),
-                                                  CodeMinhashSignature(sig_dir, mh)]))
+        stages.append(CurationStage("dedup_sig", [
+            reader(), NearDupUnits(exact_dir, keys_dir, d.min_file_chars), CodeMinhashSignature(sig_dir, mh)]))
         stages.append(CurationStage("dedup_buckets", [MinhashDedupBuckets(sig_dir, bucket_dir, config=mh)],
                                     d.num_buckets))
-        stages.append(CurationStage("dedup_cluster", [MinhashDedupCluster(bucket_dir, near_dir, config=mh)], 1))
+        stages.append(CurationStage("dedup_cluster", [
+            MinhashDedupCluster(bucket_dir, cluster_dir, config=mh, save_cluster_id=True),
+            NearKeepSmallestKey(cluster_dir, keys_dir, near_dir)], 1))
     stages.append(CurationStage("dedup_filter", [
         reader(), DedupFilter(d, exact_dir, near_dir if d.near else None, exc("dedup")),
         DocumentWriter(out_dir)]))
