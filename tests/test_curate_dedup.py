@@ -115,3 +115,20 @@ def test_a_relaunch_after_a_crashed_finder_task_resumes(tmp_path):
     stats = json.loads((out / "stats.json").read_text())
     assert stats["documents_out"] == 1 and stats["complete"]
     assert sum(v for k, v in stats["drops"].items() if "duplicate" in k) == 3
+
+
+def test_the_finder_refuses_fewer_tasks_than_hash_ranges(tmp_path):
+    """Signatures split for 3 finder tasks, finder run as 1 task: it would miss two ranges, so it stops."""
+    from datatrove.data import Document
+
+    from midtrain.curate.dedup import ExactUnitFind, ExactUnitSignature
+
+    docs = [Document(text=f"document number {i % 5} " * 20, id=str(i)) for i in range(20)]
+    list(ExactUnitSignature(str(tmp_path / "sigs"), 10, 3).run(iter(docs), rank=0, world_size=1))
+    assert sorted(p.name for p in (tmp_path / "sigs").iterdir()) == ["0000", "0001", "0002"]
+    with pytest.raises(ValueError, match="more than 1 finder tasks"):
+        list(ExactUnitFind(str(tmp_path / "sigs"), str(tmp_path / "dups")).run(rank=0, world_size=1))
+    found = ExactUnitFind(str(tmp_path / "sigs"), str(tmp_path / "dups"))
+    for rank in range(3):
+        list(found.run(rank=rank, world_size=3))
+    assert found.stats["exact_duplicates"].total == 15  # 20 documents, 5 distinct texts

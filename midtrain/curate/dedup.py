@@ -120,8 +120,9 @@ def exact_hash(text: str) -> int:
 # the document key is xxhash64 of the document's id and text. Nothing in it depends on where the document sits
 # (task, file, position), so every task count keeps the same copies. All duplicate files of one document share
 # its key, so a fork loses all its shared files to the same original and is dropped whole (duplicate_repo).
-# datatrove's own finder keeps the copy with the highest 16-bit priority, then by position in its task's file,
-# which depends on the task count; the subclasses below only widen its signature record by the stable key.
+# datatrove's own finder keeps the copy with the highest 16-bit priority, then the lowest position in its task's
+# file, which depends on the task count. So the subclasses below write a wider record (hash, key, part, position)
+# and keep by it; datatrove's stage structure and file layout (hash-range folders, .c4_sig, .c4_dup) stay.
 
 SIG_EXT, DUP_EXT = ExtensionHelperSD.stage_1_signature, ExtensionHelperSD.stage_2_duplicates
 SIG_DTYPE = np.dtype([("hash", "<u8"), ("key", "<u8"), ("part", "<u4"), ("unit", "<u4")])
@@ -184,6 +185,9 @@ class ExactUnitFind(ExactFindDedups):
                 yield h, key, part, stem, unit
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        if self.data_folder.exists(f"{world_size:04d}"):
+            raise ValueError(f"exact dedup: signatures in {self.data_folder.path} were split for more than "
+                             f"{world_size} finder tasks; run the finder with as many tasks as finder_workers")
         names = self.data_folder.list_files(subdirectory=f"{rank:04d}", glob_pattern="*" + SIG_EXT)
         last = None
         with self.track_time(), self.output_folder.get_output_file_manager(mode="wb") as out:
