@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 import logging
 import struct
+from array import array
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -148,19 +149,23 @@ class ExactUnitSignature(ExactDedupSignature):
         self.min_file_chars = min_file_chars
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        sigs = []
+        hashes, keys, parts = array("Q"), array("Q"), array("I")  # 20 bytes a unit until saved
         for doc in data or []:
             with self.track_time():
                 key = document_key(doc)
                 for part, u in enumerate(safe_units(doc, self.min_file_chars)):
-                    sigs.append((exact_hash(u.text), key, part, len(sigs)))
+                    hashes.append(exact_hash(u.text))
+                    keys.append(key)
+                    parts.append(part)
                     self.stat_update("units")
+        sigs = np.empty(len(hashes), dtype=SIG_DTYPE)
+        sigs["hash"], sigs["key"], sigs["part"], sigs["unit"] = hashes, keys, parts, np.arange(len(hashes))
         self.save_hashes(rank, sigs)
         if False:  # a generator step that yields nothing (the stage ends here)
             yield
 
-    def save_hashes(self, rank: int, signatures: list[tuple[int, int, int, int]]) -> None:
-        sigs = np.sort(np.array(signatures, dtype=SIG_DTYPE), order=["hash", "key", "part", "unit"])
+    def save_hashes(self, rank: int, signatures: np.ndarray) -> None:
+        sigs = np.sort(signatures, order=["hash", "key", "part", "unit"])
         per_worker = np.iinfo(np.uint64).max // self.finder_workers
         bounds = np.array([(w + 1) * per_worker for w in range(self.finder_workers - 1)], dtype=np.uint64)
         for w, chunk in enumerate(np.split(sigs, np.searchsorted(sigs["hash"], bounds, side="right"))):
