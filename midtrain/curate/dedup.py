@@ -16,7 +16,10 @@ the filtered documents, so a unit is named by (task rank, position), as datatrov
 6. ``dedup_filter``    every task drops duplicate documents (``dropped_exact_duplicate``,
                        ``dropped_near_duplicate``), cuts duplicate files out of repositories
                        (``removed_exact_duplicate_file`` ...) and drops a repository when (almost) all of it
-                       is duplicate (``dropped_duplicate_repo``: a fork).
+                       is duplicate (``dropped_duplicate_repo``: a fork) - a rule on one document at a time,
+                       given the removal lists, so it needs no state shared between tasks.
+
+Only ``dedup_cluster`` is one task (as in datatrove); its memory is the near-duplicate units, not all units.
 """
 
 from __future__ import annotations
