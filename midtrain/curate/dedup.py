@@ -31,7 +31,7 @@ from datatrove.utils.hashing import HashConfig, create_hash_func
 
 from midtrain.config import Config, require
 from midtrain.curate.base import CodeWordTokenizer, CurationStep, Drop, FileSpan, is_repo_doc, remove_files, \
-    repo_files
+    repo_files, simplified_words, word_ngrams
 
 log = logging.getLogger("midtrain.curate")
 
@@ -197,11 +197,44 @@ class NearDupUnits(PipelineStep):
                 i += 1
 
 
+_MERSENNE = np.uint64((1 << 61) - 1)  # datatrove's MinHash modulus
+_SHIFT61 = np.uint64(61)
+_SIGNATURE_BLOCK = 2048  # shingles per block: 2048 x 112 hashes x 8 bytes stays in a core's cache
+
+
 class CodeMinhashSignature(MinhashDedupSignature):
-    """datatrove's MinHash signature step with a whitespace word tokenizer (code, logs: no spaCy)."""
+    """datatrove's MinHash signature step with a whitespace word tokenizer (code, logs: no spaCy).
+
+    Shingles are datatrove's (hashes of the word n-grams of the simplified text), made by midtrain's faster
+    equivalents of its text simplification and n-gram join.
+    """
 
     def __init__(self, output_folder: str, config: MinhashConfig):
         super().__init__(output_folder, config=config, language=CodeWordTokenizer())
+
+    def get_signature(self, shingles: np.ndarray) -> list[list[int]]:
+        """datatrove's signature (per hash function, the least ``(a*x + b) mod (2**61 - 1)`` over the
+        shingles, in uint64 arithmetic), the same values, computed over blocks of shingles that stay in cache
+        and with the modulo as shift-and-add (2**61 = 1 mod 2**61 - 1) instead of a division."""
+        if self.config.hash_config.precision != 64:
+            return super().get_signature(shingles)
+        a, b = self.parameters
+        x = shingles.reshape(-1)
+        sig = np.full(a.shape[1], np.iinfo(np.uint64).max, dtype=np.uint64)
+        for i in range(0, len(x), _SIGNATURE_BLOCK):
+            phv = x[i:i + _SIGNATURE_BLOCK, None] * a
+            phv += b
+            high = phv >> _SHIFT61
+            phv &= _MERSENNE
+            phv += high  # <= 2**61 + 6: at most one subtraction left
+            np.minimum(phv, phv - _MERSENNE, out=phv)  # phv - p wraps above phv whenever phv < p
+            np.minimum(sig, phv.min(axis=0), out=sig)
+        return [part.tolist() for part in np.split(sig, self.config.num_buckets)]
+
+    def get_shingles(self, text: str) -> np.ndarray:
+        words = simplified_words(text, self.config.norm_config)  # the code word tokenizer: split()
+        grams = word_ngrams(words, self.config.n_grams)
+        return np.fromiter(map(self._hash_func, grams), dtype=np.uint64, count=len(grams)).reshape((-1, 1))
 
 
 class DedupFilter(CurationStep):

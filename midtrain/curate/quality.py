@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datatrove.data import Document
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CurationStep, Drop, FileSpan, is_repo_doc, remove_files, repo_files
+from midtrain.curate.base import CurationStep, Drop, FileSpan, alpha_count, is_repo_doc, remove_files, repo_files
 
 
 @dataclass
@@ -62,7 +62,7 @@ _BLOB_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{120,}|(?:0[xX][0-9a-fA
 
 
 def _alpha_ratio(text: str) -> float:
-    return sum(map(str.isalpha, text)) / max(1, len(text))
+    return alpha_count(text) / max(1, len(text))
 
 
 class QualityFilter(CurationStep):
@@ -88,7 +88,7 @@ class QualityFilter(CurationStep):
         if not body.strip():
             return None  # an empty __init__.py is fine
         lines = body.splitlines() or [""]
-        longest = max(len(ln) for ln in lines)
+        longest = max(map(len, lines))
         mean = len(body) / len(lines)
         if mean > cfg.max_mean_line_length and longest > cfg.max_line_length:
             return "minified"
@@ -120,6 +120,8 @@ class QualityFilter(CurationStep):
             raise Drop("near_empty")
         if _alpha_ratio(text) < cfg.min_doc_alpha_ratio:
             raise Drop("low_alpha")
-        long_chars = sum(len(ln) for ln in text.splitlines() if len(ln) > cfg.long_line_length)
+        lengths = list(map(len, text.splitlines()))
+        long_chars = sum(n for n in lengths if n > cfg.long_line_length) if max(lengths, default=0) > \
+            cfg.long_line_length else 0
         if long_chars / len(text) > cfg.max_long_line_fraction:
             raise Drop("long_lines")

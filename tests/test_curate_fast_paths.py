@@ -1,0 +1,98 @@
+"""The curation steps' fast paths give exactly what the datatrove code they replace gives.
+
+Text simplification (MinHash shingles and benchmark n-grams), letter counts (quality), MinHash signatures:
+each is compared with datatrove's own function on real code and on random text mixing ASCII, accents,
+combining marks, every punctuation character datatrove knows, other scripts, whitespace of all kinds.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sysconfig
+from pathlib import Path
+
+import numpy as np
+import pytest
+from datatrove.data import Document
+from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
+from datatrove.utils.text import PUNCTUATION_TRANS, TextNormConfig, ngrams, simplify_text
+
+from midtrain.curate.base import alpha_count, simplified_words, word_ngrams
+from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter
+from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+ALPHABET = ("abcXYZ 0129\n\t\r\x0b\x1c.,;!'\"_-éèüßÅﬁİı\u0301\u0300\u0327\u00a0\u2000\u2003\u200b٣४Ⅻ🙂‐—«»日本語한"
+            "\u037e\u1fed\ufb2c" + "".join(map(chr, PUNCTUATION_TRANS)))
+NORMS = [TextNormConfig(), TextNormConfig(norm_weekdays=True, norm_monthnames=True), TextNormConfig(lowercase=False),
+         TextNormConfig(norm_unicode_diacritics=False), TextNormConfig(remove_punctuation=False)]
+
+
+def random_texts(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 80))) for _ in range(n)]
+
+
+def real_texts() -> list[str]:
+    files = sorted(STDLIB.glob("*.py"))[:40] + sorted((STDLIB / "encodings").glob("*.py"))[:10]
+    return [p.read_text(errors="replace") for p in files]
+
+
+@pytest.mark.parametrize("norm", NORMS, ids=lambda n: str(n)[15:60])
+def test_simplified_words_are_datatrove_simplify_text_split(norm):
+    for text in random_texts(1500) + real_texts() + ["Monday 12.5 ÉCOLE naïve — café", ""]:
+        assert simplified_words(text, norm) == simplify_text(text, norm).split(), text[:80]
+
+
+def test_alpha_count_and_word_ngrams_match_the_plain_definitions():
+    for text in random_texts(500, seed=1) + real_texts():
+        assert alpha_count(text) == sum(map(str.isalpha, text))
+        words = text.split()
+        for n in (1, 3, 5):
+            assert word_ngrams(words, n) == [" ".join(g) for g in ngrams(words, n)]
+
+
+def test_minhash_shingles_and_signatures_are_datatrove_s(tmp_path):
+    step = CodeMinhashSignature(str(tmp_path), DedupConfig().minhash())
+    for text in real_texts()[:15] + random_texts(50, seed=2):
+        shingles = step.get_shingles(text)
+        assert np.array_equal(shingles, MinhashDedupSignature.get_shingles(step, text))
+        if shingles.size:
+            assert step.get_signature(shingles) == MinhashDedupSignature.get_signature(step, shingles)
+    rng = np.random.default_rng(0)
+    for n in (1, 2047, 2048, 2049, 6000):  # block edges; values near 2**64 exercise the wrap-around
+        shingles = rng.integers(0, 2**64, size=(n, 1), dtype=np.uint64, endpoint=False)
+        assert step.get_signature(shingles) == MinhashDedupSignature.get_signature(step, shingles)
+
+
+def test_benchmark_ngram_match_is_the_first_matching_ngram_of_the_document(tmp_path):
+    """The vocabulary shortcut finds the same n-gram a scan of every n-gram of the document finds."""
+    texts = real_texts()
+    rng = random.Random(3)
+    rows = []
+    for i in range(30):
+        words = texts[i % len(texts)].split()
+        start = rng.randrange(max(1, len(words) - 40))
+        rows.append({"instance_id": f"o__r-{i}", "problem_statement": " ".join(words[start:start + 30]),
+                     "patch": "+++ b/x.py\n+" + " ".join(words[start + 5:start + 25]) + "\n"})
+    inst = tmp_path / "inst.jsonl"
+    inst.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    step = SweBenchNgramFilter(DecontamConfig(instances=[str(inst)]))
+    index = step._load()
+    step._index = index
+    hits = 0
+    for i, text in enumerate(texts + random_texts(20, seed=4)):
+        words = simplify_text(text).split()
+        every = [" ".join(g) for g in ngrams(words, step.cfg.ngram_size)]
+        expected = next((g for g in every if step._hash(g) in index), None)
+        doc = Document(text=text, id=str(i), metadata={})
+        try:
+            step.process(doc)
+            found = None
+        except Exception as e:  # noqa: BLE001 - Drop carries the match in the metadata
+            assert type(e).__name__ == "Drop"
+            found = doc.metadata["contaminated_ngram"]
+        assert found == expected
+        hits += found is not None
+    assert hits >= 10
