@@ -23,7 +23,8 @@ from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter
 from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-ALPHABET = ("abcXYZ 0129\n\t\r\x0b\x1c.,;!'\"_-éèüßÅﬁİı\u0301\u0300\u0327\u00a0\u2000\u2003\u200b٣४Ⅻ🙂‐—«»日本語한"
+ALPHABET = ("abcXYZ 0129\n\t\r\x0b\x1c.,;!'\"_-éèüßÅﬁİı\u0301\u0300\u0327\u00a0\u2000\u2003\u200b"
+            "٣४Ⅻ🙂‐—«»日本語한"
             "\u037e\u1fed\ufb2c" + "".join(map(chr, PUNCTUATION_TRANS)))
 NORMS = [TextNormConfig(), TextNormConfig(norm_weekdays=True, norm_monthnames=True), TextNormConfig(lowercase=False),
          TextNormConfig(norm_unicode_diacritics=False), TextNormConfig(remove_punctuation=False)]
@@ -96,3 +97,22 @@ def test_benchmark_ngram_match_is_the_first_matching_ngram_of_the_document(tmp_p
         assert found == expected
         hits += found is not None
     assert hits >= 10
+
+
+def test_redaction_scans_find_what_the_regular_expressions_find():
+    """Keyword, IP and file-header scans by string search == the regular expressions they stand for."""
+    from midtrain.curate import secrets as s
+
+    rng = random.Random(5)
+    pieces = ["pass", "passecret", "key", "tokenkey", "AUTH", " ", "\n", "1.2.3.4", "10.0.0.255.7", "::", "fe80::1",
+              "2001:db8::ff00:42:8329", "a:b:c", "dead:beef:", ".", ":", "<|file_sep|>", "diff --git a/", "x/y.py",
+              "tests/t.py", "_", "9", "ab", "credential", "signature"]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(3000)] + real_texts()
+    for text in texts:
+        low = text.lower()
+        assert s._literal_matches(low, s.KEYWORDS) == [m.span() for m in s.KEYWORD_RE.finditer(low)]
+        assert [m.span() for m in s._runs_matching(s.IPV4_CANDIDATE_RE, text, s._IPV4_HINT, s._IPV4_CHARS, 0)] == \
+            [m.span() for m in s.IPV4_CANDIDATE_RE.finditer(text)]
+        assert [m.span() for m in s._runs_matching(s.IPV6_RE, text, s._IPV6_HINT, s._IPV6_CHARS, 1)] == \
+            [m.span() for m in s.IPV6_RE.finditer(text)]
+        assert s._file_headers(text) == [(m.start(), m.group(1)) for m in s._FILE_HEADER_RE.finditer(text)]
