@@ -62,7 +62,7 @@ def test_minhash_shingles_and_signatures_are_datatrove_s(tmp_path):
         if shingles.size:
             assert step.get_signature(shingles) == MinhashDedupSignature.get_signature(step, shingles)
     rng = np.random.default_rng(0)
-    for n in (1, 2047, 2048, 2049, 6000):  # block edges; values near 2**64 exercise the wrap-around
+    for n in (1, 511, 512, 513, 6000):  # block edges; values near 2**64 exercise the wrap-around
         shingles = rng.integers(0, 2**64, size=(n, 1), dtype=np.uint64, endpoint=False)
         assert step.get_signature(shingles) == MinhashDedupSignature.get_signature(step, shingles)
 
@@ -116,3 +116,14 @@ def test_redaction_scans_find_what_the_regular_expressions_find():
         assert [m.span() for m in s._runs_matching(s.IPV6_RE, text, s._IPV6_HINT, s._IPV6_CHARS, 1)] == \
             [m.span() for m in s.IPV6_RE.finditer(text)]
         assert s._file_headers(text) == [(m.start(), m.group(1)) for m in s._FILE_HEADER_RE.finditer(text)]
+
+
+def test_blob_prefilter_counts_what_the_blob_pattern_matches():
+    from midtrain.curate.quality import _BLOB_RE, _blob_chars
+
+    rng = random.Random(6)
+    b64 = "AbZ09+/="
+    pieces = ["x", " ", "\n", "é", "日", "0x1f, ", "0X2A,", "_", "-", b64 * 14, b64 * 16, "Q" * 119, "Q" * 121]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))) for _ in range(2000)] + real_texts()
+    for text in texts:
+        assert _blob_chars(text) == sum(len(m.group()) for m in _BLOB_RE.finditer(text))

@@ -23,10 +23,12 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+import xxhash
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.io import get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
+from datatrove.utils.hashes.xxhash import xxhash64
 from datatrove.utils.hashing import HashConfig, create_hash_func
 
 from midtrain.config import Config, require
@@ -199,7 +201,7 @@ class NearDupUnits(PipelineStep):
 
 _MERSENNE = np.uint64((1 << 61) - 1)  # datatrove's MinHash modulus
 _SHIFT61 = np.uint64(61)
-_SIGNATURE_BLOCK = 2048  # shingles per block: 2048 x 112 hashes x 8 bytes stays in a core's cache
+_SIGNATURE_BLOCK = 512  # shingles per block: two 512 x 112 x 8-byte buffers stay in a core's L2 cache
 
 
 class CodeMinhashSignature(MinhashDedupSignature):
@@ -214,27 +216,33 @@ class CodeMinhashSignature(MinhashDedupSignature):
 
     def get_signature(self, shingles: np.ndarray) -> list[list[int]]:
         """datatrove's signature (per hash function, the least ``(a*x + b) mod (2**61 - 1)`` over the
-        shingles, in uint64 arithmetic), the same values, computed over blocks of shingles that stay in cache
-        and with the modulo as shift-and-add (2**61 = 1 mod 2**61 - 1) instead of a division."""
+        shingles, in uint64 arithmetic), the same values, computed in place over blocks of shingles that stay
+        in cache, with the modulo as shift-and-add (2**61 = 1 mod 2**61 - 1) instead of a division."""
         if self.config.hash_config.precision != 64:
             return super().get_signature(shingles)
         a, b = self.parameters
         x = shingles.reshape(-1)
         sig = np.full(a.shape[1], np.iinfo(np.uint64).max, dtype=np.uint64)
+        rows = min(_SIGNATURE_BLOCK, len(x))
+        values, spare = np.empty((rows, a.shape[1]), np.uint64), np.empty((rows, a.shape[1]), np.uint64)
         for i in range(0, len(x), _SIGNATURE_BLOCK):
-            phv = x[i:i + _SIGNATURE_BLOCK, None] * a
-            phv += b
-            high = phv >> _SHIFT61
-            phv &= _MERSENNE
-            phv += high  # <= 2**61 + 6: at most one subtraction left
-            np.minimum(phv, phv - _MERSENNE, out=phv)  # phv - p wraps above phv whenever phv < p
-            np.minimum(sig, phv.min(axis=0), out=sig)
+            block = x[i:i + _SIGNATURE_BLOCK]
+            v, t = values[:len(block)], spare[:len(block)]
+            np.multiply(block[:, None], a, out=v)
+            v += b
+            np.right_shift(v, _SHIFT61, out=t)
+            v &= _MERSENNE
+            v += t  # <= 2**61 + 6: at most one subtraction of the modulus left
+            np.subtract(v, _MERSENNE, out=t)
+            np.minimum(v, t, out=v)  # v - p wraps above v whenever v < p
+            np.minimum(sig, v.min(axis=0), out=sig)
         return [part.tolist() for part in np.split(sig, self.config.num_buckets)]
 
     def get_shingles(self, text: str) -> np.ndarray:
         words = simplified_words(text, self.config.norm_config)  # the code word tokenizer: split()
         grams = word_ngrams(words, self.config.n_grams)
-        return np.fromiter(map(self._hash_func, grams), dtype=np.uint64, count=len(grams)).reshape((-1, 1))
+        hash_func = xxhash.xxh64_intdigest if self._hash_func is xxhash64 else self._hash_func  # the same, unwrapped
+        return np.fromiter(map(hash_func, grams), dtype=np.uint64, count=len(grams)).reshape((-1, 1))
 
 
 class DedupFilter(CurationStep):

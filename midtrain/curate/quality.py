@@ -61,6 +61,20 @@ class QualityConfig(Config):
 _BLOB_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{120,}|(?:0[xX][0-9a-fA-F]{2}\s*,\s*){32,}")
 
 
+# a quick test for whether _BLOB_RE can match at all: base64 characters as "a", everything else (other ASCII,
+# the bytes of non-ASCII characters) as a space; a base64 run then shows as 120 "a" in a row
+_BASE64_BYTES = bytes(0x61 if chr(i).isalnum() and i < 128 or chr(i) in "+/=" else 0x20 for i in range(256))
+_BASE64_RUN = b"a" * 120
+
+
+def _blob_chars(body: str) -> int:
+    """Characters of ``body`` in _BLOB_RE matches (base64/hex runs, byte arrays)."""
+    if "0x" not in body and "0X" not in body and \
+            _BASE64_RUN not in body.encode("utf-8", "surrogatepass").translate(_BASE64_BYTES):
+        return 0
+    return sum(len(m.group()) for m in _BLOB_RE.finditer(body))
+
+
 def _alpha_ratio(text: str) -> float:
     return alpha_count(text) / max(1, len(text))
 
@@ -94,7 +108,7 @@ class QualityFilter(CurationStep):
             return "minified"
         if longest > cfg.max_line_length:
             return "long_lines"
-        blob = sum(len(m.group()) for m in _BLOB_RE.finditer(body))
+        blob = _blob_chars(body)
         if blob / len(body) > cfg.max_blob_fraction:
             return "data_blob"
         if len(body) >= 200 and _alpha_ratio(body) < cfg.min_file_alpha_ratio:
