@@ -220,7 +220,8 @@ def measure(source: str, raw: Path, work: Path, instances: str) -> dict:
     steps = run_stages(stages, "full")
     full_s = time.process_time() - c0
     return {"source": source, "mb": mb, "documents": docs, "pass_s": pass_s, "full_s": full_s,
-            "pass_steps": passthrough, "steps": steps}
+            "pass_mb_per_s_core": mb / pass_s, "full_mb_per_s_core": mb / full_s, "full_over_pass": full_s / pass_s,
+            "pass_steps": dict(passthrough), "steps": dict(steps)}
 
 
 def report(rows: list[dict]) -> None:
@@ -230,10 +231,10 @@ def report(rows: list[dict]) -> None:
               f"{r['mb'] / r['full_s']:>16.2f}{r['full_s'] / r['pass_s']:>11.2f}")
     for r in rows:
         print(f"\n{r['source']}: steps of the full run (CPU s, MB/s per core, x the whole pass-through run)")
-        for name, sec in r["steps"]:
+        for name, sec in r["steps"].items():
             rate = r["mb"] / sec if sec > 0 else float("inf")
             print(f"  {name:<52}{sec:>8.3f}s{rate:>10.2f}{sec / r['pass_s']:>8.2f}x")
-        print("  pass-through run: " + ", ".join(f"{n.split(': ', 1)[-1]} {s:.3f}s" for n, s in r["pass_steps"]))
+        print("  pass-through run: " + ", ".join(f"{n.split(': ', 1)[-1]} {s:.3f}s" for n, s in r["pass_steps"].items()))
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -242,7 +243,7 @@ def report(rows: list[dict]) -> None:
 
 def compare(other: str, sources: list[str], mb: float, repeat: int) -> None:
     """Run this script under OTHER's midtrain and this tree's, A B A B ..., and print medians side by side."""
-    results: dict[str, list[list[dict]]] = {"old": [], "new": []}
+    results: dict[str, list[dict[str, dict]]] = {"old": [], "new": []}
     with tempfile.TemporaryDirectory(prefix="curate_vs_") as tmp:
         for i in range(repeat):
             for label, code in (("old", other), ("new", str(ROOT))):
@@ -267,16 +268,16 @@ def compare(other: str, sources: list[str], mb: float, repeat: int) -> None:
             print(f"  {name:<52}{a:>8.3f} -> {b:>7.3f}   ({a / o['pass_s']:.2f}x -> {b / n['pass_s']:.2f}x)")
 
 
-def _medians(runs: list[list[dict]]) -> dict[str, dict]:
+def _medians(runs: list[dict[str, dict]]) -> dict[str, dict]:
     out = {}
-    for s in {r["source"] for r in runs[0]}:
-        rows = [next(r for r in run if r["source"] == s) for run in runs]
-        names = [n for n, _ in rows[0]["steps"]]
+    for s in runs[0]:
+        rows = [run[s] for run in runs]
+        names = list(rows[0]["steps"])
         out[s] = {"pass": statistics.median(r["mb"] / r["pass_s"] for r in rows),
                   "full": statistics.median(r["mb"] / r["full_s"] for r in rows),
                   "ratio": statistics.median(r["full_s"] / r["pass_s"] for r in rows),
                   "pass_s": statistics.median(r["pass_s"] for r in rows),
-                  "steps": {n: statistics.median(dict(r["steps"]).get(n, float("nan")) for r in rows)
+                  "steps": {n: statistics.median(r["steps"].get(n, float("nan")) for r in rows)
                             for n in names}}
     return out
 
@@ -321,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.quiet:
         report(rows)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps({r["source"]: r for r in rows}, indent=1))
     return 0
 
 

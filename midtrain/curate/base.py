@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import bisect
 import contextlib
-import functools
 import logging
 import math
 import re
@@ -303,14 +302,21 @@ _WIDE_PUNCT_RE = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(PUNC
 _NON_ASCII_RE = re.compile(r"[^\x00-\x7f]+")
 
 
-@functools.lru_cache(maxsize=1)
-def _drop_combining_marks() -> dict[int, None]:
-    """str.translate table deleting every code point of category Mn (the diacritics NFD splits off)."""
-    return dict.fromkeys(c for c in range(128, sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Mn")
+class _MarksTable(dict):
+    """str.translate table deleting the code points of category Mn (nonspacing marks: the diacritics NFD
+    splits off), filled in as characters are met: a text meets few of the 1.1 million code points."""
+
+    def __missing__(self, code: int) -> int | None:
+        kept = None if unicodedata.category(chr(code)) == "Mn" else code
+        self[code] = kept
+        return kept
+
+
+_DROP_MARKS = _MarksTable()
 
 
 def _without_marks(match: re.Match) -> str:
-    return match.group().translate(_drop_combining_marks())
+    return match.group().translate(_DROP_MARKS)
 
 
 def simplified_words(text: str, norm: TextNormConfig = DEF_TEXT_NORM_CONFIG) -> list[str]:
