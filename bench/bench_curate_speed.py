@@ -3,7 +3,8 @@
 For each source (repos, commits, pulls, traces, buildlogs) the real reader makes the raw documents once:
 installed Python packages read as plain-directory repositories (real code, with vendored copies), this
 project's git history as commits, and the shipped samples scaled up (pulls, traces, build logs; each copy
-gets a new id). Then, in this one process, one after the other on the same raw documents:
+gets a new id and a distinct excerpt of real code, so copies are not duplicates). Then, in this one process,
+one after the other on the same raw documents:
 
 - pass-through: read -> validate -> write (what any prep run pays);
 - full curation: every stage of `midtrain prep` with every step on (license, decontamination by repository
@@ -46,7 +47,7 @@ PACKAGES = ("requests", "urllib3", "idna", "click", "jinja2", "yaml", "attr", "c
 
 
 # MB of raw document text bench_prep's scaled samples make at scale 1
-SAMPLE_MB = {"pulls": 0.32, "traces": 0.28, "buildlogs": 0.27}
+SAMPLE_MB = {"pulls": 0.9, "traces": 0.85, "buildlogs": 0.65}
 
 
 def _quiet() -> None:
@@ -107,9 +108,28 @@ def make_raw(source: str, tmp: Path, mb: float) -> Path:
             from midtrain.sources.buildlogs import BuildLogReader
             reader = BuildLogReader([str(inputs["buildlogs"])])
     writer = JsonlWriter(str(raw), output_filename="${rank}.jsonl")
-    for _ in writer.run(reader.run()):
+    docs = reader.run() if source in ("repos", "commits") else _vary(reader.run(), source)
+    for _ in writer.run(docs):
         pass
     return raw
+
+
+def _vary(docs, source: str):
+    """The scaled samples repeat a few documents; each copy gets a distinct excerpt of real code (standard
+    library files) in the source's own form, so that copies are not duplicates and every step sees new text."""
+    import sysconfig
+
+    files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
+    lines = [ln for f in files[:120] for ln in f.read_text(errors="replace").splitlines()]
+    for i, doc in enumerate(docs):
+        chunk = lines[(i * 40) % max(1, len(lines) - 40):][:40]
+        if source == "pulls":
+            doc.text += f"\n--- Lib/mod_{i}.py (added, +{len(chunk)} -0)\n" + "\n".join("+" + ln for ln in chunk)
+        elif source == "buildlogs":
+            doc.text += "\n" + "\n".join(f"[{i:05d}.{j:03d}] {ln}" for j, ln in enumerate(chunk))
+        else:  # traces: one more tool observation (the loss spans stay where they are)
+            doc.text += "\n\n[observation]\n" + "\n".join(chunk)
+        yield doc
 
 
 def _instances(tmp: Path) -> str:

@@ -223,8 +223,10 @@ class CodeMinhashSignature(MinhashDedupSignature):
         a, b = self.parameters
         x = shingles.reshape(-1)
         sig = np.full(a.shape[1], np.iinfo(np.uint64).max, dtype=np.uint64)
-        rows = min(_SIGNATURE_BLOCK, len(x))
-        values, spare = np.empty((rows, a.shape[1]), np.uint64), np.empty((rows, a.shape[1]), np.uint64)
+        if getattr(self, "_blocks", None) is None:  # two scratch blocks, reused for every document
+            self._blocks = (np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64),
+                            np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64))
+        values, spare = self._blocks
         for i in range(0, len(x), _SIGNATURE_BLOCK):
             block = x[i:i + _SIGNATURE_BLOCK]
             v, t = values[:len(block)], spare[:len(block)]
@@ -236,7 +238,7 @@ class CodeMinhashSignature(MinhashDedupSignature):
             np.subtract(v, _MERSENNE, out=t)
             np.minimum(v, t, out=v)  # v - p wraps above v whenever v < p
             np.minimum(sig, v.min(axis=0), out=sig)
-        return [part.tolist() for part in np.split(sig, self.config.num_buckets)]
+        return sig.reshape(self.config.num_buckets, -1).tolist()
 
     def get_shingles(self, text: str) -> np.ndarray:
         words = simplified_words(text, self.config.norm_config)  # the code word tokenizer: split()
