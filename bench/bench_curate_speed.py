@@ -148,10 +148,10 @@ def _warm_caches() -> None:
     """Process-wide lazy loads (the swebench package's repository list, the SPDX license table) out of the
     timings: a prep task pays them once whatever its size."""
     from midtrain.curate.decontam import swebench_package_repos
-    from midtrain.curate.license import _licensing
+    from midtrain.curate.license import LicenseConfig, LicenseFilter
 
     swebench_package_repos()
-    _licensing()
+    LicenseFilter(LicenseConfig()).allowed("MIT")  # loads the SPDX license table
 
 
 def text_mb(raw: Path) -> tuple[float, int]:
