@@ -127,3 +127,21 @@ def test_blob_prefilter_counts_what_the_blob_pattern_matches():
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 60))) for _ in range(2000)] + real_texts()
     for text in texts:
         assert _blob_chars(text) == sum(len(m.group()) for m in _BLOB_RE.finditer(text))
+
+
+def test_document_writer_records_are_datatrove_s(tmp_path):
+    """DocumentWriter's record of a document is byte for byte the one datatrove's JsonlWriter makes."""
+    import orjson
+    from datatrove.pipeline.writers import JsonlWriter
+
+    from midtrain.formats.documents import DocumentWriter
+
+    docs = [Document(text="def f():\n    return 1\n", id="repo:a", metadata={
+                "source": "repo", "files": ["a.py"], "file_offsets": [0], "identity": {"method": "none", "repo": None},
+                "loss_spans": [(0, 3)], "empty": "", "zero": 0, "none": None}),
+            Document(text="", id="", metadata={}), Document(text="x", id="1", metadata={"nested": {"l": [[1, 2]]}})]
+    for expand in (False, True):
+        ours = DocumentWriter(str(tmp_path / f"a{expand}"), expand_metadata=expand)
+        theirs = JsonlWriter(str(tmp_path / f"b{expand}"), expand_metadata=expand)
+        for d in docs:
+            assert orjson.dumps(ours.adapter(d)) == orjson.dumps(theirs.adapter(d))
