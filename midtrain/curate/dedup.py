@@ -220,25 +220,28 @@ class CodeMinhashSignature(MinhashDedupSignature):
         in cache, with the modulo as shift-and-add (2**61 = 1 mod 2**61 - 1) instead of a division."""
         if self.config.hash_config.precision != 64:
             return super().get_signature(shingles)
-        a, b = self.parameters
         x = shingles.reshape(-1)
-        sig = np.full(a.shape[1], np.iinfo(np.uint64).max, dtype=np.uint64)
+        sig = None
+        for i in range(0, len(x), _SIGNATURE_BLOCK):
+            block = self._block_minima(x[i:i + _SIGNATURE_BLOCK])
+            sig = block if sig is None else np.minimum(sig, block, out=sig)
+        return sig.reshape(self.config.num_buckets, -1).tolist()
+
+    def _block_minima(self, block: np.ndarray) -> np.ndarray:
+        """Per hash function, the least ``(a*x + b) mod (2**61 - 1)`` over one block of shingles."""
+        a, b = self.parameters
         if getattr(self, "_blocks", None) is None:  # two scratch blocks, reused for every document
             self._blocks = (np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64),
                             np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64))
-        values, spare = self._blocks
-        for i in range(0, len(x), _SIGNATURE_BLOCK):
-            block = x[i:i + _SIGNATURE_BLOCK]
-            v, t = values[:len(block)], spare[:len(block)]
-            np.multiply(block[:, None], a, out=v)
-            v += b
-            np.right_shift(v, _SHIFT61, out=t)
-            v &= _MERSENNE
-            v += t  # <= 2**61 + 6: at most one subtraction of the modulus left
-            np.subtract(v, _MERSENNE, out=t)
-            np.minimum(v, t, out=v)  # v - p wraps above v whenever v < p
-            np.minimum(sig, v.min(axis=0), out=sig)
-        return sig.reshape(self.config.num_buckets, -1).tolist()
+        v, t = self._blocks[0][:len(block)], self._blocks[1][:len(block)]
+        np.multiply(block[:, None], a, out=v)
+        v += b
+        np.right_shift(v, _SHIFT61, out=t)
+        v &= _MERSENNE
+        v += t  # <= 2**61 + 6: at most one subtraction of the modulus left
+        np.subtract(v, _MERSENNE, out=t)
+        np.minimum(v, t, out=v)  # v - p wraps above v whenever v < p
+        return v.min(axis=0)
 
     def get_shingles(self, text: str) -> np.ndarray:
         words = simplified_words(text, self.config.norm_config)  # the code word tokenizer: split()
