@@ -346,4 +346,4 @@ def simplified_words(text: str, norm: TextNormConfig = DEF_TEXT_NORM_CONFIG) -> 
 
 def word_ngrams(words: list[str], n: int) -> list[str]:
     """Every window of ``n`` consecutive words, joined by single spaces (datatrove's n-gram strings)."""
-    return [" ".join(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return list(map(" ".join, zip(*[words[k:] for k in range(n)])))
