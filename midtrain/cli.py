@@ -30,30 +30,33 @@ class Command:
 
 
 COMMANDS = [
-    Command("prep", "midtrain.sources.command", "turn raw SWE data into curated documents (datatrove)",
+    Command("prep", "midtrain.commands.prep", "turn raw SWE data into curated documents (datatrove)",
             "data sources + curation", "midtrain prep repos --input ~/src/myrepo --output out/prep/repos"),
-    Command("pack", "midtrain.pack.command", "tokenize documents and pack them into long-context shards",
+    Command("pack", "midtrain.commands.pack", "tokenize documents and pack them into long-context shards",
             "tokenize and pack", "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards "
             "--seq-length 262144"),
-    Command("inspect", "midtrain.pack.inspect_command", "show packed shards (fill, splits, samples) or a data card",
+    Command("inspect", "midtrain.commands.inspect", "show packed shards (fill, splits, samples) or a data card",
             "tokenize and pack", "midtrain inspect out/shards --json"),
-    Command("train", "midtrain.train.command", "midtrain a model on packed shards (megatron-core)",
+    Command("train", "midtrain.commands.train", "midtrain a model on packed shards (megatron-core)",
             "long-context trainer", "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try"),
-    Command("sft", "midtrain.sft.command", "run the fixed short SFT probe on a checkpoint",
+    Command("sft", "midtrain.commands.sft", "run the fixed short SFT probe on a checkpoint",
             "evaluation protocol", "midtrain sft sft_probe_demo --from runs/demo_tiny"),
-    Command("eval", "midtrain.eval.command", "proxy metrics and SWE-bench runs for a checkpoint",
+    Command("eval", "midtrain.commands.eval", "proxy metrics and SWE-bench runs for a checkpoint",
             "evaluation protocol", "midtrain eval proxy --checkpoint runs/demo_tiny --shards out/shards"),
-    Command("report", "midtrain.eval.report_command", "compare checkpoints side by side (Markdown + PNG)",
+    Command("report", "midtrain.commands.report", "compare checkpoints side by side (Markdown + PNG)",
             "evaluation protocol", "midtrain report runs/base runs/midtrained --output report/"),
-    Command("submit", "midtrain.launch.command", "submit training or the protocol to Slurm",
+    Command("submit", "midtrain.commands.submit", "submit training or the protocol to Slurm",
             "Slurm launch", "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run"),
-    Command("convert", "midtrain.train.convert_command", "convert checkpoints between Hugging Face and megatron-core",
+    Command("convert", "midtrain.commands.convert", "convert checkpoints between Hugging Face and megatron-core",
             "HF checkpoints", "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2"),
-    Command("decontam", "midtrain.curate.decontam_command", "build the benchmark content index prep decontaminates with",
+    Command("decontam", "midtrain.commands.decontam", "build the benchmark content index prep decontaminates with",
             "decontamination", "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
             "--output /tmp/bench_index.json.gz"),
-    Command("sweep", "midtrain.sweep.command", "run ablation variants through the fixed SFT probe, ranked",
+    Command("sweep", "midtrain.commands.sweep", "run ablation variants through the fixed SFT probe, ranked",
             "ablation sweeps", "midtrain sweep sweep_demo --dry-run"),
+    Command("plan", "midtrain.commands.plan", "core-hours, disk, --tasks and training time of a run, before it",
+            "planning", "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
+            "--mixture repos=1"),
     Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
             "foundation", "midtrain demo --workdir .demo"),
 ]
@@ -110,7 +113,7 @@ def _run_config(args: argparse.Namespace) -> int:
     if args.source:
         raise ConfigError(f"'{args.source}' is not of the form key=value (only `config prep` takes a SOURCE)")
     if args.recipe == "pack":
-        from midtrain.pack.command import pack_config
+        from midtrain.commands.pack import pack_config
 
         print(pack_config(args.overrides).to_yaml(), end="")
         return 0

@@ -8,8 +8,10 @@ URL a ``universal_pathlib`` path on the matching fsspec filesystem, so ``out / "
 from __future__ import annotations
 
 import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 
 def is_url(path: Any) -> bool:
@@ -17,13 +19,56 @@ def is_url(path: Any) -> bool:
     return "://" in str(path)
 
 
-def location(path: Any) -> Path:
-    """A local path as an absolute ``Path``; a URL as a universal_pathlib path (the same API)."""
+def as_path(path: Any) -> Path:
+    """A URL as a universal_pathlib path; a local path as given (a relative one stays relative)."""
     if is_url(path):
         from upath import UPath
 
         return UPath(str(path))
-    return Path(path).expanduser().absolute()
+    return Path(path)
+
+
+def location(path: Any) -> Path:
+    """A local path as an absolute ``Path``; a URL as a universal_pathlib path (the same API)."""
+    return as_path(path) if is_url(path) else Path(path).expanduser().absolute()
+
+
+def signature(path: Path) -> tuple:
+    """What tells that a file changed: (size, mtime in ns) on a filesystem; (size, ETag or modification time)
+    in an object store."""
+    if is_url(path):
+        info = path.fs.info(path.path)
+        return info["size"], str(info.get("ETag") or info.get("LastModified") or info.get("mtime"))
+    st = path.stat()
+    return st.st_size, st.st_mtime_ns
+
+
+@contextmanager
+def local_folder(target: Any, last: tuple[str, ...] = ()) -> Iterator[Path]:
+    """A local directory whose files end up in ``target``. For a local ``target`` that is ``target`` itself.
+    For a URL it is a scratch directory under $TMPDIR, uploaded to ``target`` (same relative paths) when the
+    block ends without an error, files whose names end with one of ``last`` after all others (a completion
+    file arrives last), then removed. For files that must be local: memory-mapped or written by libraries
+    that only take filenames."""
+    if not is_url(target):
+        yield Path(target)
+        return
+    with tempfile.TemporaryDirectory(prefix="midtrain-stage-") as tmp:
+        yield Path(tmp)
+        remote = as_path(target)
+        files = sorted(p for p in Path(tmp).rglob("*") if p.is_file())
+        for f in sorted(files, key=lambda f: f.name.endswith(last) if last else False):
+            remote.fs.put_file(str(f), (remote / f.relative_to(tmp).as_posix()).path)
+
+
+def local_copy(path: Path, into: Path) -> Path:
+    """A local file with ``path``'s content: ``path`` itself when local, else a download into ``into``."""
+    if not is_url(path):
+        return Path(path)
+    into.mkdir(parents=True, exist_ok=True)
+    dest = into / path.name
+    path.fs.get_file(path.path, str(dest))
+    return dest
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -21,6 +21,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from midtrain.locations import is_url
+
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "slurm")
@@ -63,6 +65,10 @@ class StageChain:
         if self.on_slurm:
             from midtrain.launch.prep import slurm_executor
 
+            if slurm_logs_dir is not None and is_url(slurm_logs_dir):
+                # Slurm writes its own log files to a filesystem: datatrove's default, ./slurm_logs/JOB/TIME
+                # in the submitting directory (the stage's logs and completion markers stay in the bucket).
+                slurm_logs_dir = None
             prev = self.stages[-1].executor if self.stages else None
             ex = slurm_executor(pipeline, self.site, job_name=job_name, logging_dir=str(logging_dir), tasks=tasks,
                                 depends=prev, slurm_logs_dir=slurm_logs_dir)

@@ -4,7 +4,7 @@ A probe recipe pins data, steps, LR schedule, batch and seed; a protocol names t
 first) and reuses one probe recipe for all of them, so differences come from midtraining alone.
 """
 
-from midtrain.eval.protocol import ProtocolConfig
+from midtrain.protocol import ProtocolConfig
 from midtrain.sft.config import SFTConfig
 from recipes import recipe
 from recipes.demo import demo_tiny

@@ -21,7 +21,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 from documented_examples import REPO, documented_examples
@@ -34,7 +36,7 @@ PLAN: dict[str, str] = {
     "midtrain demo --workdir .demo": RUN,
     "midtrain prep repos --input ~/src/proj --output out/prep/repos": RUN,
     "midtrain pack --input out/prep/* --output out/shards --seq-length 2048": RUN,
-    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine": RUN,
+    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine optim.train_steps=10": RUN,
     "midtrain submit protocol protocol_demo --dry-run": RUN,
     "midtrain report base=runs/p/base midtrained=runs/p/mid --output report/": RUN,
     "midtrain recipes": RUN,
@@ -54,10 +56,13 @@ PLAN: dict[str, str] = {
     "midtrain pack --input out/prep/* --output out/shards --mixture swe_midtrain pad_multiple=16 seed=1": RUN,
     "midtrain pack --input /lustre/prep/* --output /lustre/shards tasks=512 tokenize_tasks=512 --executor slurm "
     "--site site.yaml": SUBMIT,
+    "midtrain prep repos --input ~/src/proj --output s3://my-bucket/prep/repos": RUN,  # the workspace's S3 server
+    "midtrain pack --input s3://my-bucket/prep/repos --output s3://my-bucket/shards --seq-length 2048": RUN,
     "midtrain inspect out/shards": RUN,
     "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
     "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try": RUN,
-    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 run_dir=runs/tp2": RUN,
+    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 optim.train_steps=10 "
+    "run_dir=runs/tp2": RUN,
     "midtrain train runs/try/config.yaml optim.train_steps=20": RUN,
     "midtrain convert hf2mcore ~/models/Qwen3-8B-Base ckpt/qwen3-8b --tp 2": RUN,
     "midtrain train qwen3_8b_256k_h200 init_from=ckpt/qwen3-8b": GPU,
@@ -94,11 +99,8 @@ PLAN: dict[str, str] = {
     "midtrain inspect out/shards --sample 0 1": RUN,
     "midtrain inspect out/shards --png lengths.png": RUN,
     "torchrun --nproc-per-node 8 -m midtrain.cli train qwen3_8b_256k_h200 precision.fp8=hybrid": GPU,
-    "midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained": RUN,
     "midtrain sft sft_probe_demo --from runs/base --output runs/probe/base data_dir=runs/probe/sft_data "
     "train.optim.lr=5e-4": RUN,
-    "midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards "
-    "retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]": RUN,
     "midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench "
     "benchmarks=[verified] instance_slice=0:50 max_steps=100": RUN,
     "midtrain eval swebench --collect --output runs/p/midtrained/swebench": RUN,
@@ -119,10 +121,12 @@ PLAN: dict[str, str] = {
     "midtrain config protocol_demo": RUN,
     "midtrain prep repos repos.columns.license=max_stars_repo_licenses --input s3://my-bucket/the-stack/data/python "
     "--output /lustre/prep/repos --executor slurm --tasks 64 --site site.yaml --dry-run": RUN,
-    # bench/ scripts: run with their README arguments by tests/test_bench_plan.py and tests/test_hf_gpu_check.py
-    ".venv/bin/python bench/plan.py --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
+    "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
     "commits=1TB pulls=200GB traces=50GB buildlogs=300GB --mixture repos=0.55 commits=0.15 pulls=0.1 traces=0.1 "
-    "buildlogs=0.1": OTHER,
+    "buildlogs=0.1": RUN,
+    "midtrain plan --total-tokens 20e9 --gpus 8 --tokens-per-s-per-gpu 9000 --input repos=40Gtok traces=2Gtok "
+    "--mixture repos=0.9 traces=0.1 --rate curate=2.0 repos=1.1 --task-hours 1": RUN,
+    # bench/ scripts: run with their README arguments by tests/test_hf_gpu_check.py
     "bench/gpu_check.sh --dry-run": OTHER,
     "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
     "--output /tmp/bench_index.json.gz": RUN,
@@ -135,7 +139,6 @@ PLAN: dict[str, str] = {
     "run_dir=runs/ep2": RUN,
     "midtrain config qwen3_30b_a3b_256k_h200": RUN,
     "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output runs/lm_eval/mid limit=4": RUN,
-    "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output out/lm_eval limit=4": RUN,
     "midtrain eval lm-eval --checkpoint runs/p/midtrained/sft/hf --output out/lm_eval device=cuda "
     "tasks=[humaneval,mbpp] allow_code_execution=true": GPU,
     "midtrain demo --only prep": RUN,
@@ -182,7 +185,7 @@ def test_every_midtrain_example_parses_and_resolves_its_config(cmd):
     argv = _midtrain_argv(cmd)
     args = build_parser().parse_args(argv)
     if args.command == "train" and not args.recipe.endswith(".yaml"):
-        from midtrain.train.command import load_config
+        from midtrain.commands.train import load_config
 
         load_config(args.recipe, args.overrides)
     if args.command == "config":
@@ -198,8 +201,9 @@ def _git(repo: Path, *args: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """Tiny stand-ins for every path the examples name; returns (workspace, environment)."""
+def workspace(tmp_path_factory) -> Iterator[tuple[Path, dict[str, str]]]:
+    """Tiny stand-ins for every path the examples name, and an S3 API server on loopback (moto's server mode)
+    with the bucket the object-storage examples use; yields (workspace, environment)."""
     sys.path.insert(0, str(REPO / "tests"))
     from hf_helpers import make_hf_model, save_tiny_tokenizer
 
@@ -268,11 +272,26 @@ def workspace(tmp_path_factory) -> tuple[Path, dict[str, str]]:
     shim = bin_dir / "midtrain"
     shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m midtrain.cli \"$@\"\n")
     shim.chmod(0o755)
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO),
            "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "MIDTRAIN_CACHE": os.environ.get("MIDTRAIN_CACHE", str(Path.home() / ".cache" / "midtrain"))}
     env.pop("MIDTRAIN_SITE", None)
-    return ws, env
+    # tests/conftest.py pins one thread for in-process tests; an example runs alone, so it uses every core as
+    # for a user (torchrun gives each of its ranks one thread itself)
+    env.pop("OMP_NUM_THREADS", None)
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                "AWS_ENDPOINT_URL": f"http://{host}:{port}"})
+    import boto3
+
+    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="testing",
+                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket="my-bucket")
+    yield ws, env
+    server.stop()
 
 
 def _output_dir(cmd: str) -> str | None:
@@ -281,7 +300,7 @@ def _output_dir(cmd: str) -> str | None:
 
 
 def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> str | None:
-    """Run one example; returns a failure description or None."""
+    """Run one example; returns a failure description or None. Prints its wall time (see it with `pytest -s`)."""
     line = cmd
     for prefix in ABSOLUTE:
         line = line.replace(prefix, f"{ws}{prefix}")
@@ -291,7 +310,9 @@ def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> str | No
     words = line.split()
     if out and len(words) > 1 and words[1] in ("prep", "pack") and "--dry-run" not in words:
         shutil.rmtree(ws / out, ignore_errors=True)  # each example as a fresh user runs it, not a resume
+    start = time.monotonic()
     r = subprocess.run(["bash", "-c", line], cwd=ws, env=env, capture_output=True, text=True, timeout=1800)
+    print(f"[{time.monotonic() - start:6.1f} s] {cmd}", flush=True)
     if r.returncode != 0:
         return f"$ {cmd}\nexit {r.returncode}\n{r.stderr[-2500:]}"
     return None

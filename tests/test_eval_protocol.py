@@ -7,7 +7,7 @@ import pytest
 from midtrain.cli import build_parser
 from midtrain.config import ConfigError
 from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
-from midtrain.eval.protocol import ProtocolConfig, _overrides, protocol_steps, report_argv
+from midtrain.protocol import ProtocolConfig, _overrides, protocol_steps, report_argv
 from recipes import get_recipe
 
 

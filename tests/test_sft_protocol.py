@@ -38,7 +38,7 @@ def _tiny(run_dir, shards):
 @pytest.fixture(scope="module")
 def protocol_run(tmp_path_factory):
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from midtrain.eval.protocol import protocol_steps, run_protocol
+    from midtrain.protocol import protocol_steps, run_protocol
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
     from midtrain.train import distributed
@@ -167,7 +167,7 @@ def test_scoring_positions_packing_and_export_parity(protocol_run):
 def test_rerun_skips_finished_steps(protocol_run, caplog):
     import logging
 
-    from midtrain.eval.protocol import run_protocol
+    from midtrain.protocol import run_protocol
 
     tmp, proto, _ = protocol_run
     before = (tmp / "protocol" / "base" / "sft" / "sft_result.json").stat().st_mtime_ns

@@ -11,6 +11,7 @@ import urllib.request
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from datatrove.io import DataFolder
 
 from test_sources_tables import FILES, NO_CURATION, docs_by_id, prep, stack_rows, write_parquet
 from sources_fixtures import read_documents
@@ -30,10 +31,14 @@ def s3(monkeypatch):
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
         monkeypatch.setenv(key, value)
     urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST"))
-    s3fs.S3FileSystem.clear_instance_cache()
+    # fsspec caches filesystems by their arguments, not the endpoint: forget those of an earlier server
+    # (datatrove's data folders wrap one, and are cached by their path)
+    for cls in (s3fs.S3FileSystem, DataFolder):
+        cls.clear_instance_cache()
     fs = s3fs.S3FileSystem()
     yield fs
-    s3fs.S3FileSystem.clear_instance_cache()
+    for cls in (s3fs.S3FileSystem, DataFolder):
+        cls.clear_instance_cache()
     server.stop()
 
 

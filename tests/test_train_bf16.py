@@ -8,7 +8,6 @@ step 1 — the loss would jump back to ln(vocab). These tests hold that down for
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -24,22 +23,12 @@ import pytest
 from midtrain.train import distributed
 from midtrain.train.checkpoint import MARKER, list_checkpoints
 from midtrain.train.trainer import train
-from train_helpers import tiny_config, write_shards
+from train_helpers import metrics, tiny_config
+from train_helpers import destroy_process_groups, shards  # noqa: F401 (fixtures used by name)
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 RANDOM_LOSS = math.log(256)  # a random model on the tiny vocabulary
-
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    return write_shards(tmp_path_factory.mktemp("shards"), sequences=24, seq_length=64)
-
-
-@pytest.fixture(autouse=True)
-def _teardown():
-    yield
-    distributed.destroy()
 
 
 def _config(shards: Path, run_dir: Path, **overrides):
@@ -51,11 +40,7 @@ def _run(shards: Path, run_dir: Path, **overrides) -> list[dict]:
     result = train(_config(shards, run_dir, **overrides))
     distributed.destroy()
     assert result["exit_code"] == 0
-    return _metrics(run_dir)
-
-
-def _metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    return metrics(run_dir)
 
 
 def _losses(rows: list[dict]) -> list[float]:
@@ -181,12 +166,12 @@ def test_bf16_distributed_optimizer_dp2_keeps_init_weights_and_resumes_exactly(t
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     _torchrun(cfg_path, 2)
-    first = _metrics(run_dir)
+    first = metrics(run_dir)
     assert [r["step"] for r in first] == list(range(1, 7))
     _assert_keeps_loaded_weights(first, trained_rows)
     shutil.rmtree(run_dir / "checkpoints" / "iter_0000006")
     _torchrun(cfg_path, 2)
-    again = _metrics(run_dir)
+    again = metrics(run_dir)
     assert [r["step"] for r in again] == list(range(1, 7))
     assert _losses(again) == _losses(first)
 

@@ -6,7 +6,7 @@ import pytest
 
 from midtrain.cli import main
 from midtrain.config import ConfigError
-from midtrain.train.command import load_config
+from midtrain.commands.train import load_config
 from midtrain.train.config import TrainConfig
 from midtrain.train.distributed import read_env
 

@@ -17,24 +17,10 @@ from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.checkpoint import MARKER, latest_checkpoint, list_checkpoints
 from midtrain.train.trainer import EXIT_REQUEUE, NonFiniteError, train
-from train_helpers import tiny_config, write_shards
+from train_helpers import metrics, tiny_config, write_shards
+from train_helpers import destroy_process_groups, shards  # noqa: F401 (fixtures used by name)
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    return write_shards(tmp_path_factory.mktemp("shards"), sequences=24, seq_length=64)
-
-
-@pytest.fixture(autouse=True)
-def _teardown():
-    yield
-    distributed.destroy()
-
-
-def _metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def _run(shards, run_dir, **overrides):
@@ -56,7 +42,7 @@ def straight_run(shards, tmp_path_factory):
 def test_loss_goes_down_and_everything_is_logged(straight_run):
     run_dir, result = straight_run
     assert result["exit_code"] == 0 and result["step"] == 12
-    rows = _metrics(run_dir)
+    rows = metrics(run_dir)
     assert [r["step"] for r in rows] == list(range(1, 13))
     for r in rows:
         for key in ("loss", "lr", "grad_norm", "tokens_per_s", "tflops_per_device"):
@@ -78,7 +64,7 @@ def test_loss_goes_down_and_everything_is_logged(straight_run):
 def test_resume_is_bitwise_exact(straight_run, shards, tmp_path):
     """Steps 1-4, stop, resume, steps 5-12 == 12 straight steps (per-step losses, bitwise on CPU)."""
     run_dir, _ = straight_run
-    straight = {r["step"]: r["loss"] for r in _metrics(run_dir)}
+    straight = {r["step"]: r["loss"] for r in metrics(run_dir)}
     resumed_dir = tmp_path / "resumed"
     first = _run(shards, resumed_dir, **{"optim.train_steps": 12, "checkpoint.save_interval": 4})
     assert first["step"] == 12
@@ -88,7 +74,7 @@ def test_resume_is_bitwise_exact(straight_run, shards, tmp_path):
             shutil.rmtree(path)
     again = _run(shards, resumed_dir, **{"optim.train_steps": 12})
     assert again["step"] == 12
-    rows = _metrics(resumed_dir)
+    rows = metrics(resumed_dir)
     assert [r["step"] for r in rows] == list(range(1, 13))  # steps after the checkpoint were rewritten
     assert {r["step"]: r["loss"] for r in rows} == straight  # bitwise
 
@@ -110,7 +96,7 @@ def test_corrupt_or_partial_checkpoint_falls_back(straight_run, shards, tmp_path
     big.write_bytes(b"\0" * big.stat().st_size)
     result = _run(shards, run_dir, **{"optim.train_steps": 6, "checkpoint.save_interval": 100})
     assert result["step"] == 6 and result["exit_code"] == 0
-    rows = _metrics(run_dir)
+    rows = metrics(run_dir)
     assert [r["step"] for r in rows] == list(range(1, 7))  # resumed from step 4, ran 5 and 6
 
 
@@ -125,16 +111,16 @@ def test_nonfinite_skip_mode_skips_then_gives_up(shards, tmp_path):
     with pytest.raises(NonFiniteError, match="3 skipped steps in a row"):
         _run(shards, run_dir, **{"optim.lr": 1e30, "optim.min_lr": 0.0, "optim.clip_grad": 0.0,
                                  "optim.warmup_steps": 0, "guard.on_nonfinite": "skip", "guard.max_skipped": 2})
-    rows = _metrics(run_dir)
+    rows = metrics(run_dir)
     assert sum(r["skipped"] for r in rows) == 2 and not rows[0]["skipped"]
 
 
 def test_init_from_midtrain_checkpoint_loads_weights_only(straight_run, shards, tmp_path):
     src, _ = straight_run
-    fresh = _metrics(src)[0]
+    fresh = metrics(src)[0]
     run_dir = tmp_path / "init"
     _run(shards, run_dir, **{"optim.train_steps": 2, "init_from": str(src)})
-    row = _metrics(run_dir)[0]
+    row = metrics(run_dir)[0]
     assert row["step"] == 1  # fresh step counter and schedule
     assert row["lr"] == fresh["lr"]
     assert row["loss"] < fresh["loss"] - 0.3  # trained weights
@@ -162,14 +148,14 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     log = tmp_path / "train.log"  # a file, not a pipe nobody reads while waiting: a full pipe would stall training
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, text=True)
-    metrics = run_dir / "metrics.jsonl"
+    metrics_file = run_dir / "metrics.jsonl"
     # Signal only once the loop runs (its handler is installed then); a loaded machine may take minutes to get here.
     deadline = time.time() + 600
     while time.time() < deadline and proc.poll() is None:
-        if metrics.exists() and len(metrics.read_text().splitlines()) >= 3:
+        if metrics_file.exists() and len(metrics_file.read_text().splitlines()) >= 3:
             break
         time.sleep(0.2)
-    assert proc.poll() is None and len(metrics.read_text().splitlines()) >= 3, \
+    assert proc.poll() is None and len(metrics_file.read_text().splitlines()) >= 3, \
         "training ended or never reached step 3 before the signal"
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=600)
@@ -179,12 +165,12 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     assert ckpt is not None
     stopped = int(ckpt.name.split("_")[1])
     assert 3 <= stopped < 400
-    assert len(_metrics(run_dir)) == stopped
+    assert len(metrics(run_dir)) == stopped
     # Restart on the same run dir: resumes after the checkpoint (train_steps shortened to keep the test quick).
     again = subprocess.run(cmd + [f"optim.train_steps={stopped + 2}"], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [r["step"] for r in _metrics(run_dir)] == list(range(1, stopped + 3))
+    assert [r["step"] for r in metrics(run_dir)] == list(range(1, stopped + 3))
     assert f"resuming at step {stopped}" in again.stderr
 
 
@@ -196,7 +182,7 @@ def test_loss_mask_is_honoured_sft_style(tmp_path):
     run_dir = tmp_path / "run"
     _run(shards, run_dir, **{"optim.train_steps": 3, "checkpoint.save_final": False})
     loader = iter(PackedLoader(PackedDataset(shards), seed=tiny_config().data.seed))
-    for row in _metrics(run_dir):
+    for row in metrics(run_dir):
         expected = sum(float(next(loader)["loss_mask"].sum()) for _ in range(2))
         full = 2 * 64
         assert row["trained_tokens"] == expected and expected < 0.6 * full
@@ -214,7 +200,7 @@ def test_weights_only_checkpoint_in_run_dir_starts_fresh_from_its_weights(straig
     save_checkpoint(run_dir, 0, build_gpt_model(cfg), None, {"step": 0, "initial": True}, 1)
     distributed.destroy()
     _run(shards, run_dir, **{"optim.train_steps": 2, "checkpoint.save_final": True})
-    rows = _metrics(run_dir)
+    rows = metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
-    assert rows[0]["loss"] == _metrics(src)[0]["loss"]  # the seeded initial weights, the same first batch
+    assert rows[0]["loss"] == metrics(src)[0]["loss"]  # the seeded initial weights, the same first batch
     assert latest_checkpoint(run_dir).name == "iter_0000002"

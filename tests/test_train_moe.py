@@ -17,25 +17,11 @@ from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.checkpoint import list_checkpoints
 from midtrain.train.trainer import train
-from train_helpers import MOE, tiny_moe_config, write_shards
+from train_helpers import metrics, MOE, tiny_moe_config, write_shards
+from train_helpers import destroy_process_groups, shards  # noqa: F401 (fixtures used by name)
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
-
-
-@pytest.fixture(scope="module")
-def shards(tmp_path_factory):
-    return write_shards(tmp_path_factory.mktemp("shards"), sequences=24, seq_length=64)
-
-
-@pytest.fixture(autouse=True)
-def _teardown():
-    yield
-    distributed.destroy()
-
-
-def _metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 def _run(shards, run_dir, **overrides):
@@ -55,7 +41,7 @@ def test_moe_trains_and_logs_router_losses(straight):
     from midtrain.train.flops import matmul_params
     from midtrain.train.logger import RunLogger
 
-    rows = _metrics(straight)
+    rows = metrics(straight)
     line = RunLogger(straight, tiny_moe_config(), enabled=False).format(rows[0])
     assert f"moe balance {rows[0]['moe_load_balancing_loss']:.3f}" in line
     assert [r["step"] for r in rows] == list(range(1, 9))
@@ -78,7 +64,7 @@ def test_moe_resume_is_bitwise_exact_with_router_state(straight, shards, tmp_pat
     the router weights and their optimizer state."""
     from torch.distributed.checkpoint import FileSystemReader
 
-    want = {r["step"]: (r["loss"], r["grad_norm"], r["moe_load_balancing_loss"]) for r in _metrics(straight)}
+    want = {r["step"]: (r["loss"], r["grad_norm"], r["moe_load_balancing_loss"]) for r in metrics(straight)}
     run_dir = tmp_path / "resumed"
     _run(shards, run_dir, **{"optim.train_steps": 8, "checkpoint.save_interval": 4})
     for step, path in list_checkpoints(run_dir):
@@ -90,7 +76,7 @@ def test_moe_resume_is_bitwise_exact_with_router_state(straight, shards, tmp_pat
             "optimizer.state.exp_avg_sq.decoder.layers.mlp.router.weight",
             "decoder.layers.mlp.experts.experts.linear_fc1.weight"} <= keys
     _run(shards, run_dir, **{"optim.train_steps": 8})
-    got = {r["step"]: (r["loss"], r["grad_norm"], r["moe_load_balancing_loss"]) for r in _metrics(run_dir)}
+    got = {r["step"]: (r["loss"], r["grad_norm"], r["moe_load_balancing_loss"]) for r in metrics(run_dir)}
     assert got == want
 
 
@@ -127,7 +113,7 @@ def test_moe_variants_train_a_step(shards, tmp_path):
                                     "model.moe_shared_expert_ffn_hidden_size": 48,
                                     "model.moe_router_score_function": "sigmoid", "model.moe_capacity_factor": 1.0,
                                     "model.moe_z_loss_coeff": 1e-3, "model.moe_load_balancing": "seq_aux_loss"})
-    rows = _metrics(tmp_path / "v")
+    rows = metrics(tmp_path / "v")
     assert len(rows) == 2 and all(r["loss"] == r["loss"] for r in rows)
     assert rows[0]["moe_z_loss"] > 0 and rows[0]["moe_load_balancing_loss"] > 0
 
@@ -167,7 +153,7 @@ def test_ep2_over_gloo_matches_ep1_from_hf_weights(shards, tmp_path):
                "train", str(cfg_path), f"run_dir={tmp_path / name}", "parallel.expert=2", f"init_from={init}"]
         out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
-    ep1, ep2, ep2_hf = (_metrics(tmp_path / n) for n in ("ep1", "ep2", "ep2_hf"))
+    ep1, ep2, ep2_hf = (metrics(tmp_path / n) for n in ("ep1", "ep2", "ep2_hf"))
     assert len(ep1) == len(ep2) == len(ep2_hf) == 4 and ep1[-1]["loss"] < ep1[0]["loss"]
     for a, b, c in zip(ep1, ep2, ep2_hf):
         for key in ("loss", "grad_norm", "moe_load_balancing_loss"):
@@ -195,7 +181,7 @@ def test_sft_probe_runs_from_a_moe_checkpoint(tmp_path):
     res = run_probe(probe, start.parent.parent, tmp_path / "probe")
     distributed.destroy()
     assert res["exit_code"] == 0 and res["heldout_loss"] == res["heldout_loss"] and res["heldout_tokens"] > 0
-    rows = _metrics(Path(res["run_dir"]))
+    rows = metrics(Path(res["run_dir"]))
     assert len(rows) == 3 and all("moe_load_balancing_loss" in r for r in rows)
     hf = AutoConfig.from_pretrained(res["hf_dir"])
     assert hf.model_type == "qwen3_moe" and hf.num_experts == 4
@@ -244,6 +230,6 @@ def test_gpu_moe_train_steps_lower_the_loss(tmp_path, impl):
     cfg = tiny_moe_config(**{"precision.transformer_impl": impl, "precision.dtype": "bf16", "data.path": str(shards),
                              "data.seq_length": 256, "run_dir": str(tmp_path / "run"), "optim.train_steps": 12})
     assert train(cfg)["exit_code"] == 0
-    rows = _metrics(tmp_path / "run")
+    rows = metrics(tmp_path / "run")
     assert len(rows) == 12 and rows[-1]["loss"] < rows[0]["loss"]
     assert all(0.9 < r["moe_load_balancing_loss"] < 4.0 for r in rows) and rows[-1]["tflops_per_device"] > 0

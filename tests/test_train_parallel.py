@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -13,7 +12,7 @@ import pytest
 
 from midtrain.train import distributed
 from midtrain.train.trainer import train
-from train_helpers import tiny_config, write_shards
+from train_helpers import metrics, tiny_config, write_shards
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -25,17 +24,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _metrics(run_dir: Path) -> list[dict]:
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-
-
 def _train(cfg_path: Path, run_dir: Path, nproc: int, *overrides: str) -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     args = ["-m", "midtrain.cli", "train", str(cfg_path), f"run_dir={run_dir}", *overrides]
     cmd = [str(TORCHRUN), "--nproc-per-node", str(nproc), "--master-port", str(_free_port()), *args]
     out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
-    return _metrics(run_dir)
+    return metrics(run_dir)
 
 
 @pytest.mark.slow
@@ -48,7 +43,7 @@ def test_tp2_and_dp2_match_single_process(tmp_path):
     # Reference in this process (saves a Python start-up); the parallel runs under torchrun.
     train(cfg.apply_overrides([f"run_dir={tmp_path / 'single'}"]))
     distributed.destroy()
-    single = _metrics(tmp_path / "single")
+    single = metrics(tmp_path / "single")
     tp = _train(cfg_path, tmp_path / "tp2", 2, "parallel.tensor=2")
     assert (tmp_path / "tp2" / "config.yaml").read_text().count("tensor: 2") == 1
     dp = _train(cfg_path, tmp_path / "dp2", 2, "parallel.data=2")

@@ -2,9 +2,34 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
 
+from midtrain.train import distributed
 from midtrain.train.config import TrainConfig
+
+
+# Fixtures the trainer test modules import (`from train_helpers import shards, destroy_process_groups`):
+# importing an autouse fixture applies it to every test of the importing module only.
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory) -> Path:
+    """A tiny packed shard dir shared by a module's tests."""
+    return write_shards(tmp_path_factory.mktemp("shards"), sequences=24, seq_length=64)
+
+
+@pytest.fixture(autouse=True)
+def destroy_process_groups():
+    """No test leaves a process group behind for the next one."""
+    yield
+    distributed.destroy()
+
+
+def metrics(run_dir: Path) -> list[dict]:
+    """Every line of RUN_DIR/metrics.jsonl, read strictly: a partial or malformed line fails the test."""
+    return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
 
 
 def tiny_config(**overrides: object) -> TrainConfig:

@@ -38,7 +38,7 @@ def run_stages(stages: list[CurationStage], logging_dir: str | Path, tasks: int 
 
 def run_local(cfg: CurationConfig, source: str, raw_dir: str | Path, out_dir: str | Path, work_dir: str | Path,
               tasks: int = 1, workers: int = 1) -> dict[str, dict[str, dict[str, float]]]:
-    stages = curation_stages(cfg, source, str(raw_dir), str(out_dir), str(work_dir))
+    stages = curation_stages(cfg, source, str(raw_dir), str(out_dir), str(work_dir), tasks)
     return run_stages(stages, Path(work_dir) / "logs", tasks, workers)
 
 

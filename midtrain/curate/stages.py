@@ -30,8 +30,8 @@ from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupCl
 from midtrain.config import Config
 from midtrain.curate.base import ValidateDocuments
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter, SweBenchRepoFilter
-from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig, DedupFilter, ExactFindDuplicates, \
-    ExactHashWriter, NearDupUnits
+from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig, DedupFilter, ExactUnitFind, \
+    ExactUnitSignature, NearDupUnits, NearKeepSmallestKey
 from midtrain.curate.license import LicenseConfig, LicenseFilter
 from midtrain.curate.quality import QualityConfig, QualityFilter
 from midtrain.formats.documents import DocumentReader, DocumentWriter
@@ -70,12 +70,15 @@ def excluded_dir(out_dir: str) -> Path:
     return location(out_dir).parent / "excluded"
 
 
-def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str, work_dir: str) -> list[CurationStage]:
+def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str, work_dir: str, tasks: int = 1
+                    ) -> list[CurationStage]:
     """Stages reading RAW_DIR (JSONL documents) and writing the curated documents to OUT_DIR (JSONL.gz).
 
     work_dir is private scratch space (filtered documents, dedup hashes, signatures, buckets, removal lists).
     ``source`` is the source kind being prepared (repos, commits, pulls, buildlogs, traces); every step
     applies to every source (repository-specific parts look at ``metadata["source"] == "repo"``).
+    ``tasks`` is the run's task count: the exact-dedup finder runs as many tasks unless ``dedup.finder_tasks``
+    says otherwise (the output is the same for any of them).
     """
     cfg.validate()
     work = location(work_dir)
@@ -104,22 +107,28 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
         return stages
 
     d = cfg.dedup
-    exact_dir = str(work / "dedup" / "exact") if d.exact else None
+    exact_sigs = str(work / "dedup" / "exact_signatures")
+    exact_dir = str(work / "dedup" / "exact") if d.exact else None  # removal lists (<finder>/<rank>.c4_dup)
+    finders = d.finder_tasks or tasks
     mh = d.minhash()
-    sig_dir, bucket_dir, near_dir = (str(work / "dedup" / x) for x in ("signatures", "buckets", "remove"))
+    sig_dir, bucket_dir, cluster_dir, keys_dir, near_dir = (
+        str(work / "dedup" / x) for x in ("signatures", "buckets", "clusters", "keys", "remove"))
 
     def reader() -> DocumentReader:
         return DocumentReader(filtered, add_file_path=False)
 
     if d.exact:
-        stages.append(CurationStage("dedup_hash", [reader(), ExactHashWriter(exact_dir, d.min_file_chars)]))
-        stages.append(CurationStage("dedup_exact", [ExactFindDuplicates(exact_dir)], 1))
+        stages.append(CurationStage("dedup_hash", [reader(),
+                                                   ExactUnitSignature(exact_sigs, d.min_file_chars, finders)]))
+        stages.append(CurationStage("dedup_exact", [ExactUnitFind(exact_sigs, exact_dir)], finders))
     if d.near:
-        stages.append(CurationStage("dedup_sig", [reader(), NearDupUnits(exact_dir, d.min_file_chars),
-                                                  CodeMinhashSignature(sig_dir, mh)]))
+        stages.append(CurationStage("dedup_sig", [
+            reader(), NearDupUnits(exact_dir, keys_dir, d.min_file_chars), CodeMinhashSignature(sig_dir, mh)]))
         stages.append(CurationStage("dedup_buckets", [MinhashDedupBuckets(sig_dir, bucket_dir, config=mh)],
                                     d.num_buckets))
-        stages.append(CurationStage("dedup_cluster", [MinhashDedupCluster(bucket_dir, near_dir, config=mh)], 1))
+        stages.append(CurationStage("dedup_cluster", [
+            MinhashDedupCluster(bucket_dir, cluster_dir, config=mh, save_cluster_id=True),
+            NearKeepSmallestKey(cluster_dir, keys_dir, near_dir)], 1))
     stages.append(CurationStage("dedup_filter", [
         reader(), DedupFilter(d, exact_dir, near_dir if d.near else None, exc("dedup")),
         DocumentWriter(out_dir)]))

@@ -115,7 +115,7 @@ def train_stage(workdir: Path) -> str:
 
 def demo_protocol(workdir: Path):  # -> ProtocolConfig
     """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
-    from midtrain.eval.protocol import ProtocolConfig
+    from midtrain.protocol import ProtocolConfig
     from midtrain.train.checkpoint import latest_checkpoint
     from recipes import resolve_config
 
@@ -135,7 +135,7 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
 
 def protocol_stage(workdir: Path) -> str:
     """SFT probe + proxy evals of the base and midtrained tiny checkpoints, then WORKDIR/report/report.md."""
-    from midtrain.eval.protocol import run_protocol
+    from midtrain.protocol import run_protocol
     from midtrain.train.checkpoint import latest_checkpoint
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
 

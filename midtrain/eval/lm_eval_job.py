@@ -22,6 +22,7 @@ import yaml
 
 from midtrain.eval.config import LmEvalConfig
 from midtrain.eval.results import LM_EVAL_RESULT
+from midtrain.formats.rundir import reusable_result
 
 log = logging.getLogger(__name__)
 
@@ -90,12 +91,9 @@ def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -
     cfg.validate()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    prev = out / LM_EVAL_RESULT
-    if prev.exists():
-        old = json.loads(prev.read_text())
-        if old.get("checkpoint") == str(checkpoint) and old.get("config") == cfg.to_dict():
-            log.info("lm-eval: %s is complete for this checkpoint and config; skipped", prev)
-            return old
+    done = reusable_result(out / LM_EVAL_RESULT, checkpoint, cfg.to_dict())
+    if done is not None:
+        return done
     t0 = time.time()
     hf = hf_checkpoint(checkpoint, out, cfg.tokenizer)
     include = [str(out / "tasks")] if write_local_tasks(out / "tasks", cfg.tasks) else []
@@ -115,7 +113,7 @@ def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -
     result = {"checkpoint": str(checkpoint), "hf": str(hf), "config": cfg.to_dict(), "tasks": summarize(raw),
               "n_samples": raw.get("n-samples"), "versions": raw.get("versions"),
               "lm_eval_version": getattr(lm_eval, "__version__", None), "seconds": round(time.time() - t0, 1)}
-    prev.write_text(json.dumps(result, indent=2, default=str))
+    (out / LM_EVAL_RESULT).write_text(json.dumps(result, indent=2, default=str))
     for task, row in result["tasks"].items():
         log.info("lm-eval %s: %s", task, ", ".join(f"{k}={v:.4f}" for k, v in row.items()))
     return result

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.config import ProxyConfig
-from midtrain.formats.rundir import PROXY_RESULT
+from midtrain.formats.rundir import PROXY_RESULT, reusable_result
 from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
 
 log = logging.getLogger(__name__)
@@ -20,12 +20,9 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
     cfg.validate()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    prev = out / PROXY_RESULT
-    if prev.exists():
-        old = json.loads(prev.read_text())
-        if old.get("checkpoint") == str(checkpoint) and old.get("config") == cfg.to_dict():
-            log.info("proxy evals: %s is complete for this checkpoint and config; skipped", prev)
-            return old
+    done = reusable_result(out / PROXY_RESULT, checkpoint, cfg.to_dict())
+    if done is not None:
+        return done
     t0 = time.time()
     scorer = load_scorer(checkpoint)
     result: dict[str, Any] = {"checkpoint": str(checkpoint), "scored": scorer.name, "config": cfg.to_dict()}

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from midtrain.formats.shards import PADDING_SOURCE
+from midtrain.locations import as_path, is_url
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ MANIFEST = "manifest.json"
 
 
 def load_manifest(shard_dir: str | Path) -> dict:
-    path = Path(shard_dir) / MANIFEST
+    """manifest.json of a shard directory (a local path or a URL)."""
+    path = as_path(shard_dir) / MANIFEST
     if not path.exists():
         raise FileNotFoundError(f"{shard_dir}: no {MANIFEST} (not a `midtrain pack` output, or packing did not finish)")
     return json.loads(path.read_text())
@@ -71,6 +73,9 @@ class PackedDataset(torch.utils.data.Dataset):
     """Packed sequences of one split, memory-mapped from the shard files listed in manifest.json."""
 
     def __init__(self, shard_dir: str | Path, split: str = "train") -> None:
+        if is_url(shard_dir):
+            raise ValueError(f"{shard_dir}: shards in object storage cannot be memory-mapped; copy the directory to "
+                             f"a filesystem first (e.g. `aws s3 sync {shard_dir} DIR`) and read DIR")
         self.shard_dir = Path(shard_dir)
         self.manifest = load_manifest(self.shard_dir)
         splits = self.manifest.get("splits", {})

@@ -1,3 +1,3 @@
 """Slurm launch: site config (site.py), safe rendering of slurm/ templates (shell.py, render.py), submission
 and afterok chains (sbatch.py), training jobs (train_job.py), protocol chains (protocol_job.py), datatrove
-prep arrays (prep.py), and `midtrain submit` (command.py)."""
+prep arrays (prep.py); `midtrain submit` itself is midtrain/commands/submit.py."""

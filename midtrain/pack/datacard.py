@@ -14,6 +14,7 @@ the card says so. A document's token count is shared among its files in proporti
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import posixpath
 import re
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Iterator
 
 from midtrain.formats.repo_files import file_group
+from midtrain.locations import as_path, local_folder
 from midtrain.sources.filters import DATA_EXT, path_skip_reason
 from midtrain.sources.repos import is_doc_path, language_of
 
@@ -53,9 +55,9 @@ def file_kind(path: str) -> str:
 
 
 def _iter_documents(prep_dir: Path) -> Iterator[dict]:
-    for f in sorted((prep_dir / "documents").glob("*.jsonl*")):
-        opener = gzip.open if f.name.endswith(".gz") else open
-        with opener(f, "rt", encoding="utf-8") as fh:
+    for f in sorted((prep_dir / "documents").glob("*.jsonl*")):  # local files or objects in a bucket
+        with f.open("rb") as raw, (gzip.open(raw, "rt", encoding="utf-8") if f.name.endswith(".gz")
+                                   else io.TextIOWrapper(raw, encoding="utf-8")) as fh:
             for line in fh:
                 if line.strip():
                     yield json.loads(line)
@@ -65,7 +67,7 @@ def _token_counts(prep_dir: Path) -> dict[str, int]:
     """Document id -> tokens, from the tokenize cache `midtrain pack` writes under PREP_DIR/tokenized/."""
     counts: dict[str, int] = {}
     for f in sorted((prep_dir / "tokenized").glob("*/*.docs.jsonl")):
-        with open(f) as fh:
+        with f.open() as fh:
             for line in fh:
                 row = json.loads(line)
                 counts[row["id"]] = int(row["tokens"])
@@ -99,8 +101,8 @@ def _histogram(values: list[int]) -> list[int]:
 
 
 def prep_card(prep_dir: str | Path, top: int = TOP_REPOS) -> dict:
-    """The data card of one `midtrain prep` output directory, as a JSON-able dict."""
-    prep = Path(prep_dir)
+    """The data card of one `midtrain prep` output directory (a local path or a URL), as a JSON-able dict."""
+    prep = as_path(prep_dir)
     if not (prep / "documents").is_dir():
         raise FileNotFoundError(f"{prep}: no documents/ folder (not a `midtrain prep` output)")
     exact = _token_counts(prep)
@@ -181,7 +183,7 @@ def shards_card(shard_dir: str | Path, top: int = TOP_REPOS) -> dict:
     m = load_manifest(shard_dir)
     inputs = []
     for p in m.get("inputs", []):
-        path = Path(p["path"] if isinstance(p, dict) else p)
+        path = as_path(p["path"] if isinstance(p, dict) else p)
         if (path / "documents").is_dir():
             inputs.append(prep_card(path, top))
     return {"shard_dir": str(shard_dir), "tokens": m["tokens"], "sequences": m["sequences"],
@@ -261,11 +263,11 @@ def plot_card(card: dict, path: str | Path) -> Path:
 
 
 def write_card(directory: str | Path, card: dict) -> list[Path]:
-    """datacard.md, datacard.json and datacard.png into ``directory``."""
-    out = Path(directory)
-    md, js, png = out / "datacard.md", out / "datacard.json", out / "datacard.png"
-    md.write_text(to_markdown(card))
-    js.write_text(json.dumps(card, indent=1))
-    plot_card(card, png)
-    return [md, js, png]
+    """datacard.md, datacard.json and datacard.png into ``directory`` (a local path or a URL)."""
+    names = ("datacard.md", "datacard.json", "datacard.png")
+    with local_folder(str(directory)) as out:
+        (out / names[0]).write_text(to_markdown(card))
+        (out / names[1]).write_text(json.dumps(card, indent=1))
+        plot_card(card, out / names[2])
+    return [as_path(str(directory)) / n for n in names]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.shards import HIST_EDGES
+from midtrain.locations import as_path, write_text_atomic
 from midtrain.pack.pack_step import SPLITS, PackConfig, global_plan
 
 FORMAT = "midtrain-packed/1"
@@ -82,7 +83,7 @@ def _merge_split(cfg: PackConfig, out: Path, split: str, per_source: dict[str, d
 
 def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], inputs: list[str],
                    tokenizer: dict, pad_id: int) -> dict:
-    out = Path(out_dir)
+    out = as_path(out_dir)
     plan = global_plan(cfg, cache_dirs)
     per_source = _source_entries(plan)
     splits = {split: _merge_split(cfg, out, split, per_source) for split in SPLITS}
@@ -128,8 +129,6 @@ def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], 
 
 
 def write_manifest(manifest: dict, out_dir: str | Path) -> Path:
-    path = Path(out_dir) / MANIFEST
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=1))
-    tmp.replace(path)
+    path = as_path(out_dir) / MANIFEST
+    write_text_atomic(path, json.dumps(manifest, indent=1))
     return path

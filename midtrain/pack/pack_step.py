@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -26,7 +27,8 @@ from midtrain.config import Config, require
 from midtrain.pack.mixture import MixtureConfig, SourcePlan, plan_mixture, select_copies, valid_draw
 from midtrain.pack.packer import best_fit_decreasing, split_points
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
-from midtrain.pack.tokenize import TokenizedShard
+from midtrain.locations import as_path, is_url, local_copy, local_folder
+from midtrain.pack.tokenize import TASK_FILES, TokenizedShard
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +76,18 @@ def cache_key(tokenizer_hash: str, eos_token: str, boundaries: dict[str, str]) -
 
 
 def tokenized_prefixes(cache_dir: str | Path) -> list[Path]:
-    """Complete tokenize task outputs in a cache dir (the .json is written last)."""
-    return sorted(p.with_suffix("") for p in Path(cache_dir).glob("[0-9]*.json"))
+    """Complete tokenize task outputs in a cache dir, local or a URL (the .json is written last)."""
+    return sorted(p.with_suffix("") for p in as_path(cache_dir).glob("[0-9]*.json"))
+
+
+def open_tokenized(prefix: Path, scratch: Path) -> TokenizedShard:
+    """A tokenize task's output, memory-mapped; one in an object store is first copied under ``scratch``."""
+    if not is_url(prefix):
+        return TokenizedShard(prefix)
+    into = scratch / hashlib.sha256(str(prefix).encode()).hexdigest()[:16]
+    for suffix in TASK_FILES:
+        local_copy(as_path(f"{prefix}{suffix}"), into)
+    return TokenizedShard(into / prefix.name, origin=str(prefix))
 
 
 def assign(inputs: list[list[Path]], tasks: int) -> list[list[Path]]:
@@ -106,7 +118,7 @@ class GlobalPlan:
 
 def global_plan(cfg: PackConfig, cache_dirs: list[str | Path]) -> GlobalPlan:
     """The plan every task (and the manifest) derives from the tokenize totals: same inputs, same plan."""
-    infos = [json.loads(Path(f"{p}.json").read_text()) for d in cache_dirs for p in tokenized_prefixes(d)]
+    infos = [json.loads(as_path(f"{p}.json").read_text()) for d in cache_dirs for p in tokenized_prefixes(d)]
     if not infos:
         raise FileNotFoundError(f"no tokenized data in {[str(d) for d in cache_dirs]}")
     by_source: dict[str, int] = {}
@@ -158,13 +170,22 @@ class PackStep(PipelineStep):
         self.pad_id = pad_id
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        # Shards go to a local folder (memory-mapped writers): the output itself, or a scratch folder uploaded
+        # to an object-store output at the end, each split's .stats.json (a finished task's mark) last.
+        with tempfile.TemporaryDirectory(prefix="midtrain-pack-") as scratch, \
+                local_folder(self.output_folder, last=(".stats.json",)) as out:
+            self._pack(rank, world_size, Path(scratch), out)
+        return
+        yield
+
+    def _pack(self, rank: int, world_size: int, scratch: Path, out: Path) -> None:
         from midtrain.formats.tokenizer import newline_table
 
         cfg = PackConfig.from_dict(self.cfg_dict).validate()
         plan = global_plan(cfg, self.cache_dirs)
         source_index = {s: i for i, s in enumerate(plan.sources)}
         mine = assign([tokenized_prefixes(d) for d in self.cache_dirs], world_size)[rank]
-        shards = [TokenizedShard(p) for p in mine]
+        shards = [open_tokenized(p, scratch) for p in mine]
         newline = newline_table(self.tokenizer_file)
         S, mult, seed = cfg.seq_length, cfg.pad_multiple, cfg.seed
         limit = S - S % mult
@@ -211,7 +232,7 @@ class PackStep(PipelineStep):
 
         stats = {}
         for split in SPLITS:
-            stats[split] = self._write_split(cfg, plan, shards, split, items[split], rank, limit)
+            stats[split] = self._write_split(cfg, plan, shards, split, items[split], rank, limit, out)
             written = stats[split]["tokens_by_source"]
             if written != {s: n for s, n in sorted(selected[split].items())}:
                 raise RuntimeError(f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
@@ -219,23 +240,21 @@ class PackStep(PipelineStep):
             stats[split]["split_documents"] = split_docs[split]
             stats[split]["repeated_header_tokens"] = header_tokens[split]
             stats[split]["selected_tokens"] = sum(selected[split].values())
-            Path(f"{shard_prefix(self.output_folder, split, rank)}.stats.json").write_text(json.dumps(stats[split], indent=1))
+            Path(f"{shard_prefix(out, split, rank)}.stats.json").write_text(json.dumps(stats[split], indent=1))
             self.stat_update(f"{split}_sequences", value=stats[split]["sequences"])
             self.stat_update(f"{split}_tokens", value=stats[split]["tokens"])
         log.info("pack task %d/%d: %s", rank, world_size,
                  ", ".join(f"{s}: {stats[s]['sequences']} sequences, fill {stats[s]['fill']:.4f}" for s in SPLITS))
-        return
-        yield
 
     def _write_split(self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], split: str,
-                     items: list[tuple], rank: int, limit: int) -> dict:
+                     items: list[tuple], rank: int, limit: int, out: Path) -> dict:
         S, seed = cfg.seq_length, cfg.seed
         lengths = np.array([b - a + h for (_, _, a, b, *_rest, h) in items], dtype=np.int64)
         keys = np.array([_key64(seed, shards[k].docs[d]["id"], part, c) for (k, d, _, _, _, part, _, c, _) in items],
                         dtype=np.int64)
         bins = best_fit_decreasing(lengths, S, keys, cfg.pad_multiple)
         rng = np.random.Generator(np.random.PCG64([seed, rank, SPLITS.index(split)]))
-        writer = PackedShardWriter(shard_prefix(self.output_folder, split, rank), seq_length=S, pad_id=self.pad_id,
+        writer = PackedShardWriter(shard_prefix(out, split, rank), seq_length=S, pad_id=self.pad_id,
                                    dtype=np.dtype(plan.dtype).type, pad_multiple=cfg.pad_multiple,
                                    with_masks=plan.masks, sources=plan.sources)
         from tqdm import tqdm
@@ -254,4 +273,4 @@ class PackStep(PipelineStep):
                 pieces.append(Piece(tokens=tokens, mask=mask, source=src, doc_id=shard.docs[d]["id"], part=part,
                                     parts=parts))
             writer.add(pieces)
-        return writer.finalize({"task": rank, "split": split, "inputs": [str(s.prefix) for s in shards]})
+        return writer.finalize({"task": rank, "split": split, "inputs": [s.origin for s in shards]})

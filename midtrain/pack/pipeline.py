@@ -4,6 +4,11 @@ The stages run through the stage runner (midtrain.runner): locally in order, or 
 job arrays (tokenize per input, then packing, then a one-task manifest job), submitted at once. Reruns skip finished
 work: a tokenize cache whose documents did not change, pack tasks whose completion markers exist, and the
 whole run when the manifest already records the same configuration and inputs.
+
+Inputs and the output may be fsspec URLs (``s3://bucket/prefix``; see midtrain.locations): documents are read
+through datatrove's data folders, the tokenize cache is written beside them, and the completion markers,
+task stats and manifest live in the bucket. Files that must be local (memory-mapped token and shard files)
+are copied to, or written in, a task's scratch folder under $TMPDIR and uploaded when the task is done.
 """
 
 from __future__ import annotations
@@ -11,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +23,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.formats.shard_reader import MANIFEST
+from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature
 from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
 from midtrain.runner import StageChain
 
@@ -56,7 +61,7 @@ def resolve_tokenizer(cfg: PackConfig) -> TokenizerInfo:
 
 
 def documents_dir(prep_dir: str | Path) -> Path:
-    d = Path(prep_dir) / "documents"
+    d = as_path(prep_dir) / "documents"
     if not d.is_dir() or not any(d.glob(DOC_GLOB)):
         raise FileNotFoundError(f"{prep_dir}: no documents/{DOC_GLOB} (give output directories of `midtrain prep`)")
     return d
@@ -64,22 +69,23 @@ def documents_dir(prep_dir: str | Path) -> Path:
 
 def produced_nothing(prep_dir: str | Path) -> bool:
     """A finished `midtrain prep` run whose curation dropped every document (its stats.json says so)."""
-    stats = Path(prep_dir) / "stats.json"
-    if not stats.is_file() or any((Path(prep_dir) / "documents").glob(DOC_GLOB)):
+    stats = as_path(prep_dir) / "stats.json"
+    if not stats.is_file() or any((as_path(prep_dir) / "documents").glob(DOC_GLOB)):
         return False
     data = json.loads(stats.read_text())
     return bool(data.get("complete")) and data.get("documents_out") == 0
 
 
 def fingerprint(prep_dir: str | Path) -> str:
-    """Names, sizes and mtimes of an input's document files: the tokenize cache is valid while they hold."""
+    """Names, sizes and mtimes (ETags in an object store) of an input's document files: the tokenize cache is
+    valid while they hold."""
     files = sorted(documents_dir(prep_dir).glob(DOC_GLOB))
-    raw = json.dumps([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files])
+    raw = json.dumps([(f.name, *signature(f)) for f in files])
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
 
 def tokenize_cache(prep_dir: str | Path, key: str) -> Path:
-    return Path(prep_dir) / "tokenized" / key
+    return as_path(prep_dir) / "tokenized" / key
 
 
 class ManifestStep(PipelineStep):
@@ -116,7 +122,7 @@ class CacheStampStep(PipelineStep):
         self.cache_dir, self.stamp = cache_dir, stamp
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        (Path(self.cache_dir) / "complete.json").write_text(json.dumps(self.stamp, indent=1))
+        (as_path(self.cache_dir) / "complete.json").write_text(json.dumps(self.stamp, indent=1))
         return
         yield
 
@@ -152,13 +158,18 @@ def _prepare_output(out: Path, run_key: str, dry_run: bool) -> dict | None:
     for name in ("train", "valid", "logs", MANIFEST) if ours and not dry_run else ():
         p = out / name
         if p.exists() and (not resuming or name == MANIFEST):
-            shutil.rmtree(p) if p.is_dir() else p.unlink()
-    out.mkdir(parents=True, exist_ok=True)
+            remove_tree(p) if p.is_dir() else p.unlink()
+    ensure_dir(out)
     return None
 
 
 def _slurm_logs(logging_dir: Path) -> str:
     return str(logging_dir.parent / "slurm" / logging_dir.name)
+
+
+def _input_name(prep_dir: str) -> str:
+    """A local input as given; a URL kept a URL (a pathlib Path would make s3://b/p into s3:/b/p)."""
+    return prep_dir if is_url(prep_dir) else str(Path(prep_dir))
 
 
 def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=None, dry_run: bool = False) -> PackResult:
@@ -174,8 +185,8 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
     from midtrain.pack.tokenize import TokenizeStep
 
     cfg.validate()
-    out = Path(out_dir)
-    inputs = [str(Path(i)) for i in inputs]
+    out = as_path(out_dir)
+    inputs = [_input_name(str(i)) for i in inputs]
     empty = [i for i in inputs if produced_nothing(i)]
     for i in empty:
         log.warning("pack: skipping %s: its prep run kept no documents (see its stats.json drops)", i)
@@ -193,7 +204,7 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
 
     chain = StageChain(cfg.executor, site, cfg.workers, label="pack")
     for i, cache in zip(inputs, cache_dirs):
-        cache = Path(cache)
+        cache = as_path(cache)
         stamp = {"fingerprint": prints[i], "tokenizer": tok.to_dict(), "boundaries": cfg.boundaries}
         done = cache / "complete.json"
         if done.exists() and json.loads(done.read_text()).get("fingerprint") == prints[i]:
@@ -201,7 +212,7 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
             continue
         if cache.exists() and done.exists():  # stale: the documents changed
             log.info("tokenize %s: documents changed since %s was written; retokenizing", i, cache)
-            shutil.rmtree(cache)
+            remove_tree(cache)
         n_files = len(list(documents_dir(i).glob(DOC_GLOB)))
         tasks = min(cfg.tokenize_tasks, n_files)
         log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)

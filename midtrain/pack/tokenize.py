@@ -28,10 +28,13 @@ from datatrove.data import DocumentsPipeline
 from datatrove.utils.batching import batched
 from datatrove.utils.tokenization import PipelineStepWithTokenizer
 
-from midtrain.pack.mixture import valid_draw
 from midtrain.formats.shards import token_dtype
+from midtrain.locations import local_folder
+from midtrain.pack.mixture import valid_draw
 
 log = logging.getLogger(__name__)
+
+TASK_FILES = (".bin", ".idx", ".mask.bin", ".mask.idx", ".docs.jsonl", ".json")  # one task's output, .json last
 
 
 def _char_to_token(encoding, pos: int, n_chars: int, n_tokens: int) -> int:
@@ -72,9 +75,15 @@ class TokenizeStep(PipelineStepWithTokenizer):
         self.boundaries = dict(boundaries or {})  # source -> regex where a natural split point starts
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
+        # An object-store cache: written locally, uploaded with the task's .json (its completion mark) last.
+        with local_folder(self.output_folder, last=(".json",)) as out:
+            self._tokenize(data, out, rank)
+        return
+        yield  # a generator, as datatrove steps are
+
+    def _tokenize(self, data: DocumentsPipeline, out: Path, rank: int) -> None:
         from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 
-        out = Path(self.output_folder)
         out.mkdir(parents=True, exist_ok=True)
         prefix = out / f"{rank:05d}"
         tmp = out / f".{rank:05d}.tmp"
@@ -134,12 +143,10 @@ class TokenizeStep(PipelineStepWithTokenizer):
         Path(f"{tmp}.json").write_text(json.dumps({"rank": rank, "eos_id": eos_id, "dtype": np.dtype(dtype).name,
                                                    "vocab_size": tok.get_vocab_size(), **totals}, indent=1))
         # Rename last-to-first-checked: the .json marks a complete task output.
-        for suffix in (".bin", ".idx", ".mask.bin", ".mask.idx", ".docs.jsonl", ".json"):
+        for suffix in TASK_FILES:
             Path(f"{tmp}{suffix}").replace(f"{prefix}{suffix}")
         if totals["dropped"]:
             log.warning("tokenize task %d dropped %s", rank, totals["dropped"])
-        return
-        yield  # a generator, as datatrove steps are
 
     def _usable(self, doc, totals: dict) -> bool:
         if not isinstance(doc.text, str) or not doc.text:
@@ -156,10 +163,11 @@ class TokenizeStep(PipelineStepWithTokenizer):
 class TokenizedShard:
     """One tokenize task's output, memory-mapped: tokens, target masks and per-document metadata."""
 
-    def __init__(self, prefix: str | Path) -> None:
+    def __init__(self, prefix: str | Path, origin: str | None = None) -> None:
         from megatron.core.datasets.indexed_dataset import IndexedDataset
 
         self.prefix = Path(prefix)
+        self.origin = origin or str(prefix)  # where the files came from (a URL when these are local copies)
         self.info = json.loads(Path(f"{prefix}.json").read_text())
         self.ids = IndexedDataset(str(prefix), mmap=True)
         self.masks = IndexedDataset(f"{prefix}.mask", mmap=True)

@@ -24,7 +24,7 @@ from datatrove.data import Document
 from datatrove.io import DataFolder, get_datafolder
 
 from midtrain.sources.common import SourceReader
-from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
+from midtrain.sources.tables import readable_rows, table_units
 
 
 def bucket_of(key: str, buckets: int) -> str:
@@ -36,6 +36,15 @@ def bucket_of(key: str, buckets: int) -> str:
 def bucket_filename() -> str:
     """The partition writer's file name template: one file per (bucket, partition task)."""
     return "${bucket}/${rank}.jsonl"
+
+
+def grouping_stages(partitioner: SourceReader, assembler: SourceReader, rows_dir: str,
+                    raw_dir: str) -> tuple[list, list]:
+    """(partition pipeline, assemble pipeline): rows written to their buckets, then each bucket's groups rendered."""
+    from datatrove.pipeline.writers import JsonlWriter
+
+    return ([partitioner, JsonlWriter(rows_dir, output_filename=bucket_filename())],
+            [assembler, JsonlWriter(raw_dir, output_filename="${rank}.jsonl")])
 
 
 class TableRowPartitioner(SourceReader):
@@ -60,18 +69,7 @@ class TableRowPartitioner(SourceReader):
         raise NotImplementedError
 
     def read_unit(self, unit: tuple[DataFolder, str | None], origin: str) -> Iterator[Document]:
-        if unit[1] is None:
-            self.stat_update("records")
-            self.error("missing_input", origin, NO_TABLE_FILES, origin)
-            return
-        for where, row in iter_table_rows(*unit):
-            self.stat_update("rows")
-            if isinstance(row, UnicodeDecodeError):
-                self.error("invalid_utf8", where, str(row), origin)
-                continue
-            if isinstance(row, Exception):
-                self.error("malformed_json", where, str(row), origin)
-                continue
+        for where, row in readable_rows(self, unit, origin, "rows"):
             if not isinstance(row, dict):
                 self.error("bad_row", where, f"a row is an object, got {type(row).__name__}", origin)
                 continue

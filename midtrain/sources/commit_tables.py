@@ -20,7 +20,7 @@ from typing import Iterator
 
 from datatrove.data import Document
 
-from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, iter_bucket
+from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, grouping_stages, iter_bucket
 from midtrain.sources.commits import CommitReader, CommitsConfig
 from midtrain.sources.git import CommitRecord
 from midtrain.sources.repo_tables import TableInputFields
@@ -119,12 +119,6 @@ class CommitAssembler(BucketAssembler, CommitReader):
 def commit_table_stages(inputs: list[str], cfg: CommitsInputConfig, rows_dir: str, buckets: int, raw_dir: str,
                         report_dir: str, exclusion_dir: str | None) -> tuple[list, list]:
     """(partition pipeline, assemble pipeline) for `midtrain prep commits` on table inputs."""
-    from datatrove.pipeline.writers import JsonlWriter
-
-    from midtrain.sources.buckets import bucket_filename
-
-    partition = [CommitRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
-                 JsonlWriter(rows_dir, output_filename=bucket_filename())]
-    assemble = [CommitAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-                JsonlWriter(raw_dir, output_filename="${rank}.jsonl")]
-    return partition, assemble
+    return grouping_stages(CommitRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
+                           CommitAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
+                           rows_dir, raw_dir)

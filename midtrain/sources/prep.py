@@ -235,7 +235,8 @@ class PrepRun:
             stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
                                                  str(out / "logs" / "source" / "reports"),
                                                  str(out / "excluded" / "source")), self.tasks)]
-        for i, st in enumerate(curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work)), 1):
+        for i, st in enumerate(curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work),
+                                                     self.tasks), 1):
             stages.append((f"curate_{i:02d}_{st.name}", st.pipeline, st.tasks or self.tasks))
         names = [n for n, _, _ in stages]
         stages.append(("stats", [WriteStats(str(out), names, self.settings())], 1))

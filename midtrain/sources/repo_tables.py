@@ -25,7 +25,7 @@ from typing import Iterator, Literal
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, iter_bucket
+from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, grouping_stages, iter_bucket
 from midtrain.sources.repos import RepoReader, ReposConfig
 from midtrain.sources.tables import first_license, json_field, pick
 
@@ -150,13 +150,7 @@ class RepoAssembler(BucketAssembler, RepoReader):
 def repo_table_stages(inputs: list[str], cfg: ReposInputConfig, rows_dir: str, buckets: int, raw_dir: str,
                       report_dir: str, exclusion_dir: str | None) -> tuple[list, list]:
     """(partition pipeline, assemble pipeline) for `midtrain prep repos` on table inputs."""
-    from datatrove.pipeline.writers import JsonlWriter
-
-    from midtrain.sources.buckets import bucket_filename
-
-    partition = [RepoRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
-                 JsonlWriter(rows_dir, output_filename=bucket_filename())]
-    assemble = [RepoAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-                JsonlWriter(raw_dir, output_filename="${rank}.jsonl")]
-    return partition, assemble
+    return grouping_stages(RepoRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
+                           RepoAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
+                           rows_dir, raw_dir)
 

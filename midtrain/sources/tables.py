@@ -20,7 +20,7 @@ from typing import Any, Iterable, Iterator
 from datatrove.io import DataFolder, get_datafolder
 
 from midtrain.locations import is_url
-from midtrain.sources.common import expand_inputs, walk_files
+from midtrain.sources.common import SourceReader, expand_inputs, walk_files
 
 TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
 
@@ -101,6 +101,27 @@ def iter_table_rows(folder: DataFolder, rel: str) -> Iterator[tuple[str, Any]]:
                     yield f"{where}:{lineno}", json.loads(line.decode("utf-8"))
                 except (UnicodeDecodeError, json.JSONDecodeError) as e:
                     yield f"{where}:{lineno}", e
+
+
+def readable_rows(reader: SourceReader, unit: tuple[DataFolder, str | None], origin: str,
+                  counter: str) -> Iterator[tuple[str, Any]]:
+    """(where, row) for every row of one table unit that could be decoded, each counted as COUNTER on READER.
+
+    A missing table and every row that could not be decoded are recorded as READER's errors, naming where.
+    """
+    folder, rel = unit
+    if rel is None:
+        reader.stat_update("records")
+        reader.error("missing_input", origin, NO_TABLE_FILES, origin)
+        return
+    for where, row in iter_table_rows(folder, rel):
+        reader.stat_update(counter)
+        if isinstance(row, UnicodeDecodeError):
+            reader.error("invalid_utf8", where, str(row), origin)
+        elif isinstance(row, Exception):
+            reader.error("malformed_json", where, str(row), origin)
+        else:
+            yield where, row
 
 
 def pick(row: dict, field: str, columns: dict[str, str], aliases: tuple[str, ...]) -> Any:

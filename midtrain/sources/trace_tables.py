@@ -26,7 +26,7 @@ from typing import Any, Iterator
 from datatrove.data import Document
 
 from midtrain.sources.repo_tables import TableInputFields
-from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, json_field, table_units
+from midtrain.sources.tables import json_field, readable_rows, table_units
 from midtrain.sources.traces import TraceFormatError, TraceReader, TracesConfig, parse_trajectory
 
 FIELDS = ("messages", "trajectory", "tools", "instance_id", "resolved", "exit_status", "repo", "license")
@@ -79,19 +79,8 @@ class TraceTableReader(TraceReader):
 
     def read_unit(self, unit: Any, origin: str) -> Iterator[Document]:
         folder, rel = unit
-        if rel is None:
-            self.stat_update("records")
-            self.error("missing_input", origin, NO_TABLE_FILES, origin)
-            return
-        prefix = folder.resolve_paths(rel)
-        for where, row in iter_table_rows(folder, rel):
-            self.stat_update("records")
-            if isinstance(row, UnicodeDecodeError):
-                self.error("invalid_utf8", where, str(row), origin)
-                continue
-            if isinstance(row, Exception):
-                self.error("malformed_json", where, str(row), origin)
-                continue
+        prefix = folder.resolve_paths(rel) if rel is not None else ""
+        for where, row in readable_rows(self, unit, origin, "records"):
             try:
                 traj = parse_trajectory(trajectory_record(row, self.cfg.columns) if isinstance(row, dict) else row)
             except TraceFormatError as e:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from midtrain.config import Config, require
-from midtrain.eval.protocol import ProtocolConfig
+from midtrain.protocol import ProtocolConfig
 from midtrain.pack.pack_step import PackConfig
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

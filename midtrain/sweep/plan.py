@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.config import ConfigError
-from midtrain.eval.protocol import ProtocolConfig, config_overrides, protocol_steps
+from midtrain.protocol import ProtocolConfig, config_overrides, protocol_steps
 from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
 from midtrain.pack.pack_step import PackConfig
 from midtrain.sweep.config import DOC_SOURCE, SweepConfig
@@ -81,7 +81,7 @@ def pack_argv(pack: PackConfig, inputs: list[str], output: Path) -> list[str]:
 
 
 def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
-    from midtrain.train.command import load_config
+    from midtrain.commands.train import load_config
 
     v = cfg.variants[name]
     root = output_dir(cfg) / name

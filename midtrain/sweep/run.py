@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from midtrain.protocol import call_step, finish, run_chains
 from midtrain.sweep.config import SweepConfig
 from midtrain.sweep.plan import (base_checkpoint, check_stamp, complete, report_argv, setup_steps, sweep_chains)
 
@@ -20,7 +21,7 @@ log = logging.getLogger(__name__)
 def init_base(cfg: SweepConfig) -> Path:
     """The train recipe's step-0 initialisation (its seed) as a checkpoint at OUTPUT/base."""
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from midtrain.train.command import load_config
+    from midtrain.commands.train import load_config
 
     tcfg = load_config(cfg.train_recipe, [*cfg.train_overrides, f"seed={cfg.seed}"])
     return save_initial_checkpoint(tcfg, base_checkpoint(cfg))
@@ -38,22 +39,6 @@ def _finished(step: str, argv: list[str]) -> bool:
     return done is not None and done.name == f"iter_{int(over['optim.train_steps']):07d}"
 
 
-def _call(name: str, step: str, argv: list[str]) -> int:
-    from midtrain.cli import main
-
-    if _finished(step, argv):
-        log.info("sweep %s: %s already finished; reused", name, step)
-        return 0
-    log.info("sweep %s: %s: midtrain %s", name, step, " ".join(argv))
-    try:
-        return main(argv)
-    except SystemExit as e:  # argparse rejected the argv
-        return e.code if isinstance(e.code, int) else 2
-    except Exception:  # noqa: BLE001 - one variant's failure must not stop the others
-        log.exception("sweep %s: step %s raised", name, step)
-        return 1
-
-
 def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = None) -> int:
     """Setup, every chain (or only the named ones), then the report. Returns 0 when every step succeeded."""
     plans, chains = sweep_chains(cfg)
@@ -63,26 +48,18 @@ def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = N
         if step == "init_base":
             log.info("sweep: base checkpoint %s", init_base(cfg))
             continue
-        if _call("setup", step, argv) != 0:
+        if _finished(step, argv):
+            log.info("sweep setup: %s already finished; reused", step)
+            continue
+        if call_step("sweep setup", step, argv) != 0:
             log.error("sweep: setup step %s failed; nothing else can run", step)
             return 1
-    failed = []
+    todo = {}
     for name, chain in chains.items():
         if only and name not in only:
             continue
         if complete(cfg, name):
             log.info("sweep %s: probe and evals complete; reused", name)
             continue
-        for step, argv in chain:
-            rc = _call(name, step, argv)
-            if rc != 0:
-                log.error("sweep %s: step %s failed (exit %d); skipping the rest of its chain", name, step, rc)
-                failed.append(f"{name}/{step}")
-                break
-    from midtrain.cli import main
-
-    rc = main(report_argv(self_argv))
-    if failed:
-        log.error("sweep: failed steps: %s", ", ".join(failed))
-        return 1
-    return rc
+        todo[name] = chain
+    return finish("sweep", run_chains("sweep", todo, finished=_finished), report_argv(self_argv))

@@ -2,7 +2,7 @@
 (re-prep, pack, training job, probe, evals), the baseline's chain, and the report after every chain.
 
 Step jobs come from slurm/step.sbatch (:func:`midtrain.launch.protocol_job.render_step`), the training job
-from the train templates (:func:`midtrain.launch.command.train_job`: requeues and resumes itself).
+from the train templates (:func:`midtrain.commands.submit.train_job`: requeues and resumes itself).
 Variants whose probe and evals are complete are not submitted again.
 """
 
@@ -28,7 +28,7 @@ class SweepJobs:
 
 
 def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> SweepJobs:
-    from midtrain.launch.command import train_job
+    from midtrain.commands.submit import train_job
 
     slurm_dir = output_dir(cfg) / "slurm"
     prefix = f"mt-{cfg.name}"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from midtrain.config import Config, require
+from midtrain.locations import is_url
 
 
 @dataclass
@@ -152,12 +153,18 @@ class OptimConfig(Config):
 
 @dataclass
 class DataConfig(Config):
-    path: str = ".demo/shards"  # a `midtrain pack` output directory
+    path: str = ".demo/shards"  # a `midtrain pack` output directory on a filesystem every rank reads
     seq_length: int = 2048
     seed: int = 1234  # sample order (epochs reshuffle from it)
 
     def check(self) -> None:
         require(self.seq_length > 0, "seq_length", "must be positive")
+        # Every rank memory-maps the shards: they must be files, not objects. Packing into a bucket is fine;
+        # training reads a copy on a shared (or node-local) filesystem.
+        require(not is_url(self.path), "path",
+                f"{self.path} is in object storage, and the trainer memory-maps shards from a filesystem: copy "
+                f"them to a shared filesystem first, e.g. `aws s3 sync {self.path.rstrip('/')} /lustre/shards` "
+                "(any S3 client; the whole directory, manifest.json included), then set data.path=/lustre/shards")
 
 
 @dataclass

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from midtrain.config import ConfigError
-from midtrain.launch.command import protocol_jobs, train_job
+from midtrain.commands.submit import protocol_jobs, train_job
 from midtrain.launch.protocol_job import build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
 from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
@@ -94,7 +94,7 @@ def test_golden_protocol_steps():
 
 
 def test_protocol_recipe_becomes_one_chain_per_checkpoint():
-    from midtrain.eval.protocol import protocol_steps
+    from midtrain.protocol import protocol_steps
 
     cfg = get_recipe("protocol_demo").build(["output=/lustre/proj/protocol"]).validate()
     jobs = protocol_jobs(cfg, _site())

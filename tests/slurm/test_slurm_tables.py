@@ -42,3 +42,48 @@ def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm
     assert "#SBATCH --array=0-7" in (out / "logs" / "source_rows" / "launch_script.slurm").read_text()
     local = docs_by_id(read_documents(tmp_path / "local"))
     assert docs_by_id(read_documents(out)) == local and len(local) == 6
+
+
+def test_prep_with_exact_dedup_on_8_slurm_tasks_keeps_the_copies_one_local_task_keeps(slurm_cluster, tmp_path):
+    """Forks and vendored files across a table: the sharded exact dedup (8 signature tasks, 8 finder tasks on
+    Slurm) keeps the same copies as one local task."""
+    from slurm_helpers import REPO
+    from test_sources_tables import FILES, docs_by_id, prep, stack_rows, write_parquet
+    from curate_helpers import stdlib
+    from sources_fixtures import read_documents
+
+    own = ("bisect.py", "colorsys.py", "heapq.py", "textwrap.py", "json/decoder.py", "json/encoder.py")
+    rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"]) + stack_rows("fork/proj", FILES, "c" * 40, ["MIT"])
+    for r, path in enumerate(own):
+        rows += stack_rows(f"org/r{r}", {"src/lex.py": stdlib("shlex.py"), path: stdlib(path)}, "b" * 40, ["MIT"])
+    random.Random(3).shuffle(rows)
+    table = tmp_path / "table"
+    for i in range(4):
+        write_parquet(table / f"train-{i:05d}.parquet", rows[i::4])
+    settings = ["dedup.near=false", "redact.enabled=false"]
+
+    assert prep("repos", *settings, "--input", table, "--output", tmp_path / "local") == 0
+    out = tmp_path / "slurm"
+    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "repos", *settings, "--input", str(table),
+                        "--output", str(out), "--executor", "slurm", "--tasks", "8", "--partition", "debug",
+                        "--time", "00:20:00", "--mem-per-cpu-gb", "1"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for _ in range(1800):
+        if (out / "stats.json").exists() and json.loads((out / "stats.json").read_text()).get("complete"):
+            break
+        time.sleep(1)
+    else:
+        pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
+    [finder] = (out / "logs").glob("*_dedup_exact")
+    assert "#SBATCH --array=0-7" in (finder / "launch_script.slurm").read_text()
+    local = docs_by_id(read_documents(tmp_path / "local"))
+    assert docs_by_id(read_documents(out)) == local
+    repos = sorted(i.split("@")[0] for i in local)
+    assert len(repos) == 7 and ("repo:acme/proj" in repos) != ("repo:fork/proj" in repos)
+
+    def duplicates(prep_dir):  # every dedup drop and cut, by reason
+        stats = json.loads((prep_dir / "stats.json").read_text())
+        return {k.split("/", 1)[1]: v for k, v in {**stats["drops"], **stats["skips"]}.items() if "duplicate" in k}
+
+    assert duplicates(out) == duplicates(tmp_path / "local") == {
+        "dedup filter/dropped_duplicate_repo": 1, "dedup filter/removed_exact_duplicate_file": 5}

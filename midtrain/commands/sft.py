@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 
 EPILOG = """examples:
-  midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output .demo/runs/probe/midtrained
+  midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output runs/probe/mid
   midtrain sft sft_probe_demo --from runs/base --output runs/probe/base data_dir=runs/probe/sft_data train.optim.lr=5e-4
 """
 

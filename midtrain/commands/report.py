@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     notes = dict(n.partition("=")[::2] for n in args.note)
     output, baseline, title = args.output, args.baseline, args.title
     if args.protocol:
-        from midtrain.eval.protocol import ProtocolConfig, checkpoint_dirs
+        from midtrain.protocol import ProtocolConfig, checkpoint_dirs
         from recipes import resolve_config
 
         cfg = resolve_config(args.protocol, ProtocolConfig, "protocol")

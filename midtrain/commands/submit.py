@@ -75,7 +75,7 @@ def train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: Jo
     """Resolve RECIPE (a train recipe or a run's config.yaml) + overrides and render its training job."""
     from midtrain.launch.shell import clean
     from midtrain.launch.train_job import build_train_job
-    from midtrain.train.command import load_config
+    from midtrain.commands.train import load_config
 
     for i, item in enumerate(overrides):
         clean(item, f"override[{i}]")
@@ -87,7 +87,7 @@ def protocol_jobs(cfg, site: SiteConfig, job_prefix: str | None = None) -> Proto
     """Render the protocol ``cfg`` (a ProtocolConfig): chains per checkpoint, then the report."""
     from pathlib import Path
 
-    from midtrain.eval.protocol import protocol_steps, report_argv
+    from midtrain.protocol import protocol_steps, report_argv
     from midtrain.launch.protocol_job import build_chains
 
     slurm_dir = Path(cfg.output).absolute() / "slurm"
@@ -104,7 +104,7 @@ def _run_train(args: argparse.Namespace) -> int:
     from midtrain.launch.train_job import resources_with
 
     if args.print_config:
-        from midtrain.train.command import load_config
+        from midtrain.commands.train import load_config
 
         print(load_config(args.recipe, args.overrides).to_yaml(), end="")
         return 0
@@ -129,7 +129,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_protocol(args: argparse.Namespace) -> int:
-    from midtrain.eval.protocol import ProtocolConfig
+    from midtrain.protocol import ProtocolConfig
     from recipes import resolve_config
 
     cfg = resolve_config(args.recipe, ProtocolConfig, "protocol", args.overrides)
@@ -137,7 +137,7 @@ def _run_protocol(args: argparse.Namespace) -> int:
         print(cfg.to_yaml(), end="")
         return 0
     if args.local:
-        from midtrain.eval.protocol import run_protocol
+        from midtrain.protocol import run_protocol
 
         return run_protocol(cfg)
     from midtrain.launch.protocol_job import submit_jobs

@@ -16,7 +16,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 import yaml
 
@@ -150,29 +150,54 @@ def report_argv(cfg: ProtocolConfig) -> list[str]:
     return ["report", *runs, "--baseline", cfg.baseline_name, "--output", out, "--title", cfg.name, *notes]
 
 
-def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:
-    """Run every checkpoint's chain here, in order, then the report. Stops a chain at its first failure."""
+Chain = list[tuple[str, list[str]]]  # (step name, `midtrain` argv)
+
+
+def call_step(owner: str, step: str, argv: list[str]) -> int:
+    """Run one step's `midtrain` command line in this process (the argv its Slurm job would run); its exit code."""
     from midtrain.cli import main
 
+    log.info("%s: %s: midtrain %s", owner, step, " ".join(argv))
+    try:
+        return main(argv)
+    except SystemExit as e:  # argparse rejected the argv
+        return e.code if isinstance(e.code, int) else 2
+    except Exception:  # noqa: BLE001 - one chain's failure must not stop the others
+        log.exception("%s: step %s raised", owner, step)
+        return 1
+
+
+def run_chains(kind: str, chains: dict[str, Chain], only: list[str] | None = None,
+               finished: Callable[[str, list[str]], bool] = lambda step, argv: False) -> list[str]:
+    """Run each chain's steps in order (or only the named chains); a failed step skips the rest of its chain.
+
+    Returns the failed steps as `chain/step`. `finished(step, argv)` marks a step whose work is already done.
+    """
     failed = []
-    for name, chain in protocol_steps(cfg).items():
+    for name, chain in chains.items():
         if only and name not in only:
             continue
         for step, argv in chain:
-            log.info("protocol %s: %s: midtrain %s", name, step, " ".join(argv))
-            try:
-                rc = main(argv)
-            except SystemExit as e:  # argparse rejected the argv
-                rc = e.code if isinstance(e.code, int) else 2
-            except Exception:  # noqa: BLE001 - one checkpoint's failure must not stop the others
-                log.exception("protocol %s: step %s raised", name, step)
-                rc = 1
+            if finished(step, argv):
+                log.info("%s %s: %s already finished; reused", kind, name, step)
+                continue
+            rc = call_step(f"{kind} {name}", step, argv)
             if rc != 0:
-                log.error("protocol %s: step %s failed (exit %d); skipping the rest of its chain", name, step, rc)
+                log.error("%s %s: step %s failed (exit %d); skipping the rest of its chain", kind, name, step, rc)
                 failed.append(f"{name}/{step}")
                 break
-    rc = main(report_argv(cfg))
+    return failed
+
+
+def finish(kind: str, failed: list[str], report: list[str]) -> int:
+    """The report step after every chain; 1 when a step failed, else the report's exit code."""
+    rc = call_step(kind, "report", report)
     if failed:
-        log.error("protocol: failed steps: %s", ", ".join(failed))
+        log.error("%s: failed steps: %s", kind, ", ".join(failed))
         return 1
     return rc
+
+
+def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:
+    """Run every checkpoint's chain here, in order, then the report. Stops a chain at its first failure."""
+    return finish("protocol", run_chains("protocol", protocol_steps(cfg), only), report_argv(cfg))

@@ -20,9 +20,9 @@ import sys
 
 
 EPILOG = """examples:
-  midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output out/proxy shards=.demo/shards \\
+  midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output runs/proxy/mid shards=.demo/shards \\
       retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048]
-  midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output out/lm_eval limit=4
+  midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output runs/lm_eval/mid limit=4
   midtrain eval lm-eval --checkpoint runs/p/midtrained/sft/hf --output out/lm_eval device=cuda \
       tasks=[humaneval,mbpp] allow_code_execution=true
   midtrain eval swebench --checkpoint runs/p/midtrained/sft/hf --output runs/p/midtrained/swebench \\

@@ -36,12 +36,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from midtrain.locations import as_path
     from midtrain.pack.datacard import prep_card, shards_card, to_markdown, write_card
     from midtrain.pack.inspect import decode_sample, format_summary, plot_histograms, summarize, tokenizer_for
 
-    directory = Path(args.shard_dir)
+    directory = as_path(args.shard_dir)  # a local path or a URL (s3://...)
     if not (directory / "manifest.json").exists() and (directory / "documents").is_dir():  # a prep output
         card = prep_card(directory, args.top)
         print(json.dumps(card, indent=1) if args.json else to_markdown(card))
