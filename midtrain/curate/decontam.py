@@ -42,10 +42,10 @@ from typing import Any, Iterable
 
 from datatrove.data import Document
 from datatrove.utils.hashing import HashConfig, create_hash_func
-from datatrove.utils.text import TextNormConfig, ngrams, simplify_text
+from datatrove.utils.text import TextNormConfig
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CodeWordTokenizer, CurationStep, Drop, repo_files, remove_files
+from midtrain.curate.base import CurationStep, Drop, repo_files, remove_files, simplified_words, word_ngrams
 from midtrain.curate.fingerprint import ContentIndex, fingerprint, load_index
 from midtrain.curate.identity import HOME_SCORE, declared_homes
 
@@ -96,8 +96,11 @@ class DecontamConfig(Config):
 def normalize_repo(value: Any) -> str | None:
     """'https://github.com/Django/django.git' | 'git@github.com:django/django' | 'django__django-11099' ->
     'django/django'; None when the value does not look like a repository."""
-    if not isinstance(value, str):
-        return None
+    return _normalize_repo(value) if isinstance(value, str) else None
+
+
+@functools.lru_cache(maxsize=1 << 16)  # every document of a repository names it again
+def _normalize_repo(value: str) -> str | None:
     s = value.strip().lower()
     if not s:
         return None
@@ -456,13 +459,12 @@ class SweBenchNgramFilter(CurationStep):
         super().__init__(exclusion_dir)
         self.cfg = cfg
         self.norm = TextNormConfig()
-        self.tokenizer = CodeWordTokenizer()
         self._hash = create_hash_func(HashConfig(precision=64, hash_fc="xxhash"))
         self._index: dict[int, str] | None = None
+        self._vocab: set[str] = set()  # every word of every benchmark n-gram
 
-    def _grams(self, text: str) -> Iterable[str]:
-        words = self.tokenizer.word_tokenize(simplify_text(text, self.norm))
-        return (" ".join(g) for g in ngrams(words, self.cfg.ngram_size))
+    def _words(self, text: str) -> list[str]:
+        return simplified_words(text, self.norm)
 
     def _load(self) -> dict[int, str]:
         index: dict[int, str] = {}
@@ -474,21 +476,33 @@ class SweBenchNgramFilter(CurationStep):
                         continue
                     if fld == "patch":
                         text = _added_lines(text)
-                    for g in self._grams(text):
+                    words = self._words(text)
+                    grams = word_ngrams(words, self.cfg.ngram_size)
+                    if grams:
+                        self._vocab.update(words)
+                    for g in grams:
                         index.setdefault(self._hash(g), f"{iid}:{fld}")
         log.info("curate: %d benchmark n-grams from %d instance files", len(index), len(self.cfg.instances))
         return index
+
+    def _candidates(self, words: list[str]) -> Iterable[str]:
+        """The document's n-grams, in order, that consist only of benchmark words (no other can match)."""
+        n, vocab = self.cfg.ngram_size, self._vocab
+        run = 0  # benchmark words in a row ending at word i
+        for i, w in enumerate(words):
+            run = run + 1 if w in vocab else 0
+            if run >= n:
+                yield " ".join(words[i + 1 - n:i + 1])
 
     def process(self, doc: Document) -> None:
         if self._index is None:
             self._index = self._load()
         if not self._index:
             return
-        for g in self._grams(doc.text):
+        for g in self._candidates(self._words(doc.text)):
             hit = self._index.get(self._hash(g))
             if hit:
                 doc.metadata["contaminated_ngram"] = g
                 doc.metadata["contaminated_instance"] = hit
                 self.stat_update(f"swebench_ngram_{hit.rsplit(':', 1)[1]}")
                 raise Drop("swebench_ngram", hit)
-

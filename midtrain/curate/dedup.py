@@ -32,18 +32,20 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import numpy as np
+import xxhash
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.io import get_datafolder
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.dedup.exact_dedup import ExactDedupConfig, ExactDedupSignature, ExactFindDedups
 from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
 from datatrove.utils.binaryio import read_tuples_from_file
+from datatrove.utils.hashes.xxhash import xxhash64
 from datatrove.utils.hashing import HashConfig, create_hash_func
 from datatrove.utils.typeshelper import ExtensionHelperSD
 
 from midtrain.config import Config, require
 from midtrain.curate.base import CodeWordTokenizer, CurationStep, Drop, FileSpan, is_repo_doc, remove_files, \
-    repo_files
+    repo_files, simplified_words, word_ngrams
 
 log = logging.getLogger("midtrain.curate")
 
@@ -265,11 +267,55 @@ class NearDupUnits(PipelineStep):
             f.write(np.array(keys, dtype=KEY_DTYPE).tobytes())
 
 
+_MERSENNE = np.uint64((1 << 61) - 1)  # datatrove's MinHash modulus
+_SHIFT61 = np.uint64(61)
+_SIGNATURE_BLOCK = 512  # shingles per block: two 512 x 112 x 8-byte buffers stay in a core's L2 cache
+
+
 class CodeMinhashSignature(MinhashDedupSignature):
-    """datatrove's MinHash signature step with a whitespace word tokenizer (code, logs: no spaCy)."""
+    """datatrove's MinHash signature step with a whitespace word tokenizer (code, logs: no spaCy).
+
+    Shingles are datatrove's (hashes of the word n-grams of the simplified text), made by midtrain's faster
+    equivalents of its text simplification and n-gram join.
+    """
 
     def __init__(self, output_folder: str, config: MinhashConfig):
         super().__init__(output_folder, config=config, language=CodeWordTokenizer())
+
+    def get_signature(self, shingles: np.ndarray) -> list[list[int]]:
+        """datatrove's signature (per hash function, the least ``(a*x + b) mod (2**61 - 1)`` over the
+        shingles, in uint64 arithmetic), the same values, computed in place over blocks of shingles that stay
+        in cache, with the modulo as shift-and-add (2**61 = 1 mod 2**61 - 1) instead of a division."""
+        if self.config.hash_config.precision != 64:
+            return super().get_signature(shingles)
+        x = shingles.reshape(-1)
+        sig = None
+        for i in range(0, len(x), _SIGNATURE_BLOCK):
+            block = self._block_minima(x[i:i + _SIGNATURE_BLOCK])
+            sig = block if sig is None else np.minimum(sig, block, out=sig)
+        return sig.reshape(self.config.num_buckets, -1).tolist()
+
+    def _block_minima(self, block: np.ndarray) -> np.ndarray:
+        """Per hash function, the least ``(a*x + b) mod (2**61 - 1)`` over one block of shingles."""
+        a, b = self.parameters
+        if getattr(self, "_blocks", None) is None:  # two scratch blocks, reused for every document
+            self._blocks = (np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64),
+                            np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64))
+        v, t = self._blocks[0][:len(block)], self._blocks[1][:len(block)]
+        np.multiply(block[:, None], a, out=v)
+        v += b
+        np.right_shift(v, _SHIFT61, out=t)
+        v &= _MERSENNE
+        v += t  # <= 2**61 + 6: at most one subtraction of the modulus left
+        np.subtract(v, _MERSENNE, out=t)
+        np.minimum(v, t, out=v)  # v - p wraps above v whenever v < p
+        return v.min(axis=0)
+
+    def get_shingles(self, text: str) -> np.ndarray:
+        words = simplified_words(text, self.config.norm_config)  # the code word tokenizer: split()
+        grams = word_ngrams(words, self.config.n_grams)
+        hash_func = xxhash.xxh64_intdigest if self._hash_func is xxhash64 else self._hash_func  # the same, unwrapped
+        return np.fromiter(map(hash_func, grams), dtype=np.uint64, count=len(grams)).reshape((-1, 1))
 
 
 class NearKeepSmallestKey(PipelineStep):

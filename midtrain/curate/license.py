@@ -73,6 +73,7 @@ class LicenseFilter(CurationStep):
         self.cfg = cfg
         self._exact = {self._key(a) for a in cfg.allow if not a.endswith("*")}
         self._prefixes = tuple(a[:-1].lower() for a in cfg.allow if a.endswith("*"))
+        self._verdicts: dict[str, bool] = {}  # expression -> allowed: a corpus has few distinct licenses
 
     @staticmethod
     def _key(license_id: str) -> str:
@@ -89,6 +90,14 @@ class LicenseFilter(CurationStep):
 
     def allowed(self, spdx: str) -> bool:
         """Whether the SPDX expression ``spdx`` is allowed by the allow-list (see the module doc)."""
+        verdict = self._verdicts.get(spdx)
+        if verdict is None:
+            verdict = self._evaluate(spdx)
+            if len(self._verdicts) < 4096:
+                self._verdicts[spdx] = verdict
+        return verdict
+
+    def _evaluate(self, spdx: str) -> bool:
         from license_expression import AND, OR, ExpressionError, LicenseSymbol, LicenseWithExceptionSymbol
 
         try:

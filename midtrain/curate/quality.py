@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datatrove.data import Document
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CurationStep, Drop, FileSpan, is_repo_doc, remove_files, repo_files
+from midtrain.curate.base import CurationStep, Drop, FileSpan, alpha_count, is_repo_doc, remove_files, repo_files
 
 
 @dataclass
@@ -61,8 +61,22 @@ class QualityConfig(Config):
 _BLOB_RE = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{120,}|(?:0[xX][0-9a-fA-F]{2}\s*,\s*){32,}")
 
 
+# a quick test for whether _BLOB_RE can match at all: base64 characters as "a", everything else (other ASCII,
+# the bytes of non-ASCII characters) as a space; a base64 run then shows as 120 "a" in a row
+_BASE64_BYTES = bytes(0x61 if chr(i).isalnum() and i < 128 or chr(i) in "+/=" else 0x20 for i in range(256))
+_BASE64_RUN = b"a" * 120
+
+
+def _blob_chars(body: str) -> int:
+    """Characters of ``body`` in _BLOB_RE matches (base64/hex runs, byte arrays)."""
+    if "0x" not in body and "0X" not in body and \
+            _BASE64_RUN not in body.encode("utf-8", "surrogatepass").translate(_BASE64_BYTES):
+        return 0
+    return sum(len(m.group()) for m in _BLOB_RE.finditer(body))
+
+
 def _alpha_ratio(text: str) -> float:
-    return sum(map(str.isalpha, text)) / max(1, len(text))
+    return alpha_count(text) / max(1, len(text))
 
 
 class QualityFilter(CurationStep):
@@ -88,13 +102,13 @@ class QualityFilter(CurationStep):
         if not body.strip():
             return None  # an empty __init__.py is fine
         lines = body.splitlines() or [""]
-        longest = max(len(ln) for ln in lines)
+        longest = max(map(len, lines))
         mean = len(body) / len(lines)
         if mean > cfg.max_mean_line_length and longest > cfg.max_line_length:
             return "minified"
         if longest > cfg.max_line_length:
             return "long_lines"
-        blob = sum(len(m.group()) for m in _BLOB_RE.finditer(body))
+        blob = _blob_chars(body)
         if blob / len(body) > cfg.max_blob_fraction:
             return "data_blob"
         if len(body) >= 200 and _alpha_ratio(body) < cfg.min_file_alpha_ratio:
@@ -120,6 +134,8 @@ class QualityFilter(CurationStep):
             raise Drop("near_empty")
         if _alpha_ratio(text) < cfg.min_doc_alpha_ratio:
             raise Drop("low_alpha")
-        long_chars = sum(len(ln) for ln in text.splitlines() if len(ln) > cfg.long_line_length)
+        lengths = list(map(len, text.splitlines()))
+        long_chars = sum(n for n in lengths if n > cfg.long_line_length) if max(lengths, default=0) > \
+            cfg.long_line_length else 0
         if long_chars / len(text) > cfg.max_long_line_fraction:
             raise Drop("long_lines")

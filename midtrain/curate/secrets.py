@@ -79,6 +79,9 @@ TOKEN_PATTERNS: list[tuple[str, str, str]] = [
     ("jwt", _B + r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}" + _E, "<JWT>"),
 ]
 
+# literals every match of a token pattern contains, where its own scan is slow (a common first character)
+_TOKEN_LITERALS = {"stripe_key": ("_live_", "_test_"), "azure_storage_key": ("ccount",)}
+
 PRIVATE_KEY_RE = re.compile(
     r"-----BEGIN (?P<kind>[A-Z0-9 ]*?)PRIVATE KEY( BLOCK)?-----(?P<body>.*?)-----END [A-Z0-9 ]*?PRIVATE KEY( BLOCK)?-----",
     re.DOTALL)
@@ -95,7 +98,7 @@ _SCHEME_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 # identifier around it and the operator/value after it are checked; the name tells how sure we are.
 KEYWORD_RE = re.compile(r"pass|pwd|secret|token|key|auth|credential|signature|PASS|PWD|SECRET|TOKEN|KEY|AUTH|"
                         r"CREDENTIAL|SIGNATURE")  # matched on lower-cased text: much faster than IGNORECASE
-KEYWORD_RE_I = re.compile(KEYWORD_RE.pattern, re.IGNORECASE)
+KEYWORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "signature")  # KEYWORD_RE, lower case
 _IDENT_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
 _IDENT_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _EMAIL_LOCAL_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
@@ -126,6 +129,9 @@ EMAIL_RE = re.compile(
 IPV4_CANDIDATE_RE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}")  # cheap scan, then checked
 IPV4_RE = re.compile(r"(?P<s>(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
                      r"(?![\w]|\.\d)")
+# the IP scans run only around these (literal first character: found at string-search speed)
+_IPV4_HINT, _IPV4_CHARS = re.compile(r"\.[0-9]"), frozenset("0123456789.")
+_IPV6_HINT, _IPV6_CHARS = re.compile(r":[0-9a-fA-F:]"), frozenset("0123456789abcdefABCDEF:")
 IPV6_RE = re.compile(r"(?P<s>(?:[0-9a-fA-F]{1,4}:){2,7}(?::|[0-9a-fA-F]{1,4})(?:::?[0-9a-fA-F]{1,4})*)"
                      r"(?![\w:.])")
 
@@ -152,9 +158,26 @@ _FIXTURE_EMAIL_DOMAINS = ("example", "test", "invalid", "localhost", "foo", "bar
                           "mydomain", "company", "acme", "email", "somewhere", "host")
 
 
+_NON_SPACE_RE = re.compile(r"\S+")
+
+
+def _file_headers(text: str) -> list[tuple[int, str]]:
+    """(start, path) of each ``_FILE_HEADER_RE`` match, found by string search for the two header prefixes."""
+    out = []
+    for prefix in ("<|file_sep|>", "diff --git a/"):
+        at = text.find(prefix)
+        while at >= 0:
+            if at == 0 or text[at - 1] == "\n":
+                m = _NON_SPACE_RE.match(text, at + len(prefix))
+                if m:
+                    out.append((at, m.group()))
+            at = text.find(prefix, at + 1)
+    return sorted(out)
+
+
 def test_regions(text: str) -> list[tuple[int, int]]:
     """(start, end) of the parts of ``text`` under a test file's header."""
-    heads = [(m.start(), file_group(m.group(1)) == 1) for m in _FILE_HEADER_RE.finditer(text)]
+    heads = [(start, file_group(path) == 1) for start, path in _file_headers(text)]
     return [(a, heads[i + 1][0] if i + 1 < len(heads) else len(text)) for i, (a, is_test) in enumerate(heads)
             if is_test]
 
@@ -200,6 +223,8 @@ class Redactor:
                 if len(m.group("body")) < 20_000 and _KEY_LINE_RE.search(m.group("body")):
                     found.extend(self._key_block(m))
             for kind, rx, ph, bounded in self.tokens:
+                if kind in _TOKEN_LITERALS and not any(lit in text for lit in _TOKEN_LITERALS[kind]):
+                    continue  # a match needs one of these: a plain search rules it out much faster
                 for m in rx.finditer(text):
                     if bounded and m.start() and (text[m.start() - 1].isalnum() or text[m.start() - 1] == "_"):
                         continue
@@ -234,7 +259,7 @@ class Redactor:
                     continue  # fixtures: a@b.com anywhere; x@corp.io and jane@x.org in tests
                 found.append(Finding("email", *m.span("s"), "<EMAIL>"))
         if cfg.ip_addresses:
-            for c in IPV4_CANDIDATE_RE.finditer(text):
+            for c in _runs_matching(IPV4_CANDIDATE_RE, text, _IPV4_HINT, _IPV4_CHARS, 0):
                 before = text[c.start() - 1] if c.start() else " "
                 after = text[c.end():c.end() + 2]
                 if before.isalnum() or before in "_.:" or (after[:1].isalnum() or after[:1] == "_") or \
@@ -242,8 +267,8 @@ class Redactor:
                     continue
                 if IPV4_RE.fullmatch(c.group()) and _public_ip(c.group(), text, c.start()):
                     found.append(Finding("ip_address", c.start(), c.end(), "<IP_ADDRESS>"))
-            for rx in (IPV6_RE,) if "::" in text or re.search(r"[0-9a-fA-F]:[0-9a-fA-F]", text) else ():
-                for m in rx.finditer(text):
+            if "::" in text or re.search(r"[0-9a-fA-F]:[0-9a-fA-F]", text):
+                for m in _runs_matching(IPV6_RE, text, _IPV6_HINT, _IPV6_CHARS, 1):
                     before = text[m.start() - 1] if m.start() else " "
                     if (before.isalnum() or before in "_.:") is False and _public_ip(m.group("s"), text, m.start("s")):
                         found.append(Finding("ip_address", *m.span("s"), "<IP_ADDRESS>"))
@@ -269,14 +294,17 @@ class Redactor:
         out, done = [], -1
         if len(low) != len(text):  # a few non-ASCII letters change length when lower-cased
             low = text
-        rx = KEYWORD_RE if len(low) == len(text) else KEYWORD_RE_I  # lower() changed some lengths
-        for k in rx.finditer(low if rx is KEYWORD_RE else text):
-            if k.start() < done:
+        if low is text:  # the text itself: lower- and UPPER-case keywords
+            hits = ((k.start(), k.end()) for k in KEYWORD_RE.finditer(text))
+        else:  # lower-cased text: KEYWORD_RE's lower-case words, by plain string search
+            hits = _literal_matches(low, KEYWORDS)
+        for k_start, k_end in hits:
+            if k_start < done:
                 continue  # same identifier as the previous keyword
-            start = _scan_back(text, k.start(), _IDENT_SET, 100)
+            start = _scan_back(text, k_start, _IDENT_SET, 100)
             if start > 0 and text[start - 1] == ":":
                 continue  # C++/Rust paths (DispatchKey::X), ARNs (arn:aws:secretsmanager:...)
-            end = _IDENT_CHARS.match(text, k.end()).end()
+            end = _IDENT_CHARS.match(text, k_end).end()
             done = end
             name = text[start:end].rstrip(".-")
             m = VALUE_AFTER_NAME_RE.match(text, start + len(name))
@@ -391,6 +419,41 @@ def _yaml_like(text: str, start: int, m: re.Match) -> bool:
     eol = text.find("\n", m.end())
     rest = text[m.end():eol if eol >= 0 else len(text)]
     return rest.strip() == "" or rest.lstrip().startswith("#")
+
+
+def _literal_matches(text: str, words: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) of what ``re.finditer("|".join(words), text)`` matches, found by plain string search (an
+    alternation of literals is scanned character by character). No word may be a prefix of another."""
+    found = []
+    for w in words:
+        at = text.find(w)
+        while at >= 0:
+            found.append((at, at + len(w)))
+            at = text.find(w, at + 1)
+    found.sort()
+    out, last = [], 0
+    for start, end in found:
+        if start >= last:  # finditer resumes after each match: overlapping occurrences are not matches
+            out.append((start, end))
+            last = end
+    return out
+
+
+def _runs_matching(rx: re.Pattern, text: str, hint: re.Pattern, run_chars: frozenset, lookahead: int
+                   ) -> Iterator[re.Match]:
+    """What ``rx.finditer(text)`` yields, for a pattern whose matches consist of ``run_chars`` only and always
+    contain a ``hint`` match: rx is run over each maximal run of those characters around a hint (and the
+    ``lookahead`` characters after it), which the hint's literal start finds at string-search speed."""
+    done, n = -1, len(text)
+    for h in hint.finditer(text):
+        if h.start() < done:
+            continue  # inside a run already searched
+        start = _scan_back(text, h.start(), run_chars, n)
+        end = h.start()
+        while end < n and text[end] in run_chars:
+            end += 1
+        done = end
+        yield from rx.finditer(text, start, min(n, end + lookahead))
 
 
 def _scan_back(text: str, pos: int, chars: frozenset, limit: int) -> int:
