@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "slurm/README.md")
 # a shown command starts with one of these words (prose lines in code blocks do not)
 COMMAND_WORDS = ("midtrain", "torchrun", "sbatch", "make", "python", ".venv/bin/python", "bench/", "tests/",
-                 "pip", "scancel", "scontrol")
+                 "pip", "scancel", "scontrol", "aws")
 
 
 def _strip_comment(line: str) -> str:

@@ -58,6 +58,7 @@ PLAN: dict[str, str] = {
     "--site site.yaml": SUBMIT,
     "midtrain prep repos --input ~/src/proj --output s3://my-bucket/prep/repos": RUN,  # the workspace's S3 server
     "midtrain pack --input s3://my-bucket/prep/repos --output s3://my-bucket/shards --seq-length 2048": RUN,
+    "aws s3 sync s3://my-bucket/shards /lustre/shards": RUN,  # awscli (dev extra) against the same server
     "midtrain inspect out/shards": RUN,
     "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
     "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try": RUN,
@@ -177,7 +178,7 @@ def test_make_demo_is_midtrain_demo():
     assert "midtrain demo" in recipe
 
 
-@pytest.mark.parametrize("cmd", [c for c, kind in PLAN.items() if kind != OTHER])
+@pytest.mark.parametrize("cmd", [c for c, kind in PLAN.items() if kind != OTHER and c.split()[0] != "aws"])
 def test_every_midtrain_example_parses_and_resolves_its_config(cmd):
     """Quick check of every example: the real parser accepts it and a train config resolves and validates."""
     from midtrain.cli import build_parser

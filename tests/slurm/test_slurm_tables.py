@@ -14,9 +14,27 @@ import pytest
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm_cluster, tmp_path):
+def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, wait_s: int):
+    """`midtrain prep repos` of TABLE into tmp_path/local (one task) and tmp_path/slurm (8 Slurm tasks, waited
+    for up to WAIT_S seconds: a loaded machine may queue the array); returns the Slurm output dir."""
     from slurm_helpers import REPO
-    from test_sources_tables import FILES, NO_CURATION, docs_by_id, prep, stack_rows, write_parquet
+    from test_sources_tables import prep
+
+    assert prep("repos", *settings, "--input", table, "--output", tmp_path / "local") == 0
+    out = tmp_path / "slurm"
+    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "repos", *settings, "--input", str(table),
+                        "--output", str(out), "--executor", "slurm", "--tasks", "8", "--partition", "debug",
+                        "--time", "00:20:00", "--mem-per-cpu-gb", "1"], capture_output=True, text=True, cwd=REPO)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for _ in range(wait_s):
+        if (out / "stats.json").exists() and json.loads((out / "stats.json").read_text()).get("complete"):
+            return out
+        time.sleep(1)
+    pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
+
+
+def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm_cluster, tmp_path):
+    from test_sources_tables import FILES, NO_CURATION, docs_by_id, stack_rows, write_parquet
     from sources_fixtures import read_documents
 
     rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"])
@@ -27,18 +45,7 @@ def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm
     for i in range(3):
         write_parquet(table / f"train-{i:05d}.parquet", rows[i::3])
 
-    assert prep("repos", *NO_CURATION, "--input", table, "--output", tmp_path / "local") == 0
-    out = tmp_path / "slurm"
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "repos", *NO_CURATION, "--input", str(table),
-                        "--output", str(out), "--executor", "slurm", "--tasks", "8", "--partition", "debug",
-                        "--time", "00:10:00", "--mem-per-cpu-gb", "1"], capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 0, r.stderr[-3000:]
-    for _ in range(600):
-        if (out / "stats.json").exists() and json.loads((out / "stats.json").read_text()).get("complete"):
-            break
-        time.sleep(1)
-    else:
-        pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
+    out = _prep_locally_and_on_slurm(table, NO_CURATION, tmp_path, wait_s=600)
     assert "#SBATCH --array=0-7" in (out / "logs" / "source_rows" / "launch_script.slurm").read_text()
     local = docs_by_id(read_documents(tmp_path / "local"))
     assert docs_by_id(read_documents(out)) == local and len(local) == 6
@@ -47,8 +54,7 @@ def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm
 def test_prep_with_exact_dedup_on_8_slurm_tasks_keeps_the_copies_one_local_task_keeps(slurm_cluster, tmp_path):
     """Forks and vendored files across a table: the sharded exact dedup (8 signature tasks, 8 finder tasks on
     Slurm) keeps the same copies as one local task."""
-    from slurm_helpers import REPO
-    from test_sources_tables import FILES, docs_by_id, prep, stack_rows, write_parquet
+    from test_sources_tables import FILES, docs_by_id, stack_rows, write_parquet
     from curate_helpers import stdlib
     from sources_fixtures import read_documents
 
@@ -62,18 +68,7 @@ def test_prep_with_exact_dedup_on_8_slurm_tasks_keeps_the_copies_one_local_task_
         write_parquet(table / f"train-{i:05d}.parquet", rows[i::4])
     settings = ["dedup.near=false", "redact.enabled=false"]
 
-    assert prep("repos", *settings, "--input", table, "--output", tmp_path / "local") == 0
-    out = tmp_path / "slurm"
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "repos", *settings, "--input", str(table),
-                        "--output", str(out), "--executor", "slurm", "--tasks", "8", "--partition", "debug",
-                        "--time", "00:20:00", "--mem-per-cpu-gb", "1"], capture_output=True, text=True, cwd=REPO)
-    assert r.returncode == 0, r.stderr[-3000:]
-    for _ in range(1800):
-        if (out / "stats.json").exists() and json.loads((out / "stats.json").read_text()).get("complete"):
-            break
-        time.sleep(1)
-    else:
-        pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
+    out = _prep_locally_and_on_slurm(table, settings, tmp_path, wait_s=1800)
     [finder] = (out / "logs").glob("*_dedup_exact")
     assert "#SBATCH --array=0-7" in (finder / "launch_script.slurm").read_text()
     local = docs_by_id(read_documents(tmp_path / "local"))
