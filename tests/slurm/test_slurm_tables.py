@@ -14,7 +14,7 @@ import pytest
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, wait_s: int):
+def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, wait_s: int = 1800):
     """`midtrain prep repos` of TABLE into tmp_path/local (one task) and tmp_path/slurm (8 Slurm tasks, waited
     for up to WAIT_S seconds: a loaded machine may queue the array); returns the Slurm output dir."""
     from slurm_helpers import REPO
@@ -45,7 +45,7 @@ def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm
     for i in range(3):
         write_parquet(table / f"train-{i:05d}.parquet", rows[i::3])
 
-    out = _prep_locally_and_on_slurm(table, NO_CURATION, tmp_path, wait_s=600)
+    out = _prep_locally_and_on_slurm(table, NO_CURATION, tmp_path)
     assert "#SBATCH --array=0-7" in (out / "logs" / "source_rows" / "launch_script.slurm").read_text()
     local = docs_by_id(read_documents(tmp_path / "local"))
     assert docs_by_id(read_documents(out)) == local and len(local) == 6
@@ -68,7 +68,7 @@ def test_prep_with_exact_dedup_on_8_slurm_tasks_keeps_the_copies_one_local_task_
         write_parquet(table / f"train-{i:05d}.parquet", rows[i::4])
     settings = ["dedup.near=false", "redact.enabled=false"]
 
-    out = _prep_locally_and_on_slurm(table, settings, tmp_path, wait_s=1800)
+    out = _prep_locally_and_on_slurm(table, settings, tmp_path)
     [finder] = (out / "logs").glob("*_dedup_exact")
     assert "#SBATCH --array=0-7" in (finder / "launch_script.slurm").read_text()
     local = docs_by_id(read_documents(tmp_path / "local"))
