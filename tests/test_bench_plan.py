@@ -69,12 +69,13 @@ def test_figures_follow_from_the_rates(tmp_path, capsys):
 
 
 def test_bench_json_outputs_and_single_rates_override_the_defaults(tmp_path):
-    prep = tmp_path / "prep.json"  # the shapes bench_prep.py, bench_curate.py and bench_tokenize.py write
+    prep = tmp_path / "prep.json"  # the shapes bench_prep.py, bench_curate_speed.py and bench_tokenize.py write
     prep.write_text(json.dumps({"bench": "prep", "rows": [
         {"source": "repos", "in_MB_per_s": 2.5}, {"source": "traces", "in_MB_per_s": 9.0},
         {"source": "traces (chat template)", "in_MB_per_s": 1.5}]}))
     curate = tmp_path / "curate.json"
-    curate.write_text(json.dumps({"redaction": {}, "cost": {"full_mb_per_s": 2.2, "full_s": 3.0}}))
+    curate.write_text(json.dumps({"repos": {"source": "repos", "full_mb_per_s_core": 3.1, "full_s": 2.0},
+                                  "pulls": {"source": "pulls", "full_mb_per_s_core": 2.2, "full_s": 3.0}}))
     tokenize = tmp_path / "tokenize.json"
     tokenize.write_text(json.dumps({"code_only": {"ours_mb_per_s": 3.3}}))
     rates = load_rates([str(prep), str(curate), str(tokenize)], {"commits": 7.0, "pack": 80.0})

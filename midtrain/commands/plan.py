@@ -7,7 +7,7 @@ the mixture's target, the --tasks of each prep run and of the pack run, and the 
 --tokens-per-s-per-gpu on --gpus GPUs.
 
 Rates are MB/s of input per core. The defaults were measured with bench/ on a loaded 2-core VM; measure on
-your own nodes and pass the JSON that bench/bench_prep.py, bench/bench_curate.py and bench/bench_tokenize.py
+your own nodes and pass the JSON that bench/bench_prep.py, bench/bench_curate_speed.py and bench/bench_tokenize.py
 write with --json (--rates FILE ...), or set single rates with --rate (a source name sets its read rate;
 curate, tokenize, pack set that stage's). Every figure is a model, as good as the rates and the assumed
 fractions (--keep, --bytes-per-token, --gzip-ratio).

@@ -1,6 +1,6 @@
 """Plan a data-prep + training run before spending it: core-hours, disk and --tasks per stage, training time.
 
-From per-core rates (MB/s of input per core, measured with bench/bench_prep.py, bench/bench_curate.py and
+From per-core rates (MB/s of input per core, measured with bench/bench_prep.py, bench/bench_curate_speed.py and
 bench/bench_tokenize.py), the input size per source and a target mixture, :func:`plan` gives per source and
 stage (read, curate, tokenize, pack):
 
@@ -30,12 +30,13 @@ STAGES = ("read", "curate", "tokenize", "pack")
 
 # MB/s of input per core, measured on a shared, loaded 2-core x86 VM (2026-11): readers with
 # bench/bench_prep.py (traces with the chat template), tokenization with bench/bench_tokenize.py (Qwen3, code);
-# curation is bench/bench_curate.py's full-curation figure (~1 MB/s per core, every step on). Packing is
+# curation is bench/bench_curate_speed.py's full-curation figure for its slowest source (3.0 MB/s per core,
+# every step on; 3.0-4.7 across sources). Packing is
 # not CPU-bound (it copies token ids into shards): 50 MB/s of text per core is an assumption, not a
 # measurement. Measure on your own nodes and pass the JSON outputs (`midtrain plan --rates`).
 DEFAULT_RATES: dict = {
     "read": {"repos": 0.76, "commits": 5.86, "pulls": 8.73, "buildlogs": 1.85, "traces": 0.78},
-    "curate": 1.0,
+    "curate": 3.0,
     "tokenize": 1.26,
     "pack": 50.0,
 }
@@ -98,8 +99,9 @@ def _rates_from(data: dict, path: str, rates: dict) -> None:
             name = row["source"].split(" ")[0]
             if name in SOURCES and "(" not in row["source"] or row["source"] == "traces (chat template)":
                 rates["read"][name] = float(row["in_MB_per_s"])
-    elif "cost" in data and "full_mb_per_s" in data["cost"]:  # bench_curate.py: full curation on one core
-        rates["curate"] = float(data["cost"]["full_mb_per_s"])
+    elif data and all(isinstance(r, dict) and "full_mb_per_s_core" in r for r in data.values()):
+        # bench_curate_speed.py: full curation per source; one curation rate, the slowest source's
+        rates["curate"] = min(float(r["full_mb_per_s_core"]) for r in data.values())
     elif "code_only" in data:  # bench_tokenize.py
         rates["tokenize"] = float(data["code_only"]["ours_mb_per_s"])
     elif set(data) & set(STAGES):
@@ -109,7 +111,7 @@ def _rates_from(data: dict, path: str, rates: dict) -> None:
         rates["read"].update({k: float(v) for k, v in data.get("read", {}).items()})
         rates.update({k: float(data[k]) for k in STAGES[1:] if k in data})
     else:
-        raise ValueError(f"{path}: not a bench_prep.py, bench_curate.py or bench_tokenize.py --json output, "
+        raise ValueError(f"{path}: not a bench_prep.py, bench_curate_speed.py or bench_tokenize.py --json output, "
                          f"nor a rates file with keys {', '.join(STAGES)}")
 
 
