@@ -115,6 +115,21 @@ def test_nonfinite_skip_mode_skips_then_gives_up(shards, tmp_path):
     assert sum(r["skipped"] for r in rows) == 2 and not rows[0]["skipped"]
 
 
+def test_a_run_stopping_on_nonfinite_values_completes_its_background_checkpoint_writes(shards, tmp_path):
+    """checkpoint.async_save: the write in flight when the guard stops the run (step 4 here; the run stops at
+    step 5) is completed, not left as an ignored .tmp directory: it holds a step that finished."""
+    run_dir = tmp_path / "async_nan"
+    with pytest.raises(NonFiniteError, match="4 skipped steps in a row"):
+        _run(shards, run_dir, **{"optim.lr": 1e30, "optim.min_lr": 0.0, "optim.clip_grad": 0.0,
+                                 "optim.warmup_steps": 0, "guard.on_nonfinite": "skip", "guard.max_skipped": 3,
+                                 "checkpoint.async_save": True, "checkpoint.save_interval": 2,
+                                 "checkpoint.keep_last": 5})
+    assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3, 4]
+    assert [step for step, _ in list_checkpoints(run_dir)] == [2, 4]
+    assert not list((run_dir / "checkpoints").glob("*.tmp"))
+    assert latest_checkpoint(run_dir).name == "iter_0000004" and (latest_checkpoint(run_dir) / MARKER).exists()
+
+
 def test_init_from_midtrain_checkpoint_loads_weights_only(straight_run, shards, tmp_path):
     src, _ = straight_run
     fresh = metrics(src)[0]

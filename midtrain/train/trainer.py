@@ -335,6 +335,12 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
                 break
         if run.saves is not None:
             run.saves.close()  # the last checkpoint is complete before the run reports done (or exits 75)
+    except NonFiniteError:
+        # Every rank raises it (the loss and grad norm are reduced), so the collective completion can run: the
+        # background writes in flight hold steps that finished before the bad one and must not be lost.
+        if run.saves is not None:
+            run.saves.close()
+        raise
     finally:
         run.logger.close()
     return {"exit_code": exit_code, "step": run.step, "loss": last_loss, "run_dir": str(run.run_dir)}
