@@ -48,9 +48,6 @@ def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = N
         if step == "init_base":
             log.info("sweep: base checkpoint %s", init_base(cfg))
             continue
-        if _finished(step, argv):
-            log.info("sweep setup: %s already finished; reused", step)
-            continue
         if call_step("sweep setup", step, argv) != 0:
             log.error("sweep: setup step %s failed; nothing else can run", step)
             return 1
