@@ -10,11 +10,15 @@ import argparse
 import re
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "slurm/README.md")
 # a shown command starts with one of these words (prose lines in code blocks do not)
 COMMAND_WORDS = ("midtrain", "torchrun", "sbatch", "make", "python", ".venv/bin/python", "bench/", "tests/",
                  "pip", "scancel", "scontrol", "aws")
+# (seconds, command line) per example that tests/test_documented_examples.py ran; tests/conftest.py prints them
+EXAMPLE_SECONDS = pytest.StashKey[list]()
 
 
 def _strip_comment(line: str) -> str:

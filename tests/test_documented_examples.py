@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from documented_examples import REPO, documented_examples
+from documented_examples import EXAMPLE_SECONDS, REPO, documented_examples
 
 RUN, SUBMIT, GPU, OTHER = "run", "submit", "gpu", "other"
 
@@ -300,8 +300,8 @@ def _output_dir(cmd: str) -> str | None:
     return words[words.index("--output") + 1] if "--output" in words else None
 
 
-def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> str | None:
-    """Run one example; returns a failure description or None. Prints its wall time (see it with `pytest -s`)."""
+def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> tuple[float, str | None]:
+    """Run one example; returns its wall time and a failure description (None when it passed)."""
     line = cmd
     for prefix in ABSOLUTE:
         line = line.replace(prefix, f"{ws}{prefix}")
@@ -313,17 +313,19 @@ def _run_example(cmd: str, kind: str, ws: Path, env: dict[str, str]) -> str | No
         shutil.rmtree(ws / out, ignore_errors=True)  # each example as a fresh user runs it, not a resume
     start = time.monotonic()
     r = subprocess.run(["bash", "-c", line], cwd=ws, env=env, capture_output=True, text=True, timeout=1800)
-    print(f"[{time.monotonic() - start:6.1f} s] {cmd}", flush=True)
+    seconds = time.monotonic() - start
     if r.returncode != 0:
-        return f"$ {cmd}\nexit {r.returncode}\n{r.stderr[-2500:]}"
-    return None
+        return seconds, f"$ {cmd}\nexit {r.returncode} after {seconds:.0f} s\n{r.stderr[-2500:]}"
+    return seconds, None
 
 
 @pytest.mark.slow
-def test_documented_examples_run(workspace):
-    """Every `run` and `submit` example in the order the docs show them, sharing one workspace."""
+def test_documented_examples_run(workspace, request):
+    """Every `run` and `submit` example in the order the docs show them, sharing one workspace. Each one's wall
+    time goes to the terminal summary (tests/conftest.py), slowest first."""
     ws, env = workspace
     failures = []
+    times = request.config.stash.setdefault(EXAMPLE_SECONDS, [])
     order = [c for _, c in documented_examples()]
     # the demo builds .demo/ that many examples read: run it first, as the README's first command does
     order.remove("midtrain demo --workdir .demo")
@@ -331,7 +333,8 @@ def test_documented_examples_run(workspace):
     for cmd in order:
         kind = PLAN[cmd]
         if kind in (RUN, SUBMIT):
-            failure = _run_example(cmd, kind, ws, env)
+            seconds, failure = _run_example(cmd, kind, ws, env)
+            times.append((seconds, cmd))
             if failure:
                 failures.append(failure)
         elif cmd.startswith("sbatch "):
