@@ -76,11 +76,14 @@ def iter_table_rows(folder: DataFolder, rel: str) -> Iterator[tuple[str, Any]]:
     if rel.endswith(".parquet"):
         import pyarrow.parquet as pq
 
-        with folder.open(rel, "rb") as fh:
-            pf = pq.ParquetFile(fh)
+        # Decoded on this thread (use_threads=False, no pre-buffering): Arrow's pool threads, once started, can
+        # still be joinable when the interpreter exits and abort the process ("terminate called without an
+        # active exception", exit 134) after the task's work is done, which fails a Slurm array task and
+        # cancels every stage that depends on it. A row group at a time, so this costs little.
+        with folder.open(rel, "rb") as fh, pq.ParquetFile(fh, pre_buffer=False) as pf:
             i = 0
             for rg in range(pf.num_row_groups):
-                for row in pf.read_row_group(rg).to_pylist():
+                for row in pf.read_row_group(rg, use_threads=False).to_pylist():
                     yield f"{where}[{i}]", row
                     i += 1
         return
