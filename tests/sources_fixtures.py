@@ -8,8 +8,21 @@ import os
 import subprocess
 from pathlib import Path
 
+from midtrain.demo.inputs import NOT_SAMPLES
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = REPO_ROOT / "data_prep" / "samples"
+
+
+def source_files(root: Path) -> list[Path]:
+    """Every file under root, sorted, without the bytecode caches that running a sample's own tests or
+    byte-compiling the checkout leaves there (the demo's NOT_SAMPLES): they are neither text nor fixture."""
+    out: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        ignored = NOT_SAMPLES(folder, [*dirs, *files])
+        dirs[:] = [d for d in dirs if d not in ignored]
+        out += [Path(folder) / f for f in files if f not in ignored]
+    return sorted(out)
 
 
 def git(repo: Path, *args: str, author: tuple[str, str] = ("Jane Doe", "jane.doe@example.org"),

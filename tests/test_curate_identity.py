@@ -19,7 +19,7 @@ from midtrain.cli import main
 from midtrain.curate.decontam import DecontamConfig, SweBenchRepoFilter, bundled_root_commits
 from midtrain.curate.fingerprint import BadIndexError, fingerprint, load_index, normalize
 from midtrain.curate.identity import HOME_SCORE, declared_homes
-from sources_fixtures import commit, git, make_repo, write_files
+from sources_fixtures import commit, git, make_repo, source_files, write_files
 
 DATA = Path(__file__).parent / "data" / "decontam"
 BENCH = DATA / "benchorg__benchlib"
@@ -27,7 +27,7 @@ NO_DEDUP = ["dedup.enabled=false", "redact.enabled=false", "quality.enabled=fals
 
 
 def bench_files() -> dict[str, str]:
-    return {p.relative_to(BENCH).as_posix(): p.read_text() for p in sorted(BENCH.rglob("*")) if p.is_file()}
+    return {p.relative_to(BENCH).as_posix(): p.read_text() for p in source_files(BENCH)}
 
 
 @pytest.fixture(scope="module")

@@ -208,12 +208,14 @@ def workspace(tmp_path_factory) -> Iterator[tuple[Path, dict[str, str]]]:
     sys.path.insert(0, str(REPO / "tests"))
     from hf_helpers import make_hf_model, save_tiny_tokenizer
 
+    from midtrain.demo.inputs import NOT_SAMPLES
+
     ws = tmp_path_factory.mktemp("examples")
     home = ws / "home"
     samples = REPO / "data_prep" / "samples"
     for name in ("proj", "myrepo"):
         repo = home / "src" / name
-        shutil.copytree(samples / "repo", repo)
+        shutil.copytree(samples / "repo", repo, ignore=NOT_SAMPLES)
         _git(repo, "init", "-q", "-b", "main")
         _git(repo, "add", "-A")
         _git(repo, "commit", "-q", "-m", f"{name}: initial import")

@@ -9,7 +9,7 @@ import pytest
 
 from midtrain.cli import main
 from midtrain.curate.stages import CurationConfig
-from sources_fixtures import SAMPLES, make_repo, read_documents, without_file_path
+from sources_fixtures import REPO_ROOT, SAMPLES, git, make_repo, read_documents, without_file_path
 
 PULLS = SAMPLES / "pulls" / "sample_prs.jsonl"
 try:  # every curation step off, for tests about the source stage only (curation has its own tests)
@@ -179,6 +179,9 @@ def test_demo_fallback_sample_repository_has_history(tmp_path):
 
     repo = sample_git_repo(tmp_path / "sample")
     assert sample_git_repo(tmp_path / "sample") == repo  # built once
+    # exactly the sample's files: bytecode that running its tests leaves beside it is not committed
+    tracked = git(REPO_ROOT, "ls-files", "data_prep/samples/repo").split()
+    assert sorted(git(repo, "ls-files").split()) == sorted(p.removeprefix("data_prep/samples/repo/") for p in tracked)
     [doc] = list(RepoReader([str(repo)]).run())
     assert doc.metadata["license"] == "MIT" and doc.metadata["files"][:2] == ["README.md", "docs/usage.md"]
     order = doc.metadata["files"]

@@ -18,6 +18,9 @@ from pathlib import Path
 log = logging.getLogger("midtrain.demo.prep")
 
 SAMPLES = Path(__file__).resolve().parents[2] / "data_prep" / "samples"
+# Bytecode that running the samples' own tests (or a byte-compiling install) leaves beside them is not part of
+# the samples: copied, it would become files of the demo's git history.
+NOT_SAMPLES = shutil.ignore_patterns("__pycache__", "*.py[co]")
 
 
 def project_repo() -> Path | None:
@@ -35,7 +38,7 @@ def sample_git_repo(dest: Path) -> Path:
     """The sample repository as a real git repository with a short history (built once)."""
     if (dest / ".git").exists():
         return dest
-    shutil.copytree(SAMPLES / "repo", dest)
+    shutil.copytree(SAMPLES / "repo", dest, ignore=NOT_SAMPLES)
     env = {**os.environ, "GIT_AUTHOR_NAME": "Demo Author", "GIT_AUTHOR_EMAIL": "demo@example.com",
            "GIT_COMMITTER_NAME": "Demo Author", "GIT_COMMITTER_EMAIL": "demo@example.com",
            "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
@@ -56,7 +59,7 @@ def run_build_tools(dest: Path) -> Path:
     project = dest / "project"
     if project.exists():
         shutil.rmtree(project)
-    shutil.copytree(SAMPLES / "buildlogs" / "project", project)
+    shutil.copytree(SAMPLES / "buildlogs" / "project", project, ignore=NOT_SAMPLES)
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     commands = {
         "make": ["make", "-C", str(project)],
