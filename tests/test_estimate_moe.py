@@ -8,7 +8,7 @@ import torch
 
 from midtrain.cli import main as cli_main
 from midtrain.train import distributed
-from midtrain.train.estimate import flops_per_token, memory_per_gpu, param_count
+from midtrain.train.estimate import flops_per_token, memory_per_gpu
 from midtrain.train.model import build_gpt_model
 from recipes import get_recipe
 
@@ -27,7 +27,7 @@ def test_30b_a3b_counts_match_megatron_core(world_of_one):
     with torch.device("meta"):
         model = build_gpt_model(cfg)
     named = dict(model.named_parameters())
-    pc = param_count(cfg.model)
+    pc = cfg.model.param_count()
     assert pc.total == sum(p.numel() for p in named.values())
     experts = sum(p.numel() for k, p in named.items() if ".local_experts." in k)
     assert experts == pc.expert_per_layer * cfg.model.num_layers
@@ -40,17 +40,17 @@ def test_30b_a3b_counts_match_megatron_core(world_of_one):
 
 
 def test_30b_a3b_totals_and_active_share():
-    pc = param_count(get_recipe("qwen3_30b_a3b_256k_h200").build().model)
+    pc = get_recipe("qwen3_30b_a3b_256k_h200").build().model.param_count()
     assert 30.4e9 < pc.total < 30.6e9  # "30.5B"
     assert 3.2e9 < pc.active < 3.4e9  # "3.3B activated"
-    dense_equiv = param_count(get_recipe("qwen3_30b_a3b_256k_h200").build(["model.moe_router_topk=128"]).model)
+    dense_equiv = get_recipe("qwen3_30b_a3b_256k_h200").build(["model.moe_router_topk=128"]).model.param_count()
     assert dense_equiv.active == pytest.approx(pc.total, rel=1e-9)  # all experts active = every parameter
 
 
 def test_expert_parallelism_splits_expert_weights_and_their_optimizer_state():
     base = get_recipe("qwen3_30b_a3b_256k_h200").build()
     mem8 = memory_per_gpu(base)
-    pc = param_count(base.model)
+    pc = base.model.param_count()
     experts = pc.expert_per_layer * pc.num_layers
     mem4 = memory_per_gpu(base.apply_overrides(["parallel.expert=4"]))
     # weights: half the EP -> twice the experts on the GPU (bf16: 2 bytes each)

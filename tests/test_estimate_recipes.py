@@ -9,7 +9,7 @@ import torch
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
-from midtrain.train.estimate import GPUS, USABLE_FRACTION, flops_per_token, memory_per_gpu, param_count
+from midtrain.train.estimate import GPUS, USABLE_FRACTION, flops_per_token, memory_per_gpu
 from midtrain.train.model import build_gpt_model
 from recipes import all_recipes, get_recipe
 from recipes.long_context import progression_stages
@@ -42,7 +42,7 @@ def test_param_count_matches_megatron_core(world_of_one, name):
     with torch.device("meta"):
         model = build_gpt_model(cfg)
     named = dict(model.named_parameters())
-    pc = param_count(cfg.model)
+    pc = cfg.model.param_count()
     assert pc.total == sum(p.numel() for p in named.values())
     if name in RELEASED:
         assert pc.total == RELEASED[name]
@@ -70,7 +70,7 @@ def test_flops_attention_term_and_document_masking():
 def test_memory_estimate_responds_to_the_layout():
     base = get_recipe("qwen3_8b_256k_h200").build()
     mem = memory_per_gpu(base)
-    pc = param_count(base.model)
+    pc = base.model.param_count()
     tp = base.parallel.tensor
     assert mem.weights == pytest.approx(2 * pc.total / tp)  # bf16
     assert mem.grads == pytest.approx(4 * pc.total / tp)  # fp32 grad buffer

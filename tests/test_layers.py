@@ -18,6 +18,8 @@ MAX_FUNCTION_LINES lines without an entry in LONG_FUNCTIONS saying why.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -177,6 +179,19 @@ def test_the_checker_sees_what_it_must():
     assert "midtrain.recipes" not in packages and "recipes" not in packages
     # TYPE_CHECKING imports are annotations only: train.layout names TrainConfig there
     assert "midtrain.train.config" not in graph.get("midtrain.train.layout", set())
+
+
+def test_the_train_config_imports_no_stage_module_back():
+    """Its checks (layout, MoE, RoPE) and its arithmetic (head size, parameter counts) live with it: no module it
+    imports names it back, and validating a recipe loads no torch (MoE recipes loaded it through moe.py)."""
+    graph = _graph()
+    assert graph["midtrain.train.model_config"] <= FOUNDATION
+    # TrainConfig.summary prints the estimate (`midtrain config`); validation never calls it
+    assert graph["midtrain.train.config"] <= FOUNDATION | {"midtrain.train.model_config", "midtrain.train.estimate"}
+    code = ("import sys\nfrom recipes import all_recipes\nfor r in all_recipes().values(): r.build().validate()\n"
+            "print(sorted(m for m in ('torch', 'megatron') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def _private_imports(path: Path) -> list[str]:

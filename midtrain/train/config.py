@@ -10,69 +10,7 @@ import yaml
 
 from midtrain.config import Config, require
 from midtrain.locations import is_url
-
-
-@dataclass
-class ModelConfig(Config):
-    """A GPT-family decoder in the Llama-3 / Qwen3 shape; dense, or Qwen3-MoE when num_experts is set."""
-
-    family: Literal["qwen3", "llama3"] = "qwen3"
-    num_layers: int = 2
-    hidden_size: int = 64
-    ffn_hidden_size: int = 192
-    num_attention_heads: int = 4
-    num_query_groups: int = 2
-    kv_channels: int | None = None  # head dim; None = hidden_size // num_attention_heads
-    vocab_size: int = 151936
-    max_position_embeddings: int = 4096
-    rotary_base: float = 1_000_000.0
-    qk_layernorm: bool = True
-    tie_embeddings: bool = True
-    norm_epsilon: float = 1e-6
-    init_method_std: float = 0.02
-    # Context extension: RoPE scaling as Hugging Face's rope_parameters name it, so the exported
-    # config.json makes inference engines compute the same positions. midtrain/train/hf_rope.py maps these
-    # onto megatron-core (GPTModel kwargs + TransformerConfig yarn_* attributes) and onto HF.
-    rope_scaling: Literal["none", "yarn", "llama3"] = "none"
-    rope_scaling_factor: float = 1.0
-    rope_original_max_position_embeddings: int | None = None  # context the RoPE base was trained at
-    rope_low_freq_factor: float = 1.0  # llama3 only
-    rope_high_freq_factor: float = 4.0  # llama3 only
-    yarn_beta_fast: float = 32.0
-    yarn_beta_slow: float = 1.0
-    # Mixture of experts (Qwen3-MoE shape, megatron-core's MoE layer in every decoder layer). None = dense.
-    num_experts: int | None = None
-    moe_ffn_hidden_size: int | None = None  # one expert's SwiGLU width (HF moe_intermediate_size)
-    moe_router_topk: int = 2  # experts per token (HF num_experts_per_tok)
-    moe_router_score_function: Literal["softmax", "sigmoid"] = "softmax"
-    moe_router_topk_norm: bool = True  # renormalise the top-k scores to sum to 1 (HF norm_topk_prob)
-    moe_load_balancing: Literal["aux_loss", "seq_aux_loss", "global_aux_loss", "none"] = "aux_loss"
-    moe_aux_loss_coeff: float = 1e-3  # load-balancing loss weight (HF router_aux_loss_coef)
-    moe_z_loss_coeff: float | None = None  # router z-loss weight (None = off)
-    moe_shared_expert_ffn_hidden_size: int | None = None  # always-on shared expert(s) width; None = none
-    moe_capacity_factor: float | None = None  # None = dropless (every token reaches its top-k experts)
-    moe_grouped_gemm: bool = True  # grouped GEMM for the experts where Transformer Engine provides it
-
-    @property
-    def is_moe(self) -> bool:
-        return bool(self.num_experts)
-
-    def check(self) -> None:
-        require(self.num_layers > 0, "num_layers", "must be positive")
-        if self.num_experts is not None:
-            from midtrain.train.moe import check_moe_fields
-
-            check_moe_fields(self)
-        require(self.hidden_size % self.num_attention_heads == 0 or self.kv_channels is not None,
-                "hidden_size", f"{self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}; set kv_channels explicitly")
-        require(self.num_attention_heads % self.num_query_groups == 0, "num_query_groups",
-                f"num_attention_heads={self.num_attention_heads} must be a multiple of num_query_groups="
-                f"{self.num_query_groups}")
-        if self.rope_scaling != "none":
-            from midtrain.train.hf_rope import check_rope_scaling
-
-            check_rope_scaling(self)
+from midtrain.train.model_config import ModelConfig
 
 
 @dataclass
@@ -101,6 +39,11 @@ class ParallelConfig(Config):
     @property
     def model_parallel_size(self) -> int:
         return self.tensor * self.pipeline * self.context
+
+    @property
+    def expert_tensor_size(self) -> int:
+        """Ranks each expert's weights are split over (expert_tensor, or the dense tensor size when unset)."""
+        return self.tensor if self.expert_tensor is None else self.expert_tensor
 
 
 @dataclass
@@ -239,12 +182,7 @@ class TrainConfig(Config):
         return summary(self)
 
     def check(self) -> None:
-        require(self.data.seq_length <= self.model.max_position_embeddings, "data.seq_length",
-                f"{self.data.seq_length} exceeds model.max_position_embeddings="
-                f"{self.model.max_position_embeddings}")
-        from midtrain.train.layout import check_layout
-
-        check_layout(self)
+        _check_layout(self)
         if self.precision.fp8 != "none":
             self._check_fp8_shapes()
 
@@ -260,6 +198,83 @@ class TrainConfig(Config):
                 + "); FP8 GEMMs need a multiple of 8: pick a seq_length that is a multiple of " + str(8 * split))
         require(m.hidden_size % 16 == 0, "model.hidden_size",
                 f"{m.hidden_size} is not a multiple of 16, which FP8 GEMMs need (or set precision.fp8=none)")
+
+
+# -- parallel layout: which TP/PP/CP/DP/SP/EP combinations can run (static; the world size is checked at
+# launch by midtrain/train/layout.py) ---------------------------------------------------------------
+
+def _check_layout(cfg: TrainConfig) -> None:
+    m, p, prec = cfg.model, cfg.parallel, cfg.precision
+    tp, pp, cp = p.tensor, p.pipeline, p.context
+    require(cfg.data.seq_length <= m.max_position_embeddings, "data.seq_length",
+            f"{cfg.data.seq_length} exceeds model.max_position_embeddings={m.max_position_embeddings}")
+    require(m.num_attention_heads % tp == 0, "parallel.tensor",
+            f"num_attention_heads={m.num_attention_heads} is not divisible by tensor={tp}")
+    require(m.num_query_groups % tp == 0, "parallel.tensor",
+            f"num_query_groups={m.num_query_groups} (key/value heads) is not divisible by tensor={tp}")
+    require(m.ffn_hidden_size % tp == 0, "parallel.tensor",
+            f"ffn_hidden_size={m.ffn_hidden_size} is not divisible by tensor={tp}")
+    require(m.vocab_size % tp == 0, "parallel.tensor",
+            f"vocab_size={m.vocab_size} is not divisible by tensor={tp}")
+    require(m.num_layers % pp == 0, "parallel.pipeline",
+            f"num_layers={m.num_layers} is not divisible by pipeline={pp}")
+    if cp > 1:
+        require(prec.transformer_impl != "local", "parallel.context",
+                f"context={cp} needs Transformer Engine (THD + context parallel attention); "
+                "precision.transformer_impl=local has no context parallelism")
+        require(cfg.data.seq_length % (2 * cp) == 0, "data.seq_length",
+                f"{cfg.data.seq_length} is not divisible by 2*context={2 * cp} (load-balanced CP splits each "
+                "sequence into 2*CP chunks)")
+    if p.sequence_parallel:
+        require(prec.transformer_impl != "local", "parallel.sequence_parallel",
+                "sequence parallelism needs Transformer Engine norms (the local spec's torch norms fail)")
+        mult = 2 * cp * tp if cp > 1 else tp
+        require(cfg.data.seq_length % mult == 0, "data.seq_length",
+                f"{cfg.data.seq_length} is not divisible by {mult} (sequence parallel splits the sequence over "
+                f"tensor={tp}" + (f" after context={cp}" if cp > 1 else "") + ")")
+    if prec.fp8 != "none":
+        n_bf16 = prec.fp8_bf16_first_layers + prec.fp8_bf16_last_layers
+        require(n_bf16 < m.num_layers or prec.fp8_recipe == "delayed", "precision.fp8_bf16_first_layers",
+                f"{n_bf16} BF16 layers leave no FP8 layer out of num_layers={m.num_layers}")
+        per_stage = m.num_layers // pp
+        require(prec.fp8_bf16_first_layers <= per_stage and prec.fp8_bf16_last_layers <= per_stage,
+                "precision.fp8_bf16_first_layers", f"at most {per_stage} (layers per pipeline stage)")
+    if p.data is not None:
+        require(cfg.optim.global_batch_size % p.data == 0, "optim.global_batch_size",
+                f"{cfg.optim.global_batch_size} is not divisible by parallel.data={p.data}")
+    _check_expert_layout(cfg)
+
+
+def _check_expert_layout(cfg: TrainConfig) -> None:
+    """Expert parallelism (EP) and expert-tensor parallelism (ETP) against the model and the dense layout.
+
+    megatron-core folds the expert layout into the dense one: within a pipeline stage the
+    tensor x context x data ranks are regrouped as expert_tensor x expert x expert-data, so EP x ETP must
+    divide TP x CP x DP (the world size per pipeline stage).
+    """
+    m, p = cfg.model, cfg.parallel
+    ep, etp = p.expert, p.expert_tensor_size
+    if not m.is_moe:
+        require(ep == 1, "parallel.expert", f"expert={ep} needs a mixture-of-experts model (model.num_experts)")
+        require(p.expert_tensor in (None, p.tensor), "parallel.expert_tensor",
+                "needs a mixture-of-experts model (model.num_experts)")
+        return
+    require(m.num_experts % ep == 0, "parallel.expert",
+            f"model.num_experts={m.num_experts} is not divisible by expert={ep}")
+    require(m.moe_ffn_hidden_size % etp == 0, "parallel.expert_tensor",
+            f"model.moe_ffn_hidden_size={m.moe_ffn_hidden_size} is not divisible by expert_tensor={etp}")
+    if m.moe_shared_expert_ffn_hidden_size:
+        require(m.moe_shared_expert_ffn_hidden_size % p.tensor == 0, "parallel.tensor",
+                f"model.moe_shared_expert_ffn_hidden_size={m.moe_shared_expert_ffn_hidden_size} is not "
+                f"divisible by tensor={p.tensor}")
+    require(p.tensor == 1 or p.sequence_parallel, "parallel.sequence_parallel",
+            f"MoE layers with tensor={p.tensor} need sequence_parallel=true (megatron-core refuses to train "
+            "them otherwise)")
+    if p.data is not None:
+        per_stage = p.tensor * p.context * p.data
+        require(per_stage % (ep * etp) == 0, "parallel.expert",
+                f"expert={ep} x expert_tensor={etp} = {ep * etp} does not divide tensor x context x data = "
+                f"{p.tensor} x {p.context} x {p.data} = {per_stage} (the ranks of one pipeline stage)")
 
 
 # Fields a run cannot change when it resumes from its checkpoints: the parameters' shapes, their dtype (the

@@ -33,10 +33,9 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from midtrain.train.layout import expert_tensor
-
 if TYPE_CHECKING:
-    from midtrain.train.config import ModelConfig, TrainConfig
+    from midtrain.train.config import TrainConfig
+    from midtrain.train.model_config import ModelConfig
 
 GIB = 1024**3
 
@@ -58,54 +57,6 @@ GPUS: dict[str, GPU] = {
 # the fixed overhead below. A plan above this share is reported as "tight", above 100% as "does not fit".
 USABLE_FRACTION = 0.92
 FIXED_OVERHEAD_BYTES = 4 * GIB  # CUDA context, NCCL buffers, cuBLAS/TE workspaces
-
-
-# -- parameters -----------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class ParamCount:
-    embedding: int
-    per_layer: int
-    num_layers: int
-    final_norm: int
-    output_layer: int  # 0 when tied to the embedding
-    matmul_per_layer: int  # the linear weights of one layer (what FLOPs count)
-    output_matmul: int  # V × h: the logits matmul costs FLOPs even when its weight is tied
-    expert_per_layer: int = 0  # routed-expert weights in per_layer (MoE; split over expert-parallel ranks)
-    active_per_layer: int = 0  # per_layer minus the experts a token does not use (= per_layer when dense)
-
-    @property
-    def total(self) -> int:
-        return self.embedding + self.per_layer * self.num_layers + self.final_norm + self.output_layer
-
-    @property
-    def active(self) -> int:
-        """Parameters one token uses (MoE: router, top-k experts, shared expert; dense: all)."""
-        return self.embedding + self.active_per_layer * self.num_layers + self.final_norm + self.output_layer
-
-    @property
-    def flops_params(self) -> int:
-        """N in 6·N: parameters used in matmuls (every linear layer and the logits projection)."""
-        return self.matmul_per_layer * self.num_layers + self.output_matmul
-
-
-def head_dim(m: "ModelConfig") -> int:
-    return m.kv_channels or m.hidden_size // m.num_attention_heads
-
-
-def param_count(m: "ModelConfig") -> ParamCount:
-    from midtrain.train.moe import expert_params, mlp_params
-
-    h, d = m.hidden_size, head_dim(m)
-    q, kv = m.num_attention_heads * d, m.num_query_groups * d
-    attn = h * (q + 2 * kv) + q * h  # qkv, proj
-    mlp_all, mlp_active = mlp_params(m)  # fc1 (gate+up) + fc2; MoE: router + experts (+ shared)
-    norms = 2 * h + (2 * d if m.qk_layernorm else 0)
-    emb = m.vocab_size * h
-    return ParamCount(embedding=emb, per_layer=attn + mlp_all + norms, num_layers=m.num_layers, final_norm=h,
-                      output_layer=0 if m.tie_embeddings else emb, matmul_per_layer=attn + mlp_active,
-                      output_matmul=emb, expert_per_layer=expert_params(m),
-                      active_per_layer=attn + mlp_active + norms)
 
 
 # -- FLOPs ----------------------------------------------------------------------------------------------
@@ -150,7 +101,7 @@ def activation_bytes_per_token_layer(m: "ModelConfig", tensor: int, sequence_par
     the permuted input and the expert output rows (2h), fc1 out (2f) and SwiGLU out (f) of the expert
     (÷ expert_tensor); the router's fp32 logits and scores (4 x num_experts in 2-byte units); a shared
     expert like a dense MLP. With sequence parallelism each tensor rank routes its share of the tokens."""
-    h, f, d = m.hidden_size, m.ffn_hidden_size, head_dim(m)
+    h, f, d = m.hidden_size, m.ffn_hidden_size, m.head_dim
     q, kv = m.num_attention_heads * d, m.num_query_groups * d
     norm_terms = 4 * h  # input and output of the two RMSNorms (TE keeps the norm output for wgrad)
     mlp = 3 * f  # fc1 out (2f) + SwiGLU out (f)
@@ -202,7 +153,7 @@ def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEst
         num_gpus = max(8, math.ceil(replica / 8) * 8)
     dp = p.data or max(1, num_gpus // replica)
     num_gpus = dp * replica
-    pc = param_count(m)
+    pc = m.param_count()
     layers_per_stage = math.ceil(m.num_layers / pp)
     stage_layers = layers_per_stage * pc.per_layer
     first = stage_layers + pc.embedding
@@ -211,7 +162,7 @@ def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEst
         last += pc.output_layer
     if pp == 1:  # one stage holds everything once
         first = last = pc.total
-    ep, etp = p.expert, expert_tensor(cfg)
+    ep, etp = p.expert, p.expert_tensor_size
     stage_experts = layers_per_stage * pc.expert_per_layer  # routed experts: split over EP x ETP, not TP
     expert_params = stage_experts / (ep * etp)
     stage_params = (max(first, last) - stage_experts) / tp + expert_params
@@ -279,7 +230,7 @@ def _count(n: float) -> str:
 def summary(cfg: "TrainConfig", num_gpus: int | None = None) -> str:
     """Human-readable size, FLOPs and memory-per-GPU estimate with a verdict per GPU kind."""
     m, p, S = cfg.model, cfg.parallel, cfg.data.seq_length
-    pc = param_count(m)
+    pc = m.param_count()
     fl = flops_per_token(cfg)
     mem = memory_per_gpu(cfg, num_gpus)
     moe_line = (f", MoE {m.num_experts} experts top-{m.moe_router_topk}: {_count(pc.active)} active per token "
@@ -292,7 +243,7 @@ def summary(cfg: "TrainConfig", num_gpus: int | None = None) -> str:
         f"attention = {fl.attention / 1e9:.1f}, {fl.attention_fraction:.0%} of the total; document masking "
         f"cuts the attention part by Σlᵢ²/S²)",
         f"layout: TP={p.tensor} PP={p.pipeline} CP={p.context} SP={p.sequence_parallel} "
-        + (f"EP={p.expert} ETP={expert_tensor(cfg)} " if m.is_moe else "")
+        + (f"EP={p.expert} ETP={p.expert_tensor_size} " if m.is_moe else "")
         + f"recompute={p.recompute} distributed_optimizer={p.distributed_optimizer}",
         "memory per GPU (most loaded stage, micro-batch 1):",
         f"  weights ({cfg.precision.dtype})         {_gib(mem.weights)}",

@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from midtrain.train.moe import mlp_params
-
 if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig
 
@@ -31,11 +29,7 @@ PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "H800": 989.0, "B200": 2250.0,
 
 def matmul_params(cfg: "TrainConfig") -> int:
     """Parameters that take part in a matmul per token (no embeddings lookup, no norms); output layer included."""
-    m = cfg.model
-    head_dim = m.kv_channels or m.hidden_size // m.num_attention_heads
-    attn = m.hidden_size * head_dim * (m.num_attention_heads * 2 + m.num_query_groups * 2)
-    _, mlp = mlp_params(m)  # active per token: dense SwiGLU, or router + top-k experts (+ shared)
-    return m.num_layers * (attn + mlp) + m.vocab_size * m.hidden_size
+    return cfg.model.param_count().flops_params  # MoE: router + top-k experts (+ shared) per token
 
 
 def step_flops(cfg: "TrainConfig", doc_lengths: list[list[int]]) -> float:
@@ -48,7 +42,7 @@ def step_flops(cfg: "TrainConfig", doc_lengths: list[list[int]]) -> float:
 def flops_from_sums(cfg: "TrainConfig", tokens: float, sum_sq_lengths: float) -> float:
     """Model FLOPs from token count and sum of squared document lengths (sums over ranks add up)."""
     m = cfg.model
-    d_attn = (m.kv_channels or m.hidden_size // m.num_attention_heads) * m.num_attention_heads
+    d_attn = m.head_dim * m.num_attention_heads
     return 6.0 * matmul_params(cfg) * tokens + 6.0 * m.num_layers * d_attn * sum_sq_lengths
 
 

@@ -21,6 +21,7 @@ import torch
 
 from midtrain.config import ConfigError
 from midtrain.train import hf_mapping
+from midtrain.train.model_config import ModelConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +43,8 @@ def read_hf_config(path: str | Path) -> dict[str, Any]:
     return json.loads(cfg_file.read_text())
 
 
-def model_config_from_hf(path: str | Path):  # -> ModelConfig (import kept lazy: config imports us)
+def model_config_from_hf(path: str | Path) -> ModelConfig:
     """The ModelConfig for the model in ``path`` (family, shape, RoPE), validated."""
-    from midtrain.train.config import ModelConfig
-
     fields = hf_mapping.model_fields_from_hf(read_hf_config(path), where=f"{path}/config.json")
     m = ModelConfig(**fields)
     m.validate()

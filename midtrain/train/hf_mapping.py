@@ -89,7 +89,7 @@ class Shape:
     def of(cls, m: Any) -> "Shape":
         """From a ModelConfig."""
         return cls(m.num_layers, m.num_attention_heads, m.num_query_groups,
-                   m.kv_channels or m.hidden_size // m.num_attention_heads, m.hidden_size, m.qk_layernorm,
+                   m.head_dim, m.hidden_size, m.qk_layernorm,
                    m.tie_embeddings, int(getattr(m, "num_experts", None) or 0))
 
 
@@ -172,7 +172,7 @@ def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfl
         model_type=model_type, architectures=[arch], hidden_size=m.hidden_size,
         intermediate_size=m.ffn_hidden_size, num_hidden_layers=m.num_layers,
         num_attention_heads=m.num_attention_heads, num_key_value_heads=m.num_query_groups,
-        head_dim=m.kv_channels or m.hidden_size // m.num_attention_heads, vocab_size=m.vocab_size,
+        head_dim=m.head_dim, vocab_size=m.vocab_size,
         max_position_embeddings=m.max_position_embeddings, rms_norm_eps=m.norm_epsilon,
         tie_word_embeddings=m.tie_embeddings, hidden_act="silu", attention_bias=False,
         initializer_range=m.init_method_std, dtype=dtype,

@@ -14,36 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from midtrain.config import ConfigError, require
+from midtrain.config import ConfigError
 
 if TYPE_CHECKING:
-    from midtrain.train.config import ModelConfig
-
-# megatron-core's llama3 scaling (RotaryEmbedding._apply_scaling) takes only `factor` from GPTModel; the
-# other three values are fixed to Llama 3.1's. A recipe asking for others would train with different
-# rotations than it exports, so it is refused.
-MEGATRON_LLAMA3_FIXED = {"rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
-                         "rope_original_max_position_embeddings": 8192}
-
-
-def check_rope_scaling(m: "ModelConfig") -> None:
-    """Validate the rope_* fields of a ModelConfig (called from ModelConfig.check)."""
-    require(m.rope_scaling_factor > 1.0, "rope_scaling_factor",
-            f"must be > 1 with rope_scaling={m.rope_scaling!r} (got {m.rope_scaling_factor})")
-    orig = m.rope_original_max_position_embeddings
-    require(orig is not None and orig > 0, "rope_original_max_position_embeddings",
-            f"required with rope_scaling={m.rope_scaling!r}: the context length the RoPE base was trained at")
-    require(orig < m.max_position_embeddings, "rope_original_max_position_embeddings",
-            f"{orig} must be below max_position_embeddings={m.max_position_embeddings} (scaling extends it)")
-    if m.rope_scaling == "llama3":
-        for name, value in MEGATRON_LLAMA3_FIXED.items():
-            require(getattr(m, name) == value, name,
-                    f"megatron-core's llama3 RoPE scaling is fixed at {name}={value} (Llama 3.1's); "
-                    f"got {getattr(m, name)}")
-    if m.rope_scaling == "yarn":
-        require(m.yarn_beta_fast > m.yarn_beta_slow > 0, "yarn_beta_fast",
-                f"need yarn_beta_fast > yarn_beta_slow > 0 (got {m.yarn_beta_fast}, {m.yarn_beta_slow})")
-
+    from midtrain.train.model_config import ModelConfig
 
 # -- megatron-core --------------------------------------------------------------------------------------
 

@@ -91,7 +91,7 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None, on_cpu: 
         ffn_hidden_size=m.ffn_hidden_size,
         num_attention_heads=m.num_attention_heads,
         num_query_groups=m.num_query_groups,
-        kv_channels=m.kv_channels or m.hidden_size // m.num_attention_heads,
+        kv_channels=m.head_dim,
         normalization="RMSNorm",
         layernorm_epsilon=m.norm_epsilon,
         gated_linear_unit=True,  # SwiGLU
@@ -194,15 +194,8 @@ def build_gpt_model(cfg: TrainConfig, pre_process: bool | None = None,
 
 def count_parameters(cfg: TrainConfig) -> dict[str, int]:
     """Parameter counts of the full (unsharded) model: total and non-embedding."""
-    m = cfg.model
-    head_dim = m.kv_channels or m.hidden_size // m.num_attention_heads
-    attn = m.hidden_size * head_dim * (m.num_attention_heads * 2 + m.num_query_groups * 2)
-    mlp, _ = moe.mlp_params(m)  # dense SwiGLU, or router + every expert (+ shared expert)
-    norms = 2 * m.hidden_size + (2 * head_dim if m.qk_layernorm else 0)
-    per_layer = attn + mlp + norms
-    embed = m.vocab_size * m.hidden_size
-    total = m.num_layers * per_layer + embed * (1 if m.tie_embeddings else 2) + m.hidden_size
-    return {"total": total, "non_embedding": m.num_layers * per_layer + m.hidden_size, "embedding": embed}
+    pc = cfg.model.param_count()
+    return {"total": pc.total, "non_embedding": pc.non_embedding, "embedding": pc.embedding}
 
 
 @contextlib.contextmanager

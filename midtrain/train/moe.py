@@ -1,4 +1,4 @@
-"""Mixture of experts: a recipe's MoE fields -> megatron-core's MoE layer, parameter counts, router metrics.
+"""Mixture of experts: a recipe's MoE fields -> megatron-core's MoE layer, and its router metrics.
 
 The shape is Qwen3-MoE's: every decoder layer's MLP is a router (top-k of ``num_experts``, softmax or
 sigmoid scores) over SwiGLU experts of width ``moe_ffn_hidden_size``, optionally beside an always-on
@@ -18,37 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from midtrain.config import require
 from midtrain.train.gpu_choices import installed_te_version, moe_permute_fusion
-from midtrain.train.layout import expert_tensor
 
 if TYPE_CHECKING:
     from megatron.core.transformer.spec_utils import ModuleSpec
 
-    from midtrain.train.config import ModelConfig, TrainConfig
+    from midtrain.train.config import TrainConfig
 
 # The router's per-layer logging names in megatron-core's tracker -> our metric names.
 _TRACKED = {"load_balancing_loss": "moe_load_balancing_loss", "seq_load_balancing_loss": "moe_load_balancing_loss",
             "global_load_balancing_loss": "moe_load_balancing_loss", "z_loss": "moe_z_loss"}
-
-
-def check_moe_fields(m: "ModelConfig") -> None:
-    """ModelConfig's MoE fields (called from ModelConfig.check when num_experts is set)."""
-    require(m.num_experts is not None and m.num_experts >= 2, "num_experts",
-            f"{m.num_experts}: a mixture needs at least 2 experts (null = dense model)")
-    require(m.moe_ffn_hidden_size is not None and m.moe_ffn_hidden_size > 0, "moe_ffn_hidden_size",
-            "must be set (one expert's SwiGLU width) when num_experts is set")
-    require(1 <= m.moe_router_topk <= m.num_experts, "moe_router_topk",
-            f"{m.moe_router_topk} must be in [1, num_experts={m.num_experts}]")
-    require(m.moe_aux_loss_coeff >= 0, "moe_aux_loss_coeff", "must be >= 0")
-    require(m.moe_z_loss_coeff is None or m.moe_z_loss_coeff > 0, "moe_z_loss_coeff", "must be > 0 (or null: off)")
-    require(m.moe_capacity_factor is None or m.moe_capacity_factor > 0, "moe_capacity_factor",
-            "must be > 0 (or null: dropless)")
-    require(m.moe_shared_expert_ffn_hidden_size is None or m.moe_shared_expert_ffn_hidden_size > 0,
-            "moe_shared_expert_ffn_hidden_size", "must be > 0 (or null: no shared expert)")
-    # megatron-core always renormalises sigmoid top-k scores (and cannot keep them raw)
-    require(m.moe_router_score_function == "softmax" or m.moe_router_topk_norm, "moe_router_topk_norm",
-            "sigmoid routing always renormalises the top-k scores in megatron-core; set moe_router_topk_norm=true")
 
 
 def token_dispatcher() -> str:
@@ -82,7 +61,7 @@ def transformer_config_kwargs(cfg: "TrainConfig", impl: str) -> dict[str, Any]:
         moe_grouped_gemm=grouped_gemm(cfg, impl),
         moe_permute_fusion=moe_permute_fusion(impl, torch.cuda.is_available(), installed_te_version()),
         expert_model_parallel_size=cfg.parallel.expert,
-        expert_tensor_parallel_size=expert_tensor(cfg),
+        expert_tensor_parallel_size=cfg.parallel.expert_tensor_size,
     )
     if m.moe_capacity_factor is not None:
         kwargs.update(moe_expert_capacity_factor=m.moe_capacity_factor, moe_token_drop_policy="probs",
@@ -108,27 +87,6 @@ def layer_spec(cfg: "TrainConfig", impl: str) -> "ModuleSpec":
                                                           qk_layernorm=m.qk_layernorm)
     return get_gpt_layer_local_spec(num_experts=m.num_experts, moe_grouped_gemm=grouped,
                                     qk_layernorm=m.qk_layernorm, normalization="RMSNorm")
-
-
-# -- parameter counts (pure; used by the estimate and by the FLOP count) ---------------------------------
-
-def mlp_params(m: "ModelConfig") -> tuple[int, int]:
-    """(all, active per token) matmul parameters of one decoder layer's MLP, router included."""
-    h = m.hidden_size
-    if not m.is_moe:
-        dense = 3 * h * m.ffn_hidden_size
-        return dense, dense
-    expert = 3 * h * int(m.moe_ffn_hidden_size or 0)
-    shared = 3 * h * int(m.moe_shared_expert_ffn_hidden_size or 0)
-    router = h * int(m.num_experts or 0)
-    return int(m.num_experts or 0) * expert + shared + router, m.moe_router_topk * expert + shared + router
-
-
-def expert_params(m: "ModelConfig") -> int:
-    """Routed-expert weights of one layer (split over expert-parallel ranks, not tensor-parallel ones)."""
-    if not m.is_moe:
-        return 0
-    return int(m.num_experts or 0) * 3 * m.hidden_size * int(m.moe_ffn_hidden_size or 0)
 
 
 # -- router metrics for the step log ----------------------------------------------------------------------
