@@ -1,16 +1,25 @@
-"""The agent leg executed on CPU: embedded tasks from the sample repository, the oracle endpoint,
-mini-swe-agent's real batch runner in its local environment with the generated config, grading into the
-swebench harness's report format, read back by the same collect."""
+"""The agent leg executed on CPU: embedded tasks from the sample repository, a served checkpoint and the oracle
+endpoint, mini-swe-agent's real batch runner in its local environment with the generated config, grading into
+the swebench harness's report format, read back by the same collect and shown by the protocol report."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
-import sys
+from pathlib import Path
 
 import pytest
+import torch
 
-from midtrain.eval.local_run import BUGS, _test_outcomes, build_tasks, run_local
+from midtrain.cli import main as cli_main
+from midtrain.eval.local_run import BUGS, _test_outcomes, build_tasks
+
+IM_END = 151645
+STEPS, MAX_TOKENS = 2, 16
+LOCAL = ["benchmarks=[local,local_oracle]", f"max_steps={STEPS}", "max_context=4096",
+         f"max_output_tokens={MAX_TOKENS}"]
 
 
 def test_tasks_fail_at_base_and_pass_with_the_gold_patch(tmp_path):
@@ -31,32 +40,132 @@ def test_tasks_fail_at_base_and_pass_with_the_gold_patch(tmp_path):
             assert all(got[t] == gold for t in f2p), (row["instance_id"], gold, got)
 
 
+def _tiny_export(out: Path) -> Path:
+    """A tiny Qwen3 export with the export's chat files (Qwen tokenizer, generation config): its blocks are
+    zero, so greedy decoding after the generation prompt's last token ('\\n') walks 'Done.' then <|im_end|>."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    from midtrain.formats.tokenizer import load_tokenizer
+    from midtrain.train.hf_export import chat_files, copy_tokenizer
+
+    tok_dir = out.parent / "qwen_tok"
+    tok = load_tokenizer(None)
+    tok.save_pretrained(str(tok_dir))
+    chain = tok.encode("\n") + tok.encode("Done.") + [IM_END]
+    cfg = Qwen3Config(vocab_size=151669, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=False,
+                      max_position_embeddings=8192)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.ones_like(p) if "norm" in name else torch.zeros_like(p))
+        for i, (a, b) in enumerate(zip(chain, chain[1:])):
+            model.model.embed_tokens.weight[a, i] = 1.0
+            model.lm_head.weight[b, i] = 10.0
+    model.save_pretrained(out)
+    (out / "generation_config.json").unlink()
+    copy_tokenizer(out, tok_dir, None, "qwen3")
+    hf_cfg = json.loads((out / "config.json").read_text())
+    chat_files(out, hf_cfg, None)
+    (out / "config.json").write_text(json.dumps(hf_cfg))
+    return out
+
+
+@pytest.fixture(scope="module")
+def local_runs(tmp_path_factory):
+    """One `midtrain eval swebench benchmarks=[local,local_oracle]` run on the tiny export (the CLI path a
+    protocol step takes), shared by the tests below: (export, output dir, exit code, wall seconds)."""
+    import time
+
+    tmp = tmp_path_factory.mktemp("local_run")
+    export = _tiny_export(tmp / "export")
+    out = tmp / "swebench"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HOME", str(tmp / "hf_home"))  # load_dataset's cache for the local task dir
+        mp.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp / "mswea"))
+        t = time.time()
+        rc = cli_main(["eval", "swebench", *LOCAL, "--checkpoint", str(export), "--output", str(out)])
+        yield export, out, rc, time.time() - t
+
+
 @pytest.mark.slow
-def test_oracle_resolves_every_task_through_mini_swe_agent(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))  # load_dataset's cache for the local task dir
-    monkeypatch.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp_path / "mswea"))
-    results = run_local(tmp_path / "swebench")
-    local = results["local"]
-    assert (local["resolved"], local["total"], local["asked"], local["rate"]) == (3, 3, 3, 1.0), local
-    preds = json.loads((tmp_path / "swebench" / "local" / "agent" / "preds.json").read_text())
+def test_oracle_resolves_every_task_through_mini_swe_agent(local_runs):
+    _, out, rc, _ = local_runs
+    assert rc == 0, (out / "local_oracle" / "agent.log").read_text()[-3000:]
+    results = json.loads((out / "swebench_results.json").read_text())
+    oracle = results["local_oracle"]
+    assert (oracle["resolved"], oracle["total"], oracle["asked"], oracle["rate"]) == (3, 3, 3, 1.0), oracle
+    preds = json.loads((out / "local_oracle" / "agent" / "preds.json").read_text())
+    assert sorted(preds) == [b.id for b in BUGS]
     assert all(p["model_patch"].startswith("diff --git") for p in preds.values())
-    saved = json.loads((tmp_path / "swebench" / "swebench_results.json").read_text())
-    assert saved["local"]["resolved"] == 3
 
 
 @pytest.mark.slow
-def test_an_endpoint_that_never_submits_resolves_nothing(tmp_path, monkeypatch):
-    from midtrain.eval.local_run import OracleServer
+def test_served_tiny_model_is_graded_and_collected(local_runs, capsys):
+    """The checkpoint's own run: every reply stops at <|im_end|>, the agent ends at its step limit, the
+    instances are graded (none resolved: the model never submits) and --collect reads the report with the
+    instances asked for as the denominator."""
+    _, out, rc, _ = local_runs
+    assert rc == 0, (out / "local" / "agent.log").read_text()[-3000:]
+    replies = [json.loads(l) for l in (out / "local" / "server.jsonl").read_text().splitlines()]
+    assert len(replies) == STEPS * len(BUGS)  # the step limit bounds the run
+    assert {(r["stop_token"], r["finish_reason"], r["completion_tokens"]) for r in replies} == {
+        ("<|im_end|>", "stop", 3)}  # 'Done', '.', <|im_end|>: never the token limit, never an invented turn
+    assert (out / "local" / "instances.txt").read_text().split() == [b.id for b in BUGS]
+    report = json.loads(next((out / "local" / "grading").glob("*.midtrain-local.json")).read_text())
+    assert report["total_instances"] == 3 and report["empty_patch_instances"] == 3
+    assert cli_main(["eval", "swebench", "--collect", "--output", str(out)]) == 0
+    local = json.loads(capsys.readouterr().out)["local"]
+    assert (local["resolved"], local["total"], local["asked"], local["rate"]) == (0, 3, 3, 0.0), local
+    assert "failures" not in local
 
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf_home"))
-    monkeypatch.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp_path / "mswea"))
 
-    class Idle(OracleServer):  # answers every turn with a harmless command, never a patch
-        def reply(self, messages):
-            out = super().reply([])
-            return out
+@pytest.mark.slow
+def test_a_rerun_on_the_same_checkpoint_reuses_the_results(local_runs, tmp_path):
+    export, out, _, _ = local_runs
+    before = (out / "local" / "agent.log").stat().st_mtime_ns
+    assert cli_main(["eval", "swebench", *LOCAL, "--checkpoint", str(export), "--output", str(out)]) == 0
+    assert (out / "local" / "agent.log").stat().st_mtime_ns == before
+    # another checkpoint (other weights) into the same output is not reused: this one does not even load
+    broken = tmp_path / "broken"
+    shutil.copytree(export, broken)
+    next(broken.glob("*.safetensors")).write_bytes(b"not weights")
+    work = tmp_path / "out"
+    shutil.copytree(out, work)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HOME", str(tmp_path / "hf_home"))
+        mp.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp_path / "mswea"))
+        rc = cli_main(["eval", "swebench", "benchmarks=[local]", *LOCAL[1:], "--checkpoint", str(broken),
+                       "--output", str(work)])
+    assert rc == 1
+    local = json.loads((work / "swebench_results.json").read_text())["local"]
+    assert local["failures"][0]["step"] == "agent" and local["total"] == 3  # graded: every instance unresolved
+    assert "Traceback" in (work / "local" / "agent.log").read_text()
 
-    monkeypatch.setattr("midtrain.eval.local_run.OracleServer", Idle)
-    results = run_local(tmp_path / "swebench", max_steps=2)
-    local = results["local"]
-    assert (local["resolved"], local["total"], local["rate"]) == (0, 3, 0.0), local
+
+@pytest.mark.slow
+def test_protocol_report_shows_the_resolved_rate_rows(local_runs, tmp_path):
+    """The report writer on real result files: each checkpoint's embedded-task run and its oracle row."""
+    from midtrain.eval.report import write_report
+
+    _, out, _, _ = local_runs
+    runs = {}
+    for name in ("base", "midtrained"):
+        shutil.copytree(out, tmp_path / name / "swebench", ignore=shutil.ignore_patterns("data", "testbed"))
+        runs[name] = tmp_path / name
+    md = write_report(runs, tmp_path / "report").read_text()
+    rows = {r["metric"]: r["values"] for r in json.loads((tmp_path / "report" / "results.json").read_text())["rows"]}
+    assert rows["Embedded CPU tasks (midtrain.eval.local_run)"] == {"base": 0.0, "midtrained": 0.0}
+    oracle = "Embedded CPU tasks, oracle endpoint (gold patches: the plumbing check)"
+    assert rows[oracle] == {"base": 100.0, "midtrained": 100.0}
+    assert f"| {oracle} | 100.0 | 100.0 (+0.0) |" in md
+    assert "| Embedded CPU tasks (midtrain.eval.local_run) | 0.0 | 0.0 (+0.0) |" in md
+
+
+def test_local_and_cluster_benchmarks_do_not_mix():
+    from midtrain.config import ConfigError
+    from midtrain.eval.config import SweBenchConfig
+
+    with pytest.raises(ConfigError, match="run here on CPU"):
+        SweBenchConfig(benchmarks=["verified", "local"]).validate()
+    SweBenchConfig(benchmarks=["local", "local_oracle"]).validate()

@@ -7,6 +7,8 @@
   swebench  for an exported HF checkpoint, write the cluster run (vLLM server, mini-swe-agent on SWE-bench
             Verified / Multilingual / Pro, the graders) under OUTPUT; --run executes it here (GPUs + Docker),
             --collect reads finished graders' reports into OUTPUT/swebench_results.json.
+            benchmarks=[local,local_oracle] runs the embedded CPU task set here instead: the checkpoint
+            served on CPU, and an oracle endpoint (gold patches) as the plumbing check.
 
 key=value overrides (anywhere on the line) set the eval's config (ProxyConfig, LmEvalConfig or SweBenchConfig fields).
 """
@@ -77,6 +79,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(swebench.collect_results(args.output), indent=2))
         return 0
     cfg = SweBenchConfig().apply_overrides(args.overrides).validate()
+    if set(cfg.benchmarks) <= {"local", "local_oracle"}:  # the embedded CPU tasks: run here, nothing to submit
+        from midtrain.eval.local_run import run_local
+
+        results = run_local(cfg, args.checkpoint, args.output)
+        print(json.dumps(results, indent=2))
+        ok = all(results.get(b, {}).get("rate") is not None and not results[b].get("failures") for b in cfg.benchmarks)
+        return 0 if ok else 1
     from midtrain.eval.scoring import is_hf_dir
 
     if not args.checkpoint or not is_hf_dir(args.checkpoint):

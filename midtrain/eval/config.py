@@ -9,6 +9,8 @@ from midtrain.config import Config, require
 
 RETRIEVAL_TASKS = ("function", "file_constant")
 BENCHMARKS = ("verified", "multilingual", "pro", "deepswe")  # deepswe: long-horizon, opt-in
+# the embedded CPU task set run here (midtrain.eval.local_run): the checkpoint served on CPU, and the oracle
+LOCAL_BENCHMARKS = ("local", "local_oracle")
 HARNESSES = ("mini-swe-agent", "swe-agent", "openhands")  # agent harnesses a SWE-bench run can use
 
 
@@ -77,7 +79,7 @@ class LmEvalConfig(Config):
 class SweBenchConfig(Config):
     """One checkpoint on SWE-bench: vLLM server + mini-swe-agent + the `swebench` harness, per benchmark."""
 
-    benchmarks: list[Literal["verified", "multilingual", "pro", "deepswe"]] = field(
+    benchmarks: list[Literal["verified", "multilingual", "pro", "deepswe", "local", "local_oracle"]] = field(
         default_factory=lambda: ["verified", "multilingual", "pro"])
     split: str = "test"
     max_steps: int = 100  # agent step limit per instance
@@ -101,7 +103,10 @@ class SweBenchConfig(Config):
         default_factory=lambda: ["mini-swe-agent"])
 
     def check(self) -> None:
-        require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS)}")
+        require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS + LOCAL_BENCHMARKS)}")
+        local = [b in LOCAL_BENCHMARKS for b in self.benchmarks]
+        require(all(local) or not any(local), "benchmarks", f"{list(LOCAL_BENCHMARKS)} run here on CPU, the others "
+                "as a cluster job: ask for one kind")
         require(len(set(self.benchmarks)) == len(self.benchmarks), "benchmarks", "lists a benchmark twice")
         require(self.max_steps > 0, "max_steps", "must be positive")
         require(self.max_context >= 4096, "max_context", "must be >= 4096 tokens for an agent run")

@@ -17,20 +17,21 @@ batch runner with its ``local`` environment, and grading into the `swebench` har
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
 import subprocess
 import sys
-import threading
-import time
+import traceback
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from midtrain.eval.endpoint import ChatEndpoint
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +122,9 @@ def build_tasks(root: str | Path, sample_repo: str | Path | None = None) -> tupl
 
 # -- the oracle endpoint ---------------------------------------------------------------------------------
 def oracle_commands(patch: str) -> list[str]:
-    """What the oracle does for a task, one tool call a turn: apply the gold patch, write patch.txt, submit."""
-    return [f"git apply <<'MIDTRAIN_PATCH_EOF'\n{patch}MIDTRAIN_PATCH_EOF",
-            "git diff > patch.txt",
+    """What the oracle does for a task, one tool call a turn: apply the gold patch and write patch.txt, then
+    submit it (the submission on its own, as the prompt asks). Two turns: it fits a small step limit."""
+    return [f"git apply <<'MIDTRAIN_PATCH_EOF'\n{patch}MIDTRAIN_PATCH_EOF\ngit diff > patch.txt",
             "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"]
 
 
@@ -133,41 +134,17 @@ def _text(content: Any) -> str:
     return content or ""
 
 
-class OracleServer:
+class OracleServer(ChatEndpoint):
     """An OpenAI-compatible chat endpoint on localhost that answers each task with its gold patch."""
 
-    def __init__(self, tasks: list[dict[str, Any]], model: str = "oracle"):
-        self.tasks, self.model, self.calls = tasks, model, 0
-        server = self
+    def __init__(self, tasks: list[dict[str, Any]], model: str = "oracle", log_path: str | Path | None = None):
+        super().__init__(model, log_path)
+        self.tasks = tasks
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a: Any) -> None:
-                pass
-
-            def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model"}]})
-
-            def do_POST(self) -> None:
-                req = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
-                self._send(200, server.reply(req.get("messages") or []))
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+    def answer(self, req: dict[str, Any]) -> dict[str, Any]:
+        return self.reply(req.get("messages") or [])
 
     def reply(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
-        self.calls += 1
         prompt = "\n".join(_text(m.get("content")) for m in messages if m.get("role") == "user")
         task = next((t for t in self.tasks if t["problem_statement"] in prompt), None)
         turn = sum(m.get("role") == "assistant" for m in messages)
@@ -178,19 +155,9 @@ class OracleServer:
             command = steps[min(turn, len(steps) - 1)]
         call = {"id": f"call_{self.calls}", "type": "function",
                 "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
-        return {"id": f"chatcmpl-{self.calls}", "object": "chat.completion", "created": int(time.time()),
-                "model": self.model, "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
-                    "role": "assistant", "content": "", "tool_calls": [call]}}],
-                "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": 10,
-                          "total_tokens": len(prompt) // 4 + 10}}
-
-    def __enter__(self) -> "OracleServer":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.record({"turn": turn, "task": task and task["instance_id"]})
+        return self.envelope({"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls",
+                             len(prompt) // 4, 10)
 
 
 # -- the agent --------------------------------------------------------------------------------------------
@@ -202,11 +169,14 @@ def local_layer(testbed: Path) -> dict[str, Any]:
 
 
 def run_agent(agent_yaml: Path, tasks: Path, repo: Path, out: Path, api_base: str, model: str,
-              env: dict[str, str] | None = None, timeout: int = 600) -> Path:
-    """mini-swe-agent's batch runner over TASKS with the generated AGENT_YAML, against API_BASE; OUT/preds.json."""
+              instance_slice: str = "", env: dict[str, str] | None = None, timeout: int = 600) -> int:
+    """mini-swe-agent's batch runner over TASKS with the generated AGENT_YAML, against API_BASE, into OUT
+    (OUT/preds.json); its output in OUT/../agent.log. Returns its exit status."""
     testbed = out.parent / "testbed"
     if testbed.exists():
         shutil.rmtree(testbed)
+    if out.exists():  # a rerun starts afresh: mini-swe-agent skips instances it finds in an old preds.json
+        shutil.rmtree(out)
     subprocess.run(["git", "clone", "-q", "--no-local", str(repo), str(testbed)], check=True)
     for bug in BUGS:  # every task's base commit in the testbed
         subprocess.run(["git", "-C", str(testbed), "fetch", "-q", "origin", f"{bug.id}:{bug.id}"], check=True)
@@ -218,12 +188,17 @@ def run_agent(agent_yaml: Path, tasks: Path, repo: Path, out: Path, api_base: st
     cmd = [str(mini) if mini.exists() else "mini-extra", "swebench", "--subset", str(tasks), "--split", "test",
            "-c", str(agent_yaml), "-c", str(layer), "--output", str(out), "--workers", "1",
            "--environment-class", "local"]
-    proc = subprocess.run(cmd, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MSWEA_SILENT_STARTUP": "1",
-                                    **(env or {})}, capture_output=True, text=True, timeout=timeout)
-    (out.parent / "agent.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise RuntimeError(f"mini-extra swebench exited {proc.returncode}; see {out.parent / 'agent.log'}")
-    return out / "preds.json"
+    if instance_slice:
+        cmd += ["--slice", instance_slice]
+    try:
+        proc = subprocess.run(cmd, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                                        "MSWEA_SILENT_STARTUP": "1", **(env or {})},
+                              capture_output=True, text=True, timeout=timeout)
+        text, rc = proc.stdout + proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        text, rc = f"{e.stdout or ''}{e.stderr or ''}\nmini-extra swebench: no end after {timeout} s\n", 124
+    (out.parent / "agent.log").write_text(text if isinstance(text, str) else text.decode(errors="replace"))
+    return rc
 
 
 # -- grading ----------------------------------------------------------------------------------------------
@@ -289,28 +264,95 @@ def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: s
     return Path(report)
 
 
-def run_local(output: str | Path, api_base: str | None = None, model: str = "oracle", max_steps: int = 8,
-              timeout: int = 600) -> dict[str, Any]:
-    """The whole leg into OUTPUT (a swebench run directory): tasks, agent (against API_BASE, or the oracle
-    when None), predictions completed to the tasks asked for, grading, collection. Returns the results."""
-    from midtrain.eval.config import SweBenchConfig
-    from midtrain.eval.swebench import BENCHMARKS, INSTANCES, agent_config, collect_results, convert_predictions
+STAMP = "local_stamp.json"  # what a finished run was made from: the same checkpoint and settings reuse it
+
+
+def _checkpoint_sha(checkpoint: str | Path | None) -> str | None:
+    if checkpoint is None:
+        return None
+    h = hashlib.sha256()
+    for f in sorted(Path(checkpoint).iterdir()):
+        if f.is_file() and (f.suffix in (".safetensors", ".bin") or f.name.endswith("config.json")):
+            h.update(f.name.encode())
+            with f.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()
+
+
+def _unit(cfg: Any, bench: str, udir: Path, tasks: Path, repo: Path, rows: list[dict[str, Any]],
+          checkpoint: str | Path | None, timeout: int) -> None:
+    """One unit (run.sh's layout): instances.txt, the agent against its endpoint, then grading; each step's
+    exit status and log in <step>.rc / <step>.log, so collect records a failure with its cause."""
+    from midtrain.eval.serve import ChatServer
+    from midtrain.eval.swebench import BENCHMARKS, INSTANCES, agent_config, convert_predictions, slice_rows
     from midtrain.eval.swebench import write_instances
 
-    out = Path(output).resolve()
-    udir = out / RUN_NAME
-    udir.mkdir(parents=True, exist_ok=True)
-    repo, tasks = build_tasks(udir / "data")
-    rows = [json.loads(l) for l in (tasks / "test.jsonl").read_text().splitlines() if l.strip()]
-    write_instances(rows, ":", udir / INSTANCES)
-    cfg = SweBenchConfig(max_steps=max_steps, max_context=32768, max_output_tokens=1024)
-    (udir / "agent.yaml").write_text(yaml.safe_dump(agent_config(cfg, BENCHMARKS[RUN_NAME]), sort_keys=False))
-    if api_base is None:
-        with OracleServer(rows, model) as oracle:
-            preds = run_agent(udir / "agent.yaml", tasks, repo, udir / "agent", oracle.api_base, model,
-                              timeout=timeout)
+    if udir.exists():
+        shutil.rmtree(udir)
+    udir.mkdir(parents=True)
+    write_instances(rows, cfg.instance_slice, udir / INSTANCES)
+    (udir / "agent.yaml").write_text(yaml.safe_dump(agent_config(cfg, BENCHMARKS[bench]), sort_keys=False))
+    model = "oracle" if bench == "local_oracle" else cfg.served_model_name
+    try:
+        server = OracleServer(rows, model, udir / "server.jsonl") if bench == "local_oracle" else ChatServer(
+            checkpoint, cfg.served_model_name, cfg.max_output_tokens, cfg.max_context, udir / "server.jsonl")
+        with server:
+            rc = run_agent(udir / "agent.yaml", tasks, repo, udir / "agent", server.api_base, model,
+                           cfg.instance_slice, timeout=timeout)
+        log.info("swebench %s: agent exited %d after %d model calls", bench, rc, server.calls)
+    except Exception:  # noqa: BLE001 - recorded as the unit's failure; the other unit still runs
+        (udir / "agent.log").write_text(traceback.format_exc())
+        rc = 1
+    (udir / "agent.rc").write_text(f"{rc}\n")
+    try:
+        asked = [r["instance_id"] for r in slice_rows(rows, cfg.instance_slice)]
+        convert_predictions(udir / "agent" / "preds.json", udir / "preds.jsonl", asked)
+        grade(udir / "preds.jsonl", tasks, repo, udir / "grading", bench)
+        grc, text = 0, ""
+    except Exception:  # noqa: BLE001
+        grc, text = 1, traceback.format_exc()
+    (udir / "grade.log").write_text(text)
+    (udir / "grade.rc").write_text(f"{grc}\n")
+
+
+def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeout: int = 600) -> dict[str, Any]:
+    """The embedded task set on CPU into OUTPUT, one unit per benchmark of CFG (a SweBenchConfig whose
+    benchmarks are ``local`` (CHECKPOINT, an HF export, served by :class:`ChatServer`) and/or
+    ``local_oracle``): tasks, agent, predictions completed to the instances asked for, grading, collection.
+    A rerun with the same checkpoint content and settings reuses the results. Returns the results."""
+    from midtrain.config import ConfigError
+    from midtrain.eval.swebench import RESULTS_FILE, check_context, collect_results
+
+    cfg.validate()
+    if "local" in cfg.benchmarks:
+        if checkpoint is None or not (Path(checkpoint) / "config.json").is_file():
+            raise ConfigError(f"benchmarks=[local] serves --checkpoint, an HF model directory (config.json); got "
+                             f"{checkpoint!r}")
+        check_context(cfg, checkpoint)
     else:
-        preds = run_agent(udir / "agent.yaml", tasks, repo, udir / "agent", api_base, model, timeout=timeout)
-    convert_predictions(preds, udir / "preds.jsonl", [r["instance_id"] for r in rows])
-    grade(udir / "preds.jsonl", tasks, repo, udir / "grading")
-    return collect_results(out)
+        checkpoint = None
+    out = Path(output).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    data = out / "data"
+    if data.exists():
+        shutil.rmtree(data)
+    repo, tasks = build_tasks(data)
+    want = {"config": cfg.to_dict(), "checkpoint": _checkpoint_sha(checkpoint),
+            "tasks": hashlib.sha256((tasks / "test.jsonl").read_bytes()).hexdigest()}
+    try:
+        done = json.loads((out / STAMP).read_text()) == want and json.loads((out / RESULTS_FILE).read_text())
+    except (OSError, ValueError):
+        done = None
+    if done and all(done.get(b, {}).get("rate") is not None for b in cfg.benchmarks):
+        log.info("swebench local: %s already ran on this checkpoint with these settings; reused", out)
+        return done
+    (out / STAMP).unlink(missing_ok=True)
+    cfg.save_yaml(out / "swebench_config.yaml")  # collect reads the units asked for from it
+    rows = [json.loads(l) for l in (tasks / "test.jsonl").read_text().splitlines() if l.strip()]
+    for bench in cfg.benchmarks:
+        _unit(cfg, bench, out / bench, tasks, repo, rows, checkpoint, timeout)
+    results = collect_results(out)
+    if all(results.get(b, {}).get("rate") is not None for b in cfg.benchmarks):
+        (out / STAMP).write_text(json.dumps(want, indent=1))
+    return results

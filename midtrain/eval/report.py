@@ -22,7 +22,8 @@ from midtrain.eval.results import CheckpointResults, load_checkpoint_results
 log = logging.getLogger(__name__)
 
 BENCH_NAMES = {"verified": "SWE-bench Verified", "multilingual": "SWE-bench Multilingual", "pro": "SWE-bench Pro",
-               "deepswe": "DeepSWE", "local": "Embedded CPU tasks (midtrain.eval.local_run)"}
+               "deepswe": "DeepSWE", "local": "Embedded CPU tasks (midtrain.eval.local_run)",
+               "local_oracle": "Embedded CPU tasks, oracle endpoint (gold patches: the plumbing check)"}
 
 
 @dataclass

@@ -42,6 +42,7 @@ BENCHMARKS = {
     "deepswe": Benchmark("deepswe", "datacurve-ai/deep-swe", "pier", "/app"),
     # the embedded CPU task set (midtrain.eval.local_run), graded into the harness's report format
     "local": Benchmark("local", "", "swebench", "/testbed"),
+    "local_oracle": Benchmark("local_oracle", "", "swebench", "/testbed"),  # the same tasks, gold patches
 }
 PRO_IMAGE_REPO = "jefzda/sweap-images"  # Scale's public per-instance images (dockerhub_tag column)
 PRO_RAW_SAMPLES = "helper_code/sweap_eval_full_v2.jsonl"  # the grader's instance table, in Scale's checkout
