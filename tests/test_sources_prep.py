@@ -166,6 +166,8 @@ def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
     assert {"buildlog:make.log", "buildlog:pytest.log", "buildlog:pip.log", "buildlog:cargo_build.log"} <= logs
     traces = read_documents(result / "traces")
     assert all(d["metadata"]["loss_spans"] for d in traces)
+    # the sample pull requests are joined with their clone: both read their changed files at the base commit
+    assert [bool(d["metadata"].get("context_files")) for d in read_documents(result / "pulls")] == [True, True]
     mtimes = {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
     prep_stage(tmp_path)
     assert mtimes == {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}

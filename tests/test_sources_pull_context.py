@@ -313,3 +313,64 @@ def test_commit_diffs_past_the_document_size_are_not_held(tmp_path):
     assert "+A = 2" in text  # a later diff that fits is kept
     assert "+B399 = 399" not in text and {k: v.total for k, v in reader.stats.stats.items()}[
         "skip/commit_diff_over_cap"] == 1
+
+
+def test_demo_pulls_read_their_clone_at_the_base_commit(tmp_path):
+    """The demo's sample pull requests joined with the clone the demo builds: #12 (merged with the merge
+    button) and #14 (open) read their changed files at their base commits, exactly as git shows them."""
+    from midtrain.demo.inputs import SAMPLES, sample_pulls
+
+    records, repos = sample_pulls(tmp_path / "pulls")
+    clone = repos / "acme" / "minicalc"
+    assert sample_pulls(tmp_path / "pulls") == (records, repos)  # built once
+    shipped = [json.loads(line) for line in (SAMPLES / "pulls" / "sample_prs.jsonl").read_text().splitlines()]
+    joined = [json.loads(line) for line in (records / "sample_prs.jsonl").read_text().splitlines()]
+    # only the commit ids GitHub's API gives are set; everything else is the shipped record
+    def no_ids(r: dict) -> dict:
+        return {**{k: v for k, v in r.items() if k != "merge_commit_sha"},
+                **{side: {k: v for k, v in r[side].items() if k != "sha"} for side in ("base", "head")}}
+
+    assert [no_ids(j) for j in joined] == [no_ids(s) for s in shipped]
+    assert [bool(j["head"].get("sha")) for j in joined] == [True, False, True]  # #13's branch is not in the clone
+    for path in ("README.md", "minicalc/eval.py", "minicalc/ops.py", "tests/test_eval.py", "docs/usage.md"):
+        assert show(clone, "main", path) == (SAMPLES / "repo" / path).read_text()  # main is the sample repository
+    docs = {d.metadata["number"]: d for d in run_reader(PullReader([str(records)], PullsConfig(repos=str(repos))))}
+    assert sorted(docs) == [12, 14]  # #13 is dependabot's
+    pr12, pr14 = docs[12], docs[14]
+    merge = joined[0]["merge_commit_sha"]
+    assert git(clone, "rev-parse", f"{merge}^1").strip() == pr12.metadata["base_commit"]  # branched from main
+    assert pr12.metadata["commits"] == git(clone, "rev-list", "--reverse", f"{merge}^1..{merge}^2").split()
+    assert pr14.metadata["base_commit"] == merge
+    for doc, paths in ((pr12, ["minicalc/eval.py", "tests/test_eval.py"]), (pr14, ["minicalc/ops.py"])):
+        base = doc.metadata["base_commit"]
+        blocks = read_blocks(doc.text)
+        assert [p for _, p, _, _ in blocks] == paths == doc.metadata["context_files"]
+        for short, path, why, body in blocks:
+            assert (short, why) == (base[:12], "changed by this pull request")
+            assert body == show(clone, base, path).rstrip("\n")
+    assert "raise CalcError" not in read_blocks(pr12.text)[0][3]  # read before the fix, which its commit makes
+    text = pr12.text
+    order = [text.index(s) for s in ["Issue #11: evaluate('1/0') crashes", "[read at base commit",
+                                     "Commit 1/2", "reviewed (CHANGES_REQUESTED)", "Commit 2/2",
+                                     "reviewed (APPROVED)", f"Final state: merged (main <- fix-div0), merge commit "
+                                     f"{merge[:12]}"]]
+    assert order == sorted(order)
+    assert "[diff of docs/logo.png left out: binary]" in pr14.text and "alice-w" not in text
+
+
+def test_demo_sweep_preps_the_demo_pulls_again_without_their_context(tmp_path, monkeypatch):
+    from midtrain.demo.inputs import sample_pulls
+    from midtrain.sweep.plan import variant_plan
+    from recipes.sweeps import sweep_demo
+
+    cfg = sweep_demo().validate()
+    [(step, argv)] = variant_plan(cfg, "pr_context_none").prep
+    assert step == "prep_pulls" and argv[:4] == ["prep", "pulls", "pulls.repos=.demo/prep/_inputs/pulls/repos",
+                                                 "pulls.context=none"]
+    assert not variant_plan(cfg, "all").prep and cfg.inputs["pulls"] == ".demo/prep/pulls"  # `all`: the demo's
+    # the records and clone it names are the demo's (midtrain.demo.stages builds them in WORKDIR/prep/_inputs)
+    monkeypatch.chdir(tmp_path)
+    records, repos = sample_pulls(Path(".demo/prep/_inputs/pulls"))
+    assert argv[argv.index("--input") + 1] == str(records) and argv[2] == f"pulls.repos={repos}"
+    docs = run_reader(PullReader([str(records)], PullsConfig(repos=str(repos), context="none")))
+    assert len(docs) == 2 and all("[read at" not in d.text and d.metadata["commits"] for d in docs)

@@ -30,7 +30,7 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     assert len(no_commits.inputs) == len(mix.inputs) - 1 and not any(i.endswith("commits") for i in no_commits.inputs)
     assert "commit" not in no_commits.pack.mixture.weights and "commit" in mix.pack.mixture.weights
     assert plans["traces_5"].pack.mixture.weights == {"repo": 0.5, "commit": 0.3, "trace": 0.05}
-    assert "trace" not in plans["no_traces"].pack.mixture.weights
+    assert [s for s, _ in plans["pr_context_none"].prep] == ["prep_pulls"] and not mix.prep  # pulls prepped again
     # same budget: half the context -> twice the steps; twice the tokens -> twice the steps
     assert plans["ctx_1k"].train_steps == 2 * mix.train_steps == plans["long"].train_steps
     assert "data.seq_length=1024" in plans["ctx_1k"].train_overrides
@@ -74,7 +74,8 @@ def test_submit_dry_run_prints_every_script(tmp_path, capsys):
     assert main(["sweep", "sweep_demo", f"output={tmp_path}", "--submit", "--dry-run",
                  "--site-set", "train.gpus_per_node=0"]) == 0
     out = capsys.readouterr().out
-    assert out.count("#!/bin/bash") == 2 + 3 + 5 * 5 + 1  # setup 2; probe x2 + proxy; 5 x (pack, train, probe x2, proxy); report
+    # setup 2; probe x2 + proxy; 5 x (pack, train, probe x2, proxy); pr_context_none's prep; report
+    assert out.count("#!/bin/bash") == 2 + 3 + 5 * 5 + 1 + 1
     assert "(afterany: every chain)" in out and "--report" in out.rsplit("#!/bin/bash", 1)[1]
     assert not (tmp_path / "slurm").exists()  # a dry run writes nothing
 

@@ -19,7 +19,7 @@ import json
 import logging
 from pathlib import Path
 
-from midtrain.demo.inputs import SAMPLES, project_repo, run_build_tools, sample_git_repo
+from midtrain.demo.inputs import SAMPLES, project_repo, run_build_tools, sample_git_repo, sample_pulls
 
 SOURCES = ["repos", "commits", "pulls", "buildlogs", "traces"]
 # This project is one repository: split it (at file boundaries) into a few documents so that packing's
@@ -44,10 +44,12 @@ def prep_stage(workdir: Path) -> str:
     prep_dir = Path(workdir) / "prep"
     inputs_dir = prep_dir / "_inputs"
     repo = project_repo() or sample_git_repo(inputs_dir / "sample_repo")
+    pull_records, pull_repos = sample_pulls(inputs_dir / "pulls")  # joined with their clone: the files read
+    overrides = {**DEMO_OVERRIDES, "pulls": [f"pulls.repos={pull_repos}"]}
     sources = {
         "repos": [str(repo)],
         "commits": [str(repo)],
-        "pulls": [str(SAMPLES / "pulls")],
+        "pulls": [str(pull_records)],
         "buildlogs": None,  # produced below only when needed
         "traces": [str(SAMPLES / "traces")],
     }
@@ -59,7 +61,7 @@ def prep_stage(workdir: Path) -> str:
         inputs = sources[source]
         if source == "buildlogs":
             inputs = [str(run_build_tools(inputs_dir / "buildlogs")), str(SAMPLES / "buildlogs" / "logs")]
-        stats = prep(source, inputs, out, DEMO_OVERRIDES.get(source))
+        stats = prep(source, inputs, out, overrides.get(source))
         assert stats is not None
         log.info("prep %s: %d records -> %d documents (%.1f KB), %d dropped", source, stats["documents_in"],
                  stats["documents_out"], stats["bytes_out"] / 1e3, stats["drops_total"])
