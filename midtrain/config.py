@@ -6,13 +6,14 @@ users change fields with dotlist overrides (``optim.lr=3e-4``). Every error name
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import re
 import types
 import typing
-from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from pathlib import Path, PurePath
+from typing import Any, Literal, Self, Union, get_args, get_origin
 
 import yaml
 
@@ -114,6 +115,14 @@ def _parse_scalar(text: str) -> Any:
         return text
 
 
+def _override_text(value: Any) -> str:
+    """``value`` as the right-hand side of an override that ``_parse_scalar`` reads back exactly."""
+    text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip().removesuffix("...").strip()
+    if isinstance(value, str) and _parse_scalar(text) != value:  # '1e3' would read back as 1000.0
+        text = yaml.safe_dump(value, default_style="'", width=10_000).strip()
+    return text
+
+
 @dataclasses.dataclass
 class Config:
     """Base for all config dataclasses."""
@@ -135,7 +144,7 @@ class Config:
         return out
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], _path: str = "") -> "Config":
+    def from_dict(cls, data: dict[str, Any], _path: str = "") -> Self:
         if not isinstance(data, dict):
             raise ConfigError(f"{_path or cls.__name__}: expected a mapping, got {data!r}")
         hints = cls._hints()
@@ -163,12 +172,12 @@ class Config:
         tmp.replace(path)
 
     @classmethod
-    def from_yaml(cls, text_or_path: str | Path) -> "Config":
+    def from_yaml(cls, text_or_path: str | Path) -> Self:
         text = Path(text_or_path).read_text() if isinstance(text_or_path, Path) else text_or_path
         return cls.from_dict(yaml.safe_load(text) or {})
 
     # -- overrides -------------------------------------------------------------------------------
-    def apply_overrides(self, overrides: list[str]) -> "Config":
+    def apply_overrides(self, overrides: list[str]) -> Self:
         """Return a copy with ``a.b.c=value`` overrides applied (typed; unknown keys rejected)."""
         data = self.to_dict()
         for item in overrides:
@@ -187,6 +196,40 @@ class Config:
                 node = node[part]
             node[parts[-1]] = _parse_scalar(raw)
         return type(self).from_dict(data)
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with these fields changed, typed: each value is checked against its field's type (no text is
+        parsed, so a path or a name stays what it is); a sub-config takes a mapping of its own changes
+        (``parallel={"tensor": 1}``) or a whole config. The copy shares nothing with ``self``."""
+        return copy.deepcopy(self)._replaced(changes, "")
+
+    def _replaced(self, changes: dict[str, Any], prefix: str) -> Self:
+        hints, names = self._hints(), self.field_names()
+        for key, value in changes.items():
+            path = f"{prefix}{key}"
+            if key not in names:
+                raise ConfigError(f"unknown field '{path}'{_suggest(key, names)}")
+            current = getattr(self, key)
+            if isinstance(current, Config) and isinstance(value, dict):
+                value = current._replaced(value, path + ".")
+            elif isinstance(value, PurePath):
+                value = str(value)
+            setattr(self, key, _coerce(copy.deepcopy(value), hints[key], path))
+        return self
+
+    def to_overrides(self, _prefix: str = "") -> list[str]:
+        """``key=value`` overrides that turn ``type(self)()`` into ``self`` (changed fields only), for a command
+        line: ``apply_overrides`` reads each back to the same value (a string that would read as a number or
+        a boolean is quoted)."""
+        default = type(self)()
+        out = []
+        for key in self.field_names():
+            value, base = getattr(self, key), getattr(default, key)
+            if isinstance(value, Config):
+                out += value.to_overrides(f"{_prefix}{key}.")
+            elif value != base:
+                out.append(f"{_prefix}{key}={_override_text(value)}")
+        return out
 
     @classmethod
     def _check_path(cls, key: str) -> None:
@@ -208,7 +251,7 @@ class Config:
             tp = sub._hints()[part]
 
     # -- validation ------------------------------------------------------------------------------
-    def validate(self) -> "Config":
+    def validate(self) -> Self:
         """Check the whole tree without I/O; raise ConfigError naming the field. Returns self."""
         self._validate_tree("")
         return self

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
-import yaml
-
 from midtrain.config import Config, require
 from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.eval.results import seed_dir
@@ -93,24 +91,6 @@ def follow_output(cfg: ProtocolConfig, overrides: list[str]) -> ProtocolConfig:
     return cfg
 
 
-def config_overrides(cfg: Config, prefix: str = "") -> list[str]:
-    """``key=value`` overrides (YAML flow values) that turn ``type(cfg)()`` into ``cfg``: changed fields only."""
-    default = type(cfg)()
-    out = []
-    for key in cfg.field_names():
-        value, base = getattr(cfg, key), getattr(default, key)
-        if isinstance(value, Config):
-            out += config_overrides(value, f"{prefix}{key}.")
-        elif value != base:
-            text = yaml.safe_dump(value, default_flow_style=True, width=10_000).strip()
-            text = text.removesuffix("...").strip()
-            out.append(f"{prefix}{key}={text}")
-    return out
-
-
-_overrides = config_overrides
-
-
 def _seeded(seeds: list[int]) -> list[int | None]:
     """Per seed, None for the first (it keeps the plain directory names) and the seed for each further one."""
     return [None, *seeds[1:]] if seeds else [None]
@@ -145,15 +125,15 @@ def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]
             if ev == "proxy":
                 for suffix, seed_over in proxy:
                     # further seeds only redraw the retrieval needles; held-out loss is deterministic
-                    base = cfg.proxy if suffix is None else cfg.proxy.apply_overrides(["shards=null"])
+                    base = cfg.proxy if suffix is None else cfg.proxy.replace(shards=None)
                     chain.append((seed_dir("eval_proxy", suffix), [
-                        "eval", "proxy", *config_overrides(base), *seed_over, "--checkpoint", path,
+                        "eval", "proxy", *base.to_overrides(), *seed_over, "--checkpoint", path,
                         "--output", str(d["root"] / seed_dir("proxy", suffix))]))
             elif ev == "lm_eval":
-                chain.append(("eval_lm_eval", ["eval", "lm-eval", *config_overrides(cfg.lm_eval), "--checkpoint",
+                chain.append(("eval_lm_eval", ["eval", "lm-eval", *cfg.lm_eval.to_overrides(), "--checkpoint",
                                                path, "--output", str(d["root"] / "lm_eval")]))
             elif ev == "swebench":
-                chain.append(("eval_swebench", ["eval", "swebench", *config_overrides(cfg.swebench), "--checkpoint",
+                chain.append(("eval_swebench", ["eval", "swebench", *cfg.swebench.to_overrides(), "--checkpoint",
                                                 str(d["hf"]), "--output", str(d["swebench"]), "--run"]))
         steps[name] = chain
     return steps

@@ -34,9 +34,6 @@ def demo_tiny() -> TrainConfig:
 @recipe("train")
 def demo_tiny_moe() -> TrainConfig:
     """demo_tiny as a Qwen3-MoE-shaped model: 4 experts, top-2, load-balancing loss (CPU, minutes)."""
-    out = demo_tiny().apply_overrides([
-        "name=demo_tiny_moe", "run_dir=.demo/runs/demo_tiny_moe",
-        "model.num_experts=4", "model.moe_ffn_hidden_size=96", "model.moe_router_topk=2",
-        "model.moe_aux_loss_coeff=0.01"])
-    assert isinstance(out, TrainConfig)
-    return out
+    return demo_tiny().replace(name="demo_tiny_moe", run_dir=".demo/runs/demo_tiny_moe",
+                               model={"num_experts": 4, "moe_ffn_hidden_size": 96, "moe_router_topk": 2,
+                                      "moe_aux_loss_coeff": 0.01})

@@ -14,15 +14,17 @@ engines compute the same positions as training did.
 
 from __future__ import annotations
 
+from typing import Any
+
 from midtrain.config import ConfigError
 from midtrain.train.config import TrainConfig
 from recipes import recipe
 from recipes.models import SEQ_256K, variant, midtrain_config, qwen3_8b_256k_h200
 
 
-def _stage(shape: str, name: str, seq_length: int, init_from: str, overrides: list[str]) -> TrainConfig:
+def _stage(shape: str, name: str, seq_length: int, init_from: str, **changes: Any) -> TrainConfig:
     cfg = midtrain_config(shape, seq_length, name=name)
-    return variant(cfg, name, [f"init_from={init_from}", *overrides])
+    return variant(cfg, name, init_from=init_from, **changes)
 
 
 # Token budget: ~16.8M tokens per step at every length (global batch x seq_length is kept constant).
@@ -32,30 +34,30 @@ def _stage(shape: str, name: str, seq_length: int, init_from: str, overrides: li
 def qwen3_8b_ctx_stage1_32k_h200() -> TrainConfig:
     """Progression stage 1/3: Qwen3-8B-shaped at 32K (native RoPE base), ~50B tokens, H200."""
     return _stage("qwen3_8b", "qwen3_8b_ctx_stage1_32k_h200", 32_768, "models/Qwen3-8B-Base",
-                  ["parallel.recompute=full", "optim.train_steps=3000", "optim.wsd_decay_fraction=0.0"])
+                  parallel={"recompute": "full"}, optim={"train_steps": 3000, "wsd_decay_fraction": 0.0})
 
 
 @recipe("train")
 def qwen3_8b_ctx_stage2_128k_h200() -> TrainConfig:
     """Progression stage 2/3: 128K from stage 1, RoPE base raised (ABF), ~50B tokens, H200."""
     return _stage("qwen3_8b", "qwen3_8b_ctx_stage2_128k_h200", 131_072, "runs/qwen3_8b_ctx_stage1_32k_h200",
-                  ["parallel.tensor=2", "parallel.context=2", "parallel.sequence_parallel=true",
-                   "parallel.recompute=full", "optim.train_steps=3000", "optim.wsd_decay_fraction=0.0"])
+                  parallel={"tensor": 2, "context": 2, "sequence_parallel": True, "recompute": "full"},
+                  optim={"train_steps": 3000, "wsd_decay_fraction": 0.0})
 
 
 @recipe("train")
 def qwen3_8b_ctx_stage3_256k_h200() -> TrainConfig:
     """Progression stage 3/3: 256K from stage 2 (the qwen3_8b_256k_h200 recipe), ~400B tokens, decays."""
     return variant(qwen3_8b_256k_h200(), "qwen3_8b_ctx_stage3_256k_h200",
-                    ["init_from=runs/qwen3_8b_ctx_stage2_128k_h200", "optim.train_steps=24000"])
+                   init_from="runs/qwen3_8b_ctx_stage2_128k_h200", optim={"train_steps": 24000})
 
 
 @recipe("train")
 def qwen3_8b_256k_yarn_h200() -> TrainConfig:
     """Qwen3-8B-shaped at 256K with YaRN (factor 8 over the native 32K) instead of a RoPE base change."""
     return variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_yarn_h200",
-                    ["model.rotary_base=1000000.0", "model.rope_scaling=yarn", "model.rope_scaling_factor=8.0",
-                     "model.rope_original_max_position_embeddings=32768"])
+                   model={"rotary_base": 1_000_000.0, "rope_scaling": "yarn", "rope_scaling_factor": 8.0,
+                          "rope_original_max_position_embeddings": 32768})
 
 
 PROGRESSIONS: dict[str, list] = {

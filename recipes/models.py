@@ -12,6 +12,8 @@ released weights with `init_from=PATH` (a Hugging Face model directory; see `mid
 
 from __future__ import annotations
 
+from typing import Any
+
 from midtrain.train.config import ModelConfig, TrainConfig
 from recipes import recipe
 
@@ -107,11 +109,9 @@ def midtrain_config(shape: str, seq_length: int = SEQ_256K, name: str | None = N
     return cfg
 
 
-def variant(cfg: TrainConfig, name: str, overrides: list[str]) -> TrainConfig:
-    """A recipe derived by deltas: a new name/run_dir plus typed key=value overrides."""
-    out = cfg.apply_overrides([f"name={name}", f"run_dir=runs/{name}", *overrides])
-    assert isinstance(out, TrainConfig)
-    return out
+def variant(cfg: TrainConfig, name: str, **changes: Any) -> TrainConfig:
+    """A recipe derived by deltas: a new name/run_dir plus typed field changes (``Config.replace``)."""
+    return cfg.replace(name=name, run_dir=f"runs/{name}", **changes)
 
 
 # -- Qwen3-1.7B: fits a node as pure context parallelism ------------------------------------------------
@@ -120,13 +120,13 @@ def variant(cfg: TrainConfig, name: str, overrides: list[str]) -> TrainConfig:
 def qwen3_1p7b_256k_h200() -> TrainConfig:
     """Qwen3-1.7B-shaped midtraining at 256K on H200 nodes (CP=8 per node)."""
     return variant(midtrain_config("qwen3_1p7b"), "qwen3_1p7b_256k_h200",
-                    ["parallel.context=8", "parallel.recompute=none", "optim.global_batch_size=32"])
+                   parallel={"context": 8, "recompute": "none"}, optim={"global_batch_size": 32})
 
 
 @recipe("train")
 def qwen3_1p7b_256k_h100() -> TrainConfig:
     """Qwen3-1.7B-shaped midtraining at 256K on H100 nodes (CP=8, full recompute)."""
-    return variant(qwen3_1p7b_256k_h200(), "qwen3_1p7b_256k_h100", ["parallel.recompute=full"])
+    return variant(qwen3_1p7b_256k_h200(), "qwen3_1p7b_256k_h100", parallel={"recompute": "full"})
 
 
 # -- Qwen3-8B -----------------------------------------------------------------------------------------
@@ -135,14 +135,13 @@ def qwen3_1p7b_256k_h100() -> TrainConfig:
 def qwen3_8b_256k_h200() -> TrainConfig:
     """Qwen3-8B-shaped midtraining at 256K on H200 nodes (TP=2 x CP=4, sequence parallel)."""
     return variant(midtrain_config("qwen3_8b"), "qwen3_8b_256k_h200",
-                    ["parallel.tensor=2", "parallel.context=4", "parallel.sequence_parallel=true",
-                     "parallel.recompute=full"])
+                   parallel={"tensor": 2, "context": 4, "sequence_parallel": True, "recompute": "full"})
 
 
 @recipe("train")
 def qwen3_8b_256k_h100() -> TrainConfig:
     """Qwen3-8B-shaped midtraining at 256K on H100 nodes (TP=2 x CP=8 over two nodes)."""
-    return variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_h100", ["parallel.context=8"])
+    return variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_h100", parallel={"context": 8})
 
 
 # -- Qwen3-32B ----------------------------------------------------------------------------------------
@@ -151,14 +150,13 @@ def qwen3_8b_256k_h100() -> TrainConfig:
 def qwen3_32b_256k_h200() -> TrainConfig:
     """Qwen3-32B-shaped midtraining at 256K on H200 nodes (TP=8 x CP=2 over two nodes)."""
     return variant(midtrain_config("qwen3_32b"), "qwen3_32b_256k_h200",
-                    ["parallel.tensor=8", "parallel.context=2", "parallel.sequence_parallel=true",
-                     "parallel.recompute=full"])
+                   parallel={"tensor": 8, "context": 2, "sequence_parallel": True, "recompute": "full"})
 
 
 @recipe("train")
 def qwen3_32b_256k_h100() -> TrainConfig:
     """Qwen3-32B-shaped midtraining at 256K on H100 nodes (TP=8 x CP=4 over four nodes)."""
-    return variant(qwen3_32b_256k_h200(), "qwen3_32b_256k_h100", ["parallel.context=4"])
+    return variant(qwen3_32b_256k_h200(), "qwen3_32b_256k_h100", parallel={"context": 4})
 
 
 # -- Qwen3-30B-A3B (mixture of experts) ----------------------------------------------------------------
@@ -167,15 +165,14 @@ def qwen3_32b_256k_h100() -> TrainConfig:
 def qwen3_30b_a3b_256k_h200() -> TrainConfig:
     """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H200 nodes (CP=8, EP=8 folded over CP, full recompute)."""
     return variant(midtrain_config("qwen3_30b_a3b"), "qwen3_30b_a3b_256k_h200",
-                    ["parallel.context=8", "parallel.expert=8", "parallel.expert_tensor=1",
-                     "parallel.recompute=full"])
+                   parallel={"context": 8, "expert": 8, "expert_tensor": 1, "recompute": "full"})
 
 
 @recipe("train")
 def qwen3_30b_a3b_256k_h100() -> TrainConfig:
     """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H100 nodes (TP=2 x CP=8, EP=16 over two nodes)."""
     return variant(qwen3_30b_a3b_256k_h200(), "qwen3_30b_a3b_256k_h100",
-                    ["parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.expert=16"])
+                   parallel={"tensor": 2, "sequence_parallel": True, "expert": 16})
 
 
 # -- Llama-3.1-8B -------------------------------------------------------------------------------------
@@ -184,11 +181,10 @@ def qwen3_30b_a3b_256k_h100() -> TrainConfig:
 def llama31_8b_256k_h200() -> TrainConfig:
     """Llama-3.1-8B-shaped midtraining at 256K on H200 nodes (TP=2 x CP=4; llama3 RoPE factor 16)."""
     return variant(midtrain_config("llama31_8b"), "llama31_8b_256k_h200",
-                    ["parallel.tensor=2", "parallel.context=4", "parallel.sequence_parallel=true",
-                     "parallel.recompute=full"])
+                   parallel={"tensor": 2, "context": 4, "sequence_parallel": True, "recompute": "full"})
 
 
 @recipe("train")
 def llama31_8b_256k_h100() -> TrainConfig:
     """Llama-3.1-8B-shaped midtraining at 256K on H100 nodes (TP=2 x CP=8 over two nodes)."""
-    return variant(llama31_8b_256k_h200(), "llama31_8b_256k_h100", ["parallel.context=8"])
+    return variant(llama31_8b_256k_h200(), "llama31_8b_256k_h100", parallel={"context": 8})

@@ -37,11 +37,12 @@ def sft_probe_qwen3_8b() -> SFTConfig:
     """Fixed SFT probe for Qwen3-8B-shaped checkpoints: agent traces at 64K, 400 steps x 32, cosine 1e-5 (H200)."""
     from recipes.models import qwen3_8b_256k_h200
 
-    train = qwen3_8b_256k_h200().apply_overrides([
-        "name=sft_probe_qwen3_8b", "run_dir=runs/sft_probe_qwen3_8b", "init_from=null", "seed=4321",
-        "data.seed=4321", "data.seq_length=65536", "optim.lr=1e-5", "optim.min_lr=1e-6", "optim.decay_style=cosine",
-        "optim.warmup_steps=20", "optim.train_steps=400", "optim.global_batch_size=32",
-        "checkpoint.save_interval=100", "checkpoint.keep_last=1"])
+    train = qwen3_8b_256k_h200().replace(
+        name="sft_probe_qwen3_8b", run_dir="runs/sft_probe_qwen3_8b", init_from=None, seed=4321,
+        data={"seed": 4321, "seq_length": 65536},
+        optim={"lr": 1e-5, "min_lr": 1e-6, "decay_style": "cosine", "warmup_steps": 20, "train_steps": 400,
+               "global_batch_size": 32},
+        checkpoint={"save_interval": 100, "keep_last": 1})
     # pieces padded to 2*CP*TP (sequence parallel with context parallelism)
     pad = 2 * train.parallel.context * train.parallel.tensor
     return SFTConfig(name="sft_probe_qwen3_8b", traces=["out/prep/traces"], pad_multiple=pad, train=train)

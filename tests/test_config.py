@@ -75,3 +75,28 @@ def test_yaml_round_trip():
 def test_from_dict_rejects_unknown_keys():
     with pytest.raises(ConfigError, match="unknown field 'inner.lrr'"):
         Outer.from_dict({"inner": {"lrr": 1.0}})
+
+
+def test_replace_is_typed_and_keeps_text_as_text():
+    from pathlib import Path
+
+    base = Outer()
+    cfg = base.replace(name="1e3", maybe=None, inner={"lr": 1, "tags": ["true"]})
+    assert type(cfg) is Outer and cfg.name == "1e3" and cfg.inner.tags == ["true"]
+    assert cfg.inner.lr == 1.0 and isinstance(cfg.inner.lr, float)
+    assert base.replace(name=Path("runs/a")).name == "runs/a"
+    # a copy: changing it leaves the original (and the sub-configs it did not change) alone
+    cfg.inner.steps = 99
+    assert base.inner.steps == 10 and base.inner.lr == 1e-3
+    with pytest.raises(ConfigError, match=r"unknown field 'inner\.lrr' \(did you mean 'lr'\?\)"):
+        base.replace(inner={"lrr": 1})
+    with pytest.raises(ConfigError, match=r"inner\.steps: expected int"):
+        base.replace(inner={"steps": "five"})
+
+
+def test_to_overrides_reads_back_exactly():
+    """The overrides a command line carries rebuild the config, strings that look like numbers included."""
+    cfg = Outer().replace(name="1e3", flag=True, inner={"lr": 1e-5, "style": "null", "tags": ["1e3", "a: b"]})
+    overrides = cfg.to_overrides()
+    assert "name='1e3'" in overrides and Outer().to_overrides() == []
+    assert Outer().apply_overrides(overrides) == cfg

@@ -7,7 +7,7 @@ import pytest
 from midtrain.cli import build_parser
 from midtrain.config import ConfigError
 from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
-from midtrain.protocol import ProtocolConfig, _overrides, protocol_steps, report_argv
+from midtrain.protocol import ProtocolConfig, protocol_steps, report_argv
 from recipes import get_recipe
 
 
@@ -51,7 +51,7 @@ def test_eval_overrides_rebuild_the_exact_config():
     assert sw_args.run and SweBenchConfig().apply_overrides(sw_args.overrides) == cfg.swebench
     sw_argv = chain["eval_swebench"]
     assert sw_argv[sw_argv.index("--checkpoint") + 1].endswith("midtrained/sft/hf")  # the probe's HF export
-    assert _overrides(ProxyConfig()) == []
+    assert ProxyConfig().to_overrides() == []
 
 
 @pytest.mark.parametrize("override,field", [

@@ -72,9 +72,7 @@ class MidtrainScorer(Scorer):
             raise FileNotFoundError(f"{checkpoint}: no complete midtrain checkpoint")
         cfg = TrainConfig.from_yaml(run_dir / "config.yaml")
         # One process scores: no model parallelism (dist_checkpointing reshards a TP/PP checkpoint on load).
-        cfg = cfg.apply_overrides(["parallel.tensor=1", "parallel.pipeline=1", "parallel.context=1",
-                                   "parallel.sequence_parallel=false", "parallel.data=null", "parallel.expert=1",
-                                   "parallel.expert_tensor=null", "precision.fp8=none"])
+        cfg = cfg.in_one_process()
         from megatron.core import parallel_state
 
         if not parallel_state.model_parallel_is_initialized():

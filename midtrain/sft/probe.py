@@ -51,6 +51,9 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     OUTPUT is reused (result) or resumed (training) only for the same start checkpoint (path and content)
     and the same settings; another start or other settings are refused, or with ``overwrite`` rerun afresh.
     """
+    start, out = Path(start), Path(output)
+    if not start.exists():  # before the imports below (megatron: seconds), so a wrong path fails at once
+        raise FileNotFoundError(f"--from {start}: no such checkpoint")
     from midtrain.eval.heldout import heldout_loss
     from midtrain.eval.scoring import MidtrainScorer
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
@@ -58,9 +61,6 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     from midtrain.train import distributed
     from midtrain.train.trainer import train
 
-    start, out = Path(start), Path(output)
-    if not start.exists():
-        raise FileNotFoundError(f"--from {start}: no such checkpoint")
     cfg = _start_model(cfg, start)
     data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     cfg.validate()
@@ -77,8 +77,7 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     t0 = time.time()
     data = prepare_data(cfg, data_dir, overwrite=overwrite)
     run_dir = out / "run"
-    tcfg = cfg.train.apply_overrides([f"init_from={start}", f"run_dir={run_dir}",
-                                      f"data.path={data['train_shards']}"]).validate()
+    tcfg = cfg.train.replace(init_from=start, run_dir=run_dir, data={"path": data["train_shards"]}).validate()
     done = latest_checkpoint(run_dir)
     if done is not None and done.name == f"iter_{tcfg.optim.train_steps:07d}":
         log.info("SFT probe: %s already finished (%s); not retrained", run_dir, done.name)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.config import ConfigError
-from midtrain.protocol import ProtocolConfig, config_overrides, protocol_steps
+from midtrain.protocol import ProtocolConfig, protocol_steps
 from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
 from midtrain.pack.pack_step import PackConfig
 from midtrain.sweep.config import DOC_SOURCE, SweepConfig
@@ -77,7 +77,7 @@ def _check_prep(variant: str, source: str, overrides: list[str]) -> None:
 
 
 def pack_argv(pack: PackConfig, inputs: list[str], output: Path) -> list[str]:
-    return ["pack", "--input", *inputs, "--output", str(output), *config_overrides(pack)]
+    return ["pack", "--input", *inputs, "--output", str(output), *pack.to_overrides()]
 
 
 def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:

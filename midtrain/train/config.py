@@ -175,6 +175,13 @@ class TrainConfig(Config):
         tmp.write_text(self.to_yaml() + END_OF_CONFIG + "\n")
         tmp.replace(path)
 
+    def in_one_process(self) -> TrainConfig:
+        """The same model for one process (scoring, conversion): no model, data or expert parallelism, no FP8.
+        dist_checkpointing stores global tensors, so a checkpoint saved at any layout loads into it."""
+        return self.replace(parallel={"tensor": 1, "pipeline": 1, "context": 1, "sequence_parallel": False,
+                                      "data": None, "expert": 1, "expert_tensor": None},
+                            precision={"fp8": "none"})
+
     def summary(self) -> str:
         """Parameters, FLOPs/token and memory per GPU with a verdict (printed by `midtrain config`)."""
         from midtrain.train.estimate import summary

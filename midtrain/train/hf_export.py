@@ -197,9 +197,7 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     cfg_file = run_dir / "config.yaml"
     if not cfg_file.is_file():
         raise ConfigError(f"{run_dir}: no config.yaml next to the checkpoints (needed for the model shape)")
-    cfg = TrainConfig.from_yaml(cfg_file)
-    assert isinstance(cfg, TrainConfig)
-    cfg.validate()
+    cfg = TrainConfig.from_yaml(cfg_file).validate()
     hf_mapping.check_exportable(cfg.model)
     dtype = dtype or cfg.precision.dtype
     if dtype not in DTYPES:

@@ -21,6 +21,7 @@ import torch
 
 from midtrain.config import ConfigError
 from midtrain.train import hf_mapping
+from midtrain.train.config import TrainConfig
 from midtrain.train.model_config import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -221,15 +222,13 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
-def conversion_config(cfg: Any) -> Any:
+def conversion_config(cfg: TrainConfig) -> TrainConfig:
     """The same model as one CPU process builds it for conversion: TP=PP=CP=1, local spec.
 
     dist_checkpointing stores global tensors, so what one process writes loads at any TP/PP layout.
     """
-    return cfg.apply_overrides(["parallel.tensor=1", "parallel.pipeline=1", "parallel.context=1",
-                                "parallel.sequence_parallel=false", "parallel.data=null", "parallel.expert=1",
-                                "parallel.expert_tensor=null", "parallel.distributed_optimizer=false", "precision.transformer_impl=local",
-                                "precision.fp8=none"])
+    return cfg.in_one_process().replace(parallel={"distributed_optimizer": False},
+                                        precision={"transformer_impl": "local"})
 
 
 @contextlib.contextmanager
@@ -275,16 +274,14 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
     import shutil
 
     from midtrain.train import checkpoint as ckpt
-    from midtrain.train.config import TrainConfig
 
     src, dst = Path(src), Path(dst)
     hf = read_hf_config(src)
     m = model_config_from_hf(src)
     dtype = dtype or hf_dtype_name(hf)
     cfg = TrainConfig(name=dst.name, run_dir=str(dst), model=m)
-    cfg.precision.dtype = dtype  # type: ignore[assignment]
-    cfg.data.seq_length = min(cfg.data.seq_length, m.max_position_embeddings)
-    cfg = cfg.apply_overrides([f"parallel.tensor={tensor}", f"parallel.pipeline={pipeline}"]).validate()
+    cfg = cfg.replace(precision={"dtype": dtype}, parallel={"tensor": tensor, "pipeline": pipeline},
+                      data={"seq_length": min(cfg.data.seq_length, m.max_position_embeddings)}).validate()
     if ckpt.latest_checkpoint(dst) is not None:
         raise FileExistsError(f"{dst} already holds a midtrain checkpoint; choose a new destination")
 

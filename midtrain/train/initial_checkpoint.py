@@ -22,7 +22,7 @@ def save_initial_checkpoint(cfg: TrainConfig, run_dir: str | Path) -> Path:
     done = latest_checkpoint(run_dir)
     if done is not None:
         return done
-    cfg = cfg.apply_overrides([f"run_dir={run_dir}"]).validate()
+    cfg = cfg.replace(run_dir=run_dir).validate()
     # Same order as train(): seed the RNGs, then build, so the weights equal the run's initial weights.
     distributed.initialize(cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, seed=cfg.seed)
     try:
