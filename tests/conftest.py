@@ -58,15 +58,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # The test Slurm cluster is one per machine (started, leased and stopped by tests/slurm/conftest.py's
-    # session fixture): under xdist its tests run on one worker (--dist loadgroup), one session holding it.
     # `heavy` tests (minutes each) first, in their order: xdist hands the first work units to different
     # workers (with --no-loadscope-reorder, see the Makefile), so the longest run side by side from the start
     items[:] = [i for i in items if "heavy" in i.keywords] + [i for i in items if "heavy" not in i.keywords]
-    if config.pluginmanager.hasplugin("xdist"):
-        for item in items:
-            if "slurm" in item.keywords or "slurm_cluster" in getattr(item, "fixturenames", ()):
-                item.add_marker(pytest.mark.xdist_group("slurm_cluster"))
     try:
         import torch
 
@@ -78,6 +72,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if "gpu" in item.keywords:
                 item.add_marker(skip)
+
+
+def xdist_work_unit(nodeid: str) -> str:
+    """The unit of tests one xdist worker runs together (see pytest_xdist_make_scheduler)."""
+    path = nodeid.split("::", 1)[0]
+    if path.startswith("tests/slurm/"):
+        return "slurm_cluster"  # the machine's one test cluster, held by one worker's session
+    if path == "tests/test_documented_examples.py":
+        return nodeid  # each example group on its own, so the heavy ones run side by side
+    return path  # a module's tests together: its module-scoped fixtures (trainings, packs) are built once
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    # --dist loadgroup's own grouping does not work with pytest 9.2 (xdist 3.8 tags item._nodeid, which pytest
+    # no longer reads), so its tests were spread test by test: a module's fixtures were built once per worker
+    # and two workers' Slurm tests shared the cluster. This groups by xdist_work_unit from the node ids instead.
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class _ByUnit(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_work_unit(nodeid)
+
+    return _ByUnit(config, log)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -70,6 +70,9 @@ TaskPlugin=task/affinity
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 SchedulerType=sched/builtin
+# The main scheduling loop also starts jobs that no event wakes the scheduler for: a requeued job held until its
+# BeginTime (cred_expire above). At the default 60 s a requeue test waited up to a minute more for nothing.
+SchedulerParameters=sched_interval=2
 MpiDefault=none
 ReturnToService=2
 JobRequeue=1
