@@ -5,7 +5,6 @@ the swebench harness's report format, read back by the same collect and shown by
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -80,12 +79,9 @@ def local_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("local_run")
     export = _tiny_export(tmp / "export")
     out = tmp / "swebench"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HOME", str(tmp / "hf_home"))  # load_dataset's cache for the local task dir
-        mp.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp / "mswea"))
-        t = time.time()
-        rc = cli_main(["eval", "swebench", *LOCAL, "--checkpoint", str(export), "--output", str(out)])
-        yield export, out, rc, time.time() - t
+    t = time.time()
+    rc = cli_main(["eval", "swebench", *LOCAL, "--checkpoint", str(export), "--output", str(out)])
+    return export, out, rc, time.time() - t
 
 
 @pytest.mark.slow
@@ -132,11 +128,8 @@ def test_a_rerun_on_the_same_checkpoint_reuses_the_results(local_runs, tmp_path)
     next(broken.glob("*.safetensors")).write_bytes(b"not weights")
     work = tmp_path / "out"
     shutil.copytree(out, work)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HF_HOME", str(tmp_path / "hf_home"))
-        mp.setenv("MSWEA_GLOBAL_CONFIG_DIR", str(tmp_path / "mswea"))
-        rc = cli_main(["eval", "swebench", "benchmarks=[local]", *LOCAL[1:], "--checkpoint", str(broken),
-                       "--output", str(work)])
+    rc = cli_main(["eval", "swebench", "benchmarks=[local]", *LOCAL[1:], "--checkpoint", str(broken),
+                   "--output", str(work)])
     assert rc == 1
     local = json.loads((work / "swebench_results.json").read_text())["local"]
     assert local["failures"][0]["step"] == "agent" and local["total"] == 3  # graded: every instance unresolved

@@ -191,8 +191,10 @@ def run_agent(agent_yaml: Path, tasks: Path, repo: Path, out: Path, api_base: st
     if instance_slice:
         cmd += ["--slice", instance_slice]
     try:
+        # mini-swe-agent's global config and the task set's dataset cache stay in the run's directory
         proc = subprocess.run(cmd, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                                        "MSWEA_SILENT_STARTUP": "1", **(env or {})},
+                                        "MSWEA_SILENT_STARTUP": "1", "MSWEA_GLOBAL_CONFIG_DIR": str(out.parent / "mswea"),
+                                        "HF_DATASETS_CACHE": str(out.parent / "hf_datasets"), **(env or {})},
                               capture_output=True, text=True, timeout=timeout)
         text, rc = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as e:
