@@ -1,7 +1,7 @@
 """`midtrain` command line: one subcommand per stage of the flow.
 
-Each stage's command lives next to its code as a module with ``add_arguments(parser)`` and
-``run(args) -> int``; this file only wires them up, so a stage is added without touching the others.
+Each command is a module (``midtrain/commands/<name>.py``; the demo's is ``midtrain/demo``) with
+``add_arguments(parser)`` and ``run(args) -> int``; this file only lists and wires them up.
 Every parser is a :class:`midtrain.cli_parser.OverrideParser`: a command that declares a positional
 ``overrides`` takes ``key=value`` words anywhere on its command line (see that module).
 """
@@ -25,40 +25,39 @@ class Command:
     name: str
     module: str  # provides add_arguments(parser) and run(args) -> int
     help: str
-    capability: str  # which capability (issue) provides it, shown while it is not built
     example: str
 
 
 COMMANDS = [
     Command("prep", "midtrain.commands.prep", "turn raw SWE data into curated documents (datatrove)",
-            "data sources + curation", "midtrain prep repos --input ~/src/myrepo --output out/prep/repos"),
+            "midtrain prep repos --input ~/src/myrepo --output out/prep/repos"),
     Command("pack", "midtrain.commands.pack", "tokenize documents and pack them into long-context shards",
-            "tokenize and pack", "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards "
+            "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards "
             "--seq-length 262144"),
     Command("inspect", "midtrain.commands.inspect", "show packed shards (fill, splits, samples) or a data card",
-            "tokenize and pack", "midtrain inspect out/shards --json"),
+            "midtrain inspect out/shards --json"),
     Command("train", "midtrain.commands.train", "midtrain a model on packed shards (megatron-core)",
-            "long-context trainer", "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try"),
+            "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try"),
     Command("sft", "midtrain.commands.sft", "run the fixed short SFT probe on a checkpoint",
-            "evaluation protocol", "midtrain sft sft_probe_demo --from runs/demo_tiny"),
+            "midtrain sft sft_probe_demo --from runs/demo_tiny"),
     Command("eval", "midtrain.commands.eval", "proxy metrics and SWE-bench runs for a checkpoint",
-            "evaluation protocol", "midtrain eval proxy --checkpoint runs/demo_tiny --shards out/shards"),
+            "midtrain eval proxy --checkpoint runs/demo_tiny --shards out/shards"),
     Command("report", "midtrain.commands.report", "compare checkpoints side by side (Markdown + PNG)",
-            "evaluation protocol", "midtrain report runs/base runs/midtrained --output report/"),
+            "midtrain report runs/base runs/midtrained --output report/"),
     Command("submit", "midtrain.commands.submit", "submit training or the protocol to Slurm",
-            "Slurm launch", "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run"),
+            "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run"),
     Command("convert", "midtrain.commands.convert", "convert checkpoints between Hugging Face and megatron-core",
-            "HF checkpoints", "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2"),
+            "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2"),
     Command("decontam", "midtrain.commands.decontam", "build the benchmark content index prep decontaminates with",
-            "decontamination", "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
+            "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
             "--output /tmp/bench_index.json.gz"),
     Command("sweep", "midtrain.commands.sweep", "run ablation variants through the fixed SFT probe, ranked",
-            "ablation sweeps", "midtrain sweep sweep_demo --dry-run"),
+            "midtrain sweep sweep_demo --dry-run"),
     Command("plan", "midtrain.commands.plan", "core-hours, disk, --tasks and training time of a run, before it",
-            "planning", "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
+            "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
             "--mixture repos=1"),
     Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
-            "foundation", "midtrain demo --workdir .demo"),
+            "midtrain demo --workdir .demo"),
 ]
 
 
@@ -113,7 +112,7 @@ def _run_config(args: argparse.Namespace) -> int:
     if args.source:
         raise ConfigError(f"'{args.source}' is not of the form key=value (only `config prep` takes a SOURCE)")
     if args.recipe == "pack":
-        from midtrain.commands.pack import pack_config
+        from midtrain.pack.pack_step import pack_config
 
         print(pack_config(args.overrides).to_yaml(), end="")
         return 0
@@ -129,30 +128,12 @@ def _run_config(args: argparse.Namespace) -> int:
 
 
 def _add_stage(sub: argparse._SubParsersAction, cmd: Command) -> None:
-    epilog = f"example:\n  {cmd.example}"
-    try:
-        module = importlib.import_module(cmd.module)
-    except ModuleNotFoundError as e:
-        if e.name != cmd.module:
-            raise
-        p = sub.add_parser(cmd.name, help=f"{cmd.help} [not built yet]",
-                           description=f"{cmd.help}.\n\nNot built yet: the '{cmd.capability}' capability "
-                                       "provides this command.",
-                           epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
-        p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        p.set_defaults(_run=lambda args, c=cmd: _not_built(c))
-        return
+    module = importlib.import_module(cmd.module)
     p = sub.add_parser(cmd.name, help=cmd.help, description=(module.__doc__ or cmd.help).strip(),
-                       epilog=getattr(module, "EPILOG", epilog),
+                       epilog=getattr(module, "EPILOG", f"example:\n  {cmd.example}"),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     module.add_arguments(p)
     p.set_defaults(_run=module.run)
-
-
-def _not_built(cmd: Command) -> int:
-    print(f"midtrain {cmd.name}: not built yet — the '{cmd.capability}' capability provides it.",
-          file=sys.stderr)
-    return 3
 
 
 def build_parser() -> argparse.ArgumentParser:

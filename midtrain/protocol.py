@@ -1,9 +1,9 @@
 """The evaluation protocol: the same SFT probe, then the same evals, for every checkpoint.
 
 A protocol recipe names the checkpoints to compare (baseline first), the SFT probe recipe and the evals.
-:func:`protocol_steps` turns it into, per checkpoint, the ordered ``(step_name, argv)`` commands, where
-``argv`` is what follows ``midtrain`` on the command line (``midtrain.cli.main(argv)`` runs it). The Slurm
-launcher submits each checkpoint's list as an afterok chain; :func:`run_protocol` runs them here in order.
+:func:`protocol_steps` turns it into, per checkpoint, the ordered steps (midtrain/chains.py: a name and the
+argv that follows ``midtrain`` on the command line). :func:`protocol_jobs` renders each checkpoint's steps as
+an afterok chain of Slurm jobs; :func:`run_protocol` runs them here in order.
 :func:`report_argv` is the final cross-checkpoint step (after every chain).
 
 Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/lm_eval/``, ``<name>/swebench/``,
@@ -16,11 +16,16 @@ import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Literal
 
+from midtrain.chains import Chains, Step, finish, print_chains, run_chains
 from midtrain.config import Config, require
 from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.eval.results import seed_dir
+
+if TYPE_CHECKING:
+    from midtrain.launch.protocol_job import ProtocolJobs
+    from midtrain.launch.site import SiteConfig
 
 log = logging.getLogger(__name__)
 
@@ -103,11 +108,11 @@ def checkpoint_dirs(cfg: ProtocolConfig, name: str) -> dict[str, Path]:
             "swebench": root / "swebench"}
 
 
-def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]]:
-    """Per checkpoint name, the ordered ``(step_name, midtrain argv)``: ``sft``, then each eval in order."""
+def protocol_steps(cfg: ProtocolConfig) -> Chains:
+    """Per checkpoint name, the ordered steps: ``sft`` (per probe seed), then each eval in order."""
     cfg.validate()
     data_dir = str(Path(cfg.output) / "sft_data")
-    steps: dict[str, list[tuple[str, list[str]]]] = {}
+    steps: Chains = {}
     probe = [(suffix, [f"train.seed={seed}", f"train.data.seed={seed}"] if seed is not None else [])
              for suffix, seed in zip(_seeded(cfg.probe_seeds), cfg.probe_seeds or [None])]
     proxy = [(suffix, [f"retrieval.seed={seed}"] if seed is not None else [])
@@ -116,7 +121,7 @@ def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]
         d = checkpoint_dirs(cfg, name)
         chain = []
         for suffix, seed_over in probe:
-            chain.append((seed_dir("sft", suffix), [
+            chain.append(Step(seed_dir("sft", suffix), [
                 "sft", cfg.sft_recipe, f"data_dir={seed_dir(data_dir, suffix)}", *cfg.sft_overrides, *seed_over,
                 "--from", path, "--output", str(d["root"] / seed_dir("sft", suffix)),
                 # a changed checkpoint (path or content) or probe setting reruns the probe, never reuses the old number
@@ -126,14 +131,14 @@ def protocol_steps(cfg: ProtocolConfig) -> dict[str, list[tuple[str, list[str]]]
                 for suffix, seed_over in proxy:
                     # further seeds only redraw the retrieval needles; held-out loss is deterministic
                     base = cfg.proxy if suffix is None else cfg.proxy.replace(shards=None)
-                    chain.append((seed_dir("eval_proxy", suffix), [
+                    chain.append(Step(seed_dir("eval_proxy", suffix), [
                         "eval", "proxy", *base.to_overrides(), *seed_over, "--checkpoint", path,
                         "--output", str(d["root"] / seed_dir("proxy", suffix))]))
             elif ev == "lm_eval":
-                chain.append(("eval_lm_eval", ["eval", "lm-eval", *cfg.lm_eval.to_overrides(), "--checkpoint",
+                chain.append(Step("eval_lm_eval", ["eval", "lm-eval", *cfg.lm_eval.to_overrides(), "--checkpoint",
                                                path, "--output", str(d["root"] / "lm_eval")]))
             elif ev == "swebench":
-                chain.append(("eval_swebench", ["eval", "swebench", *cfg.swebench.to_overrides(), "--checkpoint",
+                chain.append(Step("eval_swebench", ["eval", "swebench", *cfg.swebench.to_overrides(), "--checkpoint",
                                                 str(d["hf"]), "--output", str(d["swebench"]), "--run"]))
         steps[name] = chain
     return steps
@@ -148,54 +153,22 @@ def report_argv(cfg: ProtocolConfig) -> list[str]:
     return ["report", *runs, "--baseline", cfg.baseline_name, "--output", out, "--title", cfg.name, *notes]
 
 
-Chain = list[tuple[str, list[str]]]  # (step name, `midtrain` argv)
+def protocol_jobs(cfg: ProtocolConfig, site: SiteConfig, job_prefix: str | None = None) -> ProtocolJobs:
+    """The protocol on Slurm: one job per step, chains per checkpoint, then the report (rendered, not written)."""
+    from midtrain.launch.protocol_job import build_chains
+
+    slurm_dir = site.job_path(cfg.output) / "slurm"  # jobs run in the site's workdir: resolve there
+    prefix = job_prefix or f"mt-{cfg.name}"
+    steps = {name: [(s.name, s.argv) for s in chain] for name, chain in protocol_steps(cfg).items()}
+    return build_chains(site, slurm_dir, steps, ("report", report_argv(cfg)), prefix)
 
 
-def call_step(owner: str, step: str, argv: list[str]) -> int:
-    """Run one step's `midtrain` command line in this process (the argv its Slurm job would run); its exit code."""
-    from midtrain.cli import main
-
-    log.info("%s: %s: midtrain %s", owner, step, " ".join(argv))
-    try:
-        return main(argv)
-    except SystemExit as e:  # argparse rejected the argv
-        return e.code if isinstance(e.code, int) else 2
-    except Exception:  # noqa: BLE001 - one chain's failure must not stop the others
-        log.exception("%s: step %s raised", owner, step)
-        return 1
-
-
-def run_chains(kind: str, chains: dict[str, Chain], only: list[str] | None = None,
-               finished: Callable[[str, list[str]], bool] = lambda step, argv: False) -> list[str]:
-    """Run each chain's steps in order (or only the named chains); a failed step skips the rest of its chain.
-
-    Returns the failed steps as `chain/step`. `finished(step, argv)` marks a step whose work is already done.
-    """
-    failed = []
-    for name, chain in chains.items():
-        if only and name not in only:
-            continue
-        for step, argv in chain:
-            if finished(step, argv):
-                log.info("%s %s: %s already finished; reused", kind, name, step)
-                continue
-            rc = call_step(f"{kind} {name}", step, argv)
-            if rc != 0:
-                log.error("%s %s: step %s failed (exit %d); skipping the rest of its chain", kind, name, step, rc)
-                failed.append(f"{name}/{step}")
-                break
-    return failed
-
-
-def finish(kind: str, failed: list[str], report: list[str]) -> int:
-    """The report step after every chain; 1 when a step failed, else the report's exit code."""
-    rc = call_step(kind, "report", report)
-    if failed:
-        log.error("%s: failed steps: %s", kind, ", ".join(failed))
-        return 1
-    return rc
+def print_protocol(cfg: ProtocolConfig) -> int:
+    """The local dry run: every step's command line in order, nothing run."""
+    print_chains(protocol_steps(cfg), Step("report", report_argv(cfg)))
+    return 0
 
 
 def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:
     """Run every checkpoint's chain here, in order, then the report. Stops a chain at its first failure."""
-    return finish("protocol", run_chains("protocol", protocol_steps(cfg), only), report_argv(cfg))
+    return finish("protocol", run_chains("protocol", protocol_steps(cfg), only), Step("report", report_argv(cfg)))

@@ -12,9 +12,12 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from midtrain.config import Config, ConfigError
+
+if TYPE_CHECKING:
+    from midtrain.train.config import TrainConfig
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,13 @@ def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | No
                               f"(`midtrain recipes --kind {kind}` lists those)")
     cfg = cfg.apply_overrides(list(overrides or []))
     return cfg.validate() if validate else cfg
+
+
+def load_train_config(name: str, overrides: list[str] | None = None) -> TrainConfig:
+    """The TrainConfig NAME stands for (a train recipe, or a run's config.yaml to replay), overrides applied,
+    validated. A config.yaml is read strictly first: an empty or cut one is refused, never replayed as defaults."""
+    from midtrain.train.config import TrainConfig, read_run_config
+
+    if Path(name).is_file():
+        read_run_config(name)
+    return resolve_config(name, TrainConfig, "train", overrides)

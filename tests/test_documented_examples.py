@@ -223,7 +223,7 @@ def test_every_midtrain_example_parses_and_resolves_its_config(cmd):
     argv = _midtrain_argv(cmd)
     args = build_parser().parse_args(argv)
     if args.command == "train" and not args.recipe.endswith(".yaml"):
-        from midtrain.commands.train import load_config
+        from recipes import load_train_config as load_config
 
         load_config(args.recipe, args.overrides)
     if args.command == "config":

@@ -28,7 +28,7 @@ FORMATS, STAGES, APPLICATION = 0, 1, 2
 LAYER_NAMES = {FORMATS: "formats", STAGES: "stages", APPLICATION: "application"}
 
 FOUNDATION = {"midtrain", "midtrain.config", "midtrain.locations"}
-APPLICATION_MODULES = {"midtrain.cli", "midtrain.cli_parser", "midtrain.protocol"}
+APPLICATION_MODULES = {"midtrain.cli", "midtrain.cli_parser", "midtrain.protocol", "midtrain.chains"}
 APPLICATION_PACKAGES = ("recipes", "midtrain.commands", "midtrain.sweep", "midtrain.demo")
 
 # (importer, imported): why it is still there. Keep this short; remove an entry when its import goes.
@@ -192,6 +192,36 @@ def test_the_train_config_imports_no_stage_module_back():
             "print(sorted(m for m in ('torch', 'megatron') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_commands_only_parse():
+    """Nothing imports a command module but the CLI: what commands share (resolving a train recipe, the pack
+    config, the step chains and their runner) lives below them, so the sweep and the demo never reach up."""
+    graph = _graph()
+    users = sorted(a for a, targets in graph.items() for b in targets
+                   if b.startswith("midtrain.commands") and not a.startswith("midtrain.commands") and a != "midtrain.cli")
+    assert not users, f"modules importing command modules: {users}"
+    inner = sorted((a, b) for a, targets in graph.items() if a.startswith("midtrain.commands.") for b in targets
+                   if b.startswith("midtrain.commands."))
+    assert not inner, f"command modules importing each other: {inner}"
+
+
+def _app_package(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "midtrain" and len(parts) > 2 else module
+
+
+def test_no_import_cycles_among_application_packages():
+    """The sweep, the demo, the commands, recipes, the protocol and the chain runner import each other one way."""
+    graph = _graph()
+    packages: dict[str, set[str]] = defaultdict(set)
+    for a, targets in graph.items():
+        for b in targets:
+            if layer(a) == layer(b) == APPLICATION and _app_package(a) != _app_package(b):
+                packages[_app_package(a)].add(_app_package(b))
+    cycles = _cycles(packages)
+    assert not cycles, "application packages importing each other in a loop:\n" + "\n".join(
+        "  " + " <-> ".join(c) for c in cycles)
 
 
 def _private_imports(path: Path) -> list[str]:

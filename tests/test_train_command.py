@@ -6,9 +6,9 @@ import pytest
 
 from midtrain.cli import main
 from midtrain.config import ConfigError
-from midtrain.commands.train import load_config
 from midtrain.train.config import TrainConfig
 from midtrain.train.distributed import read_env
+from recipes import load_train_config as load_config
 
 
 def test_help_teaches_with_an_example(capsys):

@@ -220,7 +220,7 @@ def test_resuming_with_another_model_shape_is_refused_before_anything_is_written
 
 @pytest.mark.parametrize("damage", ["empty", "cut"])
 def test_an_empty_or_cut_config_is_refused(run8, tmp_path, damage):
-    from midtrain.commands.train import load_config
+    from recipes import load_train_config as load_config
 
     cfg, src = run8
     run_dir = tmp_path / "run"

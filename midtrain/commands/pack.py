@@ -16,6 +16,10 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from midtrain.pack.pack_step import PackConfig
 
 log = logging.getLogger(__name__)
 
@@ -45,28 +49,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--print-config", action="store_true", help="print the resolved pack config (YAML) and exit")
 
 
-def pack_config(overrides: list[str], mixture: str | None = None, seq_length: int | None = None,
-                tokenizer: str | None = None, executor: str | None = None):
-    """The resolved PackConfig (mixture included): a named mixture recipe, the flags, then overrides."""
+def build_config(args: argparse.Namespace) -> PackConfig:
+    """The PackConfig of the command line: a named mixture recipe, the flags, then overrides."""
     from midtrain.pack.mixture import MixtureConfig
-    from midtrain.pack.pack_step import PackConfig
+    from midtrain.pack.pack_step import pack_config
+    from recipes import resolve_config
 
-    cfg = PackConfig()
-    if mixture:
-        from recipes import resolve_config
-
-        cfg.mixture = resolve_config(mixture, MixtureConfig, "mixture", validate=False)
-    if seq_length is not None:
-        cfg.seq_length = seq_length
-    if tokenizer is not None:
-        cfg.tokenizer = tokenizer
-    if executor is not None:
-        cfg.executor = executor
-    return cfg.apply_overrides(overrides).validate()
-
-
-def build_config(args: argparse.Namespace):
-    return pack_config(args.overrides, args.mixture, args.seq_length, args.tokenizer, args.executor)
+    mixture = resolve_config(args.mixture, MixtureConfig, "mixture", validate=False) if args.mixture else None
+    return pack_config(args.overrides, mixture, args.seq_length, args.tokenizer, args.executor)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING
 from midtrain.launch.site import JobResources, SiteConfig, load_site
 
 if TYPE_CHECKING:
-    from midtrain.launch.protocol_job import ProtocolJobs
     from midtrain.launch.train_job import TrainJob
 
 EPILOG = """examples:
@@ -76,22 +75,12 @@ def train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: Jo
     """Resolve RECIPE (a train recipe or a run's config.yaml) + overrides and render its training job."""
     from midtrain.launch.shell import clean
     from midtrain.launch.train_job import build_train_job
-    from midtrain.commands.train import load_config
+    from recipes import load_train_config
 
     for i, item in enumerate(overrides):
         clean(item, f"override[{i}]")
-    cfg = load_config(recipe, overrides)
+    cfg = load_train_config(recipe, overrides)
     return build_train_job(cfg, site, resources, job_name=job_name)
-
-
-def protocol_jobs(cfg, site: SiteConfig, job_prefix: str | None = None) -> ProtocolJobs:
-    """Render the protocol ``cfg`` (a ProtocolConfig): chains per checkpoint, then the report."""
-    from midtrain.protocol import protocol_steps, report_argv
-    from midtrain.launch.protocol_job import build_chains
-
-    slurm_dir = site.job_path(cfg.output) / "slurm"  # jobs run in the site's workdir: resolve there
-    prefix = job_prefix or f"mt-{cfg.name}"
-    return build_chains(site, slurm_dir, protocol_steps(cfg), ("report", report_argv(cfg)), prefix)
 
 
 def _warn(check) -> None:
@@ -113,9 +102,9 @@ def _run_train(args: argparse.Namespace) -> int:
     from midtrain.launch.train_job import resources_with
 
     if args.print_config:
-        from midtrain.commands.train import load_config
+        from recipes import load_train_config
 
-        print(load_config(args.recipe, args.overrides).to_yaml(), end="")
+        print(load_train_config(args.recipe, args.overrides).to_yaml(), end="")
         return 0
     site = load_site(args.site, args.site_set)
     res = resources_with(site.train, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
@@ -148,10 +137,11 @@ def _run_protocol(args: argparse.Namespace) -> int:
         print(cfg.to_yaml(), end="")
         return 0
     if args.local:
-        from midtrain.protocol import run_protocol
+        from midtrain.protocol import print_protocol, run_protocol
 
-        return run_protocol(cfg)
-    from midtrain.launch.protocol_job import submit_jobs
+        return print_protocol(cfg) if args.dry_run else run_protocol(cfg)
+    from midtrain.launch.protocol_job import describe, submit_jobs
+    from midtrain.protocol import protocol_jobs
 
     site = load_site(args.site, args.site_set)
     jobs = protocol_jobs(cfg, site)
@@ -159,12 +149,7 @@ def _run_protocol(args: argparse.Namespace) -> int:
         from midtrain.launch.protocol_job import check_paths
 
         _warn(lambda: check_paths(jobs))
-        for name, chain in jobs.chains.items():
-            for i, job in enumerate(chain):
-                dep = "" if i == 0 else f"  (afterok: {chain[i - 1].step})"
-                print(f"### {job.script_path}{dep}\n{job.script}")
-        if jobs.final:
-            print(f"### {jobs.final.script_path}  (afterany: every chain)\n{jobs.final.script}")
+        print(describe(jobs))
         return 0
     submit_jobs(jobs)
     for name, chain in jobs.chains.items():

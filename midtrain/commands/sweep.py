@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
         print(write_sweep_report(cfg))
         return 0
     if args.submit:
+        from midtrain.launch.protocol_job import describe
         from midtrain.launch.site import load_site
-        from midtrain.sweep.slurm import describe, submit_sweep, sweep_jobs
+        from midtrain.sweep.slurm import submit_sweep, sweep_jobs
 
         jobs = sweep_jobs(cfg, load_site(args.site, args.site_set), self_argv)
         if args.dry_run:
@@ -63,19 +64,15 @@ def run(args: argparse.Namespace) -> int:
         submit_sweep(cfg, jobs)
         for name, ids in jobs.job_ids.items():
             print(f"{name}: {' -> '.join(ids)}")
+        print(f"report: {jobs.final_id}")
         if jobs.reused:
             print(f"complete, reused: {', '.join(jobs.reused)}")
         return 0
     if args.dry_run:
+        from midtrain.chains import Step, print_chains
         from midtrain.sweep.plan import report_argv, setup_steps, sweep_chains
 
-        _, chains = sweep_chains(cfg)
-        for step, argv in setup_steps(cfg, self_argv):
-            print(f"setup/{step}: midtrain {' '.join(argv)}")
-        for name, chain in chains.items():
-            for step, argv in chain:
-                print(f"{name}/{step}: midtrain {' '.join(argv)}")
-        print(f"report: midtrain {' '.join(report_argv(self_argv))}")
+        print_chains(sweep_chains(cfg)[1], Step("report", report_argv(self_argv)), setup_steps(cfg, self_argv))
         return 0
     from midtrain.sweep.run import run_sweep
 

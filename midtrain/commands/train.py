@@ -30,20 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
 
 
-def load_config(recipe: str, overrides: list[str]):
-    """A TrainConfig from a train recipe or a YAML file (a run's config.yaml), with overrides applied and validated."""
-    from pathlib import Path
-
-    from midtrain.train.config import TrainConfig, read_run_config
-    from recipes import resolve_config
-
-    if Path(recipe).is_file():
-        read_run_config(recipe)  # an empty or cut config.yaml is refused, never replayed as the defaults
-    return resolve_config(recipe, TrainConfig, "train", overrides)
-
-
 def run(args: argparse.Namespace) -> int:
-    cfg = load_config(args.recipe, args.overrides)
+    from recipes import load_train_config
+
+    cfg = load_train_config(args.recipe, args.overrides)
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0

@@ -86,26 +86,17 @@ def pack_stage(workdir: Path) -> str:
     return str(out)
 
 
-def _demo_tiny(overrides: list[str]):  # -> TrainConfig
-    # resolved here, not through train.command.load_config: `midtrain train` builds the demo shards with
-    # midtrain.demo.shards, so going through it would make an import loop
-    from midtrain.train.config import TrainConfig
-    from recipes import resolve_config
-
-    return resolve_config("demo_tiny", TrainConfig, "train", overrides)
-
-
 def train_stage(workdir: Path) -> str:
     """Train demo_tiny on WORKDIR/shards; skipped when WORKDIR/runs/demo_tiny already finished."""
+    from midtrain.formats.rundir import finished
     from midtrain.train import distributed
-    from midtrain.train.checkpoint import latest_checkpoint
     from midtrain.train.trainer import train
+    from recipes import load_train_config
 
     run_dir = Path(workdir) / "runs" / "demo_tiny"
-    cfg = _demo_tiny([f"run_dir={run_dir}", f"data.path={Path(workdir) / 'shards'}"])
-    done = latest_checkpoint(run_dir)
-    if done is not None and done.name == f"iter_{cfg.optim.train_steps:07d}":
-        logging.getLogger("midtrain.demo.train").info("demo_tiny already trained (%s); skipped", done)
+    cfg = load_train_config("demo_tiny").replace(run_dir=run_dir, data={"path": Path(workdir) / "shards"}).validate()
+    if finished(run_dir, cfg.optim.train_steps):
+        logging.getLogger("midtrain.demo.train").info("demo_tiny already trained (%s); skipped", run_dir)
         return str(run_dir)
     result = train(cfg)
     distributed.destroy()
@@ -140,6 +131,7 @@ def protocol_stage(workdir: Path) -> str:
     from midtrain.protocol import run_protocol
     from midtrain.train.checkpoint import latest_checkpoint
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
+    from recipes import load_train_config
 
     w = Path(workdir)
     midtrained = w / "runs" / "demo_tiny"
@@ -147,7 +139,7 @@ def protocol_stage(workdir: Path) -> str:
         raise FileNotFoundError(f"{midtrained}: no midtrained checkpoint; run the train stage first "
                                 "(`midtrain demo --only train`)")
     # The recipe as the train stage ran it (same seed), so step 0 here is that run's starting point.
-    base_cfg = _demo_tiny([f"data.path={w / 'shards'}"])
+    base_cfg = load_train_config("demo_tiny").replace(data={"path": w / "shards"}).validate()
     logging.getLogger("midtrain.demo.protocol").info(
         "base checkpoint: step-0 initialisation of demo_tiny -> %s",
         save_initial_checkpoint(base_cfg, w / "runs" / "demo_tiny_base"))

@@ -129,3 +129,9 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
         return run_dir if verify(run_dir) is None else None
     valid = valid_checkpoints(run_dir)
     return valid[0][1] if valid else None
+
+
+def finished(run_dir: str | Path, step: int) -> bool:
+    """Whether the run's newest complete checkpoint is the one of ``step`` (its last step: nothing to train)."""
+    done = latest_checkpoint(run_dir)
+    return done is not None and done.name == checkpoint_name(step)

@@ -16,6 +16,7 @@ from midtrain.launch.render import check_cpus, job_body, render, sbatch_lines
 from midtrain.launch.sbatch import submit, submit_chain
 from midtrain.launch.shell import directive, qargv
 from midtrain.launch.site import SiteConfig
+from midtrain.launch.train_job import TrainJob
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,17 @@ class StepJob:
 
 @dataclass
 class ProtocolJobs:
-    chains: dict[str, list[StepJob]]
+    """Chains of jobs (the protocol's per checkpoint, a sweep's per variant), submitted afterok each."""
+
+    chains: dict[str, list[StepJob | TrainJob]]  # a sweep's variant chain holds its training job
     final: StepJob | None = None  # after every chain (the report)
+    setup: list[StepJob] = field(default_factory=list)  # a chain every other chain waits for (a sweep's)
+    reused: list[str] = field(default_factory=list)  # chains whose work is complete: not submitted again
     job_ids: dict[str, list[str]] = field(default_factory=dict)
     final_id: str | None = None
+
+    def all_jobs(self) -> list[StepJob | TrainJob]:
+        return [*self.setup, *(j for chain in self.chains.values() for j in chain), *([self.final] if self.final else [])]
 
 
 def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: list[str],
@@ -73,26 +81,55 @@ def build_chains(site: SiteConfig, slurm_dir: Path, steps: dict[str, list[tuple[
 
 def check_paths(jobs: ProtocolJobs) -> None:
     """Refuse node-local paths (compute nodes would not see the scripts and outputs there)."""
-    for job in [j for chain in jobs.chains.values() for j in chain] + ([jobs.final] if jobs.final else []):
-        if job.site is not None:
+    for job in jobs.all_jobs():
+        if isinstance(job, StepJob) and job.site is not None:
             job.site.check_shared({"protocol output": job.script_path.parent, "workdir": job.site.job_workdir()})
+        elif isinstance(job, TrainJob):
+            job.check_paths()
 
 
 def write_jobs(jobs: ProtocolJobs) -> None:
-    """Write every script (after :func:`check_paths`)."""
+    """Write every script (after :func:`check_paths`); a training job also writes its config and site."""
     check_paths(jobs)
-    for job in [j for chain in jobs.chains.values() for j in chain] + ([jobs.final] if jobs.final else []):
+    for job in jobs.all_jobs():
+        if isinstance(job, TrainJob):
+            job.write()
+            continue
         job.script_path.parent.mkdir(parents=True, exist_ok=True)
         (job.script_path.parent / "logs").mkdir(exist_ok=True)
         job.script_path.write_text(job.script)
 
 
 def submit_jobs(jobs: ProtocolJobs) -> ProtocolJobs:
-    """Write and submit: each chain afterok, then the final step afterany on every chain's last job."""
+    """Write and submit: the setup chain, each chain afterok (on the setup's last job), then the final step
+    afterany on every chain's last job."""
     write_jobs(jobs)
+    setup_ids = submit_chain([j.script_path for j in jobs.setup]) if jobs.setup else []
+    if setup_ids:
+        jobs.job_ids["setup"] = setup_ids
     for name, chain in jobs.chains.items():
-        jobs.job_ids[name] = submit_chain([j.script_path for j in chain])
+        jobs.job_ids[name] = submit_chain([j.script_path for j in chain], after=setup_ids[-1:] or None)
     if jobs.final:
         lasts = [ids[-1] for ids in jobs.job_ids.values() if ids]
         jobs.final_id = submit(jobs.final.script_path, after=lasts or None, dependency="afterany")
     return jobs
+
+
+def describe(jobs: ProtocolJobs) -> str:
+    """The dry run: every script in submission order, each with the job it waits for."""
+    parts = []
+    for i, j in enumerate(jobs.setup):
+        parts += [f"### {j.script_path}" + (f"  (setup, afterok: {jobs.setup[i - 1].step})" if i else ""), j.script]
+    for name, chain in jobs.chains.items():
+        for i, j in enumerate(chain):
+            dep = _step_name(chain[i - 1]) if i else ("setup" if jobs.setup else "")
+            parts += [f"### {j.script_path}" + (f"  ({name}, afterok: {dep})" if dep else ""), j.script]
+    if jobs.final:
+        parts += [f"### {jobs.final.script_path}  (afterany: every chain)", jobs.final.script]
+    if jobs.reused:
+        parts.append(f"### complete, not submitted again: {', '.join(jobs.reused)}")
+    return "\n".join(parts)
+
+
+def _step_name(job: StepJob | TrainJob) -> str:
+    return job.step if isinstance(job, StepJob) else "train"

@@ -70,6 +70,15 @@ class PackConfig(Config):
         require(self.workers >= 1, "workers", "must be >= 1")
 
 
+def pack_config(overrides: list[str], mixture: MixtureConfig | None = None, seq_length: int | None = None,
+                tokenizer: str | None = None, executor: str | None = None) -> PackConfig:
+    """The resolved PackConfig: the defaults, then a mixture and the command's flags (None = not given), then
+    key=value overrides; validated."""
+    flags = {"mixture": mixture, "seq_length": seq_length, "tokenizer": tokenizer, "executor": executor}
+    cfg = PackConfig().replace(**{k: v for k, v in flags.items() if v is not None})
+    return cfg.apply_overrides(overrides).validate()
+
+
 def cache_key(tokenizer_hash: str, eos_token: str, boundaries: dict[str, str]) -> str:
     """Tokenized data depend on the tokenizer, the EOS and the boundary patterns only."""
     raw = json.dumps([TOKENIZE_VERSION, tokenizer_hash, eos_token, sorted(boundaries.items())])

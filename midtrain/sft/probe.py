@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from midtrain.formats.rundir import SFT_RESULT, latest_checkpoint, read_metrics
+from midtrain.formats.rundir import SFT_RESULT, finished, read_metrics
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
@@ -78,9 +78,8 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     data = prepare_data(cfg, data_dir, overwrite=overwrite)
     run_dir = out / "run"
     tcfg = cfg.train.replace(init_from=start, run_dir=run_dir, data={"path": data["train_shards"]}).validate()
-    done = latest_checkpoint(run_dir)
-    if done is not None and done.name == f"iter_{tcfg.optim.train_steps:07d}":
-        log.info("SFT probe: %s already finished (%s); not retrained", run_dir, done.name)
+    if finished(run_dir, tcfg.optim.train_steps):
+        log.info("SFT probe: %s already finished; not retrained", run_dir)
         summary = {"exit_code": 0, "step": tcfg.optim.train_steps}
     else:
         summary = train(tcfg)

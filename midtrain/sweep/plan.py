@@ -9,19 +9,22 @@ caches every variant reuses), ``<variant>/`` with ``prep/<source>/`` (re-prepped
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from midtrain.chains import Chains, Step
 from midtrain.config import ConfigError
 from midtrain.protocol import ProtocolConfig, protocol_steps
 from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
+from midtrain.formats.rundir import finished
 from midtrain.pack.pack_step import PackConfig
 from midtrain.sweep.config import DOC_SOURCE, SweepConfig
 
-Steps = list[tuple[str, list[str]]]
+Steps = list[Step]
 STAMP = "variant.json"
 
 
@@ -81,7 +84,7 @@ def pack_argv(pack: PackConfig, inputs: list[str], output: Path) -> list[str]:
 
 
 def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
-    from midtrain.commands.train import load_config
+    from recipes import load_train_config
 
     v = cfg.variants[name]
     root = output_dir(cfg) / name
@@ -93,8 +96,8 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         if source in v.prep:
             _check_prep(name, source, v.prep[source])
             out = root / "prep" / source
-            prep_steps.append((f"prep_{source}", ["prep", source, *v.prep[source], "--input",
-                                                  *cfg.raw_inputs[source], "--output", str(out)]))
+            prep_steps.append(Step(f"prep_{source}", ["prep", source, *v.prep[source], "--input",
+                                                      *cfg.raw_inputs[source], "--output", str(out)]))
             path = str(out)
         inputs.append(str(Path(path).absolute()))
     pack = cfg.pack.apply_overrides(v.pack)
@@ -109,7 +112,7 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
     shared = [*cfg.train_overrides, *v.train]
     recipe = v.train_recipe or cfg.train_recipe
     try:
-        tcfg = load_config(recipe, shared)
+        tcfg = load_train_config(recipe, shared)
     except ConfigError as e:
         raise ConfigError(f"variants.{name}.train: {e}") from None
     tokens = v.tokens or cfg.tokens
@@ -119,7 +122,7 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
              f"init_from={base_checkpoint(cfg)}", f"seed={cfg.seed}", f"data.seed={cfg.seed}",
              f"optim.train_steps={steps}", f"optim.warmup_steps={min(tcfg.optim.warmup_steps, steps)}"]
     try:
-        load_config(recipe, train).validate()
+        load_train_config(recipe, train)
     except ConfigError as e:
         raise ConfigError(f"variants.{name}: the resolved training run is invalid: {e}") from None
     return VariantPlan(name, v.about, root, inputs, prep_steps, pack, train, tokens, steps,
@@ -151,20 +154,25 @@ def setup_steps(cfg: SweepConfig, self_argv: list[str]) -> Steps:
     """Before every chain: the step-0 start (when the recipe names no base) and the reference shards."""
     steps: Steps = []
     if cfg.base is None:
-        steps.append(("init_base", ["sweep", *self_argv, "--init-base"]))
-    steps.append(("pack_reference", pack_argv(cfg.pack, [str(Path(p).absolute()) for p in cfg.inputs.values()],
-                                              reference_shards(cfg))))
+        steps.append(Step("init_base", ["sweep", *self_argv, "--init-base"]))
+    steps.append(Step("pack_reference", pack_argv(cfg.pack, [str(Path(p).absolute()) for p in cfg.inputs.values()],
+                                                  reference_shards(cfg))))
     return steps
 
 
-def sweep_chains(cfg: SweepConfig) -> tuple[dict[str, VariantPlan], dict[str, Steps]]:
-    """Per name (baseline first), the chain: [prep..., pack, train] for a variant, then probe + evals."""
+def sweep_chains(cfg: SweepConfig) -> tuple[dict[str, VariantPlan], Chains]:
+    """Per name (baseline first), the chain: [prep..., pack, train] for a variant, then probe + evals.
+
+    Only the training step knows it is done (its final checkpoint): prep and pack resume or are no-ops for the
+    same settings and refuse other settings, and the probe and evals skip themselves."""
     proto = protocol_steps(sweep_protocol(cfg))
     plans = {name: variant_plan(cfg, name) for name in cfg.variants}
     chains = {cfg.baseline: proto[cfg.baseline]}
     for name, plan in plans.items():
-        chains[name] = [*plan.prep, ("pack", pack_argv(plan.pack, plan.inputs, plan.shards)),
-                        ("train", ["train", plan.train_recipe, *plan.train_overrides]), *proto[name]]
+        train = Step("train", ["train", plan.train_recipe, *plan.train_overrides],
+                     done=functools.partial(finished, plan.run_dir, plan.train_steps))
+        chains[name] = [*plan.prep, Step("pack", pack_argv(plan.pack, plan.inputs, plan.shards)), train,
+                        *proto[name]]
     return plans, chains
 
 

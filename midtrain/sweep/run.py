@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from midtrain.protocol import call_step, finish, run_chains
+from midtrain.chains import Step, finish, run_chains, run_step
 from midtrain.sweep.config import SweepConfig
 from midtrain.sweep.plan import (base_checkpoint, check_stamp, complete, report_argv, setup_steps, sweep_chains)
 
@@ -21,22 +21,10 @@ log = logging.getLogger(__name__)
 def init_base(cfg: SweepConfig) -> Path:
     """The train recipe's step-0 initialisation (its seed) as a checkpoint at OUTPUT/base."""
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from midtrain.commands.train import load_config
+    from recipes import load_train_config
 
-    tcfg = load_config(cfg.train_recipe, [*cfg.train_overrides, f"seed={cfg.seed}"])
+    tcfg = load_train_config(cfg.train_recipe, [*cfg.train_overrides, f"seed={cfg.seed}"])
     return save_initial_checkpoint(tcfg, base_checkpoint(cfg))
-
-
-def _finished(step: str, argv: list[str]) -> bool:
-    """A training run at its final checkpoint is done. The other steps decide themselves: prep and pack
-    resume or are no-ops for the same settings and refuse other settings; the probe and evals skip."""
-    if step != "train":
-        return False
-    from midtrain.train.checkpoint import latest_checkpoint
-
-    over = dict(a.split("=", 1) for a in argv if "=" in a)
-    done = latest_checkpoint(over["run_dir"])
-    return done is not None and done.name == f"iter_{int(over['optim.train_steps']):07d}"
 
 
 def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = None) -> int:
@@ -44,12 +32,12 @@ def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = N
     plans, chains = sweep_chains(cfg)
     for plan in plans.values():
         check_stamp(plan, write=True)
-    for step, argv in setup_steps(cfg, self_argv):
-        if step == "init_base":
+    for step in setup_steps(cfg, self_argv):
+        if step.name == "init_base":  # here, in this process: no need to resolve the sweep again
             log.info("sweep: base checkpoint %s", init_base(cfg))
             continue
-        if call_step("sweep setup", step, argv) != 0:
-            log.error("sweep: setup step %s failed; nothing else can run", step)
+        if run_step("sweep setup", step) != 0:
+            log.error("sweep: setup step %s failed; nothing else can run", step.name)
             return 1
     todo = {}
     for name, chain in chains.items():
@@ -59,4 +47,4 @@ def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = N
             log.info("sweep %s: probe and evals complete; reused", name)
             continue
         todo[name] = chain
-    return finish("sweep", run_chains("sweep", todo, finished=_finished), report_argv(self_argv))
+    return finish("sweep", run_chains("sweep", todo), Step("report", report_argv(self_argv)))

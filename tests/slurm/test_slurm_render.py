@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from midtrain.config import ConfigError
-from midtrain.commands.submit import protocol_jobs, train_job
+from midtrain.commands.submit import train_job
+from midtrain.protocol import protocol_jobs
 from midtrain.launch.protocol_job import build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
 from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
