@@ -32,7 +32,7 @@ def test_two_variant_sweep_runs_as_afterok_chains_and_reports(slurm_cluster, tmp
     assert set(ids) == {"setup", "no_midtraining", "mix", "no_traces", "report"}, r.stdout
     assert len(ids["mix"].split(" -> ")) == 4  # pack, train, sft, eval_proxy
     report_id = ids["report"].strip()
-    info = wait_job(report_id, timeout=1500, poll=5)
+    info = wait_job(report_id, timeout=1500)
     out = tmp_path / "sweep"
     logs = sorted((out / "slurm" / "logs").glob("*.out"))
     tail = "\n".join(f"== {p.name}\n{p.read_text()[-1500:]}" for p in logs)
@@ -50,4 +50,4 @@ def test_two_variant_sweep_runs_as_afterok_chains_and_reports(slurm_cluster, tmp
     assert "complete, reused: no_midtraining, mix, no_traces" in r2.stdout
     ids2 = dict(re.findall(r"^(\S+): ([\d >-]+)$", r2.stdout, re.M))
     assert set(ids2) == {"setup", "report"}
-    assert wait_job(ids2["report"].strip(), timeout=600, poll=5)["JobState"] == "COMPLETED"
+    assert wait_job(ids2["report"].strip(), timeout=600)["JobState"] == "COMPLETED"

@@ -14,16 +14,16 @@ import pytest
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, wait_s: int = 1800):
-    """`midtrain prep repos` of TABLE into tmp_path/local (one task) and tmp_path/slurm (8 Slurm tasks, waited
-    for up to WAIT_S seconds: a loaded machine may queue the array); returns the Slurm output dir."""
+def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, tasks: int = 8, wait_s: int = 1800):
+    """`midtrain prep repos` of TABLE into tmp_path/local (one task) and tmp_path/slurm (TASKS Slurm tasks,
+    waited for up to WAIT_S seconds: a loaded machine may queue the array); returns the Slurm output dir."""
     from slurm_helpers import REPO, cluster_site
     from test_sources_tables import prep
 
     assert prep("repos", *settings, "--input", table, "--output", tmp_path / "local") == 0
     out = tmp_path / "slurm"
     r = subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "repos", *settings, "--input", str(table),
-                        "--output", str(out), "--executor", "slurm", "--tasks", "8", "--partition", "debug",
+                        "--output", str(out), "--executor", "slurm", "--tasks", str(tasks), "--partition", "debug",
                         "--time", "00:20:00", "--mem-per-cpu-gb", "1", "--site", str(cluster_site(tmp_path))],
                        capture_output=True, text=True, cwd=REPO)
     assert r.returncode == 0, r.stderr[-3000:]
@@ -52,9 +52,11 @@ def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm
     assert docs_by_id(read_documents(out)) == local and len(local) == 6
 
 
-def test_prep_with_exact_dedup_on_8_slurm_tasks_keeps_the_copies_one_local_task_keeps(slurm_cluster, tmp_path):
-    """Forks and vendored files across a table: the sharded exact dedup (8 signature tasks, 8 finder tasks on
-    Slurm) keeps the same copies as one local task."""
+def test_prep_with_exact_dedup_on_3_slurm_tasks_keeps_the_copies_one_local_task_keeps(slurm_cluster, tmp_path):
+    """Forks and vendored files across a table: the sharded exact dedup (3 signature tasks, 3 finder tasks on
+    Slurm) keeps the same copies as one local task. 3 tasks, not 8: each of the six stages is a job array, and
+    3 already puts the fork and its original, and the vendored copies, in different tasks (asserted below)."""
+    from midtrain.sources.buckets import bucket_of
     from test_sources_tables import FILES, docs_by_id, stack_rows, write_parquet
     from curate_helpers import stdlib
     from sources_fixtures import read_documents
@@ -68,10 +70,13 @@ def test_prep_with_exact_dedup_on_8_slurm_tasks_keeps_the_copies_one_local_task_
     for i in range(4):
         write_parquet(table / f"train-{i:05d}.parquet", rows[i::4])
     settings = ["dedup.near=false", "redact.enabled=false"]
+    # the copies the dedup must find across tasks: the fork apart from its original, the vendored file in 3 tasks
+    assert bucket_of("acme/proj", 3) != bucket_of("fork/proj", 3)
+    assert len({bucket_of(f"org/r{r}", 3) for r in range(len(own))}) == 3
 
-    out = _prep_locally_and_on_slurm(table, settings, tmp_path)
+    out = _prep_locally_and_on_slurm(table, settings, tmp_path, tasks=3)
     [finder] = (out / "logs").glob("*_dedup_exact")
-    assert "#SBATCH --array=0-7" in (finder / "launch_script.slurm").read_text()
+    assert "#SBATCH --array=0-2" in (finder / "launch_script.slurm").read_text()
     local = docs_by_id(read_documents(tmp_path / "local"))
     assert docs_by_id(read_documents(out)) == local
     repos = sorted(i.split("@")[0] for i in local)
