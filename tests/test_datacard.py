@@ -43,3 +43,21 @@ def test_prep_data_card(tmp_path, capsys):
     assert 0 < card["bot_share"] < 1
     assert any(k.endswith("skip/file_lock_file") for k in card["skips"])
     assert sum(card["length_histograms"]["commit"]) == 1
+
+
+def test_a_bad_line_is_counted_not_fatal(tmp_path):
+    """The card reads documents as every other stage does: a line that is not JSON, or a file cut short, is
+    counted and skipped; the documents around it still count."""
+    import gzip
+
+    from midtrain.pack.datacard import prep_card
+
+    docs = tmp_path / "prep" / "documents"
+    docs.mkdir(parents=True)
+    good = {"text": "def f():\n    return 1\n", "id": "repo:o/r", "metadata": {"source": "repo"}}
+    (docs / "00000.jsonl").write_text(json.dumps(good) + "\n{not json\n" + json.dumps({**good, "id": "b"}) + "\n")
+    whole = gzip.compress((json.dumps({**good, "id": "c"}) + "\n").encode() * 50)
+    (docs / "00001.jsonl.gz").write_bytes(whole[: len(whole) // 2])  # a truncated gzip
+    card = prep_card(tmp_path / "prep")
+    assert card["unreadable_records"] == {"bad_json": 1, "unreadable_file": 1}
+    assert card["documents"] == 2  # the lines around the bad one

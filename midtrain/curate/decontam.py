@@ -33,7 +33,6 @@ from __future__ import annotations
 import ast
 import functools
 import importlib.util
-import json
 import logging
 import re
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from midtrain.config import Config, require
 from midtrain.curate.base import CurationStep, Drop, repo_files, remove_files, simplified_words, word_ngrams
 from midtrain.curate.fingerprint import ContentIndex, fingerprint, load_index
 from midtrain.curate.identity import HOME_SCORE, declared_homes
+from midtrain.formats.documents import read_jsonl
 
 log = logging.getLogger("midtrain.curate")
 DATA = Path(__file__).parent / "data"
@@ -197,7 +197,7 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
             raw.add(item)
     bases: dict[str, str] = {}
     for path in cfg.instances:
-        for row in _read_jsonl(path):
+        for _, row in read_jsonl(path):
             if isinstance(row.get("repo"), str):
                 raw.add(row["repo"])
             if isinstance(row.get("instance_id"), str):
@@ -217,23 +217,6 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
     names = {n for n in names if len(n) >= 4}
     roots = bundled_root_commits() if cfg.root_commits and cfg.use_bundled_list else {}
     return BenchmarkIndex(repos, aliases, ids, names, roots, bases if cfg.root_commits else {})
-
-
-def _read_jsonl(path: str) -> Iterable[dict]:
-    import gzip
-
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt") as f:
-        for i, line in enumerate(f):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                log.warning("curate: %s line %d is not JSON, skipped", path, i + 1)
-                continue
-            if isinstance(row, dict):
-                yield row
 
 
 def _candidates(meta: dict) -> Iterable[tuple[str, str]]:
@@ -478,7 +461,7 @@ class SweBenchNgramFilter(CurationStep):
     def _load(self) -> dict[int, str]:
         index: dict[int, str] = {}
         for path in self.cfg.instances:
-            for row in _read_jsonl(path):
+            for _, row in read_jsonl(path):
                 iid = str(row.get("instance_id", "?"))
                 for fld, text in (("issue", row.get("problem_statement")), ("patch", row.get("patch"))):
                     if not isinstance(text, str):

@@ -19,10 +19,11 @@ the curation validator to drop with a reason).
 from __future__ import annotations
 
 import gzip
+import json
 import logging
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import orjson
 from datatrove.data import Document, DocumentsPipeline
@@ -78,6 +79,14 @@ class DocumentWriter(JsonlWriter):
         return data
 
 
+def write_jsonl_gz(path: str | Path, rows: Iterable[dict]) -> None:
+    """One JSON object per line, gzip-compressed as the curation writer does it (no timestamp, same level):
+    the same rows give the same bytes."""
+    with open(path, "wb") as raw, _open_gzip_fixed_mtime(raw, "wb") as gz:
+        for row in rows:
+            gz.write((json.dumps(row, ensure_ascii=False) + "\n").encode())
+
+
 # ----------------------------------------------------------------------------------------------------------
 # reading
 
@@ -93,7 +102,8 @@ def parse_line(line: str | bytes) -> dict | str:
 
 def document_files(root: str | Path, pattern: str = DOCUMENT_GLOB) -> list[Path]:
     """The JSONL(.gz) files under ROOT, sorted (so every reader sees documents in the same order)."""
-    return sorted(p for p in Path(root).glob(pattern) if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")))
+    root = Path(root) if isinstance(root, str) else root  # a Path, or a universal_pathlib path in object storage
+    return sorted(p for p in root.glob(pattern) if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")))
 
 
 def read_jsonl(path: str | Path, drops: Counter | None = None, bad_reason: str = "bad_json") -> Iterator[tuple[int, dict]]:

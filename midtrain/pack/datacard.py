@@ -13,8 +13,6 @@ the card says so. A document's token count is shared among its files in proporti
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import posixpath
 import re
@@ -22,6 +20,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterator
 
+from midtrain.formats.documents import document_files, read_jsonl
 from midtrain.formats.repo_files import file_group
 from midtrain.locations import as_path, local_folder
 from midtrain.sources.filters import DATA_EXT, path_skip_reason
@@ -54,13 +53,12 @@ def file_kind(path: str) -> str:
     return "code"
 
 
-def _iter_documents(prep_dir: Path) -> Iterator[dict]:
-    for f in sorted((prep_dir / "documents").glob("*.jsonl*")):  # local files or objects in a bucket
-        with f.open("rb") as raw, (gzip.open(raw, "rt", encoding="utf-8") if f.name.endswith(".gz")
-                                   else io.TextIOWrapper(raw, encoding="utf-8")) as fh:
-            for line in fh:
-                if line.strip():
-                    yield json.loads(line)
+def _iter_documents(prep_dir: Path, skipped: Counter) -> Iterator[dict]:
+    """The documents of PREP_DIR/documents/ (local files or objects in a bucket), read leniently: a line that
+    is not a JSON object, or a file cut short, is logged and counted in ``skipped`` instead of ending the card."""
+    for f in document_files(prep_dir / "documents", "*.jsonl*"):
+        for _, row in read_jsonl(f, skipped):
+            yield row
 
 
 def _token_counts(prep_dir: Path) -> dict[str, int]:
@@ -130,7 +128,8 @@ def prep_card(prep_dir: str | Path, top: int = TOP_REPOS) -> dict:
     bot_tokens = 0.0
     pr_parts: Counter = Counter()
     docs = estimated = 0
-    for d in _iter_documents(prep):
+    skipped: Counter = Counter()
+    for d in _iter_documents(prep, skipped):
         meta, text = d.get("metadata") or {}, d.get("text") or ""
         src = str(meta.get("source") or "unknown")
         n_bytes = len(text.encode())
@@ -174,6 +173,7 @@ def prep_card(prep_dir: str | Path, top: int = TOP_REPOS) -> dict:
     return {
         "prep_dir": str(prep),
         "documents": docs,
+        **({"unreadable_records": dict(skipped)} if skipped else {}),
         "tokens": total,
         "tokens_exact": estimated == 0,
         "tokens_estimated_documents": estimated,

@@ -14,7 +14,6 @@ finished data directory is stamped with the data hash and the split; a probe wit
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
@@ -24,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from midtrain.formats.documents import read_jsonl
+from midtrain.formats.documents import document_files, read_jsonl, write_jsonl_gz
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
@@ -39,7 +38,7 @@ def read_trace_documents(dirs: list[str]) -> tuple[list[dict], Counter]:
     docs, drops = [], Counter()
     for d in dirs:
         root = Path(d) / "documents"
-        files = sorted(p for p in root.glob("*.jsonl*")) if root.is_dir() else []
+        files = document_files(root, "*.jsonl*") if root.is_dir() else []
         if not files:
             raise FileNotFoundError(f"traces: no documents/*.jsonl(.gz) under {d} (run `midtrain prep traces` first)")
         for f in files:
@@ -130,9 +129,7 @@ def _mark_split(docs_dir: Path, role: str) -> None:
 def _write_docs(docs: list[dict], prep_dir: Path) -> None:
     out = prep_dir / "documents"
     out.mkdir(parents=True, exist_ok=True)
-    with gzip.open(out / "00000.jsonl.gz", "wt", encoding="utf-8") as fh:
-        for d in docs:
-            fh.write(json.dumps({k: v for k, v in d.items() if k != "_set"}, ensure_ascii=False) + "\n")
+    write_jsonl_gz(out / "00000.jsonl.gz", ({k: v for k, v in d.items() if k != "_set"} for d in docs))
 
 
 def _set_aside(data_dir: Path, key: str) -> None:

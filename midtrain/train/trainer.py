@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -274,7 +274,7 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
 
 @dataclass
 class _Run:
-    """What the loop works with, built once by :func:`_build`: the model, optimizer, data and logging."""
+    """What the loop works with, built whole by :func:`_build`: the model, optimizer, data and logging."""
 
     cfg: TrainConfig
     env: Any  # distributed.Env: rank, world size
@@ -287,15 +287,14 @@ class _Run:
     dataset: Any
     loader: Any
     sources: list[str]
-    step: int = 0
-    # set by _prepare_loop, after the restore (the logger continues from the restored step)
-    batches: Any = None
-    forward_backward: Any = None
-    logger: Any = None
-    dp_cp_group: Any = None
-    last_stage: bool = True
-    peak: float | None = None
-    saves: Any = None
+    step: int  # restored from a checkpoint, else 0
+    batches: _BatchIterator
+    forward_backward: Callable[..., Any]  # megatron's pipeline schedule
+    logger: RunLogger  # continues from the restored step
+    dp_cp_group: Any
+    last_stage: bool
+    peak: float | None
+    saves: Any  # the async checkpoint queue, or None
 
     @property
     def rank0(self) -> bool:
@@ -316,9 +315,7 @@ class _StepResult:
 
 
 def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func) -> dict[str, Any]:
-    run = _build(cfg, env, parallel_state, finalize_model_grads)
-    _restore(run)
-    _prepare_loop(run, get_forward_backward_func)
+    run = _build(cfg, env, parallel_state, finalize_model_grads, get_forward_backward_func)
     exit_code, skipped_in_row, last_loss = 0, 0, float("nan")
     run.model.train()
     try:
@@ -349,8 +346,11 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
     return {"exit_code": exit_code, "step": run.step, "loss": last_loss, "run_dir": str(run.run_dir)}
 
 
-def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads: Any) -> _Run:
-    """Run directory and config.yaml, then the model, optimizer and data (in this order: the RNG draws)."""
+def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads: Any,
+           get_forward_backward_func: Any) -> _Run:
+    """Run directory and config.yaml, then the model, optimizer and data (in this order: the RNG draws), the
+    restore (a checkpoint, init_from's weights, or none), then the batch iterator, megatron's schedule, the
+    logger and process groups; run_info.json on rank 0."""
     dp = resolve_data_parallel(cfg, env.world_size)  # a layout that does not fit fails before anything is written
     run_dir = Path(cfg.run_dir)
     check_resumable(cfg, run_dir)  # on every rank, before anything is written
@@ -368,8 +368,22 @@ def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads
     tc.grad_scale_func = optimizer.scale_loss
 
     dataset, loader, sources = _open_data(cfg, parallel_state.get_data_parallel_rank(), dp)
+    rank0, ps = env.rank == 0, parallel_state
+    step = _restore(cfg, run_dir, model, optimizer, scheduler, loader, rank0)
+    batches = _BatchIterator(loader, cfg.parallel.context, ps.get_context_parallel_rank(),
+                             cu_seqlens_on_host=resolve_impl(cfg) == "local")
+    forward_backward = get_forward_backward_func()
+    logger = RunLogger(run_dir, cfg, enabled=rank0, resume_step=step)
+    dp_cp_group = ps.get_data_parallel_group(with_context_parallel=True)
+    last_stage = ps.is_pipeline_last_stage(ignore_virtual=True)
+    peak = peak_tflops(cfg)
+    if rank0:
+        _write_run_info(cfg, run_dir, env.world_size, dp, peak, sources, len(dataset))
+    saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
     return _Run(cfg=cfg, env=env, parallel_state=parallel_state, run_dir=run_dir, dp=dp, model=model,
-                optimizer=optimizer, scheduler=scheduler, dataset=dataset, loader=loader, sources=sources)
+                optimizer=optimizer, scheduler=scheduler, dataset=dataset, loader=loader, sources=sources,
+                step=step, batches=batches, forward_backward=forward_backward, logger=logger,
+                dp_cp_group=dp_cp_group, last_stage=last_stage, peak=peak, saves=saves)
 
 
 def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
@@ -385,11 +399,12 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
                           f"another run_dir")
 
 
-def _restore(run: _Run) -> None:
-    """Resume from the newest complete checkpoint, or start from ``init_from``'s weights, or from scratch."""
-    cfg, rank0 = run.cfg, run.rank0
-    resumed = ckpt.load_checkpoint(run.run_dir, run.model, run.optimizer)
-    weights_loaded = False
+def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, loader: Any,
+             rank0: bool) -> int:
+    """Resume from the newest complete checkpoint, or start from ``init_from``'s weights, or from scratch;
+    the step the loop starts at."""
+    resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
+    step, weights_loaded = 0, False
     if resumed is not None:
         path, common = resumed
         if common.get("weights_only"):
@@ -397,46 +412,32 @@ def _restore(run: _Run) -> None:
             if rank0:
                 log.info("starting from the weights of %s (weights-only checkpoint; fresh optimizer)", path)
         else:
-            run.step = int(common["step"])
-            run.scheduler.load_state_dict(common["scheduler"])
-            run.loader.load_state_dict(common["loader"])
+            step = int(common["step"])
+            scheduler.load_state_dict(common["scheduler"])
+            loader.load_state_dict(common["loader"])
             if rank0:
-                log.info("resuming at step %d from %s", run.step, path)
+                log.info("resuming at step %d from %s", step, path)
     elif cfg.init_from:
-        _init_weights(cfg, run.model)
+        _init_weights(cfg, model)
         weights_loaded = True
     if weights_loaded:
         # With bf16 the optimizer keeps fp32 master copies of the weights, cloned when it was built, and
         # copies them back into the model after every update: refresh them from the loaded weights, or the
         # first step would put the initial (random) weights back. (A full resume restores the master
         # copies from the checkpoint's optimizer state instead.)
-        run.optimizer.reload_model_params()
+        optimizer.reload_model_params()
+    return step
 
 
-def _prepare_loop(run: _Run, get_forward_backward_func: Any) -> None:
-    """The batch iterator, megatron's schedule, the logger and process groups; run_info.json on rank 0."""
-    cfg, ps = run.cfg, run.parallel_state
-    run.batches = _BatchIterator(run.loader, cfg.parallel.context, ps.get_context_parallel_rank(),
-                                 cu_seqlens_on_host=resolve_impl(cfg) == "local")
-    run.forward_backward = get_forward_backward_func()
-    run.logger = RunLogger(run.run_dir, cfg, enabled=run.rank0, resume_step=run.step)
-    run.dp_cp_group = ps.get_data_parallel_group(with_context_parallel=True)
-    run.last_stage = ps.is_pipeline_last_stage(ignore_virtual=True)
-    run.peak = peak_tflops(cfg)
-    if run.rank0:
-        _write_run_info(run)
-    run.saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
-
-
-def _write_run_info(run: _Run) -> None:
-    cfg, dp = run.cfg, run.dp
+def _write_run_info(cfg: TrainConfig, run_dir: Path, world_size: int, dp: int, peak: float | None,
+                    sources: list[str], train_sequences: int) -> None:
     info = {"name": cfg.name, "flops_count": FLOPS_COUNT, "parameters": count_parameters(cfg),
-            "layer_impl": resolve_impl(cfg), "world_size": run.env.world_size, "data_parallel": dp,
-            "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": run.peak,
+            "layer_impl": resolve_impl(cfg), "world_size": world_size, "data_parallel": dp,
+            "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": peak,
             "mfu_against": "dense BF16 peak" + (" (FP8 runs: mfu_fp8_peak against twice that)"
                                                 if cfg.precision.fp8 != "none" else ""),
-            "sources": run.sources, "shards": str(cfg.data.path), "train_sequences": len(run.dataset)}
-    (run.run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
+            "sources": sources, "shards": str(cfg.data.path), "train_sequences": train_sequences}
+    (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
     log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
              cfg.name, cfg.optim.train_steps, cfg.optim.global_batch_size, cfg.data.seq_length,
              cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,

@@ -1,0 +1,26 @@
+"""Run directories: when a run has reached its last step (what the demo, the probe and the sweep reuse)."""
+
+from __future__ import annotations
+
+import json
+
+from midtrain.formats.rundir import CHECKPOINTS, MARKER, finished
+
+
+def _checkpoint(run_dir, step, complete=True):
+    d = run_dir / CHECKPOINTS / f"iter_{step:07d}"
+    d.mkdir(parents=True)
+    (d / "weights.bin").write_bytes(b"w" * 8)
+    if complete:
+        (d / MARKER).write_text(json.dumps({"files": {"weights.bin": 8}}))
+
+
+def test_finished_means_a_complete_checkpoint_at_that_step(tmp_path):
+    run = tmp_path / "run"
+    assert not finished(run, 4)  # nothing there yet
+    _checkpoint(run, 2)
+    assert finished(run, 2) and not finished(run, 4)
+    _checkpoint(run, 4, complete=False)  # a save cut short at the last step: not finished
+    assert not finished(run, 4)
+    (run / CHECKPOINTS / "iter_0000004" / MARKER).write_text(json.dumps({"files": {"weights.bin": 8}}))
+    assert finished(run, 4)
