@@ -197,7 +197,7 @@ def test_placement_exclusive_and_cpus_per_node(tmp_path):
     job = train_job("demo_tiny", [GBS, "run_dir=/lustre/r"], _site(tmp_path, exclusive=False))
     assert "--exclusive" not in job.script
     cpu = {"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1}
-    assert "--exclusive" not in train_job("demo_tiny", ["run_dir=/lustre/r"], _site(tmp_path, train=cpu)).script
+    assert "--exclusive" not in train_job("demo_tiny", [GBS, "run_dir=/lustre/r"], _site(tmp_path, train=cpu)).script
     with pytest.raises(LaunchError, match="cpus_per_task 16 x 8 ranks per node = 128 CPUs, more than the site's "
                                           "cpus_per_node 112; lower cpus_per_task to 14"):
         train_job("demo_tiny", [GBS, "run_dir=/lustre/r"],
