@@ -18,7 +18,7 @@ from datatrove.data import Document
 from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 from datatrove.utils.text import PUNCTUATION_TRANS, TextNormConfig, ngrams, simplify_text
 
-from midtrain.curate.base import alpha_count, simplified_words, word_ngrams
+from midtrain.curate.text import alpha_count, simplified_words, word_ngrams
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter
 from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig
 

@@ -2,6 +2,7 @@
 
 stages.py      CurationConfig (one nested config per step, each `enabled`) and curation_stages(), what prep calls
 base.py        the step base (counted drops/changes, exclusion writer), text edits, repo files
+text.py        text helpers: code word tokenizer, entropy, letter counts, normalised words and n-grams
 license.py     permissive-license allow-list
 decontam.py    SWE-bench repository exclusion (any name form, forks, renames, user lists) and n-gram overlap
 quality.py     generated/minified/data files trimmed from repositories; near-empty/garbled documents dropped

@@ -44,9 +44,10 @@ from datatrove.utils.hashing import HashConfig, create_hash_func
 from datatrove.utils.text import TextNormConfig
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CurationStep, Drop, repo_files, remove_files, simplified_words, word_ngrams
+from midtrain.curate.base import CurationStep, Drop, remove_files, repo_files
 from midtrain.curate.fingerprint import ContentIndex, fingerprint, load_index
 from midtrain.curate.identity import HOME_SCORE, declared_homes
+from midtrain.curate.text import simplified_words, word_ngrams
 from midtrain.formats.documents import read_jsonl
 
 log = logging.getLogger("midtrain.curate")

@@ -44,8 +44,8 @@ from datatrove.utils.hashing import HashConfig, create_hash_func
 from datatrove.utils.typeshelper import ExtensionHelperSD
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CodeWordTokenizer, CurationStep, Drop, FileSpan, is_repo_doc, remove_files, \
-    repo_files, simplified_words, word_ngrams
+from midtrain.curate.base import CurationStep, Drop, FileSpan, is_repo_doc, remove_files, repo_files
+from midtrain.curate.text import CodeWordTokenizer, simplified_words, word_ngrams
 
 log = logging.getLogger("midtrain.curate")
 

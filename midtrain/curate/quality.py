@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datatrove.data import Document
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CurationStep, Drop, FileSpan, alpha_count, is_repo_doc, remove_files, repo_files
+from midtrain.curate.base import CurationStep, Drop, FileSpan, is_repo_doc, remove_files, repo_files
+from midtrain.curate.text import alpha_count
 
 
 @dataclass

@@ -28,7 +28,8 @@ from typing import Iterator
 from datatrove.data import Document
 
 from midtrain.config import Config, require
-from midtrain.curate.base import CurationStep, Edit, apply_edits, shannon_entropy
+from midtrain.curate.base import CurationStep, Edit, apply_edits
+from midtrain.curate.text import shannon_entropy
 from midtrain.formats.repo_files import file_group
 
 # ----------------------------------------------------------------------------------------------------------
