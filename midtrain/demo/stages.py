@@ -15,6 +15,7 @@ Each stage returns its output path and skips what is already complete on a rerun
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -106,6 +107,14 @@ def train_stage(workdir: Path) -> str:
     return str(run_dir)
 
 
+def demo_swebench():  # -> SweBenchConfig
+    """The agent leg executed here, per checkpoint: its probe export served on CPU on the embedded tasks, and
+    the oracle endpoint on the same tasks (the plumbing check). 2 steps of at most 32 tokens bound each run."""
+    from midtrain.eval.config import SweBenchConfig
+
+    return SweBenchConfig(benchmarks=["local", "local_oracle"], max_steps=2, max_context=4096, max_output_tokens=32)
+
+
 def demo_protocol(workdir: Path):  # -> ProtocolConfig
     """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
     from midtrain.protocol import ProtocolConfig
@@ -120,6 +129,12 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
     cfg.proxy.shards = str(w / "shards")
     cfg.proxy.retrieval.repos = str(w / "prep" / "repos")
     cfg.sft_overrides = [f"traces=[{w / 'prep' / 'traces'}]"]
+    if all(importlib.util.find_spec(m) for m in ("minisweagent", "swebench")):  # the `eval` extra (make demo's dev)
+        cfg.evals = [*cfg.evals, "swebench"]
+        cfg.swebench = demo_swebench()
+    else:
+        logging.getLogger("midtrain.demo.protocol").warning(
+            "mini-swe-agent or swebench is not installed (pip install -e '.[eval]'): the agent leg is left out")
     done = latest_checkpoint(w / "runs" / "demo_tiny")
     steps = int(done.name.split("_")[-1]) if done is not None else "its"
     cfg.notes["midtrained"] = f"demo_tiny after {steps} midtraining steps on the demo shards"
