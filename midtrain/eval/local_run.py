@@ -5,14 +5,15 @@ batch runner with its ``local`` environment, and grading into the `swebench` har
   each base commit plants one bug; the gold patch removes it, the test patch adds the test that catches it.
   Rows carry the SWE-bench instance schema (problem_statement, base_commit, patch, test_patch,
   FAIL_TO_PASS, PASS_TO_PASS).
-- Endpoint (:class:`OracleServer`): answers chat completions with tool calls that apply the gold patch, write
-  patch.txt and submit it; it checks the plumbing (litellm, the agent, submission, grading): it must resolve
-  every task. A checkpoint's own server plugs in the same way (``api_base``).
+- Endpoints (both :class:`midtrain.eval.endpoint.ChatEndpoint`): unit ``local`` serves the checkpoint's HF
+  export (:class:`midtrain.eval.serve.ChatServer`, CPU); unit ``local_oracle`` (:class:`OracleServer`) answers
+  with tool calls that apply the gold patch, write patch.txt and submit it: the plumbing check (litellm, the
+  agent, submission, grading), which must resolve every task.
 - Agent: ``mini-extra swebench`` with the config :func:`midtrain.eval.swebench.agent_config` generates for a
   cluster run, plus a layer for the local environment (one testbed checkout, reset to each base commit).
 - Grading (:func:`grade`): each patch on a fresh copy at its base commit, the test patch on top, the
   instance's tests run; per-instance reports and swebench's own ``make_run_report`` give the run report that
-  ``collect`` reads.
+  ``collect`` reads. :func:`run_local` runs the units (``midtrain eval swebench benchmarks=[local,local_oracle]``).
 """
 
 from __future__ import annotations
