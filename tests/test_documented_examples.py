@@ -113,8 +113,8 @@ PLAN: dict[str, str] = {
     "--output .demo/report": RUN,
     "midtrain report --protocol protocol_demo": RUN,
     "midtrain submit train qwen3_8b_256k_h200 --site slurm/site.example.yaml --nodes 32 --dry-run": RUN,
-    "midtrain submit train demo_tiny optim.train_steps=200 --site-set train.gpus_per_node=0 --tasks-per-node 2 "
-    "--time 01:00:00": SUBMIT,
+    "midtrain submit train demo_tiny optim.train_steps=200 optim.global_batch_size=2 --site-set "
+    "train.gpus_per_node=0 --tasks-per-node 2 --time 01:00:00": SUBMIT,
     "midtrain submit protocol protocol_demo --local": RUN,
     "midtrain convert hf2mcore ~/models/Qwen3-1.7B-Base ckpt/qwen3-1.7b --tp 2": RUN,
     "midtrain train qwen3_1p7b_256k_h200 init_from=ckpt/qwen3-1.7b": GPU,
@@ -158,37 +158,43 @@ PLAN: dict[str, str] = {
 ABSOLUTE = ("/abs/", "/lustre/", "/tmp/")
 
 # Groups of examples that share a workspace, and the example each starts with (it builds what the others read).
-FIRST = {"demo": "midtrain demo --workdir .demo", "demo_prep": "midtrain demo --only prep"}
+FIRST = {"demo": "midtrain demo --workdir .demo", "train": "midtrain demo --only prep"}
+# What a group runs before its examples when the example that builds it is another group's: the sweep reads
+# the demo's prep outputs, which `midtrain demo --only prep` (the train group's first example) writes. A
+# second prep (seconds) lets the sweep and the trainings, minutes each, run on different workers.
+SETUP = {"sweep": ["midtrain demo --only prep"]}
 
 
 def group(cmd: str) -> str:
     """Which workspace an example runs in: the examples that read what another example writes run with it.
 
-    demo       the demo (.demo/) and all that reads it: its runs, protocol, probes, evals and reports
-    demo_prep  on the demo's prep outputs (`midtrain demo --only prep`, the demo's costly first stage, once):
-               the trainings on the demo shards (the first one packs them, as `midtrain train` does) and the
-               demo sweep
-    data       prep, pack, inspect, object storage and the training on the README's own out/shards
-    misc       the rest: configs, recipes, plans, conversions, dry-run submissions
+    demo   the demo (.demo/) and all that reads it: its runs, protocol, probes, evals and reports
+    train  the trainings on the demo's prep outputs (`midtrain demo --only prep` first; the first training
+           packs the demo shards from them, as `midtrain train` does, and the others reuse the shards)
+    sweep  the demo sweep and its dry runs and report, on the same prep outputs (SETUP)
+    data   prep, pack, inspect, object storage and the training on the README's own out/shards
+    misc   the rest: configs, recipes, plans, conversions, dry-run submissions
     """
     words = cmd.split()
     sub = words[words.index("midtrain.cli") + 1] if "midtrain.cli" in words else words[1] if len(words) > 1 else ""
-    if sub == "sweep" or cmd == FIRST["demo_prep"]:
-        return "demo_prep"
+    if sub == "sweep":
+        return "sweep"
+    if cmd == FIRST["train"]:
+        return "train"
     if (sub == "demo" or words[0] == "sbatch" or "protocol" in cmd
             or any(m in cmd for m in (".demo/", "runs/p/", "runs/probe", "runs/base", "runs/swe/"))):
         return "demo"
     if sub in ("prep", "pack", "inspect", "decontam") or words[0] == "aws" or "out/shards" in cmd:
         return "data"
     if sub == "train":
-        return "demo_prep"
+        return "train"
     return "misc"
 
 
-GROUPS = ("demo_prep", "demo", "data", "misc")
-# Minutes each: marked `heavy`, which tests/conftest.py schedules first, so the two xdist workers start them
-# side by side and the short tests fill in around them.
-HEAVY = ("demo_prep", "demo")
+GROUPS = ("demo", "train", "sweep", "data", "misc")
+# Minutes each: marked `heavy`, which tests/conftest.py schedules first (in this order, the longest first), so
+# the two xdist workers start them side by side and the short tests fill in around them.
+HEAVY = ("demo", "train", "sweep")
 
 
 def _midtrain_argv(cmd: str) -> list[str]:
@@ -384,6 +390,8 @@ def test_every_group_runs_something():
     """Each group has examples to run (a group emptied by a docs change would hide nothing, but says so)."""
     for name in GROUPS:
         assert any(PLAN[c] in (RUN, SUBMIT) for c in group_order(name)), name
+    # a group's setup is a documented example another group runs as shown
+    assert all(PLAN.get(c) == RUN and group(c) != name for name, cmds in SETUP.items() for c in cmds), SETUP
 
 
 @pytest.mark.slow
@@ -397,6 +405,10 @@ def test_documented_examples_run(workspace, request):
     failures = []
     times: list[tuple[float, float, str]] = []
     request.node.user_properties.append((EXAMPLE_TIMES, times))
+    for cmd in SETUP.get(name, []):
+        seconds, cpu, failure = _run_example(cmd, RUN, ws, env)
+        times.append((seconds, cpu, f"(setup) {cmd}"))
+        assert failure is None, f"the {name} group's setup failed:\n{failure}"
     for cmd in group_order(name):
         kind = PLAN[cmd]
         if kind in (RUN, SUBMIT):

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
 EPILOG = """examples:
   midtrain submit train qwen3_8b_256k_h200 --site slurm/site.example.yaml --nodes 32 --dry-run
-  midtrain submit train demo_tiny optim.train_steps=200 --site-set train.gpus_per_node=0 \\
-      --tasks-per-node 2 --time 01:00:00
+  midtrain submit train demo_tiny optim.train_steps=200 optim.global_batch_size=2 \\
+      --site-set train.gpus_per_node=0 --tasks-per-node 2 --time 01:00:00
   midtrain submit protocol protocol_demo --site mysite.yaml
   midtrain submit protocol protocol_demo --local          # same steps, here, in order
 """

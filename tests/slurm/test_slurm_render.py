@@ -34,7 +34,7 @@ GPU_SITE = {
 }
 
 
-GBS = "optim.global_batch_size=64"  # demo_tiny's batch of 2 cannot be split over 16 data-parallel ranks
+GBS = "optim.global_batch_size=64"  # demo_tiny's batch of 1 cannot be split over 16 data-parallel ranks
 
 
 def _site(**changes) -> SiteConfig:
@@ -170,7 +170,7 @@ def test_site_values_in_the_body_are_quoted(tmp_path):
 
 
 def test_layout_must_fit_the_allocation():
-    with pytest.raises(ConfigError, match="global_batch_size: 2 is not divisible by the data-parallel size 16"):
+    with pytest.raises(ConfigError, match="global_batch_size: 1 is not divisible by the data-parallel size 16"):
         train_job("demo_tiny", ["run_dir=/r"], _site())
     with pytest.raises(ConfigError, match="parallel.data"):
         train_job("demo_tiny", [GBS, "run_dir=/r", "parallel.data=3"], _site())
