@@ -22,7 +22,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 def test_two_variant_sweep_runs_as_afterok_chains_and_reports(slurm_cluster, tmp_path):
     from test_sweep import tiny_sweep
 
-    over = [*tiny_sweep(tmp_path), "protocol.probe_seeds=[4321]"]
+    # each training job has two ranks here (cluster_site): a batch of 2 sequences, 2 steps of 2 x 512 tokens
+    over = [*tiny_sweep(tmp_path), "protocol.probe_seeds=[4321]", "tokens=2048",
+            "train_overrides=[optim.global_batch_size=2, checkpoint.save_interval=1000, log.tensorboard=false]"]
     site = cluster_site(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "midtrain.cli", "sweep", "sweep_demo", *over, "--submit", "--site", str(site)]
