@@ -12,12 +12,12 @@ def sweep_demo() -> SweepConfig:
     1K vs 2K, 2x tokens."""
     cfg = SweepConfig(name="sweep_demo", output=".demo/sweep", base=None, train_recipe="demo_tiny",
                       inputs={s: f".demo/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
-                      tokens=16_384, seed=1234)
+                      tokens=8_192, seed=1234)  # 4 steps of one 2048-token sequence (demo_tiny's batch)
     cfg.pack.seq_length = 2048
     cfg.pack.valid_fraction = 0.1
     # Natural mixture (every source once): the demo's few, very unequal documents cannot meet share targets
     # (a 140K-token commit history cannot be sampled at 15% of 100K tokens); cluster sweeps set shares.
-    cfg.train_overrides = ["optim.global_batch_size=2", "checkpoint.save_interval=1000", "log.tensorboard=false"]
+    cfg.train_overrides = ["optim.global_batch_size=1", "checkpoint.save_interval=1000", "log.tensorboard=false"]
     # The demo preps its sample pull requests joined with their clone (midtrain.demo.inputs.sample_pulls), so
     # `all` reads the changed files at the base commit; pr_context_none preps them again without. It replaces
     # no_traces, which trained on the very sequences `all` did (its score was all's to the last digit): the
@@ -30,7 +30,7 @@ def sweep_demo() -> SweepConfig:
                                                    "pulls.context=none"]}),
         "no_commits": Variant(about="leave commits out", leave_out=["commits"]),
         "ctx_1k": Variant(about="context 1,024 instead of 2,048", pack=["seq_length=1024"]),
-        "long": Variant(about="twice the midtraining tokens", tokens=32_768),
+        "long": Variant(about="twice the midtraining tokens", tokens=16_384),
     }
     proto = protocol_demo()  # the sweep replaces its checkpoints, output, report dir and notes
     proto.proxy.shards = None  # the sweep's reference shards

@@ -85,7 +85,7 @@ def tiny_sweep(tmp_path) -> list[str]:
     repos = write_documents(tmp_path / "prep" / "repos", code_docs())
     traces = write_documents(tmp_path / "prep" / "traces", sample_trace_docs())
     return [f"output={tmp_path / 'sweep'}", f"inputs={{repos: {repos}, traces: {traces}}}",
-            "pack.seq_length=512", "pack.valid_fraction=0.3", "pack.tokenize_tasks=1", "tokens=2048",
+            "pack.seq_length=512", "pack.valid_fraction=0.3", "pack.tokenize_tasks=1", "tokens=1024",
             "pack.mixture={name: natural}",  # tiny inputs: every source once (weights would be capped by traces)
             "variants={mix: {about: repos and traces}, no_traces: {about: leave traces out, leave_out: [traces]}}",
             "protocol.sft_overrides=[export_hf=false, train.optim.train_steps=2, train.optim.warmup_steps=1, "
@@ -110,7 +110,7 @@ def test_sweep_demo_end_to_end_ranks_variants_from_their_runs(tmp_path, caplog):
         base = [json.loads((out / "no_midtraining" / d / "sft_result.json").read_text())["heldout_loss"]
                 for d in ("sft", "sft-s4322")]
         assert r["delta_vs_baseline"] == pytest.approx(r["value"] - sum(base) / 2)
-        assert (r["steps"], r["tokens_trained"]) == (2, 2048)  # the budget: 2 steps x 2 sequences x 512
+        assert (r["steps"], r["tokens_trained"]) == (2, 1024)  # the budget: 2 steps x 1 sequence x 512
     values = [r["value"] for r in res["ranking"]]
     assert values == sorted(values)  # lower held-out loss ranks first
     md = (out / "report" / "sweep.md").read_text()
@@ -127,3 +127,18 @@ def test_sweep_demo_end_to_end_ranks_variants_from_their_runs(tmp_path, caplog):
         assert main(["sweep", "sweep_demo", *over]) == 0
     assert (out / "mix" / "sft" / "sft_result.json").stat().st_mtime == stamp
     assert sum("probe and evals complete; reused" in r.getMessage() for r in caplog.records) == 3
+
+
+def test_a_variant_that_preps_again_stamps_its_run_dir(tmp_path):
+    """The stamp of a variant with re-prep steps (sweep_demo's pr_context_none) is written, read back as equal,
+    and refuses other settings: the local sweep writes every stamp before its first step."""
+    from midtrain.sweep.plan import check_stamp, sweep_chains
+
+    plans, _ = sweep_chains(get_recipe("sweep_demo").build([f"output={tmp_path}"]).validate())
+    plan = plans["pr_context_none"]
+    assert plan.prep
+    check_stamp(plan, write=True)
+    check_stamp(plan, write=True)  # a rerun with the same settings
+    changed = sweep_chains(get_recipe("sweep_demo").build([f"output={tmp_path}", "tokens=4096"]).validate())[0]
+    with pytest.raises(ConfigError, match="pr_context_none"):
+        check_stamp(changed["pr_context_none"], write=True)
