@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from midtrain.curate.planted import measure, plant, read_texts, real_code_files  # noqa: E402
-from midtrain.curate.secrets import Redactor  # noqa: E402
+from midtrain.curate.planted import measure, plant, read_texts, real_code_files
+from midtrain.curate.secrets import Redactor
 
 
 def redaction(files: int, seed: int) -> dict:

@@ -254,7 +254,8 @@ def report(rows: list[dict]) -> None:
         for name, sec in r["steps"].items():
             rate = r["mb"] / sec if sec > 0 else float("inf")
             print(f"  {name:<52}{sec:>8.3f}s{rate:>10.2f}{sec / r['pass_s']:>8.2f}x")
-        print("  pass-through run: " + ", ".join(f"{n.split(': ', 1)[-1]} {s:.3f}s" for n, s in r["pass_steps"].items()))
+        steps = ", ".join(f"{n.split(': ', 1)[-1]} {s:.3f}s" for n, s in r["pass_steps"].items())
+        print("  pass-through run: " + steps)
 
 
 # ----------------------------------------------------------------------------------------------------------

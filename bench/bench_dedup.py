@@ -23,9 +23,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from datatrove.executor import LocalPipelineExecutor  # noqa: E402
+from datatrove.executor import LocalPipelineExecutor
 
-from midtrain.curate.stages import CurationConfig, curation_stages  # noqa: E402
+from midtrain.curate.stages import CurationConfig, curation_stages
 
 OFF = [f"{s}.enabled=false" for s in ("license", "decontam", "quality", "redact")] + ["dedup.near=false"]
 

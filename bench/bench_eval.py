@@ -6,7 +6,8 @@
 
 Both must give the same held-out loss (printed: |delta|); the figures are tokens/s and their ratio (measured
 interleaved, sequence by sequence), and the retrieval probe's cost per sample at each context length with
-logits for the answer positions only (what the probe does) against logits for every position. A tiny Qwen3-shaped model (Qwen vocabulary) on
+logits for the answer positions only (what the probe does) against logits for every position. A tiny Qwen3-shaped model
+(Qwen vocabulary) on
 real code: stdlib modules packed at --seq-length with `midtrain pack`'s pipeline.
 
     .venv/bin/python bench/bench_eval.py [--seq-length 1024] [--sequences 6] [--json out.json]
@@ -28,7 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def code_prep(out: Path) -> Path:
-    import argparse as a, ast, dataclasses, email.message, functools, inspect as i, pathlib, textwrap  # noqa: E401
+    import argparse as a
+    import ast
+    import dataclasses
+    import email.message
+    import functools
+    import inspect as i
+    import pathlib
+    import textwrap
 
     (out / "documents").mkdir(parents=True)
     with gzip.open(out / "documents" / "00000.jsonl.gz", "wt") as fh:
@@ -80,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
 
         ds = PackedDataset(tmp / "shards", "valid")
         scorers = {"megatron": MidtrainScorer(tmp / "run"), "hf": HFScorer(tmp / "hf")}
-        secs = {k: 0.0 for k in scorers}
+        secs = dict.fromkeys(scorers, 0.0)
         nll = {k: [] for k in scorers}
         n = min(len(ds), args.sequences)
         for i in range(n):

@@ -17,8 +17,8 @@ import time
 
 import numpy as np
 
-from midtrain.pack.packer import best_fit_decreasing, split_points
 from midtrain.formats.shards import padded_length
+from midtrain.pack.packer import best_fit_decreasing, split_points
 
 # source: (share of tokens, log-normal median tokens, sigma)
 SOURCES = {

@@ -3,7 +3,8 @@
 Each reader runs in-process (one datatrove task, no executor) on real local inputs: this project's git
 repository (repos, commits) and the shipped samples scaled up (pulls, build logs, traces). Table rows read
 the same content from Parquet in the public datasets' schemas (this repository as The Stack v1 file rows,
-grouped back into a repository; the traces as a table). A last row runs the whole `midtrain prep` stage chain (reader -> writer -> curation stage with its steps off -> stats) on the
+grouped back into a repository; the traces as a table). A last row runs the whole `midtrain prep` stage chain (reader ->
+writer -> curation stage with its steps off -> stats) on the
 pulls input, so the executor and I/O overhead shows next to the bare reader.
 
     .venv/bin/python bench/bench_prep.py [--json out.json] [--scale 1.0]
@@ -159,16 +160,19 @@ def main() -> int:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         inputs = _scaled_inputs(Path(tmp), args.scale)
-        tree = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "-l", "HEAD"], capture_output=True, text=True).stdout
+        tree = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "-l", "HEAD"], capture_output=True,
+                              text=True).stdout
         head_bytes = sum(int(line.split()[3]) for line in tree.splitlines() if line.split()[3].isdigit())
         rows.append(_measure("repos", lambda: RepoReader([str(ROOT)]), head_bytes, repeat=rep or 5))
         table = _stack_table(Path(tmp), head_bytes)
-        rows.append(_measure("repos (Stack table rows)", lambda: _TableRepos(table, Path(tmp)), head_bytes, repeat=rep or 5))
+        rows.append(_measure("repos (Stack table rows)", lambda: _TableRepos(table, Path(tmp)), head_bytes,
+                             repeat=rep or 5))
         rows.append(_measure("commits", lambda: CommitReader([str(ROOT)]), git_bytes, repeat=rep or 3))
         rows.append(_measure("pulls", lambda: PullReader([str(inputs["pulls"])]), _input_bytes(inputs["pulls"])))
         rows.append(_measure("buildlogs", lambda: BuildLogReader([str(inputs["buildlogs"])]),
                              _input_bytes(inputs["buildlogs"])))
-        rows.append(_measure("traces (plain)", lambda: TraceReader([str(inputs["traces"])], TracesConfig(format="plain")),
+        rows.append(_measure("traces (plain)",
+                             lambda: TraceReader([str(inputs["traces"])], TracesConfig(format="plain")),
                              _input_bytes(inputs["traces"])))
         tpl = TraceReader([str(inputs["traces"])], TracesConfig(format="chat_template"))
         tpl._template_tokenizer()  # load the tokenizer outside the timed region
@@ -176,7 +180,7 @@ def main() -> int:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from midtrain.sources.trace_tables import TraceTableReader, TracesInputConfig
+        from midtrain.sources.trace_tables import TracesInputConfig, TraceTableReader
 
         records = [json.loads(line) for line in inputs["traces"].read_text().splitlines()]
         for r in records:  # a Parquet column holds one type: nested lists as JSON strings, as many datasets do

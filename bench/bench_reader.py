@@ -1,7 +1,8 @@
 """Reader throughput: PackedDataset samples (tokens, labels, loss mask, cu_seqlens, position and source ids)
 vs a raw read of the same .bin (memory-mapped slices converted to int64), same shards, same run.
 
-Times are CPU time of this (single-threaded) process. Shards are written with the real writer: random token ids in pieces of a realistic length mix, at
+Times are CPU time of this (single-threaded) process. Shards are written with the real writer: random token ids in
+pieces of a realistic length mix, at
 --seq-length (default 32768), with and without loss masks.
 
     .venv/bin/python bench/bench_reader.py [--tokens 6e7] [--json out.json]
@@ -21,8 +22,8 @@ import numpy as np
 
 
 def build(out: Path, tokens: float, S: int, masks: bool, seed: int = 0) -> None:
-    from midtrain.pack.packer import best_fit_decreasing
     from midtrain.formats.shards import PackedShardWriter, Piece, shard_prefix
+    from midtrain.pack.packer import best_fit_decreasing
 
     rng = np.random.default_rng(seed)
     lengths = []
@@ -35,7 +36,8 @@ def build(out: Path, tokens: float, S: int, masks: bool, seed: int = 0) -> None:
         w.add([Piece(rng.integers(0, 151_000, lengths[i], dtype=np.int32),
                      rng.integers(0, 2, lengths[i], dtype=np.uint8) if masks else None, i % 2, f"d{i}") for i in b])
     w.finalize()
-    (out / "manifest.json").write_text(json.dumps({"seq_length": S, "pad_id": 0, "masks": masks, "sources": {"a": {}, "b": {}},
+    (out / "manifest.json").write_text(json.dumps({"seq_length": S, "pad_id": 0, "masks": masks,
+                                                   "sources": {"a": {}, "b": {}},
                                                    "splits": {"train": {"shards": ["train/00000"]}}}))
 
 

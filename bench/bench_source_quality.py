@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from midtrain.curate.secrets import Redactor  # noqa: E402
+from midtrain.formats.repo_files import file_group  # noqa: E402
 from midtrain.pack.pack_step import PackConfig  # noqa: E402
 from midtrain.pack.packer import split_points  # noqa: E402
 from midtrain.sources.commits import CommitReader, CommitsConfig, file_skip_reason  # noqa: E402
-from midtrain.formats.repo_files import file_group  # noqa: E402
 from midtrain.sources.ordering import dependency_order, file_dependencies, forward_imports  # noqa: E402
 from midtrain.sources.repos import is_doc_path  # noqa: E402
 
@@ -100,7 +100,8 @@ def redaction_report(tree: Path) -> str:
     redactor = Redactor()
     kinds: Counter = Counter()
     in_tests = on_asserts = 0
-    for path, text in _tree_files(tree, (".py", ".md", ".txt", ".json", ".yaml", ".yml", ".toml", ".cfg", ".sh")).items():
+    suffixes = (".py", ".md", ".txt", ".json", ".yaml", ".yml", ".toml", ".cfg", ".sh")
+    for path, text in _tree_files(tree, suffixes).items():
         doc = f"<|file_sep|>{path}\n{text}"  # as in a repository document: test files are known by path
         for f in redactor.find(doc):
             kinds[f.kind] += 1
@@ -116,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     site = Path(sysconfig.get_paths()["purelib"])
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trees", nargs="*", type=Path,
-                    default=[ROOT] + [site / p for p in ("jinja2", "fsspec", "aiohttp", "datatrove") if (site / p).is_dir()])
+                    default=[ROOT] + [site / p for p in ("jinja2", "fsspec", "aiohttp", "datatrove")
+                                      if (site / p).is_dir()])
     ap.add_argument("--histories", nargs="*", type=Path, default=[ROOT])
     ap.add_argument("--seq-length", type=int, default=32768)
     ap.add_argument("--max-commits", type=int, default=0, help="newest commits read per history (0: all)")

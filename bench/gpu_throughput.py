@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from midtrain.train.config import TrainConfig  # noqa: E402
+from midtrain.train.config import TrainConfig
 
 
 def recompute_for(seq_length: int, choice: str, cpu: bool) -> str:
@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
                 torch.cuda.empty_cache()
                 r = {"seconds_per_step": float("nan"), "tokens_per_s": float("nan"), "loss": None,
                      "peak_mem_gib": float("nan"), "error": "out of memory"}
-            r.update(seq_length=S, mode=mode, backend=backend or impl, recompute=recompute, documents=len(lengths), flops_per_token=flops / S,
+            r.update(seq_length=S, mode=mode, backend=backend or impl, recompute=recompute, documents=len(lengths),
+                     flops_per_token=flops / S,
                      tflops=flops / r["seconds_per_step"] / 1e12,
                      mfu=(flops / r["seconds_per_step"] / 1e12 / peak) if peak else None)
             rows.append(r)
@@ -248,15 +249,16 @@ def main(argv: list[str] | None = None) -> int:
             masked["predicted_speedup"] = causal["flops_per_token"] / masked["flops_per_token"]
             masked["measured_speedup"] = causal["seconds_per_step"] / masked["seconds_per_step"]
 
-    head = (f"{'seq':>6} {'mode':>9} {'attention':>12} {'recompute':>9} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} {'MFU':>6} "
-            f"{'GFLOP/tok':>9} {'speedup (FLOP model | measured)':>32} {'peak GiB':>8}")
+    head = (f"{'seq':>6} {'mode':>9} {'attention':>12} {'recompute':>9} {'docs':>5} {'tok/s':>9} {'TFLOP/s':>8} "
+            f"{'MFU':>6} {'GFLOP/tok':>9} {'speedup (FLOP model | measured)':>32} {'peak GiB':>8}")
     print(head)
     print("-" * len(head))
     for r in rows:
         mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "n/a"
         sp = (f"{r['predicted_speedup']:.2f}x | {r['measured_speedup']:.2f}x" if "predicted_speedup" in r else "")
-        print(f"{r['seq_length']:>6} {r['mode']:>9} {r['backend']:>12} {r['recompute']:>9} {r['documents']:>5} {r['tokens_per_s']:>9.0f} "
-              f"{r['tflops']:>8.1f} {mfu:>6} {r['flops_per_token'] / 1e9:>9.2f} {sp:>32} {r['peak_mem_gib']:>8.1f}")
+        print(f"{r['seq_length']:>6} {r['mode']:>9} {r['backend']:>12} {r['recompute']:>9} {r['documents']:>5} "
+              f"{r['tokens_per_s']:>9.0f} {r['tflops']:>8.1f} {mfu:>6} {r['flops_per_token'] / 1e9:>9.2f} {sp:>32} "
+              f"{r['peak_mem_gib']:>8.1f}")
     result = {"device": gpu, "torch": torch.__version__, "impl": impl, "params": n_params, "peak_tflops": peak,
               "flops_count": FLOPS_COUNT, "fp8": "not measured (no Transformer Engine)" if impl != "transformer_engine"
               else "not measured", "rows": rows}

@@ -43,9 +43,10 @@ def _metrics(run_dir: Path) -> list[dict]:
 
 
 def run_checks(work: Path, cpu: bool, steps: int, fp8: str) -> dict:
+    from train_helpers import tiny_config, write_shards
+
     from midtrain.train import distributed
     from midtrain.train.trainer import train
-    from train_helpers import tiny_config, write_shards
 
     shape = _shape(cpu)
     vocab, seq, gbs = (int(shape[k]) for k in ("model.vocab_size", "data.seq_length", "optim.global_batch_size"))
@@ -99,7 +100,6 @@ def run_checks(work: Path, cpu: bool, steps: int, fp8: str) -> dict:
                        "detail": f"skipped: {e.name} is not installed here (bench/gpu_check.sh prepare brings it)"})
     else:
         from midtrain.train.hf_export import export_hf
-
         from midtrain.train.hf_import import convert_hf_to_mcore
 
         hf = export_hf(work / "from_random", work / "hf")

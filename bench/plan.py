@@ -8,7 +8,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from midtrain.cli import main  # noqa: E402
+from midtrain.cli import main
 
 if __name__ == "__main__":
     raise SystemExit(main(["plan", *sys.argv[1:]]))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.writers import JsonlWriter
 
-from midtrain.sources.buildlogs import BuildLogsConfig, BuildLogReader
+from midtrain.sources.buildlogs import BuildLogReader, BuildLogsConfig
 
 
 def pipeline(inputs: list[str], cfg: BuildLogsConfig, raw_dir: str, report_dir: str,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.writers import JsonlWriter
 
-from midtrain.sources.commits import CommitsConfig, CommitReader
+from midtrain.sources.commits import CommitReader, CommitsConfig
 
 
 def pipeline(inputs: list[str], cfg: CommitsConfig, raw_dir: str, report_dir: str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.writers import JsonlWriter
 
-from midtrain.sources.pulls import PullsConfig, PullReader
+from midtrain.sources.pulls import PullReader, PullsConfig
 
 
 def pipeline(inputs: list[str], cfg: PullsConfig, raw_dir: str, report_dir: str,

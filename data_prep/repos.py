@@ -5,7 +5,7 @@ from __future__ import annotations
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.writers import JsonlWriter
 
-from midtrain.sources.repos import ReposConfig, RepoReader
+from midtrain.sources.repos import RepoReader, ReposConfig
 
 
 def pipeline(inputs: list[str], cfg: ReposConfig, raw_dir: str, report_dir: str,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datatrove.pipeline.base import PipelineStep
 from datatrove.pipeline.writers import JsonlWriter
 
-from midtrain.sources.traces import TracesConfig, TraceReader
+from midtrain.sources.traces import TraceReader, TracesConfig
 
 
 def pipeline(inputs: list[str], cfg: TracesConfig, raw_dir: str, report_dir: str,

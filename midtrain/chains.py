@@ -8,8 +8,9 @@ reuses it instead of parsing the argv back. A failed step skips the rest of its 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def run_step(owner: str, step: Step) -> int:
         return main(step.argv)
     except SystemExit as e:  # argparse rejected the argv
         return e.code if isinstance(e.code, int) else 2
-    except Exception:  # noqa: BLE001 - one chain's failure must not stop the others
+    except Exception:
         log.exception("%s: step %s raised", owner, step.name)
         return 1
 

@@ -24,7 +24,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 OVERRIDES_DEST = "overrides"
 _OVERRIDE = re.compile(r"^[A-Za-z_][\w-]*(\.[A-Za-z_0-9][\w-]*)*=")
@@ -97,6 +98,6 @@ class OverrideParser(argparse.ArgumentParser):
         setattr(ns, OVERRIDES_DEST, found + list(getattr(ns, OVERRIDES_DEST, None) or []))
         return ns, extra
 
-    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:  # type: ignore[override]
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
         kwargs.setdefault("parser_class", OverrideParser)
         return super().add_subparsers(**kwargs)

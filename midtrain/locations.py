@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from upath import UPath
 
 
 def is_url(path: Any) -> bool:
@@ -24,7 +28,8 @@ def as_path(path: Any) -> Path:
     if is_url(path):
         from upath import UPath
 
-        return UPath(str(path))
+        # UPath has pathlib's API without subclassing Path: the callers use only that API
+        return UPath(str(path))  # type: ignore[return-value]
     return Path(path)
 
 
@@ -33,11 +38,16 @@ def location(path: Any) -> Path:
     return as_path(path) if is_url(path) else Path(path).expanduser().absolute()
 
 
+def _remote(path: Path) -> UPath:
+    """The universal_pathlib path a URL's ``as_path`` made (its ``fs`` and ``path``)."""
+    return cast("UPath", path)
+
+
 def signature(path: Path) -> tuple:
     """What tells that a file changed: (size, mtime in ns) on a filesystem; (size, ETag or modification time)
     in an object store."""
     if is_url(path):
-        info = path.fs.info(path.path)
+        info = _remote(path).fs.info(_remote(path).path)
         return info["size"], str(info.get("ETag") or info.get("LastModified") or info.get("mtime"))
     st = path.stat()
     return st.st_size, st.st_mtime_ns
@@ -58,7 +68,7 @@ def local_folder(target: Any, last: tuple[str, ...] = ()) -> Iterator[Path]:
         remote = as_path(target)
         files = sorted(p for p in Path(tmp).rglob("*") if p.is_file())
         for f in sorted(files, key=lambda f: f.name.endswith(last) if last else False):
-            remote.fs.put_file(str(f), (remote / f.relative_to(tmp).as_posix()).path)
+            _remote(remote).fs.put_file(str(f), _remote(remote / f.relative_to(tmp).as_posix()).path)
 
 
 def local_copy(path: Path, into: Path) -> Path:
@@ -67,7 +77,7 @@ def local_copy(path: Path, into: Path) -> Path:
         return Path(path)
     into.mkdir(parents=True, exist_ok=True)
     dest = into / path.name
-    path.fs.get_file(path.path, str(dest))
+    _remote(path).fs.get_file(_remote(path).path, str(dest))
     return dest
 
 
@@ -85,7 +95,7 @@ def write_text_atomic(path: Path, text: str) -> None:
 def remove_tree(path: Path) -> None:
     """Delete a directory (or a prefix in a bucket) and everything under it."""
     if is_url(path):
-        path.fs.rm(path.path, recursive=True)
+        _remote(path).fs.rm(_remote(path).path, recursive=True)
     else:
         shutil.rmtree(path)
 

@@ -6,8 +6,9 @@ argv that follows ``midtrain`` on the command line). :func:`protocol_jobs` rende
 an afterok chain of Slurm jobs; :func:`run_protocol` runs them here in order.
 :func:`report_argv` is the final cross-checkpoint step (after every chain).
 
-Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/lm_eval/``, ``<name>/swebench/``,
-``sft_data/`` (rendered + packed traces, shared so every probe sees the identical data), ``report/``.
+Layout under ``output``: ``<name>/sft/`` (probe run + HF export), ``<name>/proxy/``, ``<name>/lm_eval/``,
+``<name>/swebench/``, ``sft_data/`` (rendered + packed traces, shared so every probe sees the identical data),
+``report/``.
 """
 
 from __future__ import annotations
@@ -113,10 +114,12 @@ def protocol_steps(cfg: ProtocolConfig) -> Chains:
     cfg.validate()
     data_dir = str(Path(cfg.output) / "sft_data")
     steps: Chains = {}
+    probe_seeds: list[int | None] = [*cfg.probe_seeds] or [None]  # None: the probe recipe's own seed
+    proxy_seeds: list[int | None] = [*cfg.proxy_seeds] or [None]
     probe = [(suffix, [f"train.seed={seed}", f"train.data.seed={seed}"] if seed is not None else [])
-             for suffix, seed in zip(_seeded(cfg.probe_seeds), cfg.probe_seeds or [None])]
+             for suffix, seed in zip(_seeded(cfg.probe_seeds), probe_seeds)]
     proxy = [(suffix, [f"retrieval.seed={seed}"] if seed is not None else [])
-             for suffix, seed in zip(_seeded(cfg.proxy_seeds), cfg.proxy_seeds or [None])]
+             for suffix, seed in zip(_seeded(cfg.proxy_seeds), proxy_seeds)]
     for name, path in cfg.checkpoints.items():
         d = checkpoint_dirs(cfg, name)
         chain = []

@@ -23,10 +23,11 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from midtrain.locations import is_url
 
@@ -138,6 +139,8 @@ class Stage:
 
 class _Children:
     """Registry key for the after-fork hook (multiprocess keeps hooks while their key object lives)."""
+
+    registered = False
 
 
 _CHILDREN = _Children()

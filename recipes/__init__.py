@@ -1,8 +1,8 @@
 """Recipes: Python functions returning configs, found by name.
 
 A recipe is registered with ``@recipe``; variants are a base recipe plus a few changed fields
-(``replace``/``apply_overrides``), never a copy. ``midtrain recipes`` lists them. Commands turn a name (or a run's saved config.yaml) into a config with
-:func:`resolve_config`, which also refuses a recipe of the wrong kind.
+(``replace``/``apply_overrides``), never a copy. ``midtrain recipes`` lists them. Commands turn a name (or a run's
+saved config.yaml) into a config with :func:`resolve_config`, which also refuses a recipe of the wrong kind.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 import difflib
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from midtrain.config import Config, ConfigError
 
@@ -36,10 +37,10 @@ _REGISTRY: dict[str, Recipe] = {}
 C = TypeVar("C", bound=Config)
 
 
-def recipe(kind: str, name: str | None = None) -> Callable[[Callable[[], Config]], Callable[[], Config]]:
+def recipe(kind: str, name: str | None = None) -> Callable[[Callable[[], C]], Callable[[], C]]:
     """Register a recipe function under its name (or ``name``)."""
 
-    def deco(fn: Callable[[], Config]) -> Callable[[], Config]:
+    def deco(fn: Callable[[], C]) -> Callable[[], C]:
         key = name or fn.__name__
         if key in _REGISTRY:
             raise ValueError(f"recipe '{key}' registered twice")
@@ -83,10 +84,11 @@ def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | No
         cfg = cls.from_yaml(path)
     else:
         r = get_recipe(name)
-        cfg = r.fn()
-        if not isinstance(cfg, cls):
+        built = r.fn()
+        if not isinstance(built, cls):
             raise ConfigError(f"recipe '{name}' is a recipe of kind {r.kind}, not {kind} "
                               f"(`midtrain recipes --kind {kind}` lists those)")
+        cfg = built
     cfg = cfg.apply_overrides(list(overrides or []))
     return cfg.validate() if validate else cfg
 

@@ -6,7 +6,7 @@ from recipes import recipe
 
 @recipe("train")
 def demo_tiny() -> TrainConfig:
-    """Tiny Qwen3-shaped model trained on CPU on the demo shards (minutes; `midtrain train` builds the shards if missing)."""
+    """Tiny Qwen3-shaped model trained on CPU on the demo shards (minutes; `midtrain train` builds the shards if missing)."""  # noqa: E501 (its first line is the recipe's listing)
     cfg = TrainConfig(name="demo_tiny", run_dir=".demo/runs/demo_tiny")
     # Qwen3 shape (RMSNorm, SwiGLU, GQA 4:2, QK-norm, tied embeddings, Qwen's 151,936-id vocabulary), tiny.
     cfg.model.family = "qwen3"

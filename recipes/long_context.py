@@ -19,7 +19,7 @@ from typing import Any
 from midtrain.config import ConfigError
 from midtrain.train.config import TrainConfig
 from recipes import recipe
-from recipes.models import SEQ_256K, variant, midtrain_config, qwen3_8b_256k_h200
+from recipes.models import SEQ_256K, midtrain_config, qwen3_8b_256k_h200, variant
 
 
 def _stage(shape: str, name: str, seq_length: int, init_from: str, **changes: Any) -> TrainConfig:

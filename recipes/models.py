@@ -6,7 +6,8 @@ midtraining optimizer) plus a parallel layout for the target GPU, written as del
 layout is the reference; the H100 (80 GB) variant is the H200 recipe with the fields that change.
 `midtrain config RECIPE` prints the size, FLOPs/token and the memory estimate with a verdict.
 
-Shapes are the released config.json values (Qwen/Qwen3-*-Base, Qwen/Qwen3-30B-A3B-Base, meta-llama/Llama-3.1-8B). Start from the
+Shapes are the released config.json values (Qwen/Qwen3-*-Base, Qwen/Qwen3-30B-A3B-Base, meta-llama/Llama-3.1-8B). Start
+from the
 released weights with `init_from=PATH` (a Hugging Face model directory; see `midtrain convert`).
 """
 

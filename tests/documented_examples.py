@@ -10,7 +10,6 @@ import argparse
 import re
 from pathlib import Path
 
-
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "slurm/README.md")
 # a shown command starts with one of these words (prose lines in code blocks do not)

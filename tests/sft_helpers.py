@@ -37,7 +37,12 @@ def sample_trace_docs() -> list[dict]:
 
 def code_docs(n: int = 6) -> list[dict]:
     """Real Python source (stdlib modules) as packed-repository documents (Qwen2.5-Coder layout)."""
-    import argparse, dataclasses, functools, json as jsonmod, pathlib, textwrap  # noqa: E401
+    import argparse
+    import dataclasses
+    import functools
+    import json as jsonmod
+    import pathlib
+    import textwrap
 
     mods = [argparse, dataclasses, functools, jsonmod.decoder, pathlib, textwrap][:n]
     docs = []

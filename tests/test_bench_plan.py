@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from sources_fixtures import REPO_ROOT
 
 from midtrain.cli import main

@@ -11,9 +11,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+from sources_fixtures import REPO_ROOT, commit, make_repo, run_reader
+
 from midtrain.sources.commits import CommitReader, CommitsConfig
 from midtrain.sources.repos import RepoReader, ReposConfig
-from sources_fixtures import REPO_ROOT, commit, make_repo, run_reader
 
 GB_MEMBERS = 64  # x 16 MiB per gzip member = 1 GiB decompressed
 

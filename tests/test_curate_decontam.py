@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from curate_helpers import count, curate, doc_row, read_docs, repo_row, stdlib, write_raw
-from midtrain.curate.decontam import DecontamConfig, SweBenchRepoFilter, build_index, normalize_repo, \
-    swebench_package_repos
-from midtrain.curate.stages import CurationConfig
 from sources_fixtures import git, make_repo
+
+from midtrain.curate.decontam import (
+    DecontamConfig,
+    SweBenchRepoFilter,
+    build_index,
+    normalize_repo,
+    swebench_package_repos,
+)
+from midtrain.curate.stages import CurationConfig
 
 
 @pytest.mark.parametrize("form", [

@@ -9,12 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from curate_helpers import count, doc_row, repo_row, stdlib, write_raw
+from sources_fixtures import make_repo
+
 from midtrain.cli import main
 from midtrain.curate.runner import run_local, step_counts
 from midtrain.curate.stages import CurationConfig
-from sources_fixtures import make_repo
 
 BISECT, COLORSYS, SHLEX, TEXTWRAP, JSON_DEC = (stdlib(p) for p in ("bisect.py", "colorsys.py", "shlex.py",
                                                                     "textwrap.py", "json/decoder.py"))

@@ -18,9 +18,9 @@ from datatrove.data import Document
 from datatrove.pipeline.dedup.minhash import MinhashDedupSignature
 from datatrove.utils.text import PUNCTUATION_TRANS, TextNormConfig, ngrams, simplify_text
 
-from midtrain.curate.text import alpha_count, simplified_words, word_ngrams
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter
 from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig
+from midtrain.curate.text import alpha_count, simplified_words, word_ngrams
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 ALPHABET = ("abcXYZ 0129\n\t\r\x0b\x1c.,;!'\"_-éèüßÅﬁİı\u0301\u0300\u0327\u00a0\u2000\u2003\u200b"

@@ -9,17 +9,16 @@ The stand-in benchmark repository is tests/data/decontam/benchorg__benchlib.
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
-
 from curate_helpers import read_docs, stdlib
+from sources_fixtures import commit, git, make_repo, source_files, write_files
+
 from midtrain.cli import main
 from midtrain.curate.decontam import DecontamConfig, SweBenchRepoFilter, bundled_root_commits
 from midtrain.curate.fingerprint import BadIndexError, fingerprint, load_index, normalize
 from midtrain.curate.identity import HOME_SCORE, declared_homes
-from sources_fixtures import commit, git, make_repo, source_files, write_files
 
 DATA = Path(__file__).parent / "data" / "decontam"
 BENCH = DATA / "benchorg__benchlib"
@@ -297,7 +296,7 @@ def test_a_missing_index_fails_the_task_naming_the_file(tmp_path):
 
 
 def test_split_repositories_carry_every_manifest_identity_reads():
-    from midtrain.curate.identity import README_LINES, _MANIFESTS
+    from midtrain.curate.identity import _MANIFESTS, README_LINES
     from midtrain.sources.repos import MANIFEST_NAMES, root_manifests
 
     for name in (*MANIFEST_NAMES, "x.gemspec"):
@@ -317,8 +316,8 @@ def test_a_template_many_benchmark_repositories_share_is_not_a_benchmark_file(tm
         idx.add(f"org/bench{i}", RepoPrint("x", None, [], paths, hashes, bands))
     out = tmp_path / "i.json"
     idx.save(out)
-    from datatrove.data import Document
     from curate_helpers import repo_row
+    from datatrove.data import Document
 
     row = repo_row("acme/app", {"doc/Makefile": template, "app/main.py": stdlib("colorsys.py")})
     doc = Document(text=row["text"], id=row["id"], metadata=row["metadata"])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from curate_helpers import count, curate, doc_row, read_docs, repo_row, stdlib, write_raw
 from datatrove.data import Document
 
-from curate_helpers import count, curate, doc_row, read_docs, repo_row, stdlib, write_raw
 from midtrain.config import ConfigError
 from midtrain.curate.base import ValidateDocuments, repo_files
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter, SweBenchRepoFilter

@@ -9,7 +9,7 @@ import pytest
 from datatrove.data import Document
 
 from midtrain.curate.planted import measure, plant, read_texts, real_code_files
-from midtrain.curate.secrets import Redactor, RedactConfig, RedactSecrets
+from midtrain.curate.secrets import RedactConfig, Redactor, RedactSecrets
 
 
 @pytest.fixture(scope="module")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 
+from sources_fixtures import commit, make_repo
+
 from midtrain.cli import main
 from midtrain.pack.datacard import file_kind
-from sources_fixtures import commit, make_repo
 
 
 def test_file_kinds():

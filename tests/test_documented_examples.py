@@ -26,8 +26,8 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from documented_examples import EXAMPLE_TIMES, REPO, documented_examples
@@ -37,6 +37,7 @@ RUN, SUBMIT, GPU, OTHER = "run", "submit", "gpu", "other"
 PLAN: dict[str, str] = {
     "make demo": OTHER,  # the Makefile's demo target is `midtrain demo` (checked below), run as `midtrain demo --workdir .demo`
     "make test": OTHER,  # this test suite
+    "make lint": OTHER,  # run by make test (ruff and mypy)
     "midtrain demo --workdir .demo": RUN,
     "midtrain prep repos --input ~/src/proj --output out/prep/repos": RUN,
     "midtrain pack --input out/prep/* --output out/shards --seq-length 2048": RUN,
@@ -80,7 +81,6 @@ PLAN: dict[str, str] = {
     "instance_slice=0:50 max_context=4096 max_output_tokens=1024": RUN,
     "sbatch runs/swe/mid/swebench.sbatch": OTHER,  # the script the example before wrote: exists, `bash -n` clean
     "midtrain eval swebench --collect --output runs/swe/mid": RUN,
-    "midtrain report base=runs/p/base midtrained=runs/p/mid --output report/": RUN,
     "midtrain submit protocol protocol_swebench checkpoints.base=runs/probe/base/hf "
     "checkpoints.midtrained=runs/probe/mid/hf --dry-run": RUN,
     "midtrain submit train qwen3_8b_256k_h200 --site mysite.yaml --nodes 32 --dry-run": RUN,

@@ -22,7 +22,7 @@ BUNDLED = Path(__file__).resolve().parents[1] / "midtrain" / "curate" / "data" /
 
 
 def _bundled() -> dict[str, list[str]]:
-    rows = [l.split("\t") for l in BUNDLED.read_text().splitlines() if l and not l.startswith("#")]
+    rows = [line.split("\t") for line in BUNDLED.read_text().splitlines() if line and not line.startswith("#")]
     return {r[0]: r for r in rows}
 
 

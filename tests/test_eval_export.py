@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from hf_helpers import make_hf_model
+
 from midtrain.cli import main as cli_main
 
 IM_END, ENDOFTEXT = 151645, 151643

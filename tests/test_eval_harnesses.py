@@ -16,8 +16,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from midtrain.config import ConfigError
 from midtrain.eval.config import SweBenchConfig
-from midtrain.eval.harnesses import (HarnessConfigError, check_openhands, check_swe_agent, openhands_limit,
-                                     openhands_predictions)
+from midtrain.eval.harnesses import (
+    HarnessConfigError,
+    check_openhands,
+    check_swe_agent,
+    openhands_limit,
+    openhands_predictions,
+)
 from midtrain.eval.swebench import collect_results, write_run
 
 ALL = ["mini-swe-agent", "swe-agent", "openhands"]

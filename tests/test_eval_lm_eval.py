@@ -15,8 +15,8 @@ def test_lm_eval_on_demo_checkpoint_matches_own_likelihoods(tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from midtrain.cli import main
-    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.eval.lm_eval_job import LOCAL_DATA
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from recipes import get_recipe
 
     cfg = get_recipe("demo_tiny").build([])

@@ -23,7 +23,7 @@ LOCAL = ["benchmarks=[local,local_oracle]", f"max_steps={STEPS}", "max_context=4
 
 def test_tasks_fail_at_base_and_pass_with_the_gold_patch(tmp_path):
     repo, tasks = build_tasks(tmp_path)
-    rows = [json.loads(l) for l in (tasks / "test.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (tasks / "test.jsonl").read_text().splitlines()]
     assert [r["instance_id"] for r in rows] == [b.id for b in BUGS]
     for row in rows:
         for gold in (False, True):
@@ -103,7 +103,7 @@ def test_served_tiny_model_is_graded_and_collected(local_runs, capsys):
     instances asked for as the denominator."""
     _, out, rc, _ = local_runs
     assert rc == 0, (out / "local" / "agent.log").read_text()[-3000:]
-    replies = [json.loads(l) for l in (out / "local" / "server.jsonl").read_text().splitlines()]
+    replies = [json.loads(line) for line in (out / "local" / "server.jsonl").read_text().splitlines()]
     assert len(replies) == STEPS * len(BUGS)  # the step limit bounds the run
     assert {(r["stop_token"], r["finish_reason"], r["completion_tokens"]) for r in replies} == {
         ("<|im_end|>", "stop", 3)}  # 'Done', '.', <|im_end|>: never the token limit, never an invented turn

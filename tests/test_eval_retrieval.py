@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from sft_helpers import code_docs, write_documents
 
 from midtrain.eval.config import RetrievalConfig
 from midtrain.eval.retrieval import Haystack, build_samples, read_documents
-from sft_helpers import code_docs, write_documents
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+
 def test_missing_checkpoint_is_a_clear_error(tmp_path):
     from midtrain.eval.scoring import load_scorer
 
@@ -16,11 +17,11 @@ def test_missing_checkpoint_is_a_clear_error(tmp_path):
 
 def test_output_rows_gives_the_same_logits_at_the_chosen_rows():
     import torch
+    from train_helpers import packed_sample, tiny_config
 
     from midtrain.train import distributed
     from midtrain.train.batch import to_batch
     from midtrain.train.model import build_gpt_model, output_rows
-    from train_helpers import packed_sample, tiny_config
 
     cfg = tiny_config()
     distributed.initialize(seed=cfg.seed)

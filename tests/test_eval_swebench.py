@@ -12,8 +12,13 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no network fetch at import
 
 from midtrain.eval.config import SweBenchConfig
-from midtrain.eval.swebench import (collect_results, convert_predictions, parse_harness_report, parse_pro_results,
-                                    write_run)
+from midtrain.eval.swebench import (
+    collect_results,
+    convert_predictions,
+    parse_harness_report,
+    parse_pro_results,
+    write_run,
+)
 
 
 @pytest.fixture()
@@ -45,7 +50,7 @@ def test_agent_config_loads_with_mini_swe_agent(run_dir):
 
 def test_generated_scripts_are_valid_bash_and_wire_the_pieces(run_dir):
     cfg, files, out = run_dir
-    for name, path in files.items():
+    for path in files.values():
         if path.suffix in (".sh", ".sbatch"):
             subprocess.run(["bash", "-n", str(path)], check=True)
     serve = files["serve"].read_text()

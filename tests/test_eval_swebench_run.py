@@ -100,7 +100,7 @@ def test_one_failure_loses_nothing(tmp_path):
     v = results["verified"]
     assert (v["resolved"], v["total"], v["asked"], v["rate"]) == (0, 3, 3, 0.0)
     assert v["failures"][0]["step"] == "agent" and "agent crashed" in v["failures"][0]["cause"]
-    assert [json.loads(l)["instance_id"] for l in (tmp_path / "out" / "verified" / "preds.jsonl").open()] == \
+    assert [json.loads(line)["instance_id"] for line in (tmp_path / "out" / "verified" / "preds.jsonl").open()] == \
         ["v__v-1", "v__v-2", "v__v-3"]
     # Multilingual: the agent finished, its grader failed: no rate (unknown, not 0), the cause recorded
     m = results["multilingual"]

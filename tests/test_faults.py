@@ -179,8 +179,8 @@ def test_train_killed_at_random_point_then_rerun_gives_identical_losses(tmp_path
         cfg.save_yaml(cfg_path)
         metrics = run_dir / "metrics.jsonl"
         if name == "killed":  # SIGKILL: no chance to checkpoint on the way out
-            _kill_when(["train", str(cfg_path)],
-                       lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= kill_at)
+            _kill_when(["train", str(cfg_path)],  # the lambda is polled before the loop moves on
+                       lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= kill_at)  # noqa: B023
         r = _run(["train", str(cfg_path)], env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
         assert r.returncode == 0, r.stderr[-3000:]
         if name == "killed":
@@ -193,8 +193,9 @@ def test_train_killed_at_random_point_then_rerun_gives_identical_losses(tmp_path
 @pytest.mark.slow
 def test_job_wide_sigterm_checkpoints_and_exits_75(tmp_path):
     """Slurm preemption signals every process of the step, megatron's checkpoint helper included."""
-    from midtrain.train.checkpoint import latest_checkpoint
     from train_helpers import tiny_config, write_shards
+
+    from midtrain.train.checkpoint import latest_checkpoint
 
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
     run_dir = tmp_path / "run"

@@ -90,8 +90,9 @@ def test_buildlog_reader_survives_binary_and_truncated_logs(tmp_path):
 
 
 def test_packed_reader_rejects_truncated_shards_with_a_message(tmp_path):
-    from midtrain.formats.shard_reader import PackedDataset
     from train_helpers import write_shards
+
+    from midtrain.formats.shard_reader import PackedDataset
 
     shards = write_shards(tmp_path / "shards", sequences=6, seq_length=64)
     ds = PackedDataset(shards)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from hf_helpers import FAMILIES, hf_logits, make_hf_model, tokens, tp2_worker
+
 from midtrain.cli import main as cli_main
 from midtrain.config import ConfigError
 from midtrain.train import distributed, hf_mapping
@@ -222,6 +222,7 @@ def test_conversion_builds_any_recipe_on_one_cpu_process():
 
 def test_tokenizer_sources_in_order(tmp_path):
     from hf_helpers import save_tiny_tokenizer
+
     from midtrain.train.hf_export import copy_tokenizer
 
     tok_dir = tmp_path / "tok"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from hf_helpers import hf_logits, make_hf_model, tokens
+
 from midtrain.cli import main as cli_main
 from midtrain.config import ConfigError
 from midtrain.train import distributed, hf_mapping

@@ -7,13 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
-
 from hf_helpers import make_hf_model
+from train_helpers import tiny_config, write_shards
+
 from midtrain.train import distributed
 from midtrain.train.hf_export import export_hf
 from midtrain.train.hf_import import convert_hf_to_mcore, load_hf_state_dict, model_config_from_hf
 from midtrain.train.trainer import train
-from train_helpers import tiny_config, write_shards
 
 
 def _first_loss(run_dir: Path) -> float:

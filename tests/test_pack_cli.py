@@ -8,11 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pack_helpers import commit_doc, trace_doc, write_prep
 
 from midtrain.cli import main
 from midtrain.pack.packer import best_fit_decreasing, split_points
-
-from pack_helpers import commit_doc, trace_doc, write_prep
 
 
 @pytest.fixture(scope="module")

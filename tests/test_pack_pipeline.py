@@ -7,13 +7,12 @@ import random
 
 import numpy as np
 import pytest
+from pack_helpers import commit_doc, repo_doc, trace_doc, write_prep
 
-from midtrain.pack.pack_step import PackConfig
-from midtrain.pack.pipeline import pack
 from midtrain.formats.shard_reader import PackedDataset
 from midtrain.formats.tokenizer import load_tokenizer
-
-from pack_helpers import commit_doc, repo_doc, trace_doc, write_prep
+from midtrain.pack.pack_step import PackConfig
+from midtrain.pack.pipeline import pack
 
 S = 1024
 pytestmark = pytest.mark.slow  # each pack run tokenizes and packs for real (seconds)

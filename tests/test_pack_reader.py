@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from midtrain.formats.shard_reader import PackedDataset, PackedLoader
-from midtrain.formats.shards import Piece, PackedShardWriter, shard_prefix
+from midtrain.formats.shards import PackedShardWriter, Piece, shard_prefix
 
 PAD = 0
 S = 16
@@ -115,7 +115,7 @@ def _take(loader, k):
 def test_loader_epochs_ranks_and_exact_resume(tmp_path):
     ds = _many(tmp_path, 11)
     ranks = [PackedLoader(ds, seed=3, dp_rank=r, dp_size=2) for r in range(2)]
-    first = [_take(l, 5) for l in ranks]
+    first = [_take(loader, 5) for loader in ranks]
     assert len(ranks[0]) == 5
     assert not set(first[0]) & set(first[1]) and len(set(first[0] + first[1])) == 10  # an epoch, no repeats
     # Next epoch reshuffles; same seed gives the same stream, another seed another one.
@@ -140,11 +140,11 @@ def test_loader_epochs_ranks_and_exact_resume(tmp_path):
 def test_loader_resume_with_other_dp_size(tmp_path):
     ds = _many(tmp_path, 12)
     a = [PackedLoader(ds, seed=0, dp_rank=r, dp_size=2) for r in range(2)]
-    seen = [i for l in a for i in _take(l, 2)]  # 4 samples consumed
+    seen = [i for loader in a for i in _take(loader, 2)]  # 4 samples consumed
     b = [PackedLoader(ds, seed=0, dp_rank=r, dp_size=4) for r in range(4)]
-    for l in b:
-        l.load_state_dict(a[0].state_dict())
-    rest = [i for l in b for i in _take(l, 2)]
+    for loader in b:
+        loader.load_state_dict(a[0].state_dict())
+    rest = [i for loader in b for i in _take(loader, 2)]
     assert sorted(seen + rest) == list(range(12))
     odd = PackedLoader(ds, seed=0, dp_rank=0, dp_size=3)
     with pytest.raises(ValueError, match="do not split"):

@@ -10,11 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pack_helpers import commit_doc, write_prep
 
 from midtrain.cli import main
 from midtrain.formats.shard_reader import PackedDataset
-
-from pack_helpers import commit_doc, write_prep
 
 
 def _pack_argv(inputs: list[Path], out: Path, *extra: str) -> list[str]:

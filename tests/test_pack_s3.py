@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from midtrain.cli import main
 from test_sources_s3 import put_parquet, s3  # noqa: F401 - s3 is the loopback S3 server fixture
 from test_sources_tables import NO_CURATION, prep, stack_rows
+
+from midtrain.cli import main
 
 PACK = ["--seq-length", "256", "tasks=2", "tokenize_tasks=2", "valid_fraction=0.2", "seed=5"]
 
@@ -35,7 +35,7 @@ def stamps(fs, prefix: str) -> dict[str, object]:
     return {k: fs.info(k)["LastModified"] for k in fs.find(prefix) if "/logs/" not in k}
 
 
-def test_pack_reads_a_bucket_writes_shards_to_a_bucket_and_resumes_there(s3, tmp_path):  # noqa: F811
+def test_pack_reads_a_bucket_writes_shards_to_a_bucket_and_resumes_there(s3, tmp_path):
     rows = [r for i in range(6) for r in stack_rows(f"acme/p{i}", repo_files(i), f"{i:x}" * 40, ["MIT"])]
     for name in ("tables", "prepared", "shards"):
         s3.mkdir(name)

@@ -9,7 +9,7 @@ import pytest
 from datatrove.data import Document
 
 from midtrain.formats.tokenizer import EOS_TOKEN, default_tokenizer_path, load_tokenizer
-from midtrain.pack.tokenize import TokenizeStep, TokenizedShard, spans_to_mask
+from midtrain.pack.tokenize import TokenizedShard, TokenizeStep, spans_to_mask
 
 
 @pytest.fixture(scope="module")

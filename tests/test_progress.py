@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 
-from midtrain.cli import main
-from midtrain.train.logger import RunLogger, _duration
 from sources_fixtures import SAMPLES, make_repo
 from train_helpers import tiny_config
+
+from midtrain.cli import main
+from midtrain.train.logger import RunLogger, _duration
 
 
 def test_prep_reports_each_input_with_its_counts(tmp_path, caplog):

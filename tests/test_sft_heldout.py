@@ -7,7 +7,6 @@ import copy
 import json
 
 import pytest
-
 from sft_helpers import code_docs, probe_cfg, sample_trace_docs, write_documents
 
 pytestmark = pytest.mark.slow

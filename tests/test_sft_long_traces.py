@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from sft_helpers import probe_cfg, sample_trace_docs, write_documents
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pytest
-
 from sft_helpers import probe_cfg, sample_trace_docs, tiny_checkpoint, write_documents
 
 pytestmark = pytest.mark.slow

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from sft_helpers import code_docs, sample_trace_docs, write_documents
 
 pytestmark = pytest.mark.slow
@@ -37,11 +36,11 @@ def _tiny(run_dir, shards):
 
 @pytest.fixture(scope="module")
 def protocol_run(tmp_path_factory):
-    from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from midtrain.protocol import protocol_steps, run_protocol
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
+    from midtrain.protocol import protocol_steps, run_protocol
     from midtrain.train import distributed
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.train.trainer import train
     from recipes import get_recipe
 
@@ -92,7 +91,7 @@ def test_identical_probe_from_both_checkpoints(protocol_run):
         cfgs[n] = c
     assert cfgs["base"] == cfgs["midtrained"]  # same data, steps, LR schedule, batch, seed, model shape
     for n, r in res.items():
-        metrics = [json.loads(l) for l in (tmp / "protocol" / n / "sft" / "run" / "metrics.jsonl").read_text().splitlines()]
+        metrics = [json.loads(line) for line in (tmp / "protocol" / n / "sft" / "run" / "metrics.jsonl").read_text().splitlines()]
         assert [m["step"] for m in metrics] == [1, 2, 3]
         tail = metrics[-final_loss_steps(len(metrics)):]
         assert r["final_train_loss"] == sum(m["loss"] for m in tail) / len(tail) and r["final_train_loss_steps"] == 1

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from sources_fixtures import SAMPLES, run_reader
 
 from midtrain.sources.buildlogs import BuildLogReader, BuildLogsConfig, clean_log
-from sources_fixtures import SAMPLES, run_reader
 
 
 @pytest.fixture(scope="module")

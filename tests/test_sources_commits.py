@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from sources_fixtures import REPO_ROOT, commit, git, make_repo, run_reader
 
 from midtrain.sources.commits import CommitReader, CommitsConfig
-from sources_fixtures import REPO_ROOT, git, make_repo, commit, run_reader
 
 ALICE = ("Alice Martin", "alice.martin@corp.example")
 BOB = ("Bob Stone", "bob@stone.example")

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
+from sources_fixtures import REPO_ROOT, SAMPLES, git, make_repo, read_documents, without_file_path
 
 from midtrain.cli import main
 from midtrain.curate.stages import CurationConfig
-from sources_fixtures import REPO_ROOT, SAMPLES, git, make_repo, read_documents, without_file_path
 
 PULLS = SAMPLES / "pulls" / "sample_prs.jsonl"
 try:  # every curation step off, for tests about the source stage only (curation has its own tests)
@@ -223,8 +223,8 @@ def test_a_pull_request_record_of_nulls_is_a_bad_record_not_a_document(tmp_path)
     from midtrain.sources.pulls import PullReader, PullsConfig
 
     sample = json.loads(PULLS.read_text().splitlines()[0])
-    nulls = {k: None for k in sample}
-    records = [nulls, dict(nulls, files=[{k: None for k in sample["files"][0]}], user={"login": None}), sample]
+    nulls = dict.fromkeys(sample)
+    records = [nulls, dict(nulls, files=[dict.fromkeys(sample["files"][0])], user={"login": None}), sample]
     path = tmp_path / "prs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     reader = PullReader([str(path)], PullsConfig())

@@ -9,10 +9,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from sources_fixtures import commit, git, make_repo, run_reader
 
 from midtrain.sources.pull_context import estimate_tokens, history_pulls
 from midtrain.sources.pulls import PullReader, PullsConfig
-from sources_fixtures import commit, git, make_repo, run_reader
 
 MIT = "MIT License\n\nPermission is hereby granted, free of charge, to any person obtaining a copy\n"
 ALICE = ("Alice Walker", "alice.walker@example.org")
@@ -237,8 +237,9 @@ def test_swebench_style_task_row_renders_issue_context_and_patch(calc, tmp_path)
 def test_prep_same_documents_for_1_and_n_tasks_and_a_benchmark_clone_dropped_whatever_its_name(calc, tmp_path):
     """`midtrain prep pulls` with pulls.repos: curated end to end; a PR whose clone is a SWE-bench repository
     (its origin) is dropped though the record names another repository."""
-    from midtrain.sources.prep import prep
     from sources_fixtures import read_documents, without_file_path
+
+    from midtrain.sources.prep import prep
 
     repo, sha = calc
     clones = tmp_path / "clones"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from midtrain.sources.pulls import PullReader
 from sources_fixtures import SAMPLES, run_reader
+
+from midtrain.sources.pulls import PullReader
 
 SAMPLE = SAMPLES / "pulls" / "sample_prs.jsonl"
 

@@ -6,13 +6,13 @@ import os
 import subprocess
 
 import pytest
+from sources_fixtures import REPO_ROOT, SAMPLES, git, make_repo, run_reader
 
 from midtrain.config import ConfigError
 from midtrain.formats.repo_files import file_group
 from midtrain.sources.licenses import detect_spdx
 from midtrain.sources.ordering import dependency_order, file_dependencies, forward_imports
 from midtrain.sources.repos import RepoReader, ReposConfig
-from sources_fixtures import REPO_ROOT, SAMPLES, git, make_repo, run_reader
 
 MIT = (SAMPLES / "repo" / "LICENSE").read_text()
 

@@ -12,9 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from datatrove.io import DataFolder
-
-from test_sources_tables import FILES, NO_CURATION, docs_by_id, prep, stack_rows, write_parquet
 from sources_fixtures import read_documents
+from test_sources_tables import FILES, NO_CURATION, docs_by_id, prep, stack_rows, write_parquet
 
 moto_server = pytest.importorskip("moto.server")
 s3fs = pytest.importorskip("s3fs")

@@ -16,10 +16,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sources_fixtures import SAMPLES, git, make_repo, read_documents, run_reader
 
 from midtrain.cli import main
 from midtrain.sources.repos import RepoReader
-from sources_fixtures import SAMPLES, git, make_repo, read_documents, run_reader
 
 MIT = (SAMPLES / "repo" / "LICENSE").read_text()
 NO_CURATION = [f"{s}.enabled=false" for s in ("license", "decontam", "quality", "redact", "dedup")]
@@ -167,8 +167,9 @@ def test_commitpack_rows_become_one_document_per_commit_for_1_and_4_tasks(tmp_pa
     """A row holds one commit (message, old and new file): rendered as that, no invented authors, times or
     history order; a rename is a rename; the diffs are real patches. (Old code: commits of a repository joined
     in hash order with "Author: author_1/author_2" lines, timestamps 0, and a pure rename dropped.)"""
-    from midtrain.sources.commit_tables import file_diff
     from sources_fixtures import commit
+
+    from midtrain.sources.commit_tables import file_diff
 
     repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n", "b.py": "y = 2\n"}, message="start")
     for i in range(4):

@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from midtrain.sources.traces import (TraceFormatError, TraceReader, TracesConfig, load_trajectories,
-                                     parse_trajectory, render_plain)
 from sources_fixtures import SAMPLES, run_reader
+
+from midtrain.sources.traces import (
+    TraceFormatError,
+    TraceReader,
+    TracesConfig,
+    load_trajectories,
+    parse_trajectory,
+    render_plain,
+)
 
 TRACES = SAMPLES / "traces"
 
@@ -157,9 +163,9 @@ import importlib.util  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
+from sources_fixtures import read_documents  # noqa: E402
 
 from midtrain.cli import main  # noqa: E402
-from sources_fixtures import read_documents  # noqa: E402
 
 DATASETS = Path(__file__).resolve().parent / "data" / "datasets"
 NO_CURATION = [f"{s}.enabled=false" for s in ("license", "decontam", "quality", "redact", "dedup")]

@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from sft_helpers import code_docs, sample_trace_docs, write_documents
 
 from midtrain.cli import build_parser, main
 from midtrain.config import ConfigError
 from recipes import get_recipe
-from sft_helpers import code_docs, sample_trace_docs, write_documents
 
 
 def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
@@ -22,8 +22,8 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     plans, chains = sweep_chains(cfg)
     assert list(chains)[0] == "no_midtraining" and [s for s, _ in chains["no_midtraining"]][0] == "sft"
     parser = build_parser()
-    for name, chain in chains.items():
-        for step, argv in chain:
+    for chain in chains.values():
+        for _step, argv in chain:
             parser.parse_args(argv)  # the real CLI accepts every step
     assert [s for s, _ in setup_steps(cfg, ["sweep_demo"])] == ["init_base", "pack_reference"]
     mix, no_commits = plans["all"], plans["no_commits"]

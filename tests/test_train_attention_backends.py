@@ -6,12 +6,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 from megatron.core.packed_seq_params import PackedSeqParams
+from train_helpers import tiny_config
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.attention import PortableDocumentAttention, choose_backend, varlen_unsupported
 from midtrain.train.model import build_gpt_model
-from train_helpers import tiny_config
 
 
 def _thd(lengths: list[int], device: str) -> tuple[torch.Tensor, PackedSeqParams]:

@@ -9,7 +9,6 @@ step 1 — the loss would jump back to ln(vocab). These tests hold that down for
 from __future__ import annotations
 
 import json
-
 import math
 import os
 import shutil
@@ -21,12 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
+from train_helpers import destroy_process_groups, metrics, shards, tiny_config  # noqa: F401 (fixtures used by name)
 
 from midtrain.train import distributed
 from midtrain.train.checkpoint import MARKER, list_checkpoints
 from midtrain.train.trainer import train
-from train_helpers import metrics, tiny_config
-from train_helpers import destroy_process_groups, shards  # noqa: F401 (fixtures used by name)
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")

@@ -8,8 +8,7 @@ import pytest
 
 from midtrain.config import ConfigError
 from midtrain.train.config import TrainConfig
-from midtrain.train.gpu_choices import (TE_MIN_FOR_FP8_RECIPE, choose_impl, pick_cuda_device,
-                                        te_version_problem)
+from midtrain.train.gpu_choices import TE_MIN_FOR_FP8_RECIPE, choose_impl, pick_cuda_device, te_version_problem
 
 
 @pytest.mark.parametrize("requested, te, dtype, expected", [
@@ -156,8 +155,8 @@ def test_fusions_are_off_on_cpu_and_on_where_megatron_has_them():
 def test_gpu_fusion_flags_make_a_valid_transformer_config():
     """megatron-core's own TransformerConfig checks accept the CUDA flags for the SwiGLU model (no TE
     needed to construct the config)."""
-    from megatron.core.transformer.transformer_config import TransformerConfig
     import torch.nn.functional as F
+    from megatron.core.transformer.transformer_config import TransformerConfig
 
     from midtrain.train.gpu_choices import fusion_flags
 

@@ -12,13 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from train_helpers import destroy_process_groups, metrics, shards, tiny_config, write_shards  # noqa: F401 (fixtures used by name)
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.checkpoint import MARKER, latest_checkpoint, list_checkpoints
 from midtrain.train.trainer import EXIT_REQUEUE, NonFiniteError, train
-from train_helpers import metrics, tiny_config, write_shards
-from train_helpers import destroy_process_groups, shards  # noqa: F401 (fixtures used by name)
 
 REPO = Path(__file__).resolve().parents[1]
 

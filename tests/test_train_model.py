@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 from megatron.core.packed_seq_params import PackedSeqParams
+from train_helpers import tiny_config
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.config import TrainConfig
 from midtrain.train.model import build_gpt_model, build_transformer_config, count_parameters
-from train_helpers import tiny_config
 
 
 @pytest.fixture
@@ -197,9 +197,10 @@ def test_gpu_thd_packed_logits_equal_documents_alone(impl):
 @pytest.mark.parametrize("impl", ["local", "transformer_engine"])
 def test_gpu_train_steps_lower_the_loss(tmp_path, impl):
     """The same loop on one GPU (bf16): TE spec when installed, the portable attention on CUDA otherwise."""
+    from train_helpers import write_shards
+
     from midtrain.train.model import te_available
     from midtrain.train.trainer import train
-    from train_helpers import write_shards
 
     if impl == "transformer_engine" and not te_available():
         pytest.skip("Transformer Engine not installed")
@@ -220,9 +221,10 @@ def test_gpu_train_steps_lower_the_loss(tmp_path, impl):
 
 @pytest.mark.gpu
 def test_gpu_fp8_recipe_trains(tmp_path):
+    from train_helpers import write_shards
+
     from midtrain.train.model import te_available
     from midtrain.train.trainer import train
-    from train_helpers import write_shards
 
     if not te_available():
         pytest.skip("Transformer Engine not installed")
@@ -241,8 +243,9 @@ def test_gpu_fp8_recipe_trains(tmp_path):
 def test_gpu_portable_path_with_host_document_bounds_gives_the_same_logits():
     """The trainer keeps cu_seqlens on the host for the portable path (no GPU sync in megatron's unfused
     packed RoPE); the logits equal those with device cu_seqlens."""
-    from midtrain.train.batch import to_batch
     from train_helpers import packed_sample
+
+    from midtrain.train.batch import to_batch
 
     distributed.initialize(seed=3)
     try:

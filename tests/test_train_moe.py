@@ -12,13 +12,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import MOE, destroy_process_groups, metrics, shards, tiny_moe_config, write_shards  # noqa: F401 (fixtures used by name)
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.checkpoint import list_checkpoints
 from midtrain.train.trainer import train
-from train_helpers import metrics, MOE, tiny_moe_config, write_shards
-from train_helpers import destroy_process_groups, shards  # noqa: F401 (fixtures used by name)
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -129,6 +128,7 @@ def test_ep2_over_gloo_matches_ep1_from_hf_weights(shards, tmp_path):
     """hf2mcore a tiny Qwen3-MoE; train from it in one process (EP=1) and under torchrun with EP=2 (each rank
     loads only its 2 of the 4 experts from the checkpoint): same losses, grad norms and router losses."""
     from hf_helpers import make_hf_model
+
     from midtrain.cli import main as cli_main
     from midtrain.train.config import TrainConfig
 
@@ -165,12 +165,12 @@ def test_ep2_over_gloo_matches_ep1_from_hf_weights(shards, tmp_path):
 def test_sft_probe_runs_from_a_moe_checkpoint(tmp_path):
     """The fixed probe from an MoE checkpoint: trains MoE (router losses logged), scores held-out traces,
     exports a Qwen3-MoE Hugging Face model that transformers loads."""
+    from sft_helpers import sample_trace_docs, write_documents
     from transformers import AutoConfig
 
-    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.sft.probe import run_probe
+    from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from recipes import get_recipe
-    from sft_helpers import sample_trace_docs, write_documents
 
     traces = write_documents(tmp_path / "prep" / "traces", sample_trace_docs())
     start_cfg = get_recipe("demo_tiny_moe").build(["model.hidden_size=32", "model.moe_ffn_hidden_size=32",
@@ -191,8 +191,8 @@ def test_sft_probe_runs_from_a_moe_checkpoint(tmp_path):
 def test_gpu_moe_matches_transformers_with_alltoall_dispatch(tmp_path):
     """On a GPU the MoE layer dispatches tokens all-to-all (CUDA streams); logits still equal transformers'."""
     import torch
-
     from hf_helpers import hf_logits, make_hf_model, tokens
+
     from midtrain.train.config import TrainConfig
     from midtrain.train.hf_import import load_hf_into, model_config_from_hf
     from midtrain.train.model import build_gpt_model
@@ -240,12 +240,12 @@ def test_router_losses_exclude_the_padding_piece():
     content of their padding piece give the same router losses (megatron excludes padding when the trainer
     passes padding_mask; before, the padding tokens were routed and counted)."""
     import torch
+    from train_helpers import packed_sample
 
     from midtrain.train import moe
     from midtrain.train.batch import to_batch
     from midtrain.train.model import build_gpt_model
     from midtrain.train.trainer import _forward_step
-    from train_helpers import packed_sample
 
     cfg = tiny_moe_config(**{"model.moe_z_loss_coeff": 1e-3})
     distributed.initialize(seed=cfg.seed)

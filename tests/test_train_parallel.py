@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import metrics, tiny_config, write_shards
 
 from midtrain.train import distributed
 from midtrain.train.trainer import train
-from train_helpers import metrics, tiny_config, write_shards
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -106,7 +106,6 @@ def test_pipeline_stages_are_seeded_apart(tmp_path):
     start from the same random draws; before, every stage got the same seed."""
     import torch
     import torch.multiprocessing as mp
-
     from train_helpers import pipeline_stage_worker
 
     mp.spawn(pipeline_stage_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)

@@ -12,13 +12,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from train_helpers import (
+    destroy_process_groups,  # noqa: F401 (autouse fixture)
+    metrics,
+    tiny_config,
+    write_shards,
+)
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.checkpoint import MARKER, CheckpointError, list_checkpoints
 from midtrain.train.trainer import train
-from train_helpers import metrics, tiny_config, write_shards
-from train_helpers import destroy_process_groups  # noqa: F401 (autouse fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import time
 
-
 EPILOG = """examples:
   midtrain convert hf2mcore ~/models/Qwen3-1.7B-Base ckpt/qwen3-1.7b --tp 2
   midtrain train qwen3_1p7b_256k_h200 init_from=ckpt/qwen3-1.7b

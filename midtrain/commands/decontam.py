@@ -20,8 +20,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 EPILOG = """examples:
   midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib --output /tmp/bench_index.json.gz
@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             old = index.repos[repo]
             paths, hashes = sorted(set(paths) | set(old.paths)), sorted(set(hashes) | set(old.hashes))
             roots = sorted(set(roots) | set(old.root_commits))
-            bands = sorted(set(map(tuple, bands)) | set(map(tuple, old.bands)))
+            bands = [list(b) for b in sorted({tuple(b) for b in bands} | {tuple(b) for b in old.bands})]
         index.add(repo, RepoPrint(str(root), head, roots, paths, hashes, [list(b) for b in bands]))
         print(f"{repo}: {len(hashes)} fingerprints of {len(paths)} files, {len(roots)} root commits ({root})")
     index.save(args.output)

@@ -20,7 +20,6 @@ import json
 import subprocess
 import sys
 
-
 EPILOG = """examples:
   midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output runs/proxy/mid shards=.demo/shards \\
       retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048] max_sequences=16
@@ -65,11 +64,11 @@ def run(args: argparse.Namespace) -> int:
     if args.eval == "lm-eval":
         from midtrain.eval.lm_eval_job import run_lm_eval
 
-        cfg = LmEvalConfig().apply_overrides(args.overrides).validate()
+        lm_cfg = LmEvalConfig().apply_overrides(args.overrides).validate()
         if not args.checkpoint:
             print("midtrain eval lm-eval: --checkpoint is required", file=sys.stderr)
             return 2
-        run_lm_eval(args.checkpoint, cfg, args.output)
+        run_lm_eval(args.checkpoint, lm_cfg, args.output)
         print(f"{args.output}/lm_eval_results.json")
         return 0
 
@@ -78,13 +77,13 @@ def run(args: argparse.Namespace) -> int:
     if args.collect:
         print(json.dumps(swebench.collect_results(args.output), indent=2))
         return 0
-    cfg = SweBenchConfig().apply_overrides(args.overrides).validate()
-    if set(cfg.benchmarks) <= {"local", "local_oracle"}:  # the embedded CPU tasks: run here, nothing to submit
+    swe = SweBenchConfig().apply_overrides(args.overrides).validate()
+    if set(swe.benchmarks) <= {"local", "local_oracle"}:  # the embedded CPU tasks: run here, nothing to submit
         from midtrain.eval.local_run import run_local
 
-        results = run_local(cfg, args.checkpoint, args.output)
+        results = run_local(swe, args.checkpoint, args.output)
         print(json.dumps(results, indent=2))
-        ok = all(results.get(b, {}).get("rate") is not None and not results[b].get("failures") for b in cfg.benchmarks)
+        ok = all(results.get(b, {}).get("rate") is not None and not results[b].get("failures") for b in swe.benchmarks)
         return 0 if ok else 1
     from midtrain.eval.scoring import is_hf_dir
 
@@ -94,8 +93,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from midtrain.launch.site import load_site
 
-    files = swebench.write_run(cfg, args.checkpoint, args.output, load_site(args.site, args.site_set))
-    print(f"wrote {len(files)} files under {args.output}; run it with: sbatch {files['sbatch']}  (or bash {files['run']})")
+    files = swebench.write_run(swe, args.checkpoint, args.output, load_site(args.site, args.site_set))
+    print(f"wrote {len(files)} files under {args.output}; "
+          f"run it with: sbatch {files['sbatch']}  (or bash {files['run']})")
     if args.run:
         return subprocess.call(["bash", str(files["run"])])
     return 0

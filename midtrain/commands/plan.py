@@ -45,8 +45,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.launch.plan import (DEFAULT_KEEP, SOURCES, STAGES, format_plan, human, load_rates, parse_pairs,
-                                      parse_size, plan, training_hours)
+    from midtrain.launch.plan import (
+        DEFAULT_KEEP,
+        SOURCES,
+        STAGES,
+        format_plan,
+        human,
+        load_rates,
+        parse_pairs,
+        parse_size,
+        plan,
+        training_hours,
+    )
 
     try:
         inputs = parse_pairs(args.input, "--input", parse_size)

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except ConfigError:
         raise
-    except Exception as e:  # noqa: BLE001 - e.g. sbatch refused the job: say so plainly
+    except Exception as e:
         if args.executor != "slurm":
             raise
         print(f"midtrain prep: submitting to Slurm failed: {e}", file=sys.stderr)

@@ -140,7 +140,7 @@ def _run_protocol(args: argparse.Namespace) -> int:
         from midtrain.protocol import print_protocol, run_protocol
 
         return print_protocol(cfg) if args.dry_run else run_protocol(cfg)
-    from midtrain.launch.protocol_job import describe, submit_jobs
+    from midtrain.launch.protocol_job import StepJob, describe, submit_jobs
     from midtrain.protocol import protocol_jobs
 
     site = load_site(args.site, args.site_set)
@@ -152,12 +152,15 @@ def _run_protocol(args: argparse.Namespace) -> int:
         print(describe(jobs))
         return 0
     submit_jobs(jobs)
-    for name, chain in jobs.chains.items():
+    for name, jobs_of in jobs.chains.items():
+        chain = [j for j in jobs_of if isinstance(j, StepJob)]
+        assert len(chain) == len(jobs_of)  # a protocol's chains are step jobs (a sweep's also hold its TrainJob)
         ids = jobs.job_ids[name]
-        print(f"{name}: " + " -> ".join(f"{j.step} {i}" for j, i in zip(chain, ids)))
-        for j, i in zip(chain, ids):
-            print(f"  {j.step:<14} log {j.log_path.replace('%j', i)}")
+        print(f"{name}: " + " -> ".join(f"{j.step} {job_id}" for j, job_id in zip(chain, ids)))
+        for j, job_id in zip(chain, ids):
+            print(f"  {j.step:<14} log {j.log_path.replace('%j', job_id)}")
     if jobs.final:
-        print(f"report: job {jobs.final_id} (after every chain) log {jobs.final.log_path.replace('%j', str(jobs.final_id))}")
+        log_path = jobs.final.log_path.replace("%j", str(jobs.final_id))
+        print(f"report: job {jobs.final_id} (after every chain) log {log_path}")
     sys.stdout.flush()
     return 0

@@ -12,8 +12,9 @@ import bisect
 import contextlib
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from datatrove.data import Document, DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
@@ -99,7 +100,8 @@ class CurationStep(PipelineStep):
 
 
 class ValidateDocuments(CurationStep):
-    """First step: drop records whose text is unusable, give missing required metadata (formats.documents.REQUIRED_METADATA) a null value.
+    """First step: drop records whose text is unusable, give missing required metadata
+    (formats.documents.REQUIRED_METADATA) a null value.
 
     Repairs are counted ``changed_missing_<key>``; drops ``dropped_text_not_str``, ``dropped_text_missing``,
     ``dropped_empty_text``, ``dropped_bad_loss_spans``.

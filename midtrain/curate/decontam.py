@@ -35,9 +35,10 @@ import functools
 import importlib.util
 import logging
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from datatrove.data import Document
 from datatrove.utils.hashing import HashConfig, create_hash_func
@@ -179,7 +180,7 @@ def bundled_root_commits() -> dict[str, str]:
 
 def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
     raw: set[str] = set()
-    aliases: dict[str, str] = {}
+    raw_aliases: dict[str | None, str | None] = {}
     ids: set[str] = set()
     if cfg.use_swebench_package:
         pkg = swebench_package_repos()
@@ -190,7 +191,7 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
         raw |= set(_read_lines(DATA / "swebench_repos.txt"))
         for line in _read_lines(DATA / "repo_aliases.txt"):
             old, new = line.split()[:2]
-            aliases[normalize_repo(old)] = normalize_repo(new)
+            raw_aliases[normalize_repo(old)] = normalize_repo(new)
     if cfg.repo_list:
         for item in _read_lines(Path(cfg.repo_list)):
             if re.search(r"__.+-\d+$", item):
@@ -212,15 +213,15 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
             if re.fullmatch(r"[0-9a-fA-F]{40}", base):
                 bases.setdefault(base.lower(), f"deepswe:{task}")
     repos = {r for r in (normalize_repo(x) for x in raw) if r}
-    repos |= {normalize_repo(i) for i in ids if normalize_repo(i)}
-    aliases = {k: v for k, v in aliases.items() if k and v in repos}
+    repos |= {r for r in (normalize_repo(i) for i in ids) if r}
+    aliases = {k: v for k, v in raw_aliases.items() if k and v and v in repos}
     names = {r.split("/")[1] for r in repos} - GENERIC_NAMES
     names = {n for n in names if len(n) >= 4}
     roots = bundled_root_commits() if cfg.root_commits and cfg.use_bundled_list else {}
     return BenchmarkIndex(repos, aliases, ids, names, roots, bases if cfg.root_commits else {})
 
 
-def _candidates(meta: dict) -> Iterable[tuple[str, str]]:
+def _candidates(meta: dict) -> Iterable[tuple[str, Any]]:
     for key in REPO_FIELDS:
         value = meta.get(key)
         values = value if isinstance(value, list) else list(value.values()) if isinstance(value, dict) else [value]
@@ -277,7 +278,7 @@ class SweBenchRepoFilter(CurationStep):
                         self._index.roots.setdefault(sha, repo)
         return self._index
 
-    def run(self, data, rank: int = 0, world_size: int = 1):  # noqa: ANN001, ANN201 - datatrove's signature
+    def run(self, data, rank: int = 0, world_size: int = 1):
         self._idx()  # a missing or unreadable index ends the task here, naming the file, not each document
         yield from super().run(data, rank, world_size)
 
@@ -300,7 +301,7 @@ class SweBenchRepoFilter(CurationStep):
             if repo:
                 return "swebench_repo", repo
         if self.cfg.match_forks_by_name:
-            for key, value in _candidates(meta):
+            for _key, value in _candidates(meta):
                 repo = normalize_repo(value)
                 if repo and repo.split("/")[1] in idx.names:
                     return "swebench_fork_name", repo

@@ -28,8 +28,8 @@ import heapq
 import logging
 import struct
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 import xxhash
@@ -293,6 +293,7 @@ class CodeMinhashSignature(MinhashDedupSignature):
         for i in range(0, len(x), _SIGNATURE_BLOCK):
             block = self._block_minima(x[i:i + _SIGNATURE_BLOCK])
             sig = block if sig is None else np.minimum(sig, block, out=sig)
+        assert sig is not None, "no shingles: no signature"  # as before (it failed on None.reshape)
         return sig.reshape(self.config.num_buckets, -1).tolist()
 
     def _block_minima(self, block: np.ndarray) -> np.ndarray:
@@ -396,8 +397,10 @@ class DedupFilter(CurationStep):
         dup_chars = sum(len(u.text) for u, _ in dups)
         if dup_chars >= self.cfg.max_repo_duplicate_fraction * total:
             raise Drop("duplicate_repo", f"{dup_chars}/{total} chars in duplicate files")
-        for u, why in dups:
-            self.exclude_part(doc, doc.text[u.span.start:u.span.end], f"{why}_file", path=u.span.path)
-        remove_files(doc, [u.span for u, _ in dups])
+        # file units from here: a document is one whole-document unit (returned above) or its file units
+        spans = [(u.span, why) for u, why in dups if u.span is not None]
+        for span, why in spans:
+            self.exclude_part(doc, doc.text[span.start:span.end], f"{why}_file", path=span.path)
+        remove_files(doc, [span for span, _ in spans])
         self.changed("dedup_trimmed_files")
 

@@ -24,7 +24,8 @@ import configparser
 import json
 import re
 import tomllib
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 DECLARED = 2
 BADGE = 2
@@ -128,7 +129,8 @@ def _composer(text: str) -> Iterable[str]:
         yield from _urls((data.get("support") or {}).get("source") if isinstance(data.get("support"), dict) else None)
 
 
-_GEMSPEC = re.compile(r"""\.(?:homepage|metadata\[\s*["'](?:source_code_uri|homepage_uri)["']\s*\])\s*=\s*["']([^"']+)""")
+_GEMSPEC = re.compile(r"""\.(?:homepage|metadata\[\s*["'](?:source_code_uri|homepage_uri)["']\s*\])"""
+                      r"""\s*=\s*["']([^"']+)""")
 
 
 def _gemspec(text: str) -> Iterable[str]:

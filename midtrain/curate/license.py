@@ -105,7 +105,7 @@ class LicenseFilter(CurationStep):
         except ExpressionError:
             return False
 
-        def ok(node) -> bool:  # noqa: ANN001 - a license_expression node
+        def ok(node) -> bool:
             if isinstance(node, LicenseWithExceptionSymbol):
                 return ok(node.license_symbol)
             if isinstance(node, LicenseSymbol):

@@ -51,7 +51,8 @@ def _global_ip(rng: random.Random) -> str:
 
 def _pem(rng: random.Random) -> tuple[list[str], list[str]]:
     kind = rng.choice(["RSA ", "EC ", "OPENSSH ", ""])
-    body = [_r(rng, 64, ALNUM + "+/") for _ in range(rng.randint(4, 12))] + [_r(rng, rng.randint(8, 60), ALNUM + "+/") + "=="]
+    body = [_r(rng, 64, ALNUM + "+/") for _ in range(rng.randint(4, 12))]
+    body += [_r(rng, rng.randint(8, 60), ALNUM + "+/") + "=="]
     return [f"-----BEGIN {kind}PRIVATE KEY-----", *body, f"-----END {kind}PRIVATE KEY-----"], body
 
 
@@ -76,7 +77,8 @@ GENERATORS = {
                                _b64url(r.randbytes(32))]),
     "password": _password,
     "url_password": lambda r: _password(r).replace("@", "%40"),  # an unescaped '@' would end the userinfo
-    "generic_secret": lambda r: r.choice([_r(r, 32, "0123456789abcdef"), _r(r, 40), _r(r, 50, ALNUM + "!@#%^&*(-_=+)")]),
+    "generic_secret": lambda r: r.choice([_r(r, 32, "0123456789abcdef"), _r(r, 40),
+                                          _r(r, 50, ALNUM + "!@#%^&*(-_=+)")]),
     "email": lambda r: f"{r.choice(['john', 'maria', 'wei', 'aisha', 'lars', 'priya'])}."
                        f"{r.choice(['smith', 'garcia', 'chen', 'khan', 'berg', 'patel'])}{r.randint(1, 99)}@"
                        f"{r.choice(['acme-corp', 'globex', 'initech', 'umbrella-labs', 'hooli'])}."
@@ -186,12 +188,12 @@ def plant(texts: list[tuple[str, str]], per_doc: int = 3, seed: int = 0) -> list
         for _ in range(per_doc):
             kind = KINDS[rng.randrange(len(KINDS))]
             if kind == "private_key":
-                block, body = _pem(rng)
+                block, key_lines = _pem(rng)
                 form = rng.randrange(2)
                 if form == 1:  # escaped inside a string literal
                     block = ['KEY = "' + "\\n".join(block) + '\\n"']
                 inserts.append(block)
-                secrets += [("private_key", b) for b in body]
+                secrets += [("private_key", b) for b in key_lines]
             else:
                 v = GENERATORS[kind](rng)
                 inserts.append([rng.choice(CONTEXTS[kind]).format(v=v)])
@@ -228,7 +230,7 @@ def measure(redact, planted: list[PlantedDoc], clean: list[tuple[str, str]], sec
             ) -> RedactionReport:
     """``redact(text) -> (text, Counter of kinds)``; ``secret_kinds``: detector kinds that are not PII."""
     rep = RedactionReport()
-    per = defaultdict(lambda: [0, 0])
+    per: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
     for d in planted:
         out, _ = redact(d.text)
         if out.count("\n") != d.text.count("\n"):

@@ -22,8 +22,8 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 from datatrove.data import Document
 
@@ -84,7 +84,8 @@ TOKEN_PATTERNS: list[tuple[str, str, str]] = [
 _TOKEN_LITERALS = {"stripe_key": ("_live_", "_test_"), "azure_storage_key": ("ccount",)}
 
 PRIVATE_KEY_RE = re.compile(
-    r"-----BEGIN (?P<kind>[A-Z0-9 ]*?)PRIVATE KEY( BLOCK)?-----(?P<body>.*?)-----END [A-Z0-9 ]*?PRIVATE KEY( BLOCK)?-----",
+    r"-----BEGIN (?P<kind>[A-Z0-9 ]*?)PRIVATE KEY( BLOCK)?-----(?P<body>.*?)"
+    r"-----END [A-Z0-9 ]*?PRIVATE KEY( BLOCK)?-----",
     re.DOTALL)
 # inside a key block: separators (real or escaped newlines, quotes, diff/concat syntax) vs key material
 _KEY_SPLIT_RE = re.compile(r"(\\[nr]|\r?\n|[\"',;\s]+)")
@@ -245,7 +246,8 @@ class Redactor:
                 if _looks_random(m.group("s"), cfg.min_generic_entropy, 20):
                     found.append(Finding("bearer_token", *m.span("s"), "<TOKEN>"))
             for f in self._assignments(text, low):
-                if tests and _inside(f.start, tests) and not _looks_random(text[f.start:f.end], cfg.min_generic_entropy, 12):
+                if (tests and _inside(f.start, tests)
+                        and not _looks_random(text[f.start:f.end], cfg.min_generic_entropy, 12)):
                     continue  # a test's fixture password
                 found.append(f)
         if cfg.emails:
@@ -296,7 +298,7 @@ class Redactor:
         if len(low) != len(text):  # a few non-ASCII letters change length when lower-cased
             low = text
         if low is text:  # the text itself: lower- and UPPER-case keywords
-            hits = ((k.start(), k.end()) for k in KEYWORD_RE.finditer(text))
+            hits: Iterable[tuple[int, int]] = ((k.start(), k.end()) for k in KEYWORD_RE.finditer(text))
         else:  # lower-cased text: KEYWORD_RE's lower-case words, by plain string search
             hits = _literal_matches(low, KEYWORDS)
         for k_start, k_end in hits:
@@ -305,7 +307,8 @@ class Redactor:
             start = _scan_back(text, k_start, _IDENT_SET, 100)
             if start > 0 and text[start - 1] == ":":
                 continue  # C++/Rust paths (DispatchKey::X), ARNs (arn:aws:secretsmanager:...)
-            end = _IDENT_CHARS.match(text, k_end).end()
+            ident = _IDENT_CHARS.match(text, k_end)  # a `*` pattern: always matches, maybe empty
+            end = ident.end() if ident else k_end
             done = end
             name = text[start:end].rstrip(".-")
             m = VALUE_AFTER_NAME_RE.match(text, start + len(name))
@@ -395,7 +398,8 @@ class Redactor:
     def redact(self, text: str) -> tuple[str, Counter]:
         """Return (redacted text, counts by kind)."""
         findings = self.find(text)
-        out, pos, counts = [], 0, Counter()
+        counts: Counter[str] = Counter()
+        out, pos = [], 0
         for f in findings:
             out.append(text[pos:f.start])
             out.append(f.placeholder)

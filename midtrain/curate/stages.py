@@ -30,12 +30,19 @@ from datatrove.pipeline.dedup.minhash import MinhashDedupBuckets, MinhashDedupCl
 from midtrain.config import Config
 from midtrain.curate.base import ValidateDocuments
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter, SweBenchRepoFilter
-from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig, DedupFilter, ExactUnitFind, \
-    ExactUnitSignature, NearDupUnits, NearKeepSmallestKey
+from midtrain.curate.dedup import (
+    CodeMinhashSignature,
+    DedupConfig,
+    DedupFilter,
+    ExactUnitFind,
+    ExactUnitSignature,
+    NearDupUnits,
+    NearKeepSmallestKey,
+)
 from midtrain.curate.license import LicenseConfig, LicenseFilter
 from midtrain.curate.quality import QualityConfig, QualityFilter
-from midtrain.formats.documents import DocumentReader, DocumentWriter
 from midtrain.curate.secrets import RedactConfig, RedactSecrets
+from midtrain.formats.documents import DocumentReader, DocumentWriter
 from midtrain.locations import location
 
 STEP_NAMES = ("license", "decontam", "quality", "redact", "dedup")
@@ -120,6 +127,7 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
     if d.exact:
         stages.append(CurationStage("dedup_hash", [reader(),
                                                    ExactUnitSignature(exact_sigs, d.min_file_chars, finders)]))
+        assert exact_dir is not None  # set when d.exact
         stages.append(CurationStage("dedup_exact", [ExactUnitFind(exact_sigs, exact_dir)], finders))
     if d.near:
         stages.append(CurationStage("dedup_sig", [

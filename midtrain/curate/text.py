@@ -8,8 +8,15 @@ import re
 import unicodedata
 from collections import Counter
 
-from datatrove.utils.text import DEF_TEXT_NORM_CONFIG, MONTHS_PATTERN, NUMBERS_PATTERN, PUNCTUATION_TRANS, \
-    WEEKDAYS_PATTERN, TextNormConfig, simplify_text
+from datatrove.utils.text import (
+    DEF_TEXT_NORM_CONFIG,
+    MONTHS_PATTERN,
+    NUMBERS_PATTERN,
+    PUNCTUATION_TRANS,
+    WEEKDAYS_PATTERN,
+    TextNormConfig,
+    simplify_text,
+)
 from datatrove.utils.word_tokenizers import WordTokenizer
 
 

@@ -62,6 +62,7 @@ def prep_stage(workdir: Path) -> str:
         inputs = sources[source]
         if source == "buildlogs":
             inputs = [str(run_build_tools(inputs_dir / "buildlogs")), str(SAMPLES / "buildlogs" / "logs")]
+        assert inputs is not None  # only buildlogs starts without (set just above)
         stats = prep(source, inputs, out, overrides.get(source))
         assert stats is not None
         log.info("prep %s: %d records -> %d documents (%.1f KB), %d dropped", source, stats["documents_in"],
@@ -75,8 +76,8 @@ def pack_stage(workdir: Path) -> str:
     from midtrain.pack.pipeline import pack
 
     prep = Path(workdir) / "prep"
-    inputs = sorted(str(d) for d in prep.iterdir() if (d / "documents").is_dir() and any((d / "documents").glob("*.jsonl*"))) \
-        if prep.is_dir() else []
+    inputs = sorted(str(d) for d in prep.iterdir()
+                    if (d / "documents").is_dir() and any((d / "documents").glob("*.jsonl*"))) if prep.is_dir() else []
     if not inputs:
         raise FileNotFoundError(f"{prep}: no prep outputs with documents; run the prep stage first")
     out = Path(workdir) / "shards"

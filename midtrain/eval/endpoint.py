@@ -80,7 +80,7 @@ class ChatEndpoint:
             with self._lock, self.log_path.open("a") as f:
                 f.write(json.dumps(entry) + "\n")
 
-    def __enter__(self) -> "ChatEndpoint":
+    def __enter__(self) -> ChatEndpoint:
         self.thread.start()
         return self
 

@@ -38,7 +38,7 @@ _SWE_AGENT_MODEL = {"name": str, "per_instance_cost_limit": float, "total_cost_l
                     "stop": list, "completion_kwargs": dict, "convert_system_to_user": bool, "retry": dict,
                     "delay": float, "fallbacks": list, "choose_api_key_by_thread": bool,
                     "max_input_tokens": (int, type(None)), "max_output_tokens": (int, type(None))}
-_SWE_AGENT_INSTANCES = {
+_SWE_AGENT_INSTANCES: dict[str, dict[str, Any]] = {
     "swe_bench": {"type": str, "subset": str, "path_override": (str, type(None)), "split": str, "deployment": dict,
                   "filter": str, "slice": str, "shuffle": bool, "evaluate": bool},
     "file": {"type": str, "path": str, "filter": str, "slice": str, "shuffle": bool, "deployment": dict,
@@ -122,7 +122,8 @@ def check_openhands(text: str, llm_name: str) -> dict[str, Any]:
     _check_keys(data.get("sandbox", {}), _OH_SANDBOX, "openhands.sandbox")
     llm = data.get("llm", {}).get(llm_name)
     if not isinstance(llm, dict) or "model" not in llm:
-        raise HarnessConfigError(f"openhands.llm.{llm_name}.model: required (the run passes --llm-config llm.{llm_name})")
+        raise HarnessConfigError(f"openhands.llm.{llm_name}.model: required "
+                                 f"(the run passes --llm-config llm.{llm_name})")
     _check_keys(llm, _OH_LLM, f"openhands.llm.{llm_name}")
     return data
 

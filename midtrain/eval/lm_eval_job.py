@@ -27,7 +27,7 @@ from midtrain.formats.rundir import reusable_result
 log = logging.getLogger(__name__)
 
 LOCAL_DATA = Path(__file__).with_name("lm_eval_data")
-LOCAL_TASKS = {
+LOCAL_TASKS: dict[str, dict[str, Any]] = {
     "midtrain_code_mc": {
         "task": "midtrain_code_mc", "dataset_path": "json", "test_split": "test",
         "output_type": "multiple_choice", "doc_to_text": "{{context}}", "doc_to_choice": "{{choices}}",

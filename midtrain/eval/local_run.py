@@ -55,7 +55,8 @@ class _Bug:
 BUGS = (
     _Bug("acme__minicalc-101", "minicalc/ops.py", '"-": operator.sub', '"-": operator.add',
          "Subtraction adds: `evaluate('5 - 3')` returns 8.0 instead of 2.0.",
-         "tests/test_task_sub.py", "from minicalc import evaluate\n\n\ndef test_sub():\n    assert evaluate('5 - 3') == 2.0\n",
+         "tests/test_task_sub.py",
+         "from minicalc import evaluate\n\n\ndef test_sub():\n    assert evaluate('5 - 3') == 2.0\n",
          ("tests/test_task_sub.py::test_sub",), ("tests/test_eval.py::test_add", "tests/test_eval.py::test_div_zero")),
     _Bug("acme__minicalc-102", "minicalc/parse.py", "float(parts[2])", "abs(float(parts[2]))",
          "A negative right operand loses its sign: `evaluate('2 * -5')` returns 10.0 instead of -10.0.",
@@ -194,12 +195,15 @@ def run_agent(agent_yaml: Path, tasks: Path, repo: Path, out: Path, api_base: st
     try:
         # mini-swe-agent's global config and the task set's dataset cache stay in the run's directory
         proc = subprocess.run(cmd, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                                        "MSWEA_SILENT_STARTUP": "1", "MSWEA_GLOBAL_CONFIG_DIR": str(out.parent / "mswea"),
+                                        "MSWEA_SILENT_STARTUP": "1",
+                                        "MSWEA_GLOBAL_CONFIG_DIR": str(out.parent / "mswea"),
                                         "HF_DATASETS_CACHE": str(out.parent / "hf_datasets"), **(env or {})},
                               capture_output=True, text=True, timeout=timeout)
         text, rc = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as e:
-        text, rc = f"{e.stdout or ''}{e.stderr or ''}\nmini-extra swebench: no end after {timeout} s\n", 124
+        # TimeoutExpired carries the output as bytes even with text=True
+        partial = ((e.stdout or b"") + (e.stderr or b"")).decode(errors="replace")
+        text, rc = f"{partial}\nmini-extra swebench: no end after {timeout} s\n", 124
     (out.parent / "agent.log").write_text(text if isinstance(text, str) else text.decode(errors="replace"))
     return rc
 
@@ -233,8 +237,9 @@ def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: s
     from swebench.harness.constants import LOG_REPORT, RUN_EVALUATION_LOG_DIR
     from swebench.harness.reporting import make_run_report
 
-    rows = [json.loads(l) for l in (tasks / "test.jsonl").read_text().splitlines() if l.strip()]
-    preds = {p["instance_id"]: p for p in (json.loads(l) for l in preds_jsonl.read_text().splitlines() if l.strip())}
+    rows = [json.loads(line) for line in (tasks / "test.jsonl").read_text().splitlines() if line.strip()]
+    preds = {p["instance_id"]: p
+             for p in (json.loads(line) for line in preds_jsonl.read_text().splitlines() if line.strip())}
     grading.mkdir(parents=True, exist_ok=True)
     run_id = f"midtrain-{run_name}"
     cwd = os.getcwd()
@@ -244,7 +249,8 @@ def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: s
             pred = preds.get(row["instance_id"])
             if pred is None:
                 continue
-            logdir = RUN_EVALUATION_LOG_DIR / run_id / pred["model_name_or_path"].replace("/", "__") / row["instance_id"]
+            model_dir = pred["model_name_or_path"].replace("/", "__")
+            logdir = RUN_EVALUATION_LOG_DIR / run_id / model_dir / row["instance_id"]
             logdir.mkdir(parents=True, exist_ok=True)
             work = grading / "work" / row["instance_id"]
             if work.exists():
@@ -288,8 +294,14 @@ def _unit(cfg: Any, bench: str, udir: Path, tasks: Path, repo: Path, rows: list[
     """One unit (run.sh's layout): instances.txt, the agent against its endpoint, then grading; each step's
     exit status and log in <step>.rc / <step>.log, so collect records a failure with its cause."""
     from midtrain.eval.serve import ChatServer
-    from midtrain.eval.swebench import BENCHMARKS, INSTANCES, agent_config, convert_predictions, slice_rows
-    from midtrain.eval.swebench import write_instances
+    from midtrain.eval.swebench import (
+        BENCHMARKS,
+        INSTANCES,
+        agent_config,
+        convert_predictions,
+        slice_rows,
+        write_instances,
+    )
 
     if udir.exists():
         shutil.rmtree(udir)
@@ -298,8 +310,13 @@ def _unit(cfg: Any, bench: str, udir: Path, tasks: Path, repo: Path, rows: list[
     (udir / "agent.yaml").write_text(yaml.safe_dump(agent_config(cfg, BENCHMARKS[bench]), sort_keys=False))
     model = "oracle" if bench == "local_oracle" else cfg.served_model_name
     try:
-        server = OracleServer(rows, model, udir / "server.jsonl") if bench == "local_oracle" else ChatServer(
-            checkpoint, cfg.served_model_name, cfg.max_output_tokens, cfg.max_context, udir / "server.jsonl")
+        server: ChatEndpoint
+        if bench == "local_oracle":
+            server = OracleServer(rows, model, udir / "server.jsonl")
+        else:
+            assert checkpoint is not None  # run_local refuses benchmarks=[local] without one
+            server = ChatServer(checkpoint, cfg.served_model_name, cfg.max_output_tokens, cfg.max_context,
+                                udir / "server.jsonl")
         with server:
             rc = run_agent(udir / "agent.yaml", tasks, repo, udir / "agent", server.api_base, model,
                            cfg.instance_slice, timeout=timeout)
@@ -352,7 +369,7 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
         return done
     (out / STAMP).unlink(missing_ok=True)
     cfg.save_yaml(out / "swebench_config.yaml")  # collect reads the units asked for from it
-    rows = [json.loads(l) for l in (tasks / "test.jsonl").read_text().splitlines() if l.strip()]
+    rows = [json.loads(line) for line in (tasks / "test.jsonl").read_text().splitlines() if line.strip()]
     for bench in cfg.benchmarks:
         _unit(cfg, bench, out / bench, tasks, repo, rows, checkpoint, timeout)
     results = collect_results(out)

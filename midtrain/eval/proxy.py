@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.config import ProxyConfig
-from midtrain.formats.rundir import PROXY_RESULT, reusable_result
 from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
+from midtrain.formats.rundir import PROXY_RESULT, reusable_result
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
     scorer = load_scorer(checkpoint)
     result: dict[str, Any] = {"checkpoint": str(checkpoint), "scored": scorer.name, "config": cfg.to_dict()}
     if cfg.shards:
-        result["heldout"] = _heldout(scorer, cfg)
+        result["heldout"] = _heldout(scorer, cfg.shards, cfg)
     if cfg.retrieval.repos:
         from midtrain.eval.retrieval import retrieval_probe
         from midtrain.formats.tokenizer import load_tokenizer
@@ -44,10 +44,10 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
     return result
 
 
-def _heldout(scorer, cfg: ProxyConfig) -> dict[str, Any]:
+def _heldout(scorer, shards: str, cfg: ProxyConfig) -> dict[str, Any]:
     from midtrain.eval.heldout import heldout_loss
 
-    return heldout_loss(scorer, cfg.shards, "valid", cfg.max_sequences)
+    return heldout_loss(scorer, shards, "valid", cfg.max_sequences)
 
 
 def _log_summary(r: dict[str, Any]) -> None:

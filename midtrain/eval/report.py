@@ -11,9 +11,10 @@ import html
 import json
 import logging
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from midtrain.eval.config import HARNESSES
 from midtrain.eval.noise import RULE, is_difference, spread
@@ -171,7 +172,7 @@ def plot_curves(results: list[CheckpointResults], path: Path) -> Path | None:
 def heldout_statement(probe: dict[str, dict]) -> list[str]:
     """What the probe's held-out set is (instances, documents, scored tokens) and whether any training shard
     holds one of its documents, as every checkpoint's probe checked it."""
-    held = {n: s.get("heldout") for n, s in probe.items() if s.get("heldout")}
+    held = {n: h for n, s in probe.items() if (h := s.get("heldout"))}
     if not held:
         return ["Held-out traces: **not recorded** (a probe result from before held-out splits were recorded)."]
     h = next(iter(held.values()))
@@ -203,11 +204,11 @@ def plot_heldout(results: list[CheckpointResults], path: Path) -> Path | None:
     have = [r for r in results if r.proxy and (r.proxy.get("heldout") or {}).get("per_source")]
     if not have:
         return None
-    sources = sorted({s for r in have for s in r.proxy["heldout"]["per_source"]})
+    sources = sorted({s for r in have for s in (r.proxy or {})["heldout"]["per_source"]})  # proxy: set in `have`
     width = 0.8 / len(have)
     fig, ax = plt.subplots(figsize=(max(5, 1.5 * len(sources) + 2), 4))
     for i, r in enumerate(have):
-        per = r.proxy["heldout"]["per_source"]
+        per = (r.proxy or {})["heldout"]["per_source"]
         ys = [per.get(s, {}).get("loss", float("nan")) for s in sources]
         ax.bar([j + i * width for j in range(len(sources))], ys, width, label=r.name)
     ax.set_xticks([j + width * (len(have) - 1) / 2 for j in range(len(sources))], sources)
@@ -242,7 +243,8 @@ def plot_retrieval(results: list[CheckpointResults], path: Path) -> Path | None:
     have = [r for r in results if r.proxy and (r.proxy.get("retrieval") or {}).get("cells")]
     if not have:
         return None
-    nlls = [c["answer_nll"] for r in have for c in r.proxy["retrieval"]["cells"] if c.get("answer_nll") is not None]
+    nlls = [c["answer_nll"] for r in have for c in (r.proxy or {})["retrieval"]["cells"]  # proxy: set in `have`
+            if c.get("answer_nll") is not None]
     nll_lim = (min(nlls), max(nlls)) if nlls else None  # one scale for every checkpoint: comparable colours
     metrics = [("accuracy", "exact-match accuracy", "viridis", (0.0, 1.0)),
                ("answer_nll", "answer NLL/token", "magma_r", nll_lim)]
@@ -250,7 +252,7 @@ def plot_retrieval(results: list[CheckpointResults], path: Path) -> Path | None:
     for i, r in enumerate(have):
         for j, (metric, label, cmap, lim) in enumerate(metrics):
             ax = axes[i][j]
-            depths, lengths, grid = retrieval_grid(r.proxy["retrieval"], metric)
+            depths, lengths, grid = retrieval_grid((r.proxy or {})["retrieval"], metric)
             im = ax.imshow(grid, cmap=cmap, aspect="auto", vmin=lim[0] if lim else None, vmax=lim[1] if lim else None)
             ax.set_xticks(range(len(lengths)), [str(n) for n in lengths])
             ax.set_yticks(range(len(depths)), [f"{d:.0%}" for d in depths])
@@ -289,7 +291,7 @@ def _training_data(results: list) -> list[str]:
 
 
 # -- the report --------------------------------------------------------------------------------------
-def write_report(runs: dict[str, str | Path], output: str | Path, baseline: str | None = None,
+def write_report(runs: Mapping[str, str | Path], output: str | Path, baseline: str | None = None,
                  title: str = "midtraining comparison", notes: dict[str, str] | None = None) -> Path:
     """Compare checkpoints (name -> protocol directory); returns the path of report.md."""
     if not runs:

@@ -2,8 +2,8 @@
 
 One checkpoint's protocol directory holds ``sft/sft_result.json`` (the probe), ``proxy/proxy_results.json``
 and ``swebench/swebench_results.json``; a probe or proxy run repeated with other seeds adds ``sft-s<SEED>/``
-and ``proxy-s<SEED>/`` beside them (the report shows mean ± spread over them). Missing or unreadable files are reported, never fatal: a report
-over partial results says what is missing.
+and ``proxy-s<SEED>/`` beside them (the report shows mean ± spread over them). Missing or unreadable files are
+reported, never fatal: a report over partial results says what is missing.
 """
 
 from __future__ import annotations

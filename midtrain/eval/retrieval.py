@@ -164,9 +164,10 @@ def retrieval_probe(scorer: Scorer, cfg: RetrievalConfig, tokenizer: Any) -> dic
     for s in tqdm(samples, desc="retrieval probe", leave=False):
         exact, nll = score_sample(scorer, s)
         cells.setdefault((s.task, s.length, s.depth), []).append((exact, nll, s.actual_depth))
-    rows = [{"task": t, "length": n, "depth": d, "n": len(v), "accuracy": sum(x[0] for x in v) / len(v),
-             "answer_nll": sum(x[1] for x in v) / len(v), "actual_depth": sum(x[2] for x in v) / len(v)}
-            for (t, n, d), v in cells.items()]
+    rows: list[dict[str, Any]] = [
+        {"task": t, "length": n, "depth": d, "n": len(v), "accuracy": sum(x[0] for x in v) / len(v),
+         "answer_nll": sum(x[1] for x in v) / len(v), "actual_depth": sum(x[2] for x in v) / len(v)}
+        for (t, n, d), v in cells.items()]
     mean = lambda key: sum(r[key] for r in rows) / len(rows) if rows else None  # noqa: E731
     return {"tasks": list(cfg.tasks), "lengths": [n for n in cfg.lengths if any(r["length"] == n for r in rows)],
             "depths": list(cfg.depths), "samples_per_cell": cfg.samples, "haystack_tokens": haystack.total,

@@ -9,8 +9,8 @@ directory (config.json; transformers). Packed input is scored per document: the 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F

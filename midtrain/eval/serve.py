@@ -13,7 +13,7 @@ import json
 import re
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from midtrain.eval.endpoint import ChatEndpoint, EndpointError
 
@@ -54,7 +54,8 @@ class ChatServer(ChatEndpoint):
         self.tok = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
         self.max_context = max_context or getattr(self.model.config, "max_position_embeddings", None)
-        self.gen = GenerationConfig.from_pretrained(model_dir) if (Path(model_dir) / "generation_config.json").is_file() \
+        has_gen = (Path(model_dir) / "generation_config.json").is_file()
+        self.gen = GenerationConfig.from_pretrained(model_dir) if has_gen \
             else GenerationConfig(eos_token_id=self.tok.eos_token_id)
         self.lock = threading.Lock()  # one generation at a time
 
@@ -62,8 +63,10 @@ class ChatServer(ChatEndpoint):
         import torch
 
         messages = [{**m, "content": m.get("content") or ""} for m in req.get("messages") or []]
-        ids = self.tok.apply_chat_template(messages, tools=req.get("tools"), add_generation_prompt=True,
-                                           return_tensors="pt", return_dict=True)["input_ids"]
+        # a BatchEncoding with return_dict=True: transformers types the result as a union of every mode's
+        enc: Any = self.tok.apply_chat_template(messages, tools=req.get("tools"), add_generation_prompt=True,
+                                                return_tensors="pt", return_dict=True)
+        ids = enc["input_ids"]
         limit = min(int(req.get("max_tokens") or req.get("max_completion_tokens") or self.max_new_tokens),
                     self.max_new_tokens)
         if self.max_context and ids.shape[1] + limit > self.max_context:
@@ -76,7 +79,8 @@ class ChatServer(ChatEndpoint):
                                       max_new_tokens=limit)[0, ids.shape[1]:].tolist()
         eos = self.gen.eos_token_id if isinstance(self.gen.eos_token_id, list) else [self.gen.eos_token_id]
         stopped = bool(out) and out[-1] in eos
-        text = self.tok.decode(out[:-1] if stopped else out, skip_special_tokens=False)
+        # one sequence in, one str out (transformers types decode's result as str | list[str])
+        text = cast(str, self.tok.decode(out[:-1] if stopped else out, skip_special_tokens=False))
         content, calls = parse_tool_calls(text)
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:

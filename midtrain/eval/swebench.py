@@ -139,7 +139,7 @@ SERVER_FAILED = "server.failed"  # run.sh writes it (with the cause) when vLLM n
 
 def units(cfg: SweBenchConfig) -> list[tuple[str, str, str]]:
     """(results key, benchmark, harness) of every benchmark x harness the config runs (OpenHands has no Pro)."""
-    out = []
+    out: list[tuple[str, str, str]] = []
     for name in cfg.benchmarks:
         for harness in cfg.harnesses:
             if harness == "openhands" and BENCHMARKS[name].grader == "pro":
@@ -278,12 +278,14 @@ def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path, py: str, en
         'if [ ! -x "$PIER_ENV/bin/pier" ]; then',
         f'  if command -v uv >/dev/null; then uv venv --python 3.12 "$PIER_ENV" && '
         f'uv pip install --python "$PIER_ENV/bin/python" {_sh(deepswe.PIER)}',
-        f'  else "${{PIER_PYTHON:-python3.12}}" -m venv "$PIER_ENV" && "$PIER_ENV/bin/pip" install {_sh(deepswe.PIER)}; fi',
+        f'  else "${{PIER_PYTHON:-python3.12}}" -m venv "$PIER_ENV" && '
+        f'"$PIER_ENV/bin/pip" install {_sh(deepswe.PIER)}; fi',
         "fi",
         f"DEEPSWE_DIR=${{DEEPSWE_DIR:-{udir / 'deep-swe'}}}  # a checkout of {deepswe.REPO}",
         f'if [ ! -d {tasks} ]; then git clone https://github.com/{deepswe.REPO} "$DEEPSWE_DIR" && '
         f'git -C "$DEEPSWE_DIR" checkout {deepswe.REF}; fi',
-        f"{py} -m midtrain.eval.swebench instances {tasks} {_sh(cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}",
+        f"{py} -m midtrain.eval.swebench instances {tasks} "
+        f"{_sh(cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}",
         "# the agent runs inside each task's container: it reaches the server at this node's address",
         "HOST=${MIDTRAIN_SERVER_HOST:-$(hostname -I | awk '{print $1}')}",
         f"{py} -m midtrain.eval.swebench deepswe-config {_sh(str(udir / 'agent.yaml'))} "
@@ -507,7 +509,7 @@ def parse_pro_results(path: str | Path, predictions: str | Path | None = None,
         raise ValueError(f"{path}: not a SWE-bench Pro eval_results.json ({{instance_id: bool}})")
     ids = set(res)
     if predictions is not None and Path(predictions).exists():
-        ids |= {json.loads(l)["instance_id"] for l in Path(predictions).read_text().splitlines() if l.strip()}
+        ids |= {json.loads(line)["instance_id"] for line in Path(predictions).read_text().splitlines() if line.strip()}
     ids |= set(instances or ())  # the denominator: every instance asked for
     graded = {i for i in ids if i in res and (path.parent / i / PRO_OUTPUT).is_file()}
     resolved = sum(bool(res[i]) for i in graded)
@@ -522,7 +524,7 @@ def parse_pro_results(path: str | Path, predictions: str | Path | None = None,
 
 def _log_tail(path: Path, lines: int = 3) -> str:
     try:
-        tail = [l.strip() for l in path.read_text(errors="replace").splitlines() if l.strip()][-lines:]
+        tail = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()][-lines:]
     except OSError:
         return ""
     return " | ".join(t[:240] for t in tail)
@@ -613,7 +615,7 @@ def load_rows(dataset: str, split: str) -> list[dict[str, Any]]:
 
         return read_tasks(dataset)
     if local.is_file():
-        return [json.loads(l) for l in local.read_text().splitlines() if l.strip()]
+        return [json.loads(line) for line in local.read_text().splitlines() if line.strip()]
     from datasets import load_dataset
 
     return [dict(r) for r in load_dataset(dataset, split=split)]
@@ -627,16 +629,31 @@ def _main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m midtrain.eval.swebench", description=_main.__doc__)
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("instances", help="list the instance ids an agent is asked to run")
-    a.add_argument("dataset"); a.add_argument("split"); a.add_argument("slice"); a.add_argument("out")
-    a = sub.add_parser("predictions"); a.add_argument("preds_json"); a.add_argument("out_jsonl")
+    a.add_argument("dataset")
+    a.add_argument("split")
+    a.add_argument("slice")
+    a.add_argument("out")
+    a = sub.add_parser("predictions")
+    a.add_argument("preds_json")
+    a.add_argument("out_jsonl")
     a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
-    a = sub.add_parser("pro-patches"); a.add_argument("preds_jsonl"); a.add_argument("out_json")
-    a = sub.add_parser("prepare-pro"); a.add_argument("dataset"); a.add_argument("split"); a.add_argument("out_dir")
-    a = sub.add_parser("openhands-predictions"); a.add_argument("output_dir"); a.add_argument("out_jsonl")
+    a = sub.add_parser("pro-patches")
+    a.add_argument("preds_jsonl")
+    a.add_argument("out_json")
+    a = sub.add_parser("prepare-pro")
+    a.add_argument("dataset")
+    a.add_argument("split")
+    a.add_argument("out_dir")
+    a = sub.add_parser("openhands-predictions")
+    a.add_argument("output_dir")
+    a.add_argument("out_jsonl")
     a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
-    a = sub.add_parser("collect"); a.add_argument("output")
+    a = sub.add_parser("collect")
+    a.add_argument("output")
     a = sub.add_parser("deepswe-config", help="Pier's mini-swe-agent layer from agent.yaml and the server URL")
-    a.add_argument("agent_yaml"); a.add_argument("api_base"); a.add_argument("out")
+    a.add_argument("agent_yaml")
+    a.add_argument("api_base")
+    a.add_argument("out")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.cmd == "instances":

@@ -22,8 +22,9 @@ import gzip
 import json
 import logging
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import orjson
 from datatrove.data import Document, DocumentsPipeline
@@ -106,7 +107,8 @@ def document_files(root: str | Path, pattern: str = DOCUMENT_GLOB) -> list[Path]
     return sorted(p for p in root.glob(pattern) if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")))
 
 
-def read_jsonl(path: str | Path, drops: Counter | None = None, bad_reason: str = "bad_json") -> Iterator[tuple[int, dict]]:
+def read_jsonl(path: str | Path, drops: Counter | None = None,
+               bad_reason: str = "bad_json") -> Iterator[tuple[int, dict]]:
     """(line number, object) for each JSON object line of a JSONL(.gz) file, leniently.
 
     Blank lines are skipped; a line that is not a JSON object is logged and counted as ``drops[bad_reason]``;

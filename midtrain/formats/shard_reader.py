@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -43,7 +44,7 @@ def _open_indexed(prefix: Path):
 
     try:
         ds = IndexedDataset(str(prefix), mmap=True)
-    except Exception as e:  # noqa: BLE001 - numpy/struct errors say nothing about which file
+    except Exception as e:
         raise ValueError(f"{prefix}.idx: unreadable index ({e}); the shard is truncated or corrupt") from e
     expected = int(ds.sequence_lengths.astype(np.int64).sum()) * np.dtype(ds.index.dtype).itemsize
     actual = Path(f"{prefix}.bin").stat().st_size
@@ -160,7 +161,8 @@ class PackedDataset(torch.utils.data.Dataset):
             "loss_mask": torch.from_numpy(loss_mask),
             "cu_seqlens": torch.from_numpy(cu),
             # Real tokens per piece (TE THD with pad_multiple > 1 takes both padded and unpadded bounds).
-            "cu_seqlens_unpadded": torch.from_numpy(np.concatenate([[0], np.cumsum(cu_unpadded_lengths)]).astype(np.int32)),
+            "cu_seqlens_unpadded": torch.from_numpy(
+                np.concatenate([[0], np.cumsum(cu_unpadded_lengths)]).astype(np.int32)),
             "position_ids": torch.from_numpy(offset),
             "source_ids": torch.from_numpy(source_ids),
         }
@@ -195,6 +197,7 @@ class PackedLoader:
             rng = np.random.Generator(np.random.PCG64([self.seed, self.epoch]))
             self._perm = rng.permutation(len(self.dataset))
             self._perm_epoch = self.epoch
+        assert self._perm is not None  # set above for the current epoch
         return self._perm
 
     def next_index(self) -> int:

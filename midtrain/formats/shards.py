@@ -108,7 +108,8 @@ class PackedShardWriter:
             self.padding_tokens += padded - n
         used = sum(lengths)
         if used > self.seq_length:
-            raise ValueError(f"{self.prefix}: pieces take {used} tokens (padded), more than seq_length={self.seq_length}")
+            raise ValueError(f"{self.prefix}: pieces take {used} tokens (padded), "
+                             f"more than seq_length={self.seq_length}")
         real = sum(len(p.tokens) for p in pieces)
         if used < self.seq_length:
             pad = self.seq_length - used

@@ -74,7 +74,9 @@ def _build(out_dir: Path) -> None:
         raise RuntimeError(f"{bpe}: expected {QWEN3_FIRST_ADDED_ID} BPE ranks (Qwen2/3), found {len(ranks)}")
 
     class _LocalConverter(TikTokenConverter):
-        load_tiktoken_bpe = staticmethod(lambda _url: ranks)  # no tiktoken download cache
+        @staticmethod
+        def load_tiktoken_bpe(tiktoken_url: str) -> dict[bytes, int]:  # no tiktoken download cache
+            return ranks
 
     tok = _LocalConverter(vocab_file=str(bpe), pattern=QWEN_PATTERN).converted()
     tok.normalizer = normalizers.NFC()  # Qwen normalises to NFC before BPE

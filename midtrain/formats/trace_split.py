@@ -20,8 +20,9 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Literal, overload
 
 SPLIT_FILE = "heldout.json"
 DEFAULT_FRACTION = 0.1
@@ -64,7 +65,8 @@ def decide_split(docs: list[tuple[str, str | None]], fraction: float, decided_by
     for doc_id, repo in docs:
         g = group_of(split, doc_id, repo)
         sizes[g] = sizes.get(g, 0) + 1
-    goal, taken, held = fraction * len(docs), 0, []
+    held: list[str] = []
+    goal, taken = fraction * len(docs), 0
     for g in sorted(sizes, key=_rank)[: max(len(sizes) - 1, 0)]:
         if held and taken + sizes[g] / 2 > goal:
             break
@@ -105,6 +107,12 @@ def _source(doc: dict) -> str | None:
     return meta.get("source") if isinstance(meta, dict) else None
 
 
+@overload
+def ensure_split(prep_dir: str | Path, fraction: float | None = ..., decided_by: str = ...,
+                 only_traces: Literal[False] = ...) -> dict[str, Any]: ...
+@overload
+def ensure_split(prep_dir: str | Path, fraction: float | None = ..., decided_by: str = ...,
+                 only_traces: bool = ...) -> dict[str, Any] | None: ...
 def ensure_split(prep_dir: str | Path, fraction: float | None = None, decided_by: str = "",
                  only_traces: bool = False) -> dict[str, Any] | None:
     """The recorded split of a trace set (decided from its documents and recorded when there is none).

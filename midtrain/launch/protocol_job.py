@@ -44,7 +44,8 @@ class ProtocolJobs:
     final_id: str | None = None
 
     def all_jobs(self) -> list[StepJob | TrainJob]:
-        return [*self.setup, *(j for chain in self.chains.values() for j in chain), *([self.final] if self.final else [])]
+        return [*self.setup, *(j for chain in self.chains.values() for j in chain),
+                *([self.final] if self.final else [])]
 
 
 def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: list[str],
@@ -72,9 +73,11 @@ def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: 
 
 def build_chains(site: SiteConfig, slurm_dir: Path, steps: dict[str, list[tuple[str, list[str]]]],
                  final: tuple[str, list[str]] | None = None, job_prefix: str = "mt") -> ProtocolJobs:
-    """Render every step: ``steps`` per checkpoint, as the protocol's ``protocol_steps`` gives them, ``final`` after all chains."""
-    chains = {name: [render_step(site, slurm_dir, name, step, argv, job_prefix) for step, argv in chain]
-              for name, chain in steps.items()}
+    """Render every step: ``steps`` per checkpoint, as the protocol's ``protocol_steps`` gives them, ``final``
+    after all chains."""
+    chains: dict[str, list[StepJob | TrainJob]] = {
+        name: [render_step(site, slurm_dir, name, step, argv, job_prefix) for step, argv in chain]
+        for name, chain in steps.items()}
     last = render_step(site, slurm_dir, "", final[0], final[1], job_prefix) if final else None
     return ProtocolJobs(chains, last)
 
@@ -121,9 +124,9 @@ def describe(jobs: ProtocolJobs) -> str:
     for i, j in enumerate(jobs.setup):
         parts += [f"### {j.script_path}" + (f"  (setup, afterok: {jobs.setup[i - 1].step})" if i else ""), j.script]
     for name, chain in jobs.chains.items():
-        for i, j in enumerate(chain):
+        for i, job in enumerate(chain):
             dep = _step_name(chain[i - 1]) if i else ("setup" if jobs.setup else "")
-            parts += [f"### {j.script_path}" + (f"  ({name}, afterok: {dep})" if dep else ""), j.script]
+            parts += [f"### {job.script_path}" + (f"  ({name}, afterok: {dep})" if dep else ""), job.script]
     if jobs.final:
         parts += [f"### {jobs.final.script_path}  (afterany: every chain)", jobs.final.script]
     if jobs.reused:

@@ -84,7 +84,7 @@ def sbatch_lines(site: SiteConfig, res: JobResources, *, job_name: str, log_file
                  gpu: bool, requeue: bool = True) -> str:
     """The ``#SBATCH`` block: allocation from ``res``, placement from ``site``. GPU jobs take whole nodes
     unless the site says ``exclusive: false``."""
-    lines = [("job-name", directive(job_name, "job name")),
+    lines: list[tuple[str, str | None]] = [("job-name", directive(job_name, "job name")),
              ("nodes", str(res.nodes))]
     if gpu:
         lines += [("ntasks-per-node", str(res.ranks_per_node)),

@@ -59,7 +59,7 @@ def job_info(job_id: str) -> dict[str, str]:
     proc = subprocess.run([_need("scontrol"), "show", "job", "-o", str(job_id)], capture_output=True, text=True)
     if proc.returncode != 0:
         return {}
-    info = {}
+    info: dict[str, str] = {}
     for token in proc.stdout.split():
         if "=" in token:
             key, value = token.split("=", 1)

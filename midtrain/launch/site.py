@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -182,7 +183,7 @@ class SiteConfig(Config):
         tmpdir = os.environ.get("TMPDIR")
         return found + ([tmpdir] if tmpdir and tmpdir not in found else [])
 
-    def check_shared(self, paths: dict[str, str | Path]) -> None:
+    def check_shared(self, paths: Mapping[str, str | Path]) -> None:
         """Refuse a path compute nodes read or write that lies under a node-local directory (the login node's
         /tmp is not the compute node's); ``paths`` maps what each one is to the path."""
         for what, path in paths.items():

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from midtrain.config import Config, ConfigError
+from midtrain.config import ConfigError
 from midtrain.launch.render import check_cpus, job_body, render, sbatch_lines
 from midtrain.launch.shell import qargv
 from midtrain.launch.site import JobResources, SiteConfig
 
+if TYPE_CHECKING:
+    from midtrain.train.config import TrainConfig
+
 
 @dataclass
 class TrainJob:
-    config: Config  # the resolved TrainConfig
+    config: TrainConfig  # the resolved TrainConfig
     site: SiteConfig
     resources: JobResources
     run_dir: Path
@@ -75,7 +79,7 @@ def world_size(res: JobResources) -> int:
     return res.nodes * res.ranks_per_node
 
 
-def check_layout(cfg: Config, res: JobResources) -> None:
+def check_layout(cfg: TrainConfig, res: JobResources) -> None:
     """The parallel layout must fit the allocation (the trainer's own rule, checked before submitting)."""
     from midtrain.train.layout import resolve_data_parallel
 
@@ -86,15 +90,15 @@ def check_layout(cfg: Config, res: JobResources) -> None:
         raise ConfigError(f"{e} (the job has {res.nodes} node(s) x {res.ranks_per_node} ranks = {world})") from None
 
 
-def build_train_job(cfg: Config, site: SiteConfig, resources: JobResources | None = None,
+def build_train_job(cfg: TrainConfig, site: SiteConfig, resources: JobResources | None = None,
                     job_name: str | None = None) -> TrainJob:
     """Check the resolved TrainConfig ``cfg`` against the allocation and render the job script."""
     res = (resources or site.train).validate()
     check_layout(cfg, res)
     check_cpus(site, res, "train")
-    run_dir = site.job_path(getattr(cfg, "run_dir"))
+    run_dir = site.job_path(cfg.run_dir)
     cfg = replace(cfg, run_dir=str(run_dir))  # the job and its requeues read exactly this path
-    name = job_name or f"mt-{getattr(cfg, 'name')}"
+    name = job_name or f"mt-{cfg.name}"
     gpu = res.gpus_per_node > 0
     slurm_dir = run_dir / "slurm"
     data = getattr(getattr(cfg, "data", None), "path", None)
@@ -110,6 +114,6 @@ def build_train_job(cfg: Config, site: SiteConfig, resources: JobResources | Non
     return TrainJob(cfg, site, res, run_dir, name, script)
 
 
-def resources_with(base: JobResources, **changes: object) -> JobResources:
+def resources_with(base: JobResources, **changes: Any) -> JobResources:
     """``base`` with the given fields changed (None = keep)."""
     return replace(base, **{k: v for k, v in changes.items() if v is not None})

@@ -17,8 +17,8 @@ import json
 import posixpath
 import re
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from midtrain.formats.documents import document_files, read_jsonl
 from midtrain.formats.repo_files import file_group
@@ -77,12 +77,13 @@ def _parts(text: str, meta: dict) -> list[tuple[str | None, int]]:
     files, offsets = meta.get("files"), meta.get("file_offsets")
     if isinstance(files, list) and isinstance(offsets, list) and len(files) == len(offsets) and files:
         ends = offsets[1:] + [len(text)]
-        parts = [(None, len(text[:offsets[0]].encode()))]
+        parts: list[tuple[str | None, int]] = [(None, len(text[:offsets[0]].encode()))]
         parts += [(p, len(text[a:b].encode())) for p, a, b in zip(files, offsets, ends)]
         return parts
     heads = list(_DIFF_FILE.finditer(text))
     if heads:
-        cuts = sorted([(m.start(), m.group(2)) for m in heads] + [(m.start(), None) for m in _COMMIT_HEAD.finditer(text)])
+        cuts = sorted([(m.start(), m.group(2)) for m in heads]
+                      + [(m.start(), None) for m in _COMMIT_HEAD.finditer(text)])
         parts = [(None, len(text[:cuts[0][0]].encode()))]
         for (a, path), (b, _) in zip(cuts, cuts[1:] + [(len(text), None)]):
             parts.append((path, len(text[a:b].encode())))
@@ -119,7 +120,7 @@ def prep_card(prep_dir: str | Path, top: int = TOP_REPOS) -> dict:
         raise FileNotFoundError(f"{prep}: no documents/ folder (not a `midtrain prep` output)")
     exact = _token_counts(prep)
     by_source: Counter = Counter()
-    by_language: Counter = Counter()
+    by_language: Counter = Counter()  # fractional token shares: typeshed's Counter counts ints (ignores below)
     by_kind: Counter = Counter()
     by_repo: Counter = Counter()
     lengths: dict[str, list[int]] = defaultdict(list)
@@ -149,10 +150,10 @@ def prep_card(prep_dir: str | Path, top: int = TOP_REPOS) -> dict:
         for path, b in _parts(text, meta):
             share = b * per_byte
             if path is None:
-                by_kind["commit message" if src == "commit" else "header" if src == "repo" else src] += share
+                by_kind["commit message" if src == "commit" else "header" if src == "repo" else src] += share  # type: ignore[assignment]
                 continue
-            by_kind[file_kind(path)] += share
-            by_language[language_of(path) or "other"] += share
+            by_kind[file_kind(path)] += share  # type: ignore[assignment]
+            by_language[language_of(path) or "other"] += share  # type: ignore[assignment]
         if src not in ("repo", "commit"):
             by_language["natural language / mixed"] += tokens
         for r in meta.get("removed_files") or []:

@@ -59,7 +59,8 @@ def format_summary(s: dict) -> str:
         f"pad multiple {s['pad_multiple']}  loss masks {'yes' if s['masks'] else 'no'}",
         f"  per task fill: min {s['task_fill']['min']:.4%} max {s['task_fill']['max']:.4%} over "
         f"{s['task_fill']['tasks']} tasks",
-        f"  valid: {s['valid']['sequences']} sequences, {_k(s['valid']['tokens'])} tokens, fill {s['valid']['fill']:.2%}",
+        f"  valid: {s['valid']['sequences']} sequences, {_k(s['valid']['tokens'])} tokens, "
+        f"fill {s['valid']['fill']:.2%}",
         "",
         f"  {'source':<12} {'target':>10} {'achieved':>10} {'ratio':>7} {'rate':>6} {'valid':>9} {'pieces':>7}",
     ]

@@ -63,7 +63,7 @@ def plan_mixture(cfg: MixtureConfig, available: dict[str, int]) -> dict[str, Sou
         targets.update({s: float(t) for s, t in cfg.tokens.items()})
         wsum = sum(cfg.weights.values())
         if cfg.weights:
-            total = cfg.total_tokens
+            total: float | None = cfg.total_tokens
             if total is None:  # the largest total no weighted source's cap prevents
                 # a weighted source missing from the inputs is warned about below; it must not make the
                 # total (and so every target) zero

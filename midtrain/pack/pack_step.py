@@ -3,7 +3,8 @@
 Every task derives the same global plan (source list, mixture rates, masks on/off) from the small per-task
 totals the tokenize stage wrote, then takes its tokenized files (each input's files dealt round-robin over
 the tasks, so every task gets a share of every large source), selects documents (validation split by a
-hash of the document id, at least one document per source that has two; mixture copies by seeded hashes), splits over-long documents at natural boundaries,
+hash of the document id, at least one document per source that has two; mixture copies by seeded hashes), splits
+over-long documents at natural boundaries,
 best-fit-decreasing packs each split and writes ``<out>/<split>/<task>``. Memory per task is its share's
 piece table; tokens stay memory-mapped. A task checks that it wrote exactly the tokens it selected.
 """
@@ -14,21 +15,20 @@ import hashlib
 import json
 import logging
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
-
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import Config, require
-from midtrain.pack.mixture import (MixtureConfig, SourcePlan, heldout_excluded, plan_mixture, select_copies,
-                                    valid_draw)
-from midtrain.pack.packer import best_fit_decreasing, split_points
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
 from midtrain.locations import as_path, is_url, local_copy, local_folder
+from midtrain.pack.mixture import MixtureConfig, SourcePlan, heldout_excluded, plan_mixture, select_copies, valid_draw
+from midtrain.pack.packer import best_fit_decreasing, split_points
 from midtrain.pack.tokenize import TASK_FILES, TokenizedShard
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class GlobalPlan:
     forced_valid: set[str]  # per source with >= 2 documents, its first validation document (never empty)
 
 
-def global_plan(cfg: PackConfig, cache_dirs: list[str | Path]) -> GlobalPlan:
+def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path]) -> GlobalPlan:
     """The plan every task (and the manifest) derives from the tokenize totals: same inputs, same plan."""
     infos = [json.loads(as_path(f"{p}.json").read_text()) for d in cache_dirs for p in tokenized_prefixes(d)]
     if not infos:
@@ -208,7 +208,8 @@ class PackStep(PipelineStep):
         # Select: validation documents once; training documents by the mixture, per source.
         chosen: list[tuple[str, int, int, int]] = []  # (split, shard k, doc d, copies)
         train_by_source: dict[str, list[tuple[int, int]]] = {}
-        excluded = {"documents": 0, "tokens": 0, "tokens_by_source": {}}  # the SFT probe's held-out traces
+        # the SFT probe's held-out traces
+        excluded: dict[str, Any] = {"documents": 0, "tokens": 0, "tokens_by_source": {}}
         for k, shard in enumerate(shards):
             for d, meta in enumerate(shard.docs):
                 held = heldout_excluded(rules[k], meta["id"], meta.get("repo"))
@@ -228,10 +229,10 @@ class PackStep(PipelineStep):
 
         # items: (shard k, doc d, start, end, source idx, part, parts, copy, header tokens) per split
         items: dict[str, list[tuple]] = {s: [] for s in SPLITS}
-        selected = {s: {} for s in SPLITS}
-        split_docs = {s: 0 for s in SPLITS}
-        header_tokens = {s: 0 for s in SPLITS}
-        for split, k, d, reps in chosen:
+        selected: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
+        split_docs = dict.fromkeys(SPLITS, 0)
+        header_tokens = dict.fromkeys(SPLITS, 0)
+        for split, k, d, copies in chosen:
             shard = shards[k]
             meta = shard.docs[d]
             n, src = int(shard.ids.sequence_lengths[d]), meta["source"]
@@ -246,17 +247,17 @@ class PackStep(PipelineStep):
                 cuts = split_points(n, S - head, bounds, fallback, mult)
                 split_docs[split] += 1
             starts = [0] + cuts[:-1]
-            for c in range(reps):
+            for c in range(copies):
                 for part, (a, b) in enumerate(zip(starts, cuts)):
                     items[split].append((k, d, a, b, source_index[src], part, len(cuts), c, head if part else 0))
-            selected[split][src] = selected[split].get(src, 0) + reps * (n + head * (len(cuts) - 1))
-            header_tokens[split] += reps * head * (len(cuts) - 1)
+            selected[split][src] = selected[split].get(src, 0) + copies * (n + head * (len(cuts) - 1))
+            header_tokens[split] += copies * head * (len(cuts) - 1)
 
         stats = {}
         for split in SPLITS:
             stats[split] = self._write_split(cfg, plan, shards, split, items[split], rank, limit, out)
             written = stats[split]["tokens_by_source"]
-            if written != {s: n for s, n in sorted(selected[split].items())}:
+            if written != dict(sorted(selected[split].items())):
                 raise RuntimeError(f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
                                    f"{selected[split]}; nothing may be lost")
             stats[split]["split_documents"] = split_docs[split]

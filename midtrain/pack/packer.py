@@ -56,7 +56,7 @@ def split_points(length: int, capacity: int, preferred: list[int], fallback: np.
     result always ends with ``length``.
     """
     limit = capacity - (capacity % pad_multiple)  # the largest piece that still fits once padded
-    pref = np.asarray(sorted(set(p for p in preferred if 0 < p < length)), dtype=np.int64)
+    pref = np.asarray(sorted({p for p in preferred if 0 < p < length}), dtype=np.int64)
     fb = np.asarray(fallback if fallback is not None else [], dtype=np.int64)
     cuts, start = [], 0
     while length - start > limit:

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -199,7 +200,7 @@ class PackResult:
     scripts: dict[str, str] = field(default_factory=dict)  # dry run: per stage, what it would run
 
 
-def _differences(old: dict, cfg: PackConfig, inputs: list[str]) -> str:
+def _differences(old: dict, cfg: PackConfig, inputs: list[str] | None) -> str:
     """What differs between a finished manifest and this run: config fields, inputs, else the documents."""
     new_cfg = cfg.to_dict()
     old_cfg = old.get("config") or {}
@@ -225,7 +226,8 @@ def _prepare_output(out: Path, run_key: str, dry_run: bool, overwrite: bool = Fa
         return old
     ours = manifest_path.exists() or (out / "logs").is_dir()
     if not ours and any((out / n).exists() for n in ("train", "valid")) and not dry_run:
-        raise FileExistsError(f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output")
+        raise FileExistsError(f"{out} holds train/ or valid/ but is not a `midtrain pack` output; "
+                              "choose another --output")
     resuming = (out / "logs" / run_key).exists() and old is None and not overwrite
     if ours and not dry_run and not resuming and not overwrite:
         what = (f"a finished pack output made with other settings or inputs ({_differences(old, cfg, inputs)})"
@@ -252,7 +254,7 @@ def _input_name(prep_dir: str) -> str:
     return prep_dir if is_url(prep_dir) else str(Path(prep_dir))
 
 
-def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=None, dry_run: bool = False,
+def pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, site=None, dry_run: bool = False,
          overwrite: bool = False) -> PackResult:
     """Tokenize (cached) and pack ``inputs`` into ``out_dir``.
 
@@ -268,7 +270,7 @@ def pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site=No
         return _pack(cfg, inputs, out_dir, site, dry_run, overwrite)
 
 
-def _pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site, dry_run: bool,
+def _pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, site, dry_run: bool,
           overwrite: bool) -> PackResult:
     from datatrove.pipeline.readers import JsonlReader
 
@@ -277,31 +279,31 @@ def _pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site, 
 
     cfg.validate()
     out = as_path(out_dir)
-    inputs = [_input_name(str(i)) for i in inputs]
-    for i in inputs:
+    names = [_input_name(str(i)) for i in inputs]
+    for i in names:
         check_finished(i)
-    empty = [i for i in inputs if produced_nothing(i)]
+    empty = [i for i in names if produced_nothing(i)]
     for i in empty:
         log.warning("pack: skipping %s: its prep run kept no documents (see its stats.json drops)", i)
-    inputs = [i for i in inputs if i not in empty]
-    if not inputs:
+    names = [i for i in names if i not in empty]
+    if not names:
         raise FileNotFoundError(f"no documents to pack: every input's prep run kept none ({', '.join(empty)})")
-    prints = {i: fingerprint(i) for i in inputs}  # a missing input fails here, before the tokenizer is built
+    prints = {i: fingerprint(i) for i in names}  # a missing input fails here, before the tokenizer is built
     tok = resolve_tokenizer(cfg)
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
-    cache_dirs = [str(tokenize_cache(i, key)) for i in inputs]
+    cache_dirs = [str(tokenize_cache(i, key)) for i in names]
     # a trace set's held-out documents (the SFT probe's eval set, TRACES/heldout.json) are never packed
-    heldout = heldout_rules(inputs)
+    heldout = heldout_rules(names)
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
-    run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in inputs]] + held_key
+    run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in names]] + held_key
                                         ).encode()).hexdigest()[:16]
-    done_manifest = _prepare_output(out, run_key, dry_run, overwrite, cfg, inputs)
+    done_manifest = _prepare_output(out, run_key, dry_run, overwrite, cfg, names)
     if done_manifest is not None:
         return PackResult(manifest=done_manifest)
 
     chain = StageChain(cfg.executor, site, cfg.workers, label="pack")
-    for i, cache in zip(inputs, cache_dirs):
-        cache = as_path(cache)
+    for i, cache_dir in zip(names, cache_dirs):
+        cache = as_path(cache_dir)
         stamp = {"fingerprint": prints[i], "tokenizer": tok.to_dict(), "boundaries": cfg.boundaries}
         done = cache / "complete.json"
         if done.exists() and json.loads(done.read_text()).get("fingerprint") == prints[i]:
@@ -328,7 +330,7 @@ def _pack(cfg: PackConfig, inputs: list[str | Path], out_dir: str | Path, site, 
     pack_logs, manifest_logs = out / "logs" / run_key, out / "logs" / f"{run_key}-manifest"
     chain.add("pack", [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, heldout)], cfg.tasks,
               str(pack_logs), "midtrain-pack", _slurm_logs(pack_logs))
-    chain.add("manifest", [ManifestStep(cfg.to_dict(), str(out), cache_dirs, inputs, tok.to_dict(), run_key)], 1,
+    chain.add("manifest", [ManifestStep(cfg.to_dict(), str(out), cache_dirs, names, tok.to_dict(), run_key)], 1,
               str(manifest_logs), "midtrain-pack-manifest", _slurm_logs(manifest_logs))
     if dry_run:
         return PackResult(scripts=chain.scripts())

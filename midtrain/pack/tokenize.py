@@ -21,9 +21,9 @@ import json
 import logging
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
-
 from datatrove.data import DocumentsPipeline
 from datatrove.utils.batching import batched
 from datatrove.utils.tokenization import PipelineStepWithTokenizer
@@ -95,7 +95,7 @@ class TokenizeStep(PipelineStepWithTokenizer):
         patterns = {s: re.compile(p, re.MULTILINE) for s, p in self.boundaries.items()}
         ids_out = IndexedDatasetBuilder(f"{tmp}.bin", dtype=dtype)
         mask_out = IndexedDatasetBuilder(f"{tmp}.mask.bin", dtype=np.uint8)
-        totals = {"documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {},
+        totals: dict[str, Any] = {"documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {},
                   "dropped": {}, "with_loss_spans": 0,
                   "first_valid": {}}  # source -> [draw, id]: the document a validation split takes first
         with open(f"{tmp}.docs.jsonl", "w") as meta_out:

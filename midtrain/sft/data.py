@@ -35,7 +35,8 @@ TURN_BOUNDARY = r"^<\|im_start\|>(?:assistant\n|user\n<tool_response>)"
 
 def read_trace_documents(dirs: list[str]) -> tuple[list[dict], Counter]:
     """Documents ({text, id, metadata}) under each DIR/documents; unreadable lines are counted, not fatal."""
-    docs, drops = [], Counter()
+    docs: list[dict] = []
+    drops: Counter[str] = Counter()
     for d in dirs:
         root = Path(d) / "documents"
         files = document_files(root, "*.jsonl*") if root.is_dir() else []
@@ -104,7 +105,8 @@ def split_summary(splits: dict[str, dict], valid_docs: list[dict]) -> dict[str, 
     """What the report says about the held-out set: how it was split, its instances and documents."""
     from midtrain.formats.trace_split import group_of, instance_of
 
-    return {"by": sorted({s["by"] for s in splits.values()}), "fraction": sorted({s["fraction"] for s in splits.values()}),
+    return {"by": sorted({s["by"] for s in splits.values()}),
+            "fraction": sorted({s["fraction"] for s in splits.values()}),
             "recorded": [str(Path(d) / "heldout.json") for d in splits],
             "instances": len({instance_of(d["id"]) for d in valid_docs}),
             "groups": len({group_of(splits[d["_set"]], d["id"], (d.get("metadata") or {}).get("repo"))
@@ -166,11 +168,10 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     """Build (or reuse) the probe's data under DATA_DIR; returns the stamp (paths, counts, hashes).
 
     Data built with other settings are refused, or with ``overwrite`` rebuilt."""
+    from midtrain.formats.tokenizer import load_tokenizer
+    from midtrain.formats.trace_split import shard_doc_ids
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
-    from midtrain.formats.tokenizer import load_tokenizer
-
-    from midtrain.formats.trace_split import shard_doc_ids
 
     data_dir = Path(data_dir)
     splits = trace_splits(cfg)
@@ -189,6 +190,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
             drops[reason] += 1
             log.warning("SFT data: trace %s dropped (%s)", doc["id"], reason)
             continue
+        assert not isinstance(out, str)  # a str is a drop reason, counted above
         text, spans = out
         meta = dict(doc.get("metadata") or {}, loss_spans=spans, source="trace")
         meta.pop("messages", None)
@@ -207,13 +209,15 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     pcfg = PackConfig(seq_length=cfg.train.data.seq_length, pad_multiple=cfg.pad_multiple, seed=cfg.train.data.seed,
                       valid_fraction=0.0, tokenizer=cfg.tokenizer, tokenize_tasks=1, tasks=1,
                       boundaries={"trace": TURN_BOUNDARY}, repeat_header=["trace"])
-    manifests = {}
+    manifests: dict[str, dict] = {}
     for split, docs in (("train", train_docs), ("valid", valid_docs)):
         if not docs:
             continue
         _write_docs(docs, tmp / f"{split}_docs")
         _mark_split(tmp / f"{split}_docs", split)
-        manifests[split] = pack(pcfg, [tmp / f"{split}_docs"], tmp / f"{split}_shards").manifest
+        packed = pack(pcfg, [tmp / f"{split}_docs"], tmp / f"{split}_shards").manifest
+        assert packed is not None  # a local pack (no dry run, no Slurm) returns its manifest
+        manifests[split] = packed
     heldout = split_summary(splits, valid_docs)
     leaked = shard_doc_ids(tmp / "train_shards") & {d["id"] for d in valid_docs}
     if leaked:  # the split above makes this impossible; the shards are checked, not trusted

@@ -85,7 +85,8 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
         summary = train(tcfg)
         distributed.destroy()
     result: dict[str, Any] = {
-        "recipe": recipe or cfg.name, **want, "run_dir": str(run_dir), "data_dir": str(data_dir), "train_docs": data["train_docs"],
+        "recipe": recipe or cfg.name, **want, "run_dir": str(run_dir), "data_dir": str(data_dir),
+        "train_docs": data["train_docs"],
         "valid_docs": data["valid_docs"], "steps": tcfg.optim.train_steps, "exit_code": summary["exit_code"],
     }
     if summary["exit_code"] != 0:

@@ -18,10 +18,11 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from datatrove.data import Document
-from datatrove.io import DataFolder, get_datafolder
+from datatrove.io import get_datafolder
 
 from midtrain.sources.common import SourceReader
 from midtrain.sources.tables import readable_rows, table_units, unit_name
@@ -153,5 +154,5 @@ class BucketAssembler:
         return None
 
     def _write_report(self, rank: int) -> None:
-        self._per_input = {}  # the inputs are the table files, reported by the partition stage
+        self._per_input: dict[str, Any] = {}  # the inputs are the table files, reported by the partition stage
         super()._write_report(rank)  # type: ignore[misc]

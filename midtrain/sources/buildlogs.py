@@ -15,15 +15,25 @@ from __future__ import annotations
 import json
 import re
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.common import (TOO_LONG, TRUNCATED, ReaderConfig, SourceReader, decode_utf8, file_units,
-                                     iter_lines, make_document, read_capped, stable_hash)
+from midtrain.sources.common import (
+    TOO_LONG,
+    TRUNCATED,
+    ReaderConfig,
+    SourceReader,
+    decode_utf8,
+    file_units,
+    iter_lines,
+    make_document,
+    read_capped,
+    stable_hash,
+)
 
 LOG_SUFFIXES = (".log", ".txt", ".out", ".log.gz", ".txt.gz", ".jsonl", ".jsonl.gz")
 
@@ -42,14 +52,16 @@ FAILURE = re.compile(  # case-insensitive; kept free of leading \w+ so a line is
 _MASK = re.compile(r"0x[0-9a-f]+|\b[0-9a-f]{7,}\b|\d+(\.\d+)*", re.IGNORECASE)
 
 TOOLS = [  # (tool, pattern) the first that matches names the log's tool
-    ("github-actions", re.compile(r"^##\[(group|error|endgroup)\]|^Run actions/|Process completed with exit code", re.M)),
+    ("github-actions", re.compile(r"^##\[(group|error|endgroup)\]|^Run actions/|Process completed with exit code",
+                                  re.M)),
     ("pytest", re.compile(r"=+ test session starts =+|^collected \d+ items?|^=+ FAILURES =+$|short test summary info"
                           r"|^=* ?\d+ (passed|failed)(, \d+ \w+)* in [\d.]+s", re.M)),
     ("cargo", re.compile(r"^\s*(Compiling|Finished|Running) .*|^error\[E\d+\]|cargo (build|test)", re.M)),
     ("npm", re.compile(r"^npm (ERR!|WARN|error|warn)|^> [\w@/.-]+@[\d.]+ \w+", re.M)),
     ("cmake", re.compile(r"^-- (Configuring|Generating|The C)|CMake Error", re.M)),
     ("make", re.compile(r"^make(\[\d+\])?: |^make: \*\*\*", re.M)),
-    ("pip", re.compile(r"^(Collecting|Requirement already satisfied|Installing collected packages|ERROR: (Could not|No matching))", re.M)),
+    ("pip", re.compile(r"^(Collecting|Requirement already satisfied|Installing collected packages"
+                       r"|ERROR: (Could not|No matching))", re.M)),
 ]
 
 

@@ -18,8 +18,8 @@ become ``author_<n>`` within their commit.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from datatrove.data import Document
 

@@ -19,17 +19,25 @@ messages, e.g. ``Signed-off-by``). Explicit policies, each counted (``skip/<reas
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Literal
+from typing import Literal
 
 from datatrove.data import Document
 
 from midtrain.config import require
 from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, expand_inputs, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
-from midtrain.sources.git import CommitRecord, GitError, head_commit, is_git_repo, iter_commits, remote_name, \
-    root_commits
+from midtrain.sources.git import (
+    CommitRecord,
+    GitError,
+    head_commit,
+    is_git_repo,
+    iter_commits,
+    remote_name,
+    root_commits,
+)
 from midtrain.sources.licenses import detect_spdx, is_license_file
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
@@ -121,7 +129,7 @@ class CommitReader(SourceReader):
     name = "🕑 commits"
     source = "commits"
 
-    config_class = CommitsConfig
+    config_class: type[CommitsConfig] = CommitsConfig
     cfg: CommitsConfig
 
     def units(self) -> list[tuple[str, str]]:

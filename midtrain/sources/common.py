@@ -10,17 +10,19 @@ into ``stats.json``.
 
 from __future__ import annotations
 
+import builtins
 import gzip
 import hashlib
 import json
 import logging
 import os
 import re
-from collections import deque
 import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable, Iterator
+from typing import IO, Any
 
 import orjson
 from datatrove.data import Document, DocumentsPipeline
@@ -155,7 +157,8 @@ def looks_binary(data: bytes) -> bool:
 
 def open_input(path: Path) -> IO[bytes]:
     """A file as a binary stream, decompressed on the fly when it ends in .gz."""
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
+    # typeshed's GzipFile and BufferedReader are io classes, not typing.IO (which they implement)
+    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # type: ignore[return-value]
 
 
 def read_capped(path: Path, cap: int, head_and_tail: bool = False) -> tuple[bytes, int]:
@@ -278,7 +281,7 @@ def walk_files(root: Path, suffixes: tuple[str, ...] | None = None) -> list[Path
 
 def file_units(inputs: Iterable[str | Path], suffixes: tuple[str, ...]) -> list[tuple[str, tuple[str, str]]]:
     """One unit per matching file: (input it came from, (file path, path relative to that input))."""
-    units = []
+    units: list[tuple[str, tuple[str, str]]] = []
     for p in sorted(expand_inputs(inputs), key=str):
         root = p if p.is_dir() else p.parent
         files = walk_files(p, suffixes) if p.is_dir() else [p]
@@ -291,7 +294,7 @@ class SourceReader(PipelineStep):
 
     type = "📖 - READER"
     source: str = ""  # repos | commits | pulls | buildlogs | traces
-    config_class: type[ReaderConfig] = ReaderConfig
+    config_class: builtins.type[ReaderConfig] = ReaderConfig  # builtins: `type` above is datatrove's label
 
     def __init__(self, inputs: list[str], cfg: ReaderConfig | None = None, report_dir: str | None = None,
                  exclusion_dir: str | None = None):

@@ -25,7 +25,8 @@ from midtrain.formats.repo_files import file_group
 
 _JS_EXT = (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs")
 _C_EXT = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx")
-_JS_IMPORT = re.compile(r"""(?:import\s[^'"]*?from\s*|import\s*\(?\s*|require\s*\(\s*|export\s[^'"]*?from\s*)['"]([^'"]+)['"]""")
+_JS_IMPORT = re.compile(r"""(?:import\s[^'"]*?from\s*|import\s*\(?\s*|require\s*\(\s*|export\s[^'"]*?from\s*)"""
+                        r"""['"]([^'"]+)['"]""")
 _C_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 _RUST_MOD = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.MULTILINE)
 _JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+)\s*;?", re.MULTILINE)
@@ -38,7 +39,7 @@ _PY_IMPORT = re.compile(r"^import\s+([\w., ]+)", re.MULTILINE)
 
 def _python_modules(paths: list[str]) -> dict[str, str]:
     """Dotted module name -> path, for every .py file; names from the repo root and from package roots."""
-    pyfiles = set(p for p in paths if p.endswith(".py"))
+    pyfiles = {p for p in paths if p.endswith(".py")}
     inits = {posixpath.dirname(p) for p in pyfiles if posixpath.basename(p) == "__init__.py"}
     mods: dict[str, str] = {}
     for p in sorted(pyfiles):
@@ -81,7 +82,7 @@ def _import_statements(tree: ast.AST):
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             continue
-        fields = ("body", "orelse", "finalbody", "handlers", "cases")
+        fields: tuple[str, ...] = ("body", "orelse", "finalbody", "handlers", "cases")
         if isinstance(node, ast.If) and _not_run_on_import(node.test):
             fields = ("orelse",)
         for name in fields:
@@ -189,7 +190,8 @@ def file_dependencies(files: dict[str, str]) -> dict[str, set[str]]:
             stem = posixpath.basename(p)[:-3]
             mod_dir = here if stem in ("lib", "main", "mod") else posixpath.join(here, stem)
             for m in _RUST_MOD.finditer(text):
-                for cand in (posixpath.join(mod_dir, m.group(1) + ".rs"), posixpath.join(mod_dir, m.group(1), "mod.rs")):
+                for cand in (posixpath.join(mod_dir, m.group(1) + ".rs"),
+                             posixpath.join(mod_dir, m.group(1), "mod.rs")):
                     if cand in pathset:
                         d.add(cand)
                         break

@@ -57,7 +57,8 @@ IDENTITY_KEY = "input_identity"  # in prep.json: what the inputs held (a rerun o
 
 def split_overrides(source: str, overrides: list[str]) -> tuple[list[str], list[str]]:
     """``<source>.field=v`` overrides go to the source's config, every other one to CurationConfig."""
-    mine, curation = [], []
+    mine: list[str] = []
+    curation: list[str] = []
     for o in overrides:
         (mine if o.split("=", 1)[0].startswith(source + ".") else curation).append(o)
     return [o[len(source) + 1:] for o in mine], curation
@@ -113,7 +114,8 @@ def _stage_stats(logging_dir: Path) -> list[dict]:
 
 def _count(stat: Any) -> int:
     if isinstance(stat, dict):
-        return int(stat.get("total", stat.get("n", 0)))
+        value: Any = stat.get("total", stat.get("n", 0))  # a JSON number
+        return int(value)
     return int(stat or 0)
 
 
@@ -230,9 +232,9 @@ def _identity(item: str, skip: str) -> dict:
             found = fs.find(root, detail=True)
         except Exception as e:  # noqa: BLE001 - listed (and named) again by the reader
             return {"unlisted": f"{type(e).__name__}: {e}"}
-        entries = [(k, v.get("size"), str(v.get("ETag") or v.get("LastModified") or v.get("mtime")))
+        objects = [(k, v.get("size"), str(v.get("ETag") or v.get("LastModified") or v.get("mtime")))
                    for k, v in sorted(found.items())]
-        return {"objects": len(entries), "digest": _digest(entries)}
+        return {"objects": len(objects), "digest": _digest(objects)}
     p = Path(item)
     if not p.exists():
         return {"missing": True}
@@ -244,7 +246,7 @@ def _identity(item: str, skip: str) -> dict:
     if p.is_file():
         st = p.stat()
         return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-    entries = []
+    entries: list[tuple[str, int, int]] = []
     for dirpath, dirnames, filenames in os.walk(p):
         dirnames[:] = sorted(d for d in dirnames if str(Path(dirpath) / d) != skip)
         for name in sorted(filenames):
@@ -410,7 +412,8 @@ def config_yaml(source: str, overrides: list[str] | None = None) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def build_run(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None, **kw: Any) -> PrepRun:
+def build_run(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,
+              **kw: Any) -> PrepRun:
     source, source_cfg, curation_cfg = resolve_configs(source, overrides)
     return PrepRun(source, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
                    location(output), source_cfg, curation_cfg, **kw)

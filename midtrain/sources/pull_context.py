@@ -16,14 +16,22 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from midtrain.sources.common import decode_utf8, looks_binary
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
-from midtrain.sources.git import (commit_author, diff, is_git_repo, list_tree, merge_base, merge_commits, read_blobs,
-                                  remote_name)
+from midtrain.sources.git import (
+    commit_author,
+    diff,
+    is_git_repo,
+    list_tree,
+    merge_base,
+    merge_commits,
+    read_blobs,
+    remote_name,
+)
 from midtrain.sources.licenses import detect_spdx, is_license_file
 from midtrain.sources.ordering import file_dependencies
 
@@ -173,7 +181,7 @@ def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_to
     if mode == "none" or not changed:
         return [], skipped
     entries = {e.path: e for e in list_tree(repo, base) if e.mode not in ("160000", "120000")}
-    all_paths = {p: "" for p in entries}  # module resolution needs every path; only the read ones are parsed
+    all_paths = dict.fromkeys(entries, "")  # module resolution needs every path; only the read ones are parsed
     seen: set[str] = set()
     level: list[tuple[str, str]] = [(p, "changed by this pull request") for p in dict.fromkeys(changed)
                                     if p in entries]
@@ -198,6 +206,7 @@ def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_to
             if reason:
                 skipped[reason] = skipped.get(reason, 0) + 1
                 continue
+            assert text is not None  # no skip reason: the decoded text
             block = read_block(header, path, base, why, text)
             cost = estimate_tokens(block)
             if distance == 0:  # what a changed file imports is worth reading even when the file is too long

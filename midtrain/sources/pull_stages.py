@@ -11,8 +11,9 @@ Git inputs (their merge commits are the PRs) keep the single reader stage: the i
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from datatrove.data import Document
 

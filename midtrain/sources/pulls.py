@@ -41,10 +41,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from datatrove.data import Document
 from datatrove.io import get_datafolder
@@ -52,12 +53,28 @@ from datatrove.io import get_datafolder
 from midtrain.config import require
 from midtrain.locations import is_url
 from midtrain.sources.commits import file_skip_reason, scrub_message, split_files
-from midtrain.sources.common import (MAX_RECORD_BYTES, Pseudonyms, ReaderConfig, RecordTooLarge, SourceReader,
-                                     expand_inputs, make_document, walk_files)
+from midtrain.sources.common import (
+    MAX_RECORD_BYTES,
+    Pseudonyms,
+    ReaderConfig,
+    RecordTooLarge,
+    SourceReader,
+    expand_inputs,
+    make_document,
+    walk_files,
+)
 from midtrain.sources.filters import path_skip_reason
 from midtrain.sources.git import GitError, has_commit, is_git_repo, iter_commits, remote_name, root_commits
-from midtrain.sources.pull_context import (CONTEXT_MODES, base_context, clone_name, diff_sections, find_clone,
-                                           history_pulls, license_at, section_file)
+from midtrain.sources.pull_context import (
+    CONTEXT_MODES,
+    base_context,
+    clone_name,
+    diff_sections,
+    find_clone,
+    history_pulls,
+    license_at,
+    section_file,
+)
 from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 
 KNOWN_BOTS = {"dependabot", "renovate", "codecov", "github-actions", "coveralls", "mergify", "netlify", "vercel",
@@ -226,7 +243,7 @@ class PullReader(SourceReader):
                                                           f"pr:{pr.get('repo')}#{pr.get('number')}", "pr"))
             return None
         title = (pr.get("title") or "").strip()
-        listed = pr.get("files") if isinstance(pr.get("files"), list) else []
+        listed = f if isinstance(f := pr.get("files"), list) else []
         # a file entry whose fields are all null names nothing: it would render as "--- None (+None -None)"
         if not title and not any(isinstance(f, dict) and (f.get("filename") or f.get("patch")) for f in listed):
             self.error("bad_record", where, "no title and no files (the record's fields are empty or null)")

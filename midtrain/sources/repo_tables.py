@@ -26,17 +26,17 @@ Other column names: ``repos.columns.<field>=<column>`` for field in repo, path, 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Literal
+from typing import Literal
 
 from datatrove.data import Document
 
 from midtrain.config import require
 from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, grouping_stages, iter_bucket
-from midtrain.sources.repos import RepoReader, ReposConfig
 from midtrain.sources.licenses import spdx_id
-from midtrain.sources.repos import _control_chars
+from midtrain.sources.repos import RepoReader, ReposConfig, _control_chars
 from midtrain.sources.tables import json_field, license_expression, pick, schema_problem
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -52,7 +52,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
 REQUIRED = [("repo", "files"), ("repo", "path", "content")]
 
 
-def _ids(value) -> list[str]:  # noqa: ANN001 - a license cell: a string, a list of them or nothing
+def _ids(value) -> list[str]:
     """Every license id a cell names (GitHub's keys as SPDX ids), sorted."""
     values = value if isinstance(value, (list, tuple)) else [value]
     return sorted({i for v in values if v is not None for i in [spdx_id(str(v))] if i})
@@ -95,7 +95,7 @@ class RepoRowPartitioner(TableRowPartitioner):
     def schema_problem(self, row: dict) -> str | None:
         return schema_problem("repos", row, REQUIRED, self.cfg.columns, ALIASES)
 
-    def _file(self, repo: str, path, content, meta: dict, where: str, what: str) -> list[Document]:  # noqa: ANN001
+    def _file(self, repo: str, path, content, meta: dict, where: str, what: str) -> list[Document]:
         if not isinstance(path, str) or not isinstance(content, str):
             self.row_error("bad_row", where, f"{what} needs a path and a text content")
             return []
@@ -130,8 +130,8 @@ class RepoRowPartitioner(TableRowPartitioner):
                                    pick(f, "content", cols, ALIASES["content"]), file_meta, where,
                                    "a file of a repository row")
             return docs
-        return self._file(repo, pick(row, "path", cols, ALIASES["path"]), pick(row, "content", cols, ALIASES["content"]),
-                          meta, where, "a file row")
+        return self._file(repo, pick(row, "path", cols, ALIASES["path"]),
+                          pick(row, "content", cols, ALIASES["content"]), meta, where, "a file row")
 
 
 class RepoAssembler(BucketAssembler, RepoReader):
@@ -170,6 +170,7 @@ class RepoAssembler(BucketAssembler, RepoReader):
             if reason:
                 self.skip_path(path, reason)
                 continue
+            assert text is not None  # no skip reason: the decoded text
             files[path] = text
         if not files:
             self.error("no_usable_files", repo, "every file was skipped")

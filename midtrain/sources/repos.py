@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 from datatrove.data import Document
 
@@ -119,7 +120,7 @@ class RepoReader(SourceReader):
     name = "📦 repositories"
     source = "repos"
 
-    config_class = ReposConfig
+    config_class: type[ReposConfig] = ReposConfig
     cfg: ReposConfig
 
     def units(self) -> list[tuple[str, str]]:
@@ -187,7 +188,8 @@ class RepoReader(SourceReader):
         for blob_sha, data in read_blobs(repo, sorted(by_sha)):
             for e in by_sha[blob_sha]:
                 if e.mode == "120000":  # symlink: the blob is the target path
-                    target = posixpath.normpath(posixpath.join(posixpath.dirname(e.path), data.decode(errors="replace")))
+                    target = posixpath.normpath(posixpath.join(posixpath.dirname(e.path),
+                                                               data.decode(errors="replace")))
                     self.skip_path(e.path, "symlink_outside_repo" if target.startswith("../") or target.startswith("/")
                                    or target == ".." else "symlink" if target in paths else "symlink_dangling")
                     continue
@@ -195,6 +197,7 @@ class RepoReader(SourceReader):
                 if reason:
                     self.skip_path(e.path, reason)
                     continue
+                assert text is not None  # no skip reason: the decoded text
                 files[e.path] = text
         return files, sha
 
@@ -235,12 +238,14 @@ class RepoReader(SourceReader):
                     continue
                 size_read += len(data)
                 if len(files) >= self.cfg.max_files or size_read > self.cfg.max_input_bytes:
-                    self.skip_path(rel, "too_many_files" if len(files) >= self.cfg.max_files else "repository_bytes_cap")
+                    self.skip_path(rel, "too_many_files" if len(files) >= self.cfg.max_files
+                                   else "repository_bytes_cap")
                     return files  # the rest of the directory is not walked (nor counted)
+                assert text is not None  # no skip reason: the decoded text
                 files[rel] = text
         return files
 
-    def unit_path(self, unit: str) -> Path:
+    def unit_path(self, unit: str) -> Path | None:
         return Path(unit)
 
     def read_unit(self, unit: str, origin: str) -> Iterator[Document]:
@@ -289,7 +294,7 @@ class RepoReader(SourceReader):
         display = repo_name or root.name.removesuffix(".git")
         base_id = f"repo:{display}" + (f"@{commit[:12]}" if commit else "")
         header = self.cfg.repo_header.format(repo=display)
-        meta = dict(languages=[k for k, _ in sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))],
+        meta: dict[str, Any] = dict(languages=[k for k, _ in sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))],
                     language_bytes=dict(sorted(languages.items())), commit=commit)
         if roots:  # the history's root commits: decontamination knows a renamed mirror by them
             meta["root_commits"] = roots

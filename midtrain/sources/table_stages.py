@@ -40,15 +40,21 @@ def table_source_stages(source: str, inputs: list[str], cfg: ReaderConfig, outpu
     raw, report = str(output / "raw"), str(output / "logs" / "source" / "reports")
     excluded = str(output / "excluded" / "source")
     if source == "traces":
-        from midtrain.sources.trace_tables import TraceTableReader
+        from midtrain.sources.trace_tables import TracesInputConfig, TraceTableReader
 
+        assert isinstance(cfg, TracesInputConfig)  # prep resolves the table form (SOURCE_CONFIGS)
         return [("source", [TraceTableReader(inputs, cfg, report_dir=report, exclusion_dir=excluded),
                             JsonlWriter(raw, output_filename="${rank}.jsonl")], tasks)]
     buckets = getattr(cfg, "buckets", 0) or tasks
     rows = str(output / "rows")
     if source == "repos":
-        from midtrain.sources.repo_tables import repo_table_stages as make
+        from midtrain.sources.repo_tables import ReposInputConfig, repo_table_stages
+
+        assert isinstance(cfg, ReposInputConfig)
+        partition, assemble = repo_table_stages(inputs, cfg, rows, buckets, raw, report, excluded)
     else:
-        from midtrain.sources.commit_tables import commit_table_stages as make
-    partition, assemble = make(inputs, cfg, rows, buckets, raw, report, excluded)
+        from midtrain.sources.commit_tables import CommitsInputConfig, commit_table_stages
+
+        assert isinstance(cfg, CommitsInputConfig)
+        partition, assemble = commit_table_stages(inputs, cfg, rows, buckets, raw, report, excluded)
     return [("source_rows", partition, tasks), ("source", assemble, min(tasks, buckets))]

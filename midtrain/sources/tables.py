@@ -23,14 +23,22 @@ import difflib
 import gzip
 import json
 import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from datatrove.io import DataFolder, get_datafolder
 
 from midtrain.locations import is_url
-from midtrain.sources.common import (MAX_RECORD_BYTES, TOO_LONG, RecordTooLarge, SourceReader, capped_lines,
-                                     expand_inputs, walk_files)
+from midtrain.sources.common import (
+    MAX_RECORD_BYTES,
+    TOO_LONG,
+    RecordTooLarge,
+    SourceReader,
+    capped_lines,
+    expand_inputs,
+    walk_files,
+)
 
 TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
 
@@ -218,7 +226,8 @@ def unit_name(unit: TableUnit) -> str:
 NO_TABLE_FILES = f"no table files ({', '.join(TABLE_SUFFIXES)}) at or under this path"
 
 
-def iter_table_rows(folder: DataFolder, rel: str, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, Any]]:
+def iter_table_rows(folder: DataFolder, rel: str,
+                    max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, Any]]:
     """(where, row dict or the exception that made a row unreadable) for every row of one table file.
 
     A JSONL record or JSON file over ``max_record_bytes`` comes as a :class:`RecordTooLarge` (never held
@@ -267,7 +276,7 @@ def iter_table_rows(folder: DataFolder, rel: str, max_record_bytes: int = MAX_RE
             if line is TOO_LONG:
                 yield f"{where}:{lineno}", RecordTooLarge(f"a record over {max_record_bytes} bytes "
                                                           "(max_record_bytes), skipped")
-            elif line.strip():
+            elif isinstance(line, bytes) and line.strip():  # bytes: every item but the TOO_LONG sentinel
                 try:
                     yield f"{where}:{lineno}", json.loads(line.decode("utf-8"))
                 except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -333,7 +342,7 @@ def license_expression(value: Any) -> str | None:
     from midtrain.sources.licenses import spdx_id
 
     values = value if isinstance(value, (list, tuple)) else [value]
-    ids = sorted({spdx_id(str(v)) for v in values if v is not None and str(v).strip()} - {None})
+    ids = sorted({i for i in (spdx_id(str(v)) for v in values if v is not None and str(v).strip()) if i is not None})
     if not ids:
         return None
     return ids[0] if len(ids) == 1 else " AND ".join(f"({i})" if " " in i else i for i in ids)
@@ -341,7 +350,7 @@ def license_expression(value: Any) -> str | None:
 
 # -- schema checks ---------------------------------------------------------------------------------------
 def missing_fields(row: dict, fields: Iterable[str], columns: dict[str, str],
-                   aliases: dict[str, tuple[str, ...]]) -> list[str]:
+                   aliases: Mapping[str, tuple[str, ...]]) -> list[str]:
     """The reader fields of FIELDS that no column of ROW provides (the configured column, else an alias)."""
     return [f for f in fields if not (columns[f] in row if f in columns else any(a in row for a in aliases[f]))]
 
@@ -358,8 +367,8 @@ def _did_you_mean(field: str, names: tuple[str, ...], found: list[str]) -> str |
     return best if score >= 0.6 else None
 
 
-def schema_problem(source: str, row: dict, alternatives: list[tuple[str, ...]], columns: dict[str, str],
-                   aliases: dict[str, tuple[str, ...]]) -> str | None:
+def schema_problem(source: str, row: dict, alternatives: Sequence[tuple[str, ...]], columns: dict[str, str],
+                   aliases: Mapping[str, tuple[str, ...]]) -> str | None:
     """None when ROW's columns provide every field of one of ALTERNATIVES (sets of reader fields), else what
     is missing: the columns expected, the columns found and the ``SOURCE.columns.FIELD=COLUMN`` override that
     would map them (a did-you-mean over the row's column names)."""

@@ -25,13 +25,14 @@ with its reason and costs no other row.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from datatrove.data import Document
-
-import json
 
 from midtrain.sources.repo_tables import TableInputFields
 from midtrain.sources.tables import TableUnit, readable_rows, schema_problem, table_units
@@ -116,7 +117,8 @@ class TraceTableReader(TraceReader):
     def unit_path(self, unit: Any) -> Path | None:
         return None
 
-    def read_unit(self, unit: TableUnit, origin: str) -> Iterator[Document]:
+    # table units replace the file reader's (path, rel) units: every unit method is overridden together
+    def read_unit(self, unit: TableUnit, origin: str) -> Iterator[Document]:  # type: ignore[override]
         prefix = unit.folder.resolve_paths(unit.rel) if unit.rel is not None else ""
         first = True
         for where, row in readable_rows(self, unit, origin, "records"):
@@ -131,7 +133,7 @@ class TraceTableReader(TraceReader):
             except MalformedColumn as e:
                 self.error("malformed_json", where, str(e), origin)
                 continue
-            doc = self._record_document(lambda: parse_trajectory(record), Path(unit.rel).name + where[len(prefix):],
-                                        where, origin)
+            name = Path(unit.rel).name if unit.rel is not None else ""  # rows come only from a unit with a rel
+            doc = self._record_document(partial(parse_trajectory, record), name + where[len(prefix):], where, origin)
             if doc is not None:
                 yield doc

@@ -34,15 +34,28 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.common import (TOO_LONG, TRUNCATED, ReaderConfig, SourceReader, file_units, iter_lines, log,
-                                     make_document, open_input, read_capped, walk_files)
+from midtrain.sources.common import (
+    TOO_LONG,
+    TRUNCATED,
+    ReaderConfig,
+    SourceReader,
+    file_units,
+    iter_lines,
+    log,
+    make_document,
+    open_input,
+    read_capped,
+    walk_files,
+)
 
 TRACE_SUFFIXES = (".traj", ".traj.json", ".json", ".jsonl", ".jsonl.gz")
 _ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
@@ -120,7 +133,7 @@ def _tool_calls(raw: Any) -> list[dict]:
     for c in raw or []:
         if not isinstance(c, dict):
             raise TraceFormatError("tool_calls entries must be objects")
-        fn = c.get("function") if isinstance(c.get("function"), dict) else c
+        fn = f if isinstance(f := c.get("function"), dict) else c
         name = fn.get("name")
         if not name:
             raise TraceFormatError("tool call without a function name")
@@ -230,7 +243,7 @@ def parse_trajectory(obj: Any, name: str | None = None) -> Trajectory:
         return Trajectory(normalize_messages(obj), instance_id=stem, format="mini-swe-agent-list")
     if not isinstance(obj, dict):
         raise TraceFormatError(f"a trajectory is an object or a message list, got {type(obj).__name__}")
-    info = obj.get("info") if isinstance(obj.get("info"), dict) else {}
+    info = i if isinstance(i := obj.get("info"), dict) else {}
     instance_id = obj.get("instance_id") or info.get("instance_id") or stem
     resolved = _as_bool(obj.get("resolved", obj.get("target", info.get("resolved"))))
     exit_status = obj.get("exit_status") or info.get("exit_status")
@@ -477,7 +490,7 @@ class TraceReader(SourceReader):
     name = "🤖 agent traces"
     source = "traces"
 
-    config_class = TracesConfig
+    config_class: type[TracesConfig] = TracesConfig
     cfg: TracesConfig
 
     def __init__(self, inputs: list[str], cfg: TracesConfig | None = None, report_dir: str | None = None,
@@ -501,7 +514,7 @@ class TraceReader(SourceReader):
 
                 try:
                     tok = load_tokenizer(self.cfg.tokenizer)
-                except Exception as e:  # noqa: BLE001 - auto falls back to plain, saying why
+                except Exception as e:
                     if self.cfg.format == "chat_template":
                         raise
                     log.warning("traces: tokenizer %s not usable (%s); rendering the plain format",
@@ -520,11 +533,11 @@ class TraceReader(SourceReader):
             if self.cfg.resolved_report:
                 report = json.loads(Path(self.cfg.resolved_report).read_text())
                 for key in ("unresolved_ids", "completed_ids", "error_ids"):
-                    self._resolved.update({i: False for i in report.get(key) or []})
-                self._resolved.update({i: True for i in report.get("resolved_ids") or []})
+                    self._resolved.update(dict.fromkeys(report.get(key) or [], False))
+                self._resolved.update(dict.fromkeys(report.get("resolved_ids") or [], True))
         return self._resolved
 
-    def unit_path(self, unit: tuple[str, str]) -> Path:
+    def unit_path(self, unit: tuple[str, str]) -> Path | None:
         return Path(unit[0])
 
     def read_unit(self, unit: tuple[str, str], origin: str) -> Iterator[Document]:
@@ -541,7 +554,7 @@ class TraceReader(SourceReader):
                 self.error("malformed_json", where, str(obj), origin)
                 continue
             doc = self._record_document(
-                lambda: parse_trajectory(obj, name=path.name if where == str(path) else None),
+                partial(parse_trajectory, obj, name=path.name if where == str(path) else None),
                 rel if where == str(path) else f"{rel}:{where.rsplit(':', 1)[-1]}", where, origin)
             if doc is not None:
                 yield doc
@@ -565,8 +578,8 @@ class TraceReader(SourceReader):
             traj.resolved = self._resolved_map()[traj.instance_id]
         if self.cfg.only_resolved and traj.resolved is not True:
             self.drop("unresolved" if traj.resolved is False else "resolved_unknown",
-                      lambda: make_document(render_plain(traj.messages)[0], f"trace:{traj.instance_id}:{where}", "trace",
-                                            instance_id=traj.instance_id, resolved=traj.resolved))
+                      lambda: make_document(render_plain(traj.messages)[0], f"trace:{traj.instance_id}:{where}",
+                                            "trace", instance_id=traj.instance_id, resolved=traj.resolved))
             return None
         messages, counts, reason = clean_messages(traj.messages, self.cfg)
         for what, n in counts.items():

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from midtrain.config import Config, require
-from midtrain.protocol import ProtocolConfig
 from midtrain.pack.pack_step import PackConfig
+from midtrain.protocol import ProtocolConfig
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # `midtrain prep` source name -> the `source` its documents carry (what mixture weights are keyed by).

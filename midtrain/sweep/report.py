@@ -50,6 +50,7 @@ def steps_done(run_dir: Path) -> int | None:
 
 def write_sweep_report(cfg: SweepConfig) -> Path:
     proto = sweep_protocol(cfg)
+    assert proto.report_dir is not None  # sweep_protocol sets it
     out = Path(proto.report_dir)
     names = list(proto.checkpoints)
     runs = {n: str(output_dir(cfg) / n) for n in names}
@@ -57,10 +58,12 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     results = [load_checkpoint_results(n, p) for n, p in runs.items()]
     rows = build_rows(results)
     key = _row(rows, cfg.rank_by)
+    ranked: list[str] = []
     if key is None:
         log.warning("sweep report: no results for %s yet", cfg.rank_by)
-    ranked = sorted((n for n in cfg.variants if key and key.values.get(n) is not None),
-                    key=lambda n: key.values[n], reverse=bool(key and key.higher_is_better))
+    else:
+        scores = {n: v for n in cfg.variants if (v := key.values.get(n)) is not None}
+        ranked = sorted(scores, key=lambda n: scores[n], reverse=key.higher_is_better)
     missing = [n for n in names if not key or key.values.get(n) is None]
     held = _row(rows, "Proxy: held-out loss (before SFT)/all sources")
     retr = _row(rows, "Proxy: code retrieval (before SFT)/accuracy, mean over depth x length")
@@ -78,6 +81,7 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     ranking: list[dict[str, Any]] = []
     best = ranked[0] if ranked else None
     for i, name in enumerate(ranked, 1):
+        assert key is not None and best is not None  # ranked is empty without a key row
         plan = variant_plan(cfg, name)
         steps = steps_done(plan.run_dir)
         # sequence tokens (padding included) the run went through: steps x global batch x context length
@@ -86,8 +90,9 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
                                      _fmt(key, name), _delta(key, name, base),
                                      "—" if name == best else _delta(key, name, best),
                                      _fmt(held, name), _fmt(retr, name)]) + " |")
-        ranking.append({"rank": i, "variant": name, "value": key.values[name], "samples": key.samples.get(name),
-                        "delta_vs_baseline": None if key.values.get(base) is None else key.values[name] - key.values[base],
+        value, base_value = scores[name], key.values.get(base)
+        ranking.append({"rank": i, "variant": name, "value": value, "samples": key.samples.get(name),
+                        "delta_vs_baseline": None if base_value is None else value - base_value,
                         "difference_vs_baseline": is_difference(key.samples.get(base) or [], key.samples[name])
                         if key.samples.get(base) else None, "tokens_trained": tokens, "steps": steps,
                         "seq_length": plan.pack.seq_length})

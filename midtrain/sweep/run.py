@@ -13,7 +13,7 @@ from pathlib import Path
 
 from midtrain.chains import Step, finish, run_chains, run_step
 from midtrain.sweep.config import SweepConfig
-from midtrain.sweep.plan import (base_checkpoint, check_stamp, complete, report_argv, setup_steps, sweep_chains)
+from midtrain.sweep.plan import base_checkpoint, check_stamp, complete, report_argv, setup_steps, sweep_chains
 
 log = logging.getLogger(__name__)
 

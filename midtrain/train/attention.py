@@ -15,7 +15,6 @@ holds); ``auto`` takes varlen where it can run and per-document elsewhere (the C
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -92,10 +91,10 @@ class PortableDocumentAttention(MegatronModule):
         layer_number: int,
         attn_mask_type: AttnMaskType,
         attention_type: str,
-        attention_dropout: Optional[float] = None,
-        softmax_scale: Optional[float] = None,
-        cp_comm_type: Optional[str] = None,
-        pg_collection=None,  # noqa: ANN001 - megatron's ProcessGroupCollection
+        attention_dropout: float | None = None,
+        softmax_scale: float | None = None,
+        cp_comm_type: str | None = None,
+        pg_collection=None,
     ):
         super().__init__(config=config)
         if config.context_parallel_size != 1:
@@ -126,10 +125,10 @@ class PortableDocumentAttention(MegatronModule):
         query: torch.Tensor,
         key: torch.Tensor,
         value: torch.Tensor,
-        attention_mask: Optional[torch.Tensor],
-        attn_mask_type: Optional[AttnMaskType] = None,
-        attention_bias: Optional[torch.Tensor] = None,
-        packed_seq_params: Optional[PackedSeqParams] = None,
+        attention_mask: torch.Tensor | None,
+        attn_mask_type: AttnMaskType | None = None,
+        attention_bias: torch.Tensor | None = None,
+        packed_seq_params: PackedSeqParams | None = None,
     ) -> torch.Tensor:
         if attention_bias is not None:
             raise ValueError("portable document attention does not take an attention bias")
@@ -169,4 +168,4 @@ class PortableDocumentAttention(MegatronModule):
         longest = max(e - s for s, e in zip(bounds[:-1], bounds[1:]))
         out = varlen_attn(query, key, value, cu, cu, longest, longest, scale=self.softmax_scale,
                           window_size=(-1, 0), enable_gqa=self.groups_per_partition != self.heads_per_partition)
-        return out.reshape(query.shape[0], -1)
+        return out.reshape(query.shape[0], -1)  # type: ignore[union-attr]  # a tuple only with return_aux

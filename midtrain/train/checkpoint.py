@@ -24,15 +24,24 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 
 # The checkpoint index (names, completeness, newest valid) is part of the run-directory format; importers of
 # this module get it here too.
-from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, latest_checkpoint, list_checkpoints, \
-    valid_checkpoints, verify
+from midtrain.formats.rundir import (
+    CHECKPOINTS,
+    MARKER,
+    checkpoint_name,
+    latest_checkpoint,
+    list_checkpoints,
+    verify,
+)
+
+if TYPE_CHECKING:
+    from megatron.core.models.gpt import GPTModel
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +125,10 @@ def _sharded_state(model: torch.nn.Module, optimizer: Any | None, common: dict[s
     return state
 
 
-def unwrap(model: torch.nn.Module) -> torch.nn.Module:
+def unwrap(model: torch.nn.Module) -> GPTModel:
     """The GPTModel inside DDP / Float16Module wrappers."""
     while hasattr(model, "module"):
-        model = model.module
+        model = model.module  # type: ignore[assignment]  # torch types Module.__getattr__ as Tensor | Module
     return model
 
 
@@ -169,7 +178,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
     if async_queue is None:
         try:
             dist_checkpointing.save(state, str(tmp))
-        except (Exception, _checkpoint_exception()) as e:  # noqa: BLE001 - re-raised as an I/O error naming why
+        except (Exception, _checkpoint_exception()) as e:
             raise write_error(e, tmp) from e
         _complete(run_dir, tmp, final, step, keep_last, t0)
         return final
@@ -246,7 +255,7 @@ def finish_async_saves(queue: Any, blocking: bool, run_dir: str | Path | None = 
     if queue is not None:
         try:
             queue.maybe_finalize_async_calls(blocking=blocking)
-        except (Exception, _checkpoint_exception()) as e:  # noqa: BLE001 - re-raised as an I/O error naming why
+        except (Exception, _checkpoint_exception()) as e:
             raise write_error(e, Path(run_dir or ".") / CHECKPOINTS) from e
 
 
@@ -375,7 +384,7 @@ def _load(path: Path, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
         if optimizer is not None:
             optimizer.load_state_dict(loaded["optimizer"])
             _init_torch_adam_state(optimizer, restored=True)
-    except (Exception, _checkpoint_exception()) as e:  # noqa: BLE001
+    except (Exception, _checkpoint_exception()) as e:
         log.debug("loading %s failed", path, exc_info=True)  # the traceback with -v
         error = _describe(e)
     if error := _first_error(error):
@@ -460,7 +469,7 @@ def load_weights(path: str | Path, model: torch.nn.Module) -> Path:
     try:
         loaded = _load_sharded({"model": unwrap(model).sharded_state_dict()}, Path(ckpt))
         _load_model_state(model, loaded["model"])
-    except (Exception, _checkpoint_exception()) as e:  # noqa: BLE001 - reported naming the checkpoint
+    except (Exception, _checkpoint_exception()) as e:
         raise CheckpointError(f"checkpoint {ckpt} cannot be loaded into this model: {_describe(e)}") from e
     log.info("initialised weights from %s", ckpt)
     return ckpt

@@ -266,6 +266,7 @@ def _check_expert_layout(cfg: TrainConfig) -> None:
         require(p.expert_tensor in (None, p.tensor), "parallel.expert_tensor",
                 "needs a mixture-of-experts model (model.num_experts)")
         return
+    assert m.num_experts is not None and m.moe_ffn_hidden_size is not None  # is_moe; ModelConfig.check needs both
     require(m.num_experts % ep == 0, "parallel.expert",
             f"model.num_experts={m.num_experts} is not divisible by expert={ep}")
     require(m.moe_ffn_hidden_size % etp == 0, "parallel.expert_tensor",

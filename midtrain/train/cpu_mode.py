@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 log = logging.getLogger(__name__)
 
 _ENABLED = False
-_MODE: "_CpuDevices | None" = None
+_MODE: _CpuDevices | None = None
 
 
 def _is_cuda(device: Any) -> bool:
@@ -63,7 +63,7 @@ def _tensor_type(tensor: torch.Tensor, dtype: Any = None, *args: Any, **kwargs: 
 class _CpuDevices(TorchFunctionMode):
     """Map every CUDA device argument of a torch call to the CPU."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001 - torch protocol
+    def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.Tensor.cuda:
             return args[0]
@@ -122,7 +122,7 @@ class CpuRNGStatesTracker:
             torch.set_rng_state(orig)
 
 
-def _clip_grad_by_total_norm_cpu(parameters, max_norm, total_norm, use_decoupled_grad=False):  # noqa: ANN001
+def _clip_grad_by_total_norm_cpu(parameters, max_norm, total_norm, use_decoupled_grad=False):
     """megatron's clip_grad_by_total_norm_fp32 without its CUDA-only assertion and kernel."""
     if isinstance(parameters, torch.Tensor):
         parameters = [parameters]

@@ -75,7 +75,7 @@ class Flops:
         return self.attention / self.total
 
 
-def flops_per_token(cfg: "TrainConfig", doc_lengths: list[int] | None = None) -> Flops:
+def flops_per_token(cfg: TrainConfig, doc_lengths: list[int] | None = None) -> Flops:
     """Training FLOPs (fwd + bwd) per token at ``cfg.data.seq_length``; ``doc_lengths`` = document masking.
 
     The count is the trainer's (midtrain/train/flops.py, also used for MFU): causal attention over S
@@ -93,7 +93,7 @@ def flops_per_token(cfg: "TrainConfig", doc_lengths: list[int] | None = None) ->
 
 # -- memory ---------------------------------------------------------------------------------------------
 
-def activation_bytes_per_token_layer(m: "ModelConfig", tensor: int, sequence_parallel: bool,
+def activation_bytes_per_token_layer(m: ModelConfig, tensor: int, sequence_parallel: bool,
                                      dtype_bytes: int = 2, expert_tensor: int = 1) -> float:
     """Activations one layer keeps for backward, per token on one GPU (fused attention).
 
@@ -107,6 +107,7 @@ def activation_bytes_per_token_layer(m: "ModelConfig", tensor: int, sequence_par
     mlp = 3 * f  # fc1 out (2f) + SwiGLU out (f)
     expert = 0.0
     if m.is_moe:
+        assert m.num_experts is not None and m.moe_ffn_hidden_size is not None  # is_moe; ModelConfig.check needs both
         mlp = 3 * (m.moe_shared_expert_ffn_hidden_size or 0)
         expert = m.moe_router_topk * (2 * h + 3 * m.moe_ffn_hidden_size / expert_tensor) + 4 * m.num_experts
     sharded = 2 * q + 2 * kv + mlp  # q,k,v after RoPE + attention output; the MLP's
@@ -140,7 +141,7 @@ class MemoryEstimate:
         return f"does not fit ({share:.0%} of {gpu.name})"
 
 
-def memory_per_gpu(cfg: "TrainConfig", num_gpus: int | None = None) -> MemoryEstimate:
+def memory_per_gpu(cfg: TrainConfig, num_gpus: int | None = None) -> MemoryEstimate:
     """Peak memory on the most loaded GPU (first or last pipeline stage) for one micro-batch of 1 sequence.
 
     ``num_gpus`` sets the data-parallel size that shards the distributed optimizer; the default is the
@@ -227,7 +228,7 @@ def _count(n: float) -> str:
     return str(int(n))
 
 
-def summary(cfg: "TrainConfig", num_gpus: int | None = None) -> str:
+def summary(cfg: TrainConfig, num_gpus: int | None = None) -> str:
     """Human-readable size, FLOPs and memory-per-GPU estimate with a verdict per GPU kind."""
     m, p, S = cfg.model, cfg.parallel, cfg.data.seq_length
     pc = m.param_count()

@@ -27,26 +27,26 @@ PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "H800": 989.0, "B200": 2250.0,
                     "GB200": 2500.0, "A100": 312.0, "A800": 312.0, "L40S": 362.0}
 
 
-def matmul_params(cfg: "TrainConfig") -> int:
+def matmul_params(cfg: TrainConfig) -> int:
     """Parameters that take part in a matmul per token (no embeddings lookup, no norms); output layer included."""
     return cfg.model.param_count().flops_params  # MoE: router + top-k experts (+ shared) per token
 
 
-def step_flops(cfg: "TrainConfig", doc_lengths: list[list[int]]) -> float:
+def step_flops(cfg: TrainConfig, doc_lengths: list[list[int]]) -> float:
     """Model FLOPs of one step over the given packed sequences (each a list of piece lengths)."""
     tokens = sum(sum(seq) for seq in doc_lengths)
-    sq = sum(l * l for seq in doc_lengths for l in seq)
+    sq = sum(n * n for seq in doc_lengths for n in seq)
     return flops_from_sums(cfg, tokens, sq)
 
 
-def flops_from_sums(cfg: "TrainConfig", tokens: float, sum_sq_lengths: float) -> float:
+def flops_from_sums(cfg: TrainConfig, tokens: float, sum_sq_lengths: float) -> float:
     """Model FLOPs from token count and sum of squared document lengths (sums over ranks add up)."""
     m = cfg.model
     d_attn = m.head_dim * m.num_attention_heads
     return 6.0 * matmul_params(cfg) * tokens + 6.0 * m.num_layers * d_attn * sum_sq_lengths
 
 
-def peak_tflops(cfg: "TrainConfig") -> float | None:
+def peak_tflops(cfg: TrainConfig) -> float | None:
     """Peak TFLOP/s of one device for MFU: the recipe's log.peak_tflops, else the dense BF16 peak looked up
     by GPU name. FP8 runs are measured against the BF16 peak too: attention, the output layer and the
     BF16 end layers stay in BF16, so an FP8 peak would understate them (``fp8_peak_tflops`` gives it)."""
@@ -66,6 +66,6 @@ def bf16_peak_for(device_name: str) -> float | None:
     return None
 
 
-def fp8_peak_tflops(cfg: "TrainConfig", bf16_peak: float | None) -> float | None:
+def fp8_peak_tflops(cfg: TrainConfig, bf16_peak: float | None) -> float | None:
     """The FP8 dense peak (twice BF16) for runs with precision.fp8, else None: a second, labelled MFU."""
     return 2.0 * bf16_peak if bf16_peak and cfg.precision.fp8 != "none" else None

@@ -21,8 +21,15 @@ import torch
 
 from midtrain.config import ConfigError
 from midtrain.train import hf_mapping
-from midtrain.train.hf_import import (HF_SOURCE, TOKENIZER_FILES, DTYPES, conversion_config, empty_model,
-                                      is_hf_model_dir, single_process_world)
+from midtrain.train.hf_import import (
+    DTYPES,
+    HF_SOURCE,
+    TOKENIZER_FILES,
+    conversion_config,
+    empty_model,
+    is_hf_model_dir,
+    single_process_world,
+)
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +97,7 @@ def save_safetensors(tensors: dict[str, torch.Tensor], dst: Path, shard_bytes: i
         log.info("writing %s (%d tensors)", dst / fname, len(shard))
         save_file(shard, str(dst / fname), metadata={"format": "pt"})
         names.append(fname)
-        weight_map.update({k: fname for k in shard})
+        weight_map.update(dict.fromkeys(shard, fname))
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     (dst / "model.safetensors.index.json").write_text(
         json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))

@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -23,6 +23,9 @@ from midtrain.config import ConfigError
 from midtrain.train import hf_mapping
 from midtrain.train.config import TrainConfig
 from midtrain.train.model_config import ModelConfig
+
+if TYPE_CHECKING:
+    from megatron.core.models.gpt import GPTModel
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +64,7 @@ class LazySafetensors(Mapping):
         self._where: dict[str, Any] = {}
         for f in files:
             handle = safe_open(str(f), framework="pt")
-            self._where.update({key: handle for key in handle.keys()})
+            self._where.update(dict.fromkeys(handle.keys(), handle))
 
     def __getitem__(self, key: str) -> torch.Tensor:
         return self._where[key].get_tensor(key)
@@ -121,10 +124,10 @@ def _tp_shard(name: str, full: torch.Tensor, param: torch.Tensor) -> torch.Tenso
     if name.endswith("linear_fc1.weight"):  # SwiGLU [gate; up]: each rank holds [gate_r; up_r]
         gate, up = full.chunk(2, 0)
         return torch.cat([gate.chunk(tp, 0)[rank], up.chunk(tp, 0)[rank]], 0)
-    return full.chunk(tp, dim=param.partition_dim)[rank]
+    return full.chunk(tp, dim=param.partition_dim)[rank]  # type: ignore[attr-defined]  # set by megatron
 
 
-def local_to_global_names(model: torch.nn.Module) -> dict[str, str]:
+def local_to_global_names(model: GPTModel) -> dict[str, str]:
     """This rank's state-dict names -> whole-model names: pipeline stages number their layers from 0 and
     expert-parallel ranks their experts from 0."""
     layers = model.decoder.layers
@@ -161,7 +164,7 @@ def global_expert_name(layer_param: str, expert_offset: int) -> str:
 
 
 @torch.no_grad()
-def load_full_into(model: torch.nn.Module, full: Mapping[str, torch.Tensor], tied: bool,
+def load_full_into(model: GPTModel, full: Mapping[str, torch.Tensor], tied: bool,
                    progress: str | None = None) -> int:
     """Copy whole-model tensors (local-spec names; may be a lazy McoreView) into this rank's parameters:
     only the tensors of this pipeline stage are read, each cut to this rank's TP shard. Returns the count.
@@ -249,7 +252,7 @@ def single_process_world() -> Iterator[None]:
             distributed.destroy()
 
 
-def empty_model(cfg: Any) -> torch.nn.Module:
+def empty_model(cfg: Any) -> GPTModel:
     """A GPTModel for ``cfg`` with allocated but uninitialised weights (no random-init cost)."""
     from midtrain.train.model import build_gpt_model
 

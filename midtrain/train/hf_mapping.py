@@ -52,7 +52,7 @@ DENSE_MLP = {"mlp.linear_fc1.weight", "mlp.linear_fc2.weight"}
 
 def moe_entries(num_experts: int) -> list[tuple[str, tuple[str, ...], str]]:
     """The MLP rows of a Qwen3-MoE layer: router, then fc1 = [gate; up] and fc2 = down per expert."""
-    rows = [("mlp.router.weight", ("mlp.gate.weight",), "copy")]
+    rows: list[tuple[str, tuple[str, ...], str]] = [("mlp.router.weight", ("mlp.gate.weight",), "copy")]
     for e in range(num_experts):
         rows += [(f"mlp.experts.local_experts.{e}.linear_fc1.weight",
                   (f"mlp.experts.{e}.gate_proj.weight", f"mlp.experts.{e}.up_proj.weight"), "fc1"),
@@ -86,7 +86,7 @@ class Shape:
     num_experts: int = 0  # 0 = dense MLP
 
     @classmethod
-    def of(cls, m: Any) -> "Shape":
+    def of(cls, m: Any) -> Shape:
         """From a ModelConfig."""
         return cls(m.num_layers, m.num_attention_heads, m.num_query_groups,
                    m.head_dim, m.hidden_size, m.qk_layernorm,
@@ -253,7 +253,8 @@ class McoreView(Mapping):
         srcs, how = self._plan[key]
         parts = [self._hf[n] for n in srcs]
         if how == "qkv":
-            return fuse_qkv(*parts, self._s)
+            q, k, v = parts
+            return fuse_qkv(q, k, v, self._s)
         return torch.cat(parts, 0) if how == "fc1" else parts[0]
 
     def __iter__(self) -> Iterator[str]:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 # -- megatron-core --------------------------------------------------------------------------------------
 
-def gpt_model_kwargs(m: "ModelConfig") -> dict[str, Any]:
+def gpt_model_kwargs(m: ModelConfig) -> dict[str, Any]:
     """Keyword arguments for ``megatron.core.models.gpt.GPTModel`` that set the positions."""
     kwargs: dict[str, Any] = {"position_embedding_type": "yarn" if m.rope_scaling == "yarn" else "rope",
                               "rotary_base": m.rotary_base}
@@ -30,7 +30,7 @@ def gpt_model_kwargs(m: "ModelConfig") -> dict[str, Any]:
     return kwargs
 
 
-def transformer_config_attrs(m: "ModelConfig") -> dict[str, Any]:
+def transformer_config_attrs(m: ModelConfig) -> dict[str, Any]:
     """Attributes to set on the ``TransformerConfig`` before building the model (YaRN reads them by name).
 
     The defaults of mscale=1 / mscale_all_dim=0 / rounded correction range are exactly Hugging Face's
@@ -46,7 +46,7 @@ def transformer_config_attrs(m: "ModelConfig") -> dict[str, Any]:
 
 # -- Hugging Face ---------------------------------------------------------------------------------------
 
-def to_hf_rope_parameters(m: "ModelConfig") -> dict[str, Any]:
+def to_hf_rope_parameters(m: ModelConfig) -> dict[str, Any]:
     """``rope_parameters`` for a transformers-5 config."""
     params: dict[str, Any] = {"rope_type": "default" if m.rope_scaling == "none" else m.rope_scaling,
                               "rope_theta": float(m.rotary_base)}
@@ -60,7 +60,7 @@ def to_hf_rope_parameters(m: "ModelConfig") -> dict[str, Any]:
     return params
 
 
-def legacy_hf_rope_keys(m: "ModelConfig") -> dict[str, Any]:
+def legacy_hf_rope_keys(m: ModelConfig) -> dict[str, Any]:
     """Top-level ``rope_theta`` and ``rope_scaling`` as transformers-4 configs (and most engines) read them."""
     params = to_hf_rope_parameters(m)
     scaling = None

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig
 
 
-def resolve_data_parallel(cfg: "TrainConfig", world_size: int) -> int:
+def resolve_data_parallel(cfg: TrainConfig, world_size: int) -> int:
     """The data-parallel size for this world; raises ConfigError when the layout does not fit it."""
     mp = cfg.parallel.model_parallel_size
     if world_size % mp:

@@ -51,6 +51,7 @@ class RunLogger:
     def step(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
+        assert self._metrics is not None  # opened in __init__ when enabled
         self._metrics.write(json.dumps(record) + "\n")
         self._metrics.flush()
         step = record["step"]

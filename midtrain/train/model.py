@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -24,8 +25,15 @@ from midtrain.config import ConfigError
 from midtrain.train import moe
 from midtrain.train.attention import BACKEND_ATTR, PortableDocumentAttention
 from midtrain.train.config import TrainConfig
-from midtrain.train.gpu_choices import (apex_wgrad_available, choose_impl, fusion_flags, installed_te_version,
-                                        jit_fusions_work, selective_recompute_modules, te_version_problem)
+from midtrain.train.gpu_choices import (
+    apex_wgrad_available,
+    choose_impl,
+    fusion_flags,
+    installed_te_version,
+    jit_fusions_work,
+    selective_recompute_modules,
+    te_version_problem,
+)
 
 log = logging.getLogger(__name__)
 
@@ -199,7 +207,7 @@ def count_parameters(cfg: TrainConfig) -> dict[str, int]:
 
 
 @contextlib.contextmanager
-def output_rows(model: torch.nn.Module, rows: torch.Tensor | None) -> Iterator[None]:
+def output_rows(model: GPTModel, rows: torch.Tensor | None) -> Iterator[None]:
     """Within the block, the model's output layer computes logits only for these sequence rows.
 
     Scoring needs logits at a few positions of a long sequence; the full [s, vocab] output would dominate

@@ -35,12 +35,12 @@ def token_dispatcher() -> str:
     return "alltoall" if torch.cuda.is_available() else "allgather"
 
 
-def grouped_gemm(cfg: "TrainConfig", impl: str) -> bool:
+def grouped_gemm(cfg: TrainConfig, impl: str) -> bool:
     """Grouped GEMM experts where available: Transformer Engine's grouped linear layers."""
     return bool(cfg.model.moe_grouped_gemm) and impl == "transformer_engine"
 
 
-def transformer_config_kwargs(cfg: "TrainConfig", impl: str) -> dict[str, Any]:
+def transformer_config_kwargs(cfg: TrainConfig, impl: str) -> dict[str, Any]:
     """The TransformerConfig fields of the MoE layer ({} for a dense model)."""
     m = cfg.model
     if not m.is_moe:
@@ -72,10 +72,12 @@ def transformer_config_kwargs(cfg: "TrainConfig", impl: str) -> dict[str, Any]:
     return kwargs
 
 
-def layer_spec(cfg: "TrainConfig", impl: str) -> "ModuleSpec":
+def layer_spec(cfg: TrainConfig, impl: str) -> ModuleSpec:
     """The decoder layer spec with an MoE MLP: TE's (grouped GEMM experts) or the local one."""
-    from megatron.core.models.gpt.gpt_layer_specs import (get_gpt_layer_local_spec,
-                                                            get_gpt_layer_with_transformer_engine_spec)
+    from megatron.core.models.gpt.gpt_layer_specs import (
+        get_gpt_layer_local_spec,
+        get_gpt_layer_with_transformer_engine_spec,
+    )
 
     from midtrain.train.cpu_mode import moe_router_without_te
 
@@ -98,7 +100,7 @@ def reset_router_log() -> None:
     get_moe_layer_wise_logging_tracker().clear()
 
 
-def step_router_metrics(cfg: "TrainConfig", num_microbatches: int) -> dict[str, float]:
+def step_router_metrics(cfg: TrainConfig, num_microbatches: int) -> dict[str, float]:
     """This step's router losses, averaged over MoE layers, micro-batches and data-parallel ranks.
 
     ``moe_load_balancing_loss`` is the balancing loss itself (1.0 = perfectly balanced for the standard
@@ -107,9 +109,11 @@ def step_router_metrics(cfg: "TrainConfig", num_microbatches: int) -> dict[str, 
     """
     if not cfg.model.is_moe:
         return {}
-    from megatron.core.transformer.moe.moe_utils import (clear_aux_losses_tracker,
-                                                         get_moe_layer_wise_logging_tracker,
-                                                         reduce_aux_losses_tracker_across_ranks)
+    from megatron.core.transformer.moe.moe_utils import (
+        clear_aux_losses_tracker,
+        get_moe_layer_wise_logging_tracker,
+        reduce_aux_losses_tracker_across_ranks,
+    )
 
     tracker = get_moe_layer_wise_logging_tracker()
     names = sorted(n for n in tracker if n in _TRACKED)

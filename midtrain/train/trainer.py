@@ -14,10 +14,11 @@ import math
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -34,6 +35,9 @@ from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
 
+if TYPE_CHECKING:
+    from megatron.core.distributed import DistributedDataParallel
+
 log = logging.getLogger("midtrain.train")
 
 
@@ -45,9 +49,9 @@ class NonFiniteError(RuntimeError):
 class _StepStats:
     """What one step's micro-batches report back, summed on this rank."""
 
+    by_source: torch.Tensor  # [n_sources, 2] (loss sum, tokens)
     loss_sum: float = 0.0
     tokens: float = 0.0
-    by_source: torch.Tensor | None = None  # [n_sources, 2] (loss sum, tokens)
     indices: list[int] = field(default_factory=list)
     doc_lengths: list[list[int]] = field(default_factory=list)
 
@@ -120,7 +124,7 @@ class _BatchIterator:
         self._it = iter(loader)
         self.used: list[Batch] = []
 
-    def __iter__(self) -> "_BatchIterator":
+    def __iter__(self) -> _BatchIterator:
         return self
 
     def __next__(self) -> Batch:
@@ -190,7 +194,7 @@ def build_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> tuple[Any, Any]
     return optimizer, scheduler
 
 
-def wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> torch.nn.Module:
+def wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> DistributedDataParallel:
     """The model as the loop trains it: Float16Module for bf16, inside megatron's DDP."""
     from megatron.core.distributed import DistributedDataParallel
     from megatron.core.transformer.module import Float16Module
@@ -212,7 +216,7 @@ def ddp_config(cfg: TrainConfig):
                                          use_distributed_optimizer=cfg.parallel.distributed_optimizer)
 
 
-def _sync_params(model: torch.nn.Module) -> None:
+def _sync_params(model: DistributedDataParallel) -> None:
     """Finish the parameter all-gather now (it is otherwise deferred into the next forward with
     overlap_param_gather), so every rank holds the full updated weights, e.g. before a checkpoint."""
     if model.ddp_config.overlap_param_gather:
@@ -221,6 +225,7 @@ def _sync_params(model: torch.nn.Module) -> None:
 
 def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
     """init_from: weights only, from a midtrain checkpoint, or a Hugging Face directory (train.hf_import)."""
+    assert cfg.init_from is not None  # called only when it is set
     path = Path(cfg.init_from)
     if (path / "config.json").is_file():
         try:
@@ -281,7 +286,7 @@ class _Run:
     parallel_state: Any  # megatron.core.parallel_state
     run_dir: Path
     dp: int
-    model: torch.nn.Module
+    model: DistributedDataParallel
     optimizer: Any
     scheduler: Any
     dataset: Any
@@ -540,7 +545,7 @@ def _describe_batch(used: list[Batch], group: Any) -> str:
 def _flops_sums(used: list[Batch]) -> tuple[float, float]:
     """Tokens computed (padding included) and sum of squared piece lengths of this rank's sequences."""
     return (float(sum(sum(b.doc_lengths) for b in used)),
-            float(sum(l * l for b in used for l in b.doc_lengths)))
+            float(sum(n * n for b in used for n in b.doc_lengths)))
 
 
 def _log_step(run: _Run, r: _StepResult) -> None:

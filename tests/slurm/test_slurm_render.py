@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from midtrain.config import ConfigError
 from midtrain.commands.submit import train_job
-from midtrain.protocol import protocol_jobs
+from midtrain.config import ConfigError
 from midtrain.launch.protocol_job import build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
 from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
+from midtrain.protocol import protocol_jobs
 from recipes import get_recipe
 
 GOLDEN = Path(__file__).with_name("golden")

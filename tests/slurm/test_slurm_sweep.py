@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from slurm_helpers import REPO, cluster_site, wait_job
 
 sys.path.insert(0, str(REPO / "tests"))  # tiny_sweep (tests/test_sweep.py) and its prep-dir writers

@@ -35,8 +35,8 @@ def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, tasks: int 
 
 
 def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm_cluster, tmp_path):
-    from test_sources_tables import FILES, NO_CURATION, docs_by_id, stack_rows, write_parquet
     from sources_fixtures import read_documents
+    from test_sources_tables import FILES, NO_CURATION, docs_by_id, stack_rows, write_parquet
 
     rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"])
     for r in range(5):
@@ -56,10 +56,11 @@ def test_prep_with_exact_dedup_on_3_slurm_tasks_keeps_the_copies_one_local_task_
     """Forks and vendored files across a table: the sharded exact dedup (3 signature tasks, 3 finder tasks on
     Slurm) keeps the same copies as one local task. 3 tasks, not 8: each of the six stages is a job array, and
     3 already puts the fork and its original, and the vendored copies, in different tasks (asserted below)."""
-    from midtrain.sources.buckets import bucket_of
-    from test_sources_tables import FILES, docs_by_id, stack_rows, write_parquet
     from curate_helpers import stdlib
     from sources_fixtures import read_documents
+    from test_sources_tables import FILES, docs_by_id, stack_rows, write_parquet
+
+    from midtrain.sources.buckets import bucket_of
 
     own = ("bisect.py", "colorsys.py", "heapq.py", "textwrap.py", "json/decoder.py", "json/encoder.py")
     rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"]) + stack_rows("fork/proj", FILES, "c" * 40, ["MIT"])
