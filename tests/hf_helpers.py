@@ -49,6 +49,25 @@ def make_hf_model(family: str, out: Path, seed: int = 0, dtype: torch.dtype = to
     return out
 
 
+def bigram_qwen3(out: Path, chain: list[int], max_position_embeddings: int = 256) -> None:
+    """Save a Qwen3 (the real vocabulary) whose blocks are zero, so each next token depends only on the current
+    one: greedy decoding walks ``chain`` (token chain[i] -> chain[i + 1]). A reply that is known in advance."""
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    cfg = Qwen3Config(vocab_size=151669, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=False,
+                      max_position_embeddings=max_position_embeddings)
+    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.ones_like(p) if "norm" in name else torch.zeros_like(p))
+        emb, head = model.model.embed_tokens.weight, model.lm_head.weight
+        for i, (a, b) in enumerate(zip(chain, chain[1:])):
+            emb[a, i] = 1.0
+            head[b, i] = 10.0
+    model.save_pretrained(out)
+
+
 def save_tiny_tokenizer(out: Path) -> None:
     """A 256-entry byte-level BPE tokenizer (matches the tiny vocab), saved the way HF models carry it."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers

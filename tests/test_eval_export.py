@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hf_helpers import make_hf_model
+from hf_helpers import bigram_qwen3, make_hf_model
 
 from midtrain.cli import main as cli_main
 
@@ -50,25 +50,6 @@ def test_export_writes_chat_eos_and_a_transformers4_tokenizer_config(tmp_path, q
     assert text.endswith("<|im_start|>assistant\n")
 
 
-def _bigram_qwen3(out: Path, chain: list[int]) -> None:
-    """A Qwen3 whose blocks are zero, so each next token depends only on the current one: greedy decoding
-    walks CHAIN (token chain[i] -> chain[i + 1]), a reply that runs on past its end of turn."""
-    from transformers import AutoModelForCausalLM, Qwen3Config
-
-    cfg = Qwen3Config(vocab_size=151669, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=False,
-                      max_position_embeddings=256)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.ones_like(p) if "norm" in name else torch.zeros_like(p))
-        emb, head = model.model.embed_tokens.weight, model.lm_head.weight
-        for i, (a, b) in enumerate(zip(chain, chain[1:])):
-            emb[a, i] = 1.0
-            head[b, i] = 10.0
-    model.save_pretrained(out)
-
-
 @pytest.mark.slow
 def test_generation_stops_at_the_end_of_the_turn(tmp_path, qwen_tokenizer):
     from transformers import AutoModelForCausalLM, GenerationConfig, PreTrainedTokenizerFast
@@ -82,7 +63,7 @@ def test_generation_stops_at_the_end_of_the_turn(tmp_path, qwen_tokenizer):
     chain = prompt + reply + invented
     assert len(set(chain)) == len(chain)  # a bigram chain needs distinct tokens
     out = tmp_path / "model"
-    _bigram_qwen3(out, chain)
+    bigram_qwen3(out, chain)
     (out / "generation_config.json").unlink()
     copy_tokenizer(out, qwen_tokenizer, None, "qwen3")
     model = AutoModelForCausalLM.from_pretrained(out).eval()
@@ -116,7 +97,7 @@ def test_served_export_stops_at_the_end_of_turn(tmp_path, qwen_tokenizer):
     reply = tok.encode("Done.") + [IM_END]
     invented = tok.encode("\n") + [tok.convert_tokens_to_ids("<|im_start|>")] + tok.encode("user")
     out = tmp_path / "export"
-    _bigram_qwen3(out, prompt[-1:] + reply + invented)  # the prompt's last token starts the chain
+    bigram_qwen3(out, prompt[-1:] + reply + invented)  # the prompt's last token starts the chain
     (out / "generation_config.json").unlink()
     copy_tokenizer(out, qwen_tokenizer, None, "qwen3")
     hf_cfg = json.loads((out / "config.json").read_text())

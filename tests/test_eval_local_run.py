@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
+from hf_helpers import bigram_qwen3
 
 from midtrain.cli import main as cli_main
 from midtrain.eval.local_run import BUGS, _test_outcomes, build_tasks
@@ -42,8 +42,6 @@ def test_tasks_fail_at_base_and_pass_with_the_gold_patch(tmp_path):
 def _tiny_export(out: Path) -> Path:
     """A tiny Qwen3 export with the export's chat files (Qwen tokenizer, generation config): its blocks are
     zero, so greedy decoding after the generation prompt's last token ('\\n') walks 'Done.' then <|im_end|>."""
-    from transformers import AutoModelForCausalLM, Qwen3Config
-
     from midtrain.formats.tokenizer import load_tokenizer
     from midtrain.train.hf_export import chat_files, copy_tokenizer
 
@@ -51,17 +49,7 @@ def _tiny_export(out: Path) -> Path:
     tok = load_tokenizer(None)
     tok.save_pretrained(str(tok_dir))
     chain = tok.encode("\n") + tok.encode("Done.") + [IM_END]
-    cfg = Qwen3Config(vocab_size=151669, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=False,
-                      max_position_embeddings=8192)
-    model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            p.copy_(torch.ones_like(p) if "norm" in name else torch.zeros_like(p))
-        for i, (a, b) in enumerate(zip(chain, chain[1:])):
-            model.model.embed_tokens.weight[a, i] = 1.0
-            model.lm_head.weight[b, i] = 10.0
-    model.save_pretrained(out)
+    bigram_qwen3(out, chain, max_position_embeddings=8192)
     (out / "generation_config.json").unlink()
     copy_tokenizer(out, tok_dir, None, "qwen3")
     hf_cfg = json.loads((out / "config.json").read_text())
