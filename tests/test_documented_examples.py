@@ -325,9 +325,11 @@ def workspace(tmp_path_factory, request) -> Iterator[tuple[Path, dict[str, str]]
            "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
            "MIDTRAIN_CACHE": os.environ.get("MIDTRAIN_CACHE", str(Path.home() / ".cache" / "midtrain"))}
     env.pop("MIDTRAIN_SITE", None)
-    # tests/conftest.py pins one thread for in-process tests; an example runs alone, so it uses every core as
-    # for a user (torchrun gives each of its ranks one thread itself)
-    env.pop("OMP_NUM_THREADS", None)
+    # tests/conftest.py pins one thread for in-process tests. Beside other xdist workers an example keeps that
+    # one thread too: two 2-thread trainings on 2 cores spin in each other's OpenMP barriers. Run alone
+    # (`make test XDIST=0`, or one group) it uses every core as for a user; torchrun gives each rank one thread.
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) < 2:
+        env.pop("OMP_NUM_THREADS", None)
     if which not in ("data", "all"):  # only the object-storage examples use the S3 server
         yield ws, env
         return
