@@ -17,7 +17,9 @@ raise, so redirecting them to the CPU changes nothing where CUDA exists. What is
   of their dtype (``torch.cuda.BFloat16Tensor``), and a CUDA type name asked for as a conversion target
   converts to the CPU type of that dtype.
 
-It also tunes the C allocator for a CPU training step (``keep_freed_memory``): not a patch, a setting.
+It also tunes the C allocator for a CPU training step (``keep_freed_memory``): not a patch, a setting;
+and forks, instead of spawning, the process behind dist_checkpointing's write-results queue
+(``fork_checkpoint_results_queue``).
 
 Every monkey-patch of the project lives in this module. ``enable()`` is idempotent and a no-op when
 CUDA is available, so the training loop calls it unconditionally: the loop is the same code on CPU and GPU.
@@ -172,6 +174,36 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
 
 
+def fork_checkpoint_results_queue() -> bool:
+    """Start dist_checkpointing's write-results queue in a forked manager process instead of a spawned one.
+
+    megatron-core reports every checkpoint write through a ``multiprocessing`` Manager queue it starts with
+    the spawn method (a fresh interpreter: no CUDA state copied into it). That interpreter imports torch when
+    it unpickles the first write result, so the first save of every training process waited ~1.5 s of CPU
+    (several seconds on a loaded machine) for nothing; a trainer launched per test, per Slurm job or per rank
+    paid it each time. Forked, the manager has torch already. Only in CPU mode: there is no CUDA state to
+    copy, and megatron-core forks its checkpoint writer processes from the same process anyway. Lazy like
+    the original (started at the first save, or by checkpoint.shield_checkpoint_helper); False where this
+    megatron-core has no such queue.
+    """
+    try:
+        from megatron.core.dist_checkpointing.strategies import filesystem_async
+    except ImportError:
+        return False
+    if not hasattr(filesystem_async, "_get_write_results_queue"):
+        return False
+
+    def _get_write_results_queue() -> Any:
+        import multiprocessing as mp
+
+        if filesystem_async._results_queue is None:
+            filesystem_async._results_queue = mp.get_context("fork").Manager().Queue()
+        return filesystem_async._results_queue
+
+    filesystem_async._get_write_results_queue = _get_write_results_queue
+    return True
+
+
 def enable() -> bool:
     """Make megatron-core usable on CPU (once per process). Returns True when CPU mode is active."""
     global _ENABLED, _MODE
@@ -197,6 +229,7 @@ def enable() -> bool:
     optimizer.clip_grad_by_total_norm_fp32 = _clip_grad_by_total_norm_cpu
     moe_router_without_te()
     keep_freed_memory()
+    fork_checkpoint_results_queue()
     run_backward = torch.autograd._engine_run_backward
 
     def _run_backward_on_cpu(*args: Any, **kwargs: Any) -> Any:
