@@ -12,7 +12,8 @@ of datatrove stages. A :class:`StageChain` holds one such chain:
   for ``--dry-run``; nothing is submitted or written.
 
 datatrove writes a completion marker per finished task under each stage's logging dir, so running the same
-chain again skips the finished tasks (locally and on Slurm).
+chain again skips the finished tasks (locally and on Slurm), and each task's stats: :func:`stage_stats` sums a
+stage's, :func:`step_totals` gives each step's counts by stat name.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -240,3 +241,40 @@ def _script(ex: Any) -> str:
         return ex.get_launch_file_contents(
             ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
     return f"# local: {ex.world_size} tasks, logs in {ex.logging_dir.path}"
+
+
+# -- what the stages counted ------------------------------------------------------------------------------
+def stage_stats(logging_dir: Any) -> list[dict]:
+    """Sum of a stage's per-task datatrove stats, as datatrove's JSON (one dict a step: name, stats, time);
+    the local and the Slurm executors write them alike, under the stage's logging dir (a path or a URL's)."""
+    from datatrove.utils.stats import PipelineStats
+
+    total = PipelineStats()
+    for f in sorted((logging_dir / "stats").glob("*.json")):
+        total = total + PipelineStats.from_json(json.loads(f.read_text()))
+    return json.loads(total.to_json()) if total.stats else []
+
+
+def stat_total(stat: Any) -> int:
+    """A stat's count: datatrove writes a counter as a number, a metric as {"total": ..., "n": ...}."""
+    if isinstance(stat, dict):
+        value: Any = stat.get("total", stat.get("n", 0))  # a JSON number
+        return int(value)
+    return int(stat or 0)
+
+
+def step_label(step: dict) -> str:
+    """'🧹 - CURATE: 🔐 redact secrets/PII' -> 'redact secrets/PII' (datatrove's repr of a step, readable)."""
+    name = str(step.get("name") or "").split(": ", 1)[-1]
+    return "".join(c for c in name if c.isascii()).strip() or "step"
+
+
+def step_totals(stages: Iterable[list[dict]]) -> dict[str, dict[str, int]]:
+    """{step label: {stat: total}} over the stages' stats (:func:`stage_stats`); steps of one label summed."""
+    out: dict[str, dict[str, int]] = {}
+    for steps in stages:
+        for step in steps:
+            mine = out.setdefault(step_label(step), {})
+            for key, value in step.get("stats", {}).items():
+                mine[key] = mine.get(key, 0) + stat_total(value)
+    return out

@@ -7,8 +7,8 @@ import json
 import sysconfig
 from pathlib import Path
 
-from midtrain.curate.runner import run_local, step_counts
-from midtrain.curate.stages import CurationConfig
+from midtrain.curate.stages import CurationConfig, curation_stages
+from midtrain.runner import StageChain, stage_stats, step_totals
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
@@ -55,14 +55,26 @@ def read_docs(folder: Path) -> list[dict]:
     return out
 
 
+def run_curation(cfg: CurationConfig, source: str, raw: Path, prep: Path, tasks: int = 1) -> dict[str, dict[str, int]]:
+    """Every curation stage on RAW into PREP/documents, run by the stage runner as `midtrain prep` runs them;
+    returns each step's counts ({step label: {stat: total}})."""
+    stages = curation_stages(cfg, source, str(raw), str(prep / "documents"), str(prep / "work"), tasks)
+    chain = StageChain(label=f"curate {source}")
+    logs = prep / "work" / "logs"
+    for st in stages:
+        chain.add(st.name, st.pipeline, st.tasks or tasks, str(logs / st.name), job_name=st.name)
+    chain.run()
+    return step_totals(stage_stats(logs / st.name) for st in stages)
+
+
 def curate(tmp: Path, cfg: CurationConfig | None = None, tasks: int = 1, source: str = "repo"
-           ) -> tuple[list[dict], dict[str, dict[str, float]], Path]:
-    """Run every curation stage on tmp/raw; returns (output documents, flat counts, prep dir)."""
+           ) -> tuple[list[dict], dict[str, dict[str, int]], Path]:
+    """Run every curation stage on tmp/raw; returns (output documents, counts by step, prep dir)."""
     prep = tmp / "prep"
-    result = run_local(cfg or CurationConfig(), source, tmp / "raw", prep / "documents", prep / "work", tasks=tasks)
-    return read_docs(prep / "documents"), step_counts(result), prep
+    counts = run_curation(cfg or CurationConfig(), source, tmp / "raw", prep, tasks)
+    return read_docs(prep / "documents"), counts, prep
 
 
-def count(counts: dict[str, dict[str, float]], step: str, stat: str) -> float:
+def count(counts: dict[str, dict[str, int]], step: str, stat: str) -> int:
     """The total of ``stat`` over the steps whose name contains ``step``."""
     return sum(c.get(stat, 0) for name, c in counts.items() if step in name)

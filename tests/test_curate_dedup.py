@@ -9,11 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from curate_helpers import count, doc_row, repo_row, stdlib, write_raw
+from curate_helpers import count, doc_row, repo_row, run_curation, stdlib, write_raw
 from sources_fixtures import make_repo
 
 from midtrain.cli import main
-from midtrain.curate.runner import run_local, step_counts
 from midtrain.curate.stages import CurationConfig
 
 BISECT, COLORSYS, SHLEX, TEXTWRAP, JSON_DEC = (stdlib(p) for p in ("bisect.py", "colorsys.py", "shlex.py",
@@ -54,7 +53,7 @@ def run(tmp: Path, name: str, tasks: int, overrides: list[str], reverse: bool = 
     write_raw(tmp / name / "raw", *(files[::-1] if reverse else files))
     cfg = CurationConfig().apply_overrides(overrides)
     prep = tmp / name / "prep"
-    counts = step_counts(run_local(cfg, "repo", tmp / name / "raw", prep / "documents", prep / "work", tasks=tasks))
+    counts = run_curation(cfg, "repo", tmp / name / "raw", prep, tasks)
     return output_lines(prep / "documents"), counts, prep
 
 

@@ -1,11 +1,14 @@
-"""The stage runner: local chains run in order and once; a dry run names every stage; bad executors refused."""
+"""The stage runner: local chains run in order and once; a dry run names every stage; bad executors refused;
+what the stages counted summed over tasks and stages."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from datatrove.pipeline.base import PipelineStep
 
-from midtrain.runner import StageChain
+from midtrain.runner import StageChain, stage_stats, step_totals
 
 
 class AppendLine(PipelineStep):
@@ -37,6 +40,32 @@ def test_local_chain_runs_added_stages_in_order_and_once(tmp_path):
     again.add("first", [AppendLine(str(out), "first")], 1, str(tmp_path / "logs" / "first"), "first")
     again.run()  # datatrove's completion markers: a rerun skips the finished task
     assert out.read_text().split() == ["first", "second"]
+
+
+class CountRank(PipelineStep):
+    """Counts its task's rank plus one as ``seen`` (and one ``tasks``): totals tell which tasks were summed."""
+
+    name = "🔢 count"
+    type = "🔢 - TEST"
+
+    def run(self, data=None, rank: int = 0, world_size: int = 1):
+        self.stat_update("seen", value=rank + 1)
+        self.stat_update("tasks")
+        return
+        yield
+
+
+def test_stats_are_summed_over_a_stages_tasks_and_over_stages_by_step(tmp_path: Path):
+    chain = StageChain("local", workers=2)
+    for name, tasks in (("a", 3), ("b", 2)):
+        chain.add(name, [CountRank()], tasks, str(tmp_path / "logs" / name), name)
+    chain.run()
+    a = stage_stats(tmp_path / "logs" / "a")
+    assert [s["name"] for s in a] == ["🔢 - TEST: 🔢 count"] and step_totals([a]) == {"count": {"seen": 6, "tasks": 3}}
+    assert stage_stats(tmp_path / "logs" / "never_ran") == []
+    # the two stages' steps share a label (emoji dropped): their counts add up
+    totals = step_totals(stage_stats(tmp_path / "logs" / n) for n in ("a", "b"))
+    assert totals == {"count": {"seen": 6 + 3, "tasks": 3 + 2}}
 
 
 def test_dry_run_describes_each_stage_and_runs_nothing(tmp_path):

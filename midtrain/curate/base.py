@@ -1,15 +1,15 @@
 """Pieces every curation step shares: the step base class, text edits, repo file spans.
 
-Every step follows one contract: a document is kept, changed (counted ``changed_<reason>``) or dropped
-(counted ``dropped_<reason>`` and written, with ``metadata["curation_reason"]``, to the step's exclusion
-folder ``<prep dir>/excluded/<step>/``). An exception on one document drops that document as
+Every step follows one contract (midtrain.steps.CountedStep, in the CURATION vocabulary): a document is kept,
+changed (counted ``changed_<reason>``), has parts cut out (``removed_<reason>``, each part kept for audit) or
+is dropped (counted ``dropped_<reason>`` and written, with ``metadata["curation_reason"]``, to the step's
+exclusion folder ``<prep dir>/excluded/<step>/``). An exception on one document drops that document as
 ``dropped_error_<ExceptionType>``; it never ends the job.
 """
 
 from __future__ import annotations
 
 import bisect
-import contextlib
 import logging
 import re
 from collections.abc import Iterable
@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from datatrove.data import Document, DocumentsPipeline
-from datatrove.pipeline.base import PipelineStep
 
-from midtrain.formats.documents import MALFORMED_KEY, REQUIRED_METADATA, DocumentWriter
+from midtrain.formats.documents import MALFORMED_KEY, REQUIRED_METADATA
+from midtrain.steps import CURATION, CountedStep
 
 log = logging.getLogger("midtrain.curate")
 
@@ -36,64 +36,41 @@ class Drop(Exception):
         self.detail = detail
 
 
-class CurationStep(PipelineStep):
-    """A per-document curation step with counted drops/changes and an exclusion writer."""
+class CurationStep(CountedStep):
+    """A per-document curation step: :meth:`process` each document, counted, drops kept for audit."""
 
     type = "🧹 - CURATE"
-    step_name = "step"  # short name: stats label prefix and excluded/<step_name>/ folder
+    vocabulary = CURATION
+    log = log
 
-    def __init__(self, exclusion_dir: str | None = None):
-        super().__init__()
-        self.exclusion_dir = exclusion_dir
-        self._writer: DocumentWriter | None = None
-        self._rank = 0
+    @property
+    def label(self) -> str:
+        return f"curate/{self.step_name}"
 
     def process(self, doc: Document) -> None:
         """Check/modify ``doc`` in place; raise :class:`Drop` to remove it."""
         raise NotImplementedError
 
-    # -- accounting helpers -------------------------------------------------------------------------------
-    def changed(self, reason: str, n: int = 1) -> None:
-        self.stat_update(f"changed_{reason}", value=n)
-
     def exclude_part(self, parent: Document, text: str, reason: str, **meta: Any) -> None:
-        """Keep a removed part of a document (a trimmed file) for audit; count it as ``removed_<reason>``."""
-        self.stat_update(f"removed_{reason}")
-        if self._writer is not None:
-            part = Document(text=text, id=f"{parent.id}#{meta.get('path', 'part')}",
-                            metadata={"parent_id": parent.id, "source": parent.metadata.get("source"),
-                                      "repo": parent.metadata.get("repo"), "curation_step": self.step_name,
-                                      "curation_reason": reason, **meta})
-            self._writer.write(part, self._rank)
-
-    def _drop(self, doc: Document, reason: str, detail: str | None = None) -> None:
-        self.stat_update("dropped", f"dropped_{reason}")
-        if self._writer is not None:
-            doc.metadata["curation_step"] = self.step_name
-            doc.metadata["curation_reason"] = reason
-            if detail:
-                doc.metadata["curation_detail"] = detail
-            if not isinstance(doc.text, str):
-                doc.text = repr(doc.text)
-            self._writer.write(doc, self._rank)
+        """A part cut out of a document (a trimmed file): counted as ``removed_<reason>``, kept for audit."""
+        self.skip(reason, part=lambda: Document(
+            text=text, id=f"{parent.id}#{meta.get('path', 'part')}",
+            metadata={"parent_id": parent.id, "source": parent.metadata.get("source"),
+                      "repo": parent.metadata.get("repo"), **self.marks(reason), **meta}))
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        self._rank = rank
-        if self.exclusion_dir:
-            self._writer = DocumentWriter(self.exclusion_dir)
-        with self._writer if self._writer else contextlib.nullcontext():
+        with self.counting(rank):
             for doc in data or []:
                 self.stat_update("total")
                 with self.track_time():
                     try:
                         self.process(doc)
                     except Drop as d:
-                        self._drop(doc, d.reason, d.detail)
+                        self.drop(d.reason, doc, d.detail)
                         continue
                     except Exception as e:  # noqa: BLE001 - one bad document must not end the job
-                        log.warning("curate/%s: document %s dropped on %s: %s", self.step_name, doc.id,
-                                    type(e).__name__, e)
-                        self._drop(doc, f"error_{type(e).__name__}", str(e)[:500])
+                        self.log.warning("%s: document %s dropped on %s: %s", self.label, doc.id, type(e).__name__, e)
+                        self.drop(f"error_{type(e).__name__}", doc, str(e)[:500])
                         continue
                 self.stat_update("forwarded")
                 yield doc
@@ -113,7 +90,7 @@ class ValidateDocuments(CurationStep):
     def process(self, doc: Document) -> None:
         meta = doc.metadata
         if meta.pop(MALFORMED_KEY + "_meta", None):
-            self.changed("metadata_not_dict")
+            self.change("metadata_not_dict")
         reason = meta.pop(MALFORMED_KEY, None)
         if reason:
             raise Drop(reason)
@@ -122,11 +99,11 @@ class ValidateDocuments(CurationStep):
         for key in REQUIRED_METADATA:
             if key not in meta:
                 meta[key] = doc.id if key == "id" else None
-                self.changed(f"missing_{key}")
+                self.change(f"missing_{key}")
         for key in ("repo", "license", "source"):
             if meta[key] is not None and not isinstance(meta[key], str):
                 meta[key] = None
-                self.changed(f"bad_{key}")
+                self.change(f"bad_{key}")
         if "loss_spans" in meta and not _valid_spans(meta["loss_spans"], len(doc.text)):
             raise Drop("bad_loss_spans")
 

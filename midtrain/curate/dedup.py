@@ -402,5 +402,5 @@ class DedupFilter(CurationStep):
         for span, why in spans:
             self.exclude_part(doc, doc.text[span.start:span.end], f"{why}_file", path=span.path)
         remove_files(doc, [span for span, _ in spans])
-        self.changed("dedup_trimmed_files")
+        self.change("dedup_trimmed_files")
 

@@ -127,7 +127,7 @@ class QualityFilter(CurationStep):
                     self.exclude_part(doc, doc.text[f.start:f.end], why, path=f.path)
             if cut:
                 remove_files(doc, cut)
-                self.changed("trimmed_files")
+                self.change("trimmed_files")
                 if not repo_files(doc):
                     raise Drop("all_files_removed")
         text = doc.text

@@ -549,6 +549,6 @@ class RedactSecrets(CurationStep):
         counts = Counter(f.kind for f in findings)
         for kind, n in counts.items():
             self.stat_update(f"redacted_{kind}", value=n)
-        self.changed("redacted_doc")
+        self.change("redacted_doc")
         doc.metadata["redactions"] = dict(counts)
         apply_edits(doc, [Edit(f.start, f.end, f.placeholder) for f in findings])

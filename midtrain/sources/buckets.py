@@ -57,6 +57,7 @@ class TableRowPartitioner(SourceReader):
     """
 
     name = "🪣 partition rows"
+    report_name = "partition-{rank:05d}.json"  # beside the assembling stage's reports, under its own name
 
     def __init__(self, inputs: list[str], cfg: Any = None, buckets: int = 1, report_dir: str | None = None,
                  exclusion_dir: str | None = None):
@@ -99,15 +100,6 @@ class TableRowPartitioner(SourceReader):
             for doc in docs:
                 doc.metadata["bucket"] = bucket_of(doc.metadata["group"], self.buckets)
                 yield doc
-
-    def _write_report(self, rank: int) -> None:
-        # the partition stage reports beside the assembling stage's reports, under its own name
-        if self.report_dir:
-            from midtrain.locations import ensure_dir, location
-
-            path = location(self.report_dir) / f"partition-{rank:05d}.json"
-            ensure_dir(path.parent)
-            path.write_text(json.dumps({"errors": self._errors, "inputs": self._per_input}, indent=1))
 
 
 def iter_bucket(rows_dir: str, bucket: str) -> Iterator[dict]:

@@ -2,10 +2,10 @@
 
 Every reader is a datatrove :class:`PipelineStep` that takes its input *units* (a repository, a file) in a
 stable sorted order and keeps ``units[rank::world_size]``, so the output does not depend on timing and a
-relaunch re-creates the same shards. Problems are handled record by record: each one is counted in the
-step's datatrove stats as ``error/<reason>`` (a whole record lost) or ``skip/<reason>`` (a part left out of a
-document on purpose), and described (what, where) in a per-task error report that ``midtrain prep`` merges
-into ``stats.json``.
+relaunch re-creates the same shards. Problems are handled record by record (midtrain.steps.CountedStep): each
+one is counted in the step's datatrove stats as ``error/<reason>`` (a whole record lost), ``dropped/<reason>``
+(a readable record left out on purpose) or ``skip/<reason>`` (a part left out of a document on purpose), and
+errors are described (what, where) in a per-task error report that ``midtrain prep`` merges into ``stats.json``.
 """
 
 from __future__ import annotations
@@ -19,20 +19,19 @@ import os
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import orjson
 from datatrove.data import Document, DocumentsPipeline
-from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import Config, require
+from midtrain.steps import READERS, CountedStep
 
 log = logging.getLogger("midtrain.sources")
 
-MAX_REPORTED_ERRORS = 200  # per task; every error is counted, only the first ones are described
 MAX_RECORD_BYTES = 32_000_000  # default cap of one JSONL record or JSON file (ReaderConfig.max_record_bytes)
 
 
@@ -289,24 +288,31 @@ def file_units(inputs: Iterable[str | Path], suffixes: tuple[str, ...]) -> list[
     return units
 
 
-class SourceReader(PipelineStep):
-    """Base of the source readers: sharding over input units, error accounting, the error report."""
+class SourceReader(CountedStep):
+    """Base of the source readers: sharding over input units, per-input counts, the error report.
+
+    Counted in the readers' vocabulary (midtrain.steps.READERS): ``error/<reason>``, ``skip/<reason>``,
+    ``dropped/<reason>``; what a reader drops goes to ``excluded/source/`` marked ``filter_reason``.
+    """
 
     type = "📖 - READER"
     source: str = ""  # repos | commits | pulls | buildlogs | traces
     config_class: builtins.type[ReaderConfig] = ReaderConfig  # builtins: `type` above is datatrove's label
+    vocabulary = READERS
+    log = log
+    report_name = "{rank:05d}.json"  # in report_dir; a stage before the assembling one reports under its own
 
     def __init__(self, inputs: list[str], cfg: ReaderConfig | None = None, report_dir: str | None = None,
                  exclusion_dir: str | None = None):
-        super().__init__()
+        super().__init__(exclusion_dir)  # records dropped on purpose are written there (JSONL.gz per task)
         self.inputs = [str(p) for p in inputs]
         self.cfg = cfg or self.config_class()
         self.report_dir = report_dir
-        self.exclusion_dir = exclusion_dir  # records dropped on purpose are written here (JSONL.gz per task)
-        self._errors: list[dict] = []
         self._per_input: dict[str, dict[str, int]] = {}
-        self._excluded: Any = None
-        self._rank = 0
+
+    @property
+    def label(self) -> str:
+        return self.source
 
     # -- to implement ---------------------------------------------------------------------------
     def units(self) -> list[tuple[str, Any]]:
@@ -323,81 +329,64 @@ class SourceReader(PipelineStep):
 
     # -- accounting -----------------------------------------------------------------------------
     def error(self, reason: str, where: str, detail: str = "", origin: str | None = None) -> None:
-        """A record (or whole unit) that could not be used: counted, logged and reported."""
-        self.stat_update(f"error/{reason}")
+        """A record (or whole unit) that could not be used: counted (against ``origin``, the input it came
+        from, when given), logged and reported."""
         if origin is not None:
             self._per_input.setdefault(origin, {"documents": 0, "errors": 0})["errors"] += 1
-        if len(self._errors) < MAX_REPORTED_ERRORS:
-            self._errors.append({"reason": reason, "where": where, "detail": detail[:500]})
-        log.warning("%s: %s at %s%s", self.source, reason, where, f" ({detail[:200]})" if detail else "")
-
-    def skip(self, reason: str, n: int = 1) -> None:
-        """A part deliberately left out of a document (a vendored file, a bot comment): counted only."""
-        self.stat_update(f"skip/{reason}", value=n)
-
-    def drop(self, reason: str, document: Callable[[], Document] | None = None) -> None:
-        """A whole, readable record filtered out on purpose (e.g. an unresolved trajectory): counted, and
-        written with its reason to the exclusion folder when there is one (``document`` builds it lazily)."""
-        self.stat_update(f"dropped/{reason}")
-        if self.exclusion_dir and document is not None:
-            if self._excluded is None:
-                from datatrove.pipeline.writers import JsonlWriter
-
-                self._excluded = JsonlWriter(self.exclusion_dir, output_filename="${rank}.jsonl")
-            doc = document()
-            doc.metadata["filter_reason"] = reason
-            self._excluded.write(doc, rank=self._rank)
+        super().error(reason, where, detail)
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if data:
             yield from data
-        self._rank = rank
         units = self.units()
         mine = units[rank::world_size]
         for origin, _ in mine:
             self._per_input.setdefault(origin, {"documents": 0, "errors": 0})
         progress = _InputProgress(self.source, list(self._per_input), rank, world_size)
-        try:
-            for origin, unit in mine:
-                progress.at(origin, self._per_input[origin])
-                path = self.unit_path(unit)
-                if path is not None and not path.exists():
-                    self.stat_update("records")
-                    self.error("missing_input", str(path), "no such file or directory", origin)
-                    continue
-                docs = self.read_unit(unit, origin)
-                while True:  # streamed: a huge input file is never held in memory
-                    try:
-                        doc = next(docs)
-                    except StopIteration:
-                        break
-                    except Exception as e:  # noqa: BLE001 - one bad unit must not end the job; it is reported
-                        # documents already yielded from this unit are kept; the rest of it is lost and counted
-                        self.error("unreadable", str(unit), f"{type(e).__name__}: {e}", origin)
-                        break
-                    try:  # lone surrogates (e.g. "\ud800" escapes in JSON input) cannot be written as UTF-8
-                        n_bytes = len(doc.text.encode("utf-8"))
-                        orjson.dumps(doc.metadata)
-                    except (UnicodeEncodeError, TypeError) as e:
-                        self.error("invalid_unicode", doc.id, str(e), origin)
-                        continue
-                    self._per_input[origin]["documents"] += 1
-                    progress.tick(origin, self._per_input[origin])
-                    self.stat_update("documents")
-                    self.stat_update("bytes", value=n_bytes)
-                    self.update_doc_stats(doc)
-                    yield doc
-        finally:
-            progress.done()
-            if self._excluded is not None:
-                self._excluded.close()
-            self._write_report(rank)
+        with self.counting(rank):
+            try:
+                for origin, unit in mine:
+                    progress.at(origin, self._per_input[origin])
+                    yield from self._read_checked(unit, origin, progress)
+            finally:
+                progress.done()
+                self._write_report(rank)
+
+    def _read_checked(self, unit: Any, origin: str, progress: _InputProgress) -> Iterator[Document]:
+        """One unit's documents, each counted; a unit that breaks off is counted unreadable, the rest kept."""
+        path = self.unit_path(unit)
+        if path is not None and not path.exists():
+            self.stat_update("records")
+            self.error("missing_input", str(path), "no such file or directory", origin)
+            return
+        docs = self.read_unit(unit, origin)
+        while True:  # streamed: a huge input file is never held in memory
+            try:
+                doc = next(docs)
+            except StopIteration:
+                return
+            except Exception as e:  # noqa: BLE001 - one bad unit must not end the job; it is reported
+                # documents already yielded from this unit are kept; the rest of it is lost and counted
+                self.error("unreadable", str(unit), f"{type(e).__name__}: {e}", origin)
+                return
+            try:  # lone surrogates (e.g. "\ud800" escapes in JSON input) cannot be written as UTF-8
+                n_bytes = len(doc.text.encode("utf-8"))
+                orjson.dumps(doc.metadata)
+            except (UnicodeEncodeError, TypeError) as e:
+                self.error("invalid_unicode", doc.id, str(e), origin)
+                continue
+            self._per_input[origin]["documents"] += 1
+            progress.tick(origin, self._per_input[origin])
+            self.stat_update("documents")
+            self.stat_update("bytes", value=n_bytes)
+            self.update_doc_stats(doc)
+            yield doc
 
     def _write_report(self, rank: int) -> None:
         if not self.report_dir:
             return
         from midtrain.locations import ensure_dir, location
 
-        path = location(self.report_dir) / f"{rank:05d}.json"
+        path = location(self.report_dir) / self.report_name.format(rank=rank)
         ensure_dir(path.parent)
         path.write_text(json.dumps({"errors": self._errors, "inputs": self._per_input}, indent=1))

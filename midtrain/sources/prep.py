@@ -36,7 +36,7 @@ from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.formats.documents import read_jsonl
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
-from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock
+from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock, stage_stats, stat_total, step_label
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commit_tables import CommitsInputConfig
 from midtrain.sources.common import ReaderConfig, expand_inputs
@@ -44,6 +44,7 @@ from midtrain.sources.pulls import PullsConfig
 from midtrain.sources.repo_tables import ReposInputConfig
 from midtrain.sources.table_stages import table_source_stages
 from midtrain.sources.trace_tables import TracesInputConfig
+from midtrain.steps import stat_kinds
 
 log = logging.getLogger("midtrain.prep")
 
@@ -102,29 +103,6 @@ def source_pipeline(source: str, inputs: list[str], cfg: ReaderConfig, raw_dir: 
 
 
 # -- stats ----------------------------------------------------------------------------------------------
-def _stage_stats(logging_dir: Path) -> list[dict]:
-    """Sum of a stage's per-task datatrove stats (as written by local and Slurm executors alike)."""
-    from datatrove.utils.stats import PipelineStats
-
-    total = PipelineStats()
-    for f in sorted((logging_dir / "stats").glob("*.json")):
-        total = total + PipelineStats.from_json(json.loads(f.read_text()))
-    return json.loads(total.to_json()) if total.stats else []
-
-
-def _count(stat: Any) -> int:
-    if isinstance(stat, dict):
-        value: Any = stat.get("total", stat.get("n", 0))  # a JSON number
-        return int(value)
-    return int(stat or 0)
-
-
-def _step_label(step: dict) -> str:
-    """'🧹 - CURATE: 🔐 redact secrets/PII' -> 'redact secrets/PII' (datatrove's repr of a step, readable)."""
-    name = str(step.get("name") or "").split(": ", 1)[-1]
-    return "".join(c for c in name if c.isascii()).strip() or "step"
-
-
 def _count_output(documents_dir: Path) -> tuple[int, int, int]:
     """(documents, text bytes, compressed bytes) actually in DIR/documents."""
     docs = text_bytes = disk = 0
@@ -139,19 +117,20 @@ def _count_output(documents_dir: Path) -> tuple[int, int, int]:
 
 def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
     """Merge every stage's stats and the reader's error reports into one stats.json dict."""
-    stages = {name: _stage_stats(output / "logs" / name) for name in stage_names}
-    # datatrove stat names: readers count error/<r>, dropped/<r>, skip/<r>; filters count "dropped" (the total)
-    # and dropped_<r>, removed_<r> (parts cut out), changed_<r> / redacted_<r> (text rewritten)
-    kinds = {"drops": ("error/", "dropped/", "dropped_"), "skips": ("skip/", "removed_"),
-             "changes": ("changed_", "redacted_"), "identity": ("identity_", "unidentified_repo")}
+    stages = {name: stage_stats(output / "logs" / name) for name in stage_names}
+    # each step family's stat names (midtrain.steps), the redaction step's count per kind of secret
+    # (redacted_<kind>, beside its changed_redacted_doc) and the decontamination step's identification methods
+    kinds = stat_kinds()
+    kinds["changes"] += ("redacted_",)
+    kinds["identity"] = ("identity_", "unidentified_repo")
     found: dict[str, dict[str, int]] = {k: {} for k in kinds}
     for name, steps in stages.items():
         for step in steps:
             for key, value in step.get("stats", {}).items():
-                label = f"{name}/{key}" if name == "source" else f"{name}/{_step_label(step)}/{key}"
+                label = f"{name}/{key}" if name == "source" else f"{name}/{step_label(step)}/{key}"
                 for kind, prefixes in kinds.items():
                     if key.startswith(prefixes):
-                        found[kind][label] = found[kind].get(label, 0) + _count(value)
+                        found[kind][label] = found[kind].get(label, 0) + stat_total(value)
     drops, skips = found["drops"], found["skips"]
     reader = stages["source"][0].get("stats", {}) if stages.get("source") else {}  # step 0: the reader
     errors: list[dict] = []
@@ -168,10 +147,10 @@ def summarize(output: Path, stage_names: list[str], settings: dict) -> dict:
     return {
         "source": settings["source"],
         "complete": True,
-        "documents_in": _count(reader.get("records")),
-        "documents_read": _count(reader.get("documents")),
+        "documents_in": stat_total(reader.get("records")),
+        "documents_read": stat_total(reader.get("documents")),
         "documents_out": docs_out,
-        "bytes_read": _count(reader.get("bytes")),
+        "bytes_read": stat_total(reader.get("bytes")),
         "bytes_out": bytes_out,
         "bytes_on_disk": disk,
         "drops": dict(sorted(drops.items())),

@@ -31,6 +31,7 @@ class PullRowPartitioner(PullReader):
     """Partition stage: every readable record -> a row (the record as JSON) in its repository's bucket."""
 
     name = "🪣 partition pull requests"
+    report_name = "partition-{rank:05d}.json"  # beside the assembling stage's reports, under its own name
 
     def __init__(self, inputs: list[str], cfg: PullsConfig, buckets: int, report_dir: str | None = None):
         super().__init__(inputs, cfg, report_dir)
@@ -40,14 +41,6 @@ class PullRowPartitioner(PullReader):
         repo = _repo_of(pr)
         return Document(text=json.dumps(pr, ensure_ascii=False, default=str), id=where,
                         metadata={"group": repo, "bucket": bucket_of(repo, self.buckets), "where": where})
-
-    def _write_report(self, rank: int) -> None:  # beside the assembling stage's reports, under its own name
-        if self.report_dir:
-            from midtrain.locations import ensure_dir, location
-
-            path = location(self.report_dir) / f"partition-{rank:05d}.json"
-            ensure_dir(path.parent)
-            path.write_text(json.dumps({"errors": self._errors, "inputs": self._per_input}, indent=1))
 
 
 class PullAssembler(BucketAssembler, PullReader):
