@@ -8,9 +8,8 @@ reuses it instead of parsing the argv back. A failed step skips the rest of its 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -23,14 +22,6 @@ class Step:
 
     def command(self) -> str:
         return "midtrain " + " ".join(self.argv)
-
-    # A step unpacks as the (name, argv) pair chains were before ``done`` joined them: ``for name, argv in
-    # chain``, ``dict(chain)`` and the Slurm renderer's (name, argv) steps take it as it is.
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.name, self.argv))
-
-    def __getitem__(self, i: int) -> Any:
-        return (self.name, self.argv)[i]
 
 
 Chains = dict[str, list[Step]]  # chain name (a checkpoint, a variant) -> its steps in order

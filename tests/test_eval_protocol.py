@@ -16,16 +16,16 @@ def test_demo_protocol_chains_sft_then_evals_with_the_same_probe():
     steps = protocol_steps(cfg)
     assert list(steps) == ["base", "midtrained", "variant"]
     for name, chain in steps.items():
-        assert [s for s, _ in chain] == ["sft", "eval_proxy"]
-        sft = chain[0][1]
+        assert [s.name for s in chain] == ["sft", "eval_proxy"]
+        sft = chain[0].argv
         assert sft[:2] == ["sft", "sft_probe_demo"]
         assert sft[sft.index("--from") + 1] == cfg.checkpoints[name]
         assert sft[sft.index("--output") + 1].endswith(f"{name}/sft")
     # identical probe settings: the sft argv differs only in --from and --output
-    strip = [[a for i, a in enumerate(c[0][1]) if i == 0 or c[0][1][i - 1] not in ("--from", "--output")]
+    strip = [[a for i, a in enumerate(c[0].argv) if i == 0 or c[0].argv[i - 1] not in ("--from", "--output")]
              for c in steps.values()]
     assert strip[0] == strip[1] == strip[2]
-    parsed = build_parser().parse_args(steps["base"][0][1])
+    parsed = build_parser().parse_args(steps["base"][0].argv)
     assert (parsed.recipe, parsed.start) == ("sft_probe_demo", cfg.checkpoints["base"])
     assert any(o.startswith("data_dir=") for o in parsed.overrides)
     rep = report_argv(cfg)
@@ -37,8 +37,8 @@ def test_demo_protocol_chains_sft_then_evals_with_the_same_probe():
 def test_eval_overrides_rebuild_the_exact_config():
     cfg = get_recipe("protocol_swebench").build(["swebench.instance_slice=0:5", "swebench.vllm_args=[--enforce-eager]"])
     steps = protocol_steps(cfg)
-    chain = dict(steps["midtrained"])
-    assert list(dict(steps["base"])) == ["sft", "eval_proxy", "eval_lm_eval", "eval_swebench"]
+    chain = {s.name: s.argv for s in steps["midtrained"]}
+    assert [s.name for s in steps["base"]] == ["sft", "eval_proxy", "eval_lm_eval", "eval_swebench"]
     # parse each argv with the real CLI parser, then rebuild the eval config from the parsed overrides
     parser = build_parser()
     proxy_args = parser.parse_args(chain["eval_proxy"])
@@ -85,7 +85,7 @@ def test_overrides_after_the_options_are_accepted():
 
 def test_seeds_repeat_the_probe_and_the_retrieval_draws():
     cfg = get_recipe("protocol_demo").build(["probe_seeds=[7, 8]", "proxy_seeds=[0, 1]"])
-    chain = dict(protocol_steps(cfg)["base"])
+    chain = {s.name: s.argv for s in protocol_steps(cfg)["base"]}
     assert list(chain) == ["sft", "sft-s8", "eval_proxy", "eval_proxy-s1"]
     parser = build_parser()
     first, second = parser.parse_args(chain["sft"]), parser.parse_args(chain["sft-s8"])
@@ -93,7 +93,7 @@ def test_seeds_repeat_the_probe_and_the_retrieval_draws():
     assert {"train.seed=8", "train.data.seed=8"} <= set(second.overrides) and second.output.endswith("base/sft-s8")
     # each seed has its own shared data dir, the same for every checkpoint
     data = {o for o in second.overrides if o.startswith("data_dir=")}
-    assert data == {o for o in parser.parse_args(dict(protocol_steps(cfg)["midtrained"])["sft-s8"]).overrides
+    assert data == {o for o in parser.parse_args(next(s.argv for s in protocol_steps(cfg)["midtrained"] if s.name == "sft-s8")).overrides
                     if o.startswith("data_dir=")} and data != {o for o in first.overrides if o.startswith("data_dir=")}
     redraw = ProxyConfig().apply_overrides(parser.parse_args(chain["eval_proxy-s1"]).overrides)
     assert redraw.retrieval.seed == 1 and redraw.shards is None  # held-out loss is deterministic: scored once

@@ -293,8 +293,9 @@ def test_swe_ablations_sweep_preps_pulls_again_without_and_with_more_context():
     cfg.validate()
     for name, mode in (("pr_context_none", "none"), ("pr_context_imports", "files+imports")):
         plan = variant_plan(cfg, name)
-        [(step, argv)] = plan.prep
-        assert step == "prep_pulls" and argv[:4] == ["prep", "pulls", "pulls.repos=out/raw/repos",
+        [step] = plan.prep
+        argv = step.argv
+        assert step.name == "prep_pulls" and argv[:4] == ["prep", "pulls", "pulls.repos=out/raw/repos",
                                                      f"pulls.context={mode}"]
         assert argv[argv.index("--input") + 1] == "out/raw/pulls"
         assert any(p.endswith(f"{name}/prep/pulls") for p in plan.inputs)
@@ -365,8 +366,9 @@ def test_demo_sweep_preps_the_demo_pulls_again_without_their_context(tmp_path, m
     from recipes.sweeps import sweep_demo
 
     cfg = sweep_demo().validate()
-    [(step, argv)] = variant_plan(cfg, "pr_context_none").prep
-    assert step == "prep_pulls" and argv[:4] == ["prep", "pulls", "pulls.repos=.demo/prep/_inputs/pulls/repos",
+    [step] = variant_plan(cfg, "pr_context_none").prep
+    argv = step.argv
+    assert step.name == "prep_pulls" and argv[:4] == ["prep", "pulls", "pulls.repos=.demo/prep/_inputs/pulls/repos",
                                                  "pulls.context=none"]
     assert not variant_plan(cfg, "all").prep and cfg.inputs["pulls"] == ".demo/prep/pulls"  # `all`: the demo's
     # the records and clone it names are the demo's (midtrain.demo.stages builds them in WORKDIR/prep/_inputs)

@@ -20,17 +20,17 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     cfg = get_recipe("sweep_demo").build([f"output={tmp_path}", "pack.mixture.weights={repo: 0.5, commit: 0.3, "
                                           "trace: 0.2}", shares]).validate()
     plans, chains = sweep_chains(cfg)
-    assert list(chains)[0] == "no_midtraining" and [s for s, _ in chains["no_midtraining"]][0] == "sft"
+    assert list(chains)[0] == "no_midtraining" and chains["no_midtraining"][0].name == "sft"
     parser = build_parser()
     for chain in chains.values():
-        for _step, argv in chain:
-            parser.parse_args(argv)  # the real CLI accepts every step
-    assert [s for s, _ in setup_steps(cfg, ["sweep_demo"])] == ["init_base", "pack_reference"]
+        for step in chain:
+            parser.parse_args(step.argv)  # the real CLI accepts every step
+    assert [s.name for s in setup_steps(cfg, ["sweep_demo"])] == ["init_base", "pack_reference"]
     mix, no_commits = plans["all"], plans["no_commits"]
     assert len(no_commits.inputs) == len(mix.inputs) - 1 and not any(i.endswith("commits") for i in no_commits.inputs)
     assert "commit" not in no_commits.pack.mixture.weights and "commit" in mix.pack.mixture.weights
     assert plans["traces_5"].pack.mixture.weights == {"repo": 0.5, "commit": 0.3, "trace": 0.05}
-    assert [s for s, _ in plans["pr_context_none"].prep] == ["prep_pulls"] and not mix.prep  # pulls prepped again
+    assert [s.name for s in plans["pr_context_none"].prep] == ["prep_pulls"] and not mix.prep  # pulls prepped again
     # same budget: half the context -> twice the steps; twice the tokens -> twice the steps
     assert plans["ctx_1k"].train_steps == 2 * mix.train_steps == plans["long"].train_steps
     assert "data.seq_length=1024" in plans["ctx_1k"].train_overrides
@@ -38,7 +38,7 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     starts = {next(o for o in p.train_overrides if o.startswith("init_from=")) for p in plans.values()}
     assert starts == {f"init_from={tmp_path / 'base'}"}
     # the probe runs on every seed with one shared data dir per seed
-    sft = [argv for step, argv in chains["all"] if step.startswith("sft")]
+    sft = [s.argv for s in chains["all"] if s.name.startswith("sft")]
     assert [a[a.index("--output") + 1].rsplit("/", 1)[1] for a in sft] == ["sft", "sft-s4322"]
     assert variant_plan(cfg, "all").stamp() == mix.stamp()
 

@@ -64,8 +64,8 @@ class VariantPlan:
         return self.root / "shards"
 
     def stamp(self) -> dict[str, Any]:
-        # a prep Step as its (name, argv) pair: the stamp's JSON stays what it was before steps became Steps
-        return {"inputs": self.inputs, "prep": [list(s) for s in self.prep], "pack": self.pack.to_dict(),
+        # a prep Step as its [name, argv] pair: the stamp's JSON stays what it was before steps became Steps
+        return {"inputs": self.inputs, "prep": [[s.name, s.argv] for s in self.prep], "pack": self.pack.to_dict(),
                 "train_recipe": self.train_recipe,
                 "train_overrides": self.train_overrides, "tokens": self.tokens, "train_steps": self.train_steps}
 

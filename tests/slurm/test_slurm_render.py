@@ -103,7 +103,7 @@ def test_protocol_recipe_becomes_one_chain_per_checkpoint():
     steps = protocol_steps(cfg)
     assert list(jobs.chains) == list(steps) == list(cfg.checkpoints)
     for name, chain in jobs.chains.items():
-        assert [(j.step, j.argv) for j in chain] == [(s, list(a)) for s, a in steps[name]]
+        assert [(j.step, j.argv) for j in chain] == [(s.name, s.argv) for s in steps[name]]
         assert all(j.script_path.parent == Path("/lustre/proj/protocol/slurm") for j in chain)
     assert jobs.final.argv[0] == "report"
 
