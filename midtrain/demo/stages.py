@@ -118,8 +118,8 @@ def demo_swebench():  # -> SweBenchConfig
 
 def demo_protocol(workdir: Path):  # -> ProtocolConfig
     """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
+    from midtrain.formats.rundir import latest_step
     from midtrain.protocol import ProtocolConfig
-    from midtrain.train.checkpoint import latest_checkpoint
     from recipes import resolve_config
 
     w = Path(workdir)
@@ -136,8 +136,8 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
     else:
         logging.getLogger("midtrain.demo.protocol").warning(
             "mini-swe-agent or swebench is not installed (pip install -e '.[eval]'): the agent leg is left out")
-    done = latest_checkpoint(w / "runs" / "demo_tiny")
-    steps = int(done.name.split("_")[-1]) if done is not None else "its"
+    done = latest_step(w / "runs" / "demo_tiny")
+    steps = done if done is not None else "its"
     cfg.notes["midtrained"] = f"demo_tiny after {steps} midtraining steps on the demo shards"
     return cfg.validate()
 

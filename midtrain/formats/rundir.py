@@ -131,7 +131,13 @@ def latest_checkpoint(run_dir: str | Path) -> Path | None:
     return valid[0][1] if valid else None
 
 
+def latest_step(run_dir: str | Path) -> int | None:
+    """The step of the run's newest complete checkpoint (as :func:`latest_checkpoint` finds it), else None."""
+    done = latest_checkpoint(run_dir)
+    m = _NAME.match(done.name) if done is not None else None
+    return int(m.group(1)) if m else None
+
+
 def finished(run_dir: str | Path, step: int) -> bool:
     """Whether the run's newest complete checkpoint is the one of ``step`` (its last step: nothing to train)."""
-    done = latest_checkpoint(run_dir)
-    return done is not None and done.name == checkpoint_name(step)
+    return latest_step(run_dir) == step
