@@ -7,7 +7,7 @@ from curate_helpers import count, curate, doc_row, read_docs, repo_row, stdlib, 
 from datatrove.data import Document
 
 from midtrain.config import ConfigError
-from midtrain.curate.base import ValidateDocuments, repo_files
+from midtrain.curate.base import CurationStep, Drop, ValidateDocuments, repo_files
 from midtrain.curate.decontam import DecontamConfig, SweBenchNgramFilter, SweBenchRepoFilter
 from midtrain.curate.dedup import DedupConfig, DedupFilter
 from midtrain.curate.license import LicenseConfig, LicenseFilter
@@ -130,6 +130,41 @@ def test_every_step_survives_odd_documents():
         total = step.stats["total"].total
         dropped = step.stats["dropped"].total if "dropped" in step.stats.stats else 0
         assert total == len(odd) and len(out) == total - dropped, step
+
+
+class _Picky(CurationStep):
+    """A step that drops document "d" with a reason, cuts a part out of "p" and fails on "e"."""
+
+    name = "picky"
+    step_name = "picky"
+
+    def process(self, doc: Document) -> None:
+        if doc.id == "d":
+            raise Drop("unwanted", "by design")
+        if doc.id == "p":
+            self.exclude_part(doc, doc.text[:3], "head", path="h.py")
+            doc.text = doc.text[3:]
+        if doc.id == "e":
+            raise ValueError("no such thing")
+
+
+def test_a_step_counts_drops_parts_and_errors_and_keeps_them_for_audit(tmp_path):
+    """The base's contract: a Drop and an exception each drop their document (counted, written with the step,
+    the reason and the detail); a cut part is counted and written as a document of its own; the rest goes on."""
+    step = _Picky(str(tmp_path / "excluded"))
+    docs = [Document(text=f"{i} text", id=i, metadata={"source": "pr", "repo": "a/b"}) for i in ("d", "e", "p", "k")]
+    out = list(step.run(docs, rank=3))
+    assert [d.id for d in out] == ["p", "k"] and out[0].text == "ext"
+    stats = {k: v.total for k, v in step.stats.stats.items()}
+    assert (stats["total"], stats["forwarded"], stats["dropped"]) == (4, 2, 2)
+    assert stats["dropped_unwanted"] == stats["dropped_error_ValueError"] == stats["removed_head"] == 1
+    excluded = {d["id"]: d["metadata"] for d in read_docs(tmp_path / "excluded")}
+    assert sorted(p.name for p in (tmp_path / "excluded").iterdir()) == ["00003.jsonl.gz"]  # the task's file
+    assert excluded["d"] == {"source": "pr", "repo": "a/b", "curation_step": "picky",
+                             "curation_reason": "unwanted", "curation_detail": "by design"}
+    assert excluded["e"]["curation_reason"] == "error_ValueError" and excluded["e"]["curation_detail"] == "no such thing"
+    assert excluded["p#h.py"] == {"parent_id": "p", "source": "pr", "repo": "a/b", "curation_step": "picky",
+                                  "curation_reason": "head", "path": "h.py"}
 
 
 def test_overrides_turn_steps_off_and_stages_follow(tmp_path):

@@ -53,6 +53,9 @@ def test_pulls_end_to_end_stats_and_interface(tmp_path, capsys):
     # what was dropped on purpose is kept aside with its reason (nothing disappears silently)
     [excluded] = read_documents(out / "excluded" / "source")
     assert excluded["metadata"]["filter_reason"] == "bot_author" and "dependabot" in excluded["text"]
+    # by the curation steps' writer: one file a task, gzip without a timestamp (the same run, the same bytes)
+    [written] = (out / "excluded" / "source").iterdir()
+    assert written.name == "00000.jsonl.gz" and written.read_bytes()[4:8] == b"\0\0\0\0"  # gzip's MTIME field
 
 
 @pytest.mark.slow
