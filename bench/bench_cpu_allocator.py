@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 VOCAB = 151_936
 # glibc's mallopt(3) parameters and their defaults (M_TRIM_THRESHOLD 128 KiB, M_MMAP_MAX 65,536 maps)
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(json.dumps(_child(*args.child, args.steps, args.seq_length)))
         return 0
+    from figures import emit
     from train_helpers import write_shards
 
     figures: dict[str, object] = {"seq_length": args.seq_length, "steps": args.steps, "vocab": VOCAB}
@@ -85,11 +87,7 @@ def main(argv: list[str] | None = None) -> int:
             figures[f"{allocator}_step_cpu_s"] = round(statistics.median(steps), 3)
     figures["keep_freed_vs_default_cpu_ratio"] = round(
         figures["keep_freed_memory_step_cpu_s"] / figures["glibc_default_step_cpu_s"], 3)  # type: ignore[operator]
-    for k, v in figures.items():
-        print(f"{k:<36} {v:>10}")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    emit(figures, args.json)
     return 0
 
 

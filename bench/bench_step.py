@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 
 def _config(shards: Path, run_dir: Path, steps: int, seq_length: int):
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.steps, args.seq_length = 5, 128
     logging.basicConfig(level=logging.WARNING)
+    from figures import emit
     from train_helpers import write_shards
 
     skip = 3  # warm-up steps left out of every median
@@ -127,15 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         # the two bare runs (before and after the loop) bound the measurement noise
         figures[f"bare_spread_pct_{kind}"] = round(100 * abs(statistics.median(a) / statistics.median(b) - 1), 2)
     figures["target_overhead_pct"] = 5.0
-    print(f"{'figure':<24} {'value':>10}")
-    for k, v in figures.items():
-        print(f"{k:<24} {v:>10}")
+    emit(figures, args.json)
     print(f"loop overhead {figures['loop_overhead_pct_cpu']:+.1f}% CPU time, {figures['loop_overhead_pct_wall']:+.1f}% "
           f"wall vs a bare megatron-core step (target <= 5%); bare-vs-bare noise "
           f"{figures['bare_spread_pct_cpu']}% CPU, {figures['bare_spread_pct_wall']}% wall")
-    if args.json:
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(figures, indent=2))
     return 0
 
 
