@@ -33,7 +33,7 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
         from midtrain.formats.tokenizer import load_tokenizer
 
         tok_path = cfg.tokenizer or (checkpoint if is_hf_dir(checkpoint) else None)
-        result["retrieval"] = retrieval_probe(scorer, cfg.retrieval, load_tokenizer(tok_path))
+        result["retrieval"] = retrieval_probe(scorer, cfg.retrieval, load_tokenizer(tok_path, shared=True))
     if isinstance(scorer, MidtrainScorer):  # leave no process group behind for the next step in this process
         from midtrain.train import distributed
 

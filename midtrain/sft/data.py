@@ -180,7 +180,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     if stamp is not None:
         return stamp
 
-    tok = load_tokenizer(cfg.tokenizer)
+    tok = load_tokenizer(cfg.tokenizer, shared=True)  # read only: rendering
     raw, drops = read_trace_documents(cfg.traces)
     usable = []
     for doc in raw:

@@ -122,7 +122,7 @@ def copy_tokenizer(dst: Path, tokenizer: str | Path | None, hf_source: Path | No
     if family == "qwen3":
         from midtrain.formats.tokenizer import load_tokenizer
 
-        load_tokenizer(None).save_pretrained(str(dst))
+        load_tokenizer(None, shared=True).save_pretrained(str(dst))
         return "the default Qwen3 tokenizer (midtrain.formats.tokenizer)"
     raise ConfigError("no tokenizer found for the export: the run has no hf_source/ and its init_from is not a "
                       "Hugging Face directory; pass --tokenizer PATH (a HF model dir or tokenizer.json)")
