@@ -41,7 +41,7 @@ PLAN: dict[str, str] = {
     "midtrain demo --workdir .demo": RUN,
     "midtrain prep repos --input ~/src/proj --output out/prep/repos": RUN,
     "midtrain pack --input out/prep/* --output out/shards --seq-length 2048": RUN,
-    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine optim.train_steps=10": RUN,
+    "midtrain train demo_tiny data.path=out/shards run_dir=runs/mine optim.train_steps=4": RUN,
     "midtrain submit protocol protocol_demo --dry-run": RUN,
     "midtrain report base=runs/p/base midtrained=runs/p/mid --output report/": RUN,
     "midtrain recipes": RUN,
@@ -66,10 +66,10 @@ PLAN: dict[str, str] = {
     "aws s3 sync s3://my-bucket/shards /lustre/shards": RUN,  # awscli (dev extra) against the same server
     "midtrain inspect out/shards": RUN,
     "midtrain inspect out/shards --sample 0 --png lengths.png": RUN,
-    "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try": RUN,
-    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 optim.train_steps=10 "
+    "midtrain train demo_tiny optim.train_steps=4 run_dir=runs/try": RUN,
+    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 optim.train_steps=4 "
     "run_dir=runs/tp2": RUN,
-    "midtrain train runs/try/config.yaml optim.train_steps=20": RUN,
+    "midtrain train runs/try/config.yaml optim.train_steps=8": RUN,
     "midtrain convert hf2mcore ~/models/Qwen3-8B-Base ckpt/qwen3-8b --tp 2": RUN,
     "midtrain train qwen3_8b_256k_h200 init_from=ckpt/qwen3-8b": GPU,
     "midtrain convert mcore2hf runs/qwen3_8b_256k_h200 export/qwen3-8b-mt": RUN,
@@ -139,8 +139,8 @@ PLAN: dict[str, str] = {
     "--output /tmp/prep_idx": RUN,
     "midtrain inspect out/prep/repos": RUN,
     "midtrain inspect out/shards --card": RUN,
-    "midtrain train demo_tiny_moe optim.train_steps=6 run_dir=runs/moe": RUN,
-    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny_moe parallel.expert=2 optim.train_steps=6 "
+    "midtrain train demo_tiny_moe optim.train_steps=4 run_dir=runs/moe": RUN,
+    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny_moe parallel.expert=2 optim.train_steps=4 "
     "run_dir=runs/ep2": RUN,
     "midtrain config qwen3_30b_a3b_256k_h200": RUN,
     "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output runs/lm_eval/mid limit=4": RUN,
