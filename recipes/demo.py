@@ -21,13 +21,14 @@ def demo_tiny() -> TrainConfig:
     cfg.data.seq_length = 2048
     cfg.optim.lr = 3e-3
     cfg.optim.min_lr = 3e-4
-    # 20 steps of one 2048-token sequence: the loss falls well clear of the step-0 model's (what the demo's
-    # report compares) in a fraction of the time. A step's cost is the 151,936-way output layer, linear in its
-    # tokens, so one sequence a step halves every demo training (data-parallel runs set a batch of 2 or more)
-    cfg.optim.train_steps = 20
+    # 10 steps of one 2048-token sequence: the loss falls clear of the step-0 model's, what the demo's report
+    # compares (0.7 to 1.2 nats lower on every held-out source, 1.1 on the probe; 20 steps gave 2 to 3 at twice
+    # the time). A step's cost is the 151,936-way output layer, linear in its tokens, so one sequence a step
+    # halves every demo training (data-parallel runs set a batch of 2 or more)
+    cfg.optim.train_steps = 10
     cfg.optim.warmup_steps = 4
     cfg.optim.global_batch_size = 1
-    cfg.checkpoint.save_interval = 20
+    cfg.checkpoint.save_interval = 10
     cfg.log.interval = 5
     return cfg
 

@@ -76,7 +76,7 @@ PLAN: dict[str, str] = {
     "midtrain demo --only protocol": RUN,
     "midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output runs/probe/mid": RUN,
     "midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output runs/proxy/mid shards=.demo/shards "
-    "retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048] max_sequences=16": RUN,
+    "retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048] max_sequences=4": RUN,
     "midtrain eval swebench --checkpoint runs/probe/mid/hf --output runs/swe/mid benchmarks=[verified] "
     "instance_slice=0:50 max_context=4096 max_output_tokens=1024": RUN,
     "sbatch runs/swe/mid/swebench.sbatch": OTHER,  # the script the example before wrote: exists, `bash -n` clean

@@ -22,7 +22,7 @@ import sys
 
 EPILOG = """examples:
   midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output runs/proxy/mid shards=.demo/shards \\
-      retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048] max_sequences=16
+      retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048] max_sequences=4
   midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output runs/lm_eval/mid limit=4
   midtrain eval lm-eval --checkpoint runs/p/midtrained/sft/hf --output out/lm_eval device=cuda \
       tasks=[humaneval,mbpp] allow_code_execution=true
