@@ -54,9 +54,10 @@ SlurmctldHost=$node
 SlurmUser=root
 AuthType=auth/munge
 # A requeued job may start again only after its old credential's lifetime (default 120 s): slurmctld sets its
-# BeginTime that far ahead, and slurmd kills an earlier start ("Job credential revoked"). 30 s keeps the
-# requeue test short while leaving a loaded machine ample time to launch a step with a fresh credential.
-AuthInfo=cred_expire=30
+# BeginTime that far ahead, and slurmd kills an earlier start ("Job credential revoked"). Each of the four
+# requeue tests waits it out once; 10 s still leaves a loaded machine several times what launching a step with
+# a fresh credential takes there (a second or two).
+AuthInfo=cred_expire=10
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool
 SlurmctldPidFile=$DIR/run/slurmctld.pid

@@ -92,7 +92,7 @@ def _wait_ready(job_id: str, out: Path, job) -> None:
 
 
 def _wait_requeued_and_done(job_id: str, job) -> dict:
-    # Slurm holds a requeued job until its old credential expires (30 s here), then starts it again
+    # Slurm holds a requeued job until its old credential expires (10 s here), then starts it again
     info = wait_job(job_id, timeout=600)
     assert info["JobState"] == "COMPLETED", f"{info.get('JobState')} {info.get('ExitCode')}\n{_logs(job)}"
     assert info["Restarts"] == "1", _logs(job)

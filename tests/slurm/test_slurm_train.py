@@ -124,7 +124,7 @@ def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(refere
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
     # the job requeues itself: it comes back PENDING with a restart count. Slurm holds a requeued job until its
-    # old credential has expired (BeginTime = requeue + AuthInfo cred_expire, 30 s on the test cluster); forcing
+    # old credential has expired (BeginTime = requeue + AuthInfo cred_expire, 10 s on the test cluster); forcing
     # an earlier start makes slurmd kill it ("Job credential revoked"), so the test waits for Slurm to start it.
     t0 = time.time()
     while True:
