@@ -139,18 +139,21 @@ def decode_sample(shard_dir: str | Path, index: int, split: str = "train", token
 
 
 def tokenizer_for(manifest: dict, override: str | None = None):
-    """The tokenizer that made the shards: --tokenizer, the recorded file, or the default when hashes match."""
+    """The tokenizer that made the shards: --tokenizer, the recorded file, or the default when hashes match.
+
+    The process's shared copy (load_tokenizer(shared=True)): callers decode with it and set nothing on it.
+    """
     from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer, tokenizer_hash
 
     if override:
-        return load_tokenizer(override)
+        return load_tokenizer(override, shared=True)
     recorded = manifest.get("tokenizer", {})
     path = recorded.get("file")
     if path and Path(path).exists():
-        return load_tokenizer(path)
+        return load_tokenizer(path, shared=True)
     default = default_tokenizer_path()
     if tokenizer_hash(default) == recorded.get("hash"):
-        return load_tokenizer(default)
+        return load_tokenizer(default, shared=True)
     raise FileNotFoundError(f"the tokenizer these shards were made with ({path}) is not here; pass --tokenizer")
 
 

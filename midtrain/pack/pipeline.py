@@ -53,7 +53,7 @@ def resolve_tokenizer(cfg: PackConfig) -> TokenizerInfo:
     from midtrain.formats.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_hash
 
     file = resolve_tokenizer_file(cfg.tokenizer)
-    tok = load_tokenizer(cfg.tokenizer if cfg.tokenizer is not None else file)
+    tok = load_tokenizer(cfg.tokenizer if cfg.tokenizer is not None else file, shared=True)  # only read here
     eos = cfg.eos_token or tok.eos_token or ("<|endoftext|>" if "<|endoftext|>" in tok.get_vocab() else None)
     if eos is None or tok.convert_tokens_to_ids(eos) is None:
         raise ValueError(f"tokenizer {file}: no EOS token known; set eos_token=... (e.g. eos_token='</s>')")

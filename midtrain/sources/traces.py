@@ -513,7 +513,7 @@ class TraceReader(SourceReader):
                 from midtrain.formats.tokenizer import load_tokenizer
 
                 try:
-                    tok = load_tokenizer(self.cfg.tokenizer)
+                    tok = load_tokenizer(self.cfg.tokenizer, shared=True)  # only renders: the process's one copy
                 except Exception as e:
                     if self.cfg.format == "chat_template":
                         raise
