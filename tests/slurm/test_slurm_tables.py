@@ -1,4 +1,4 @@
-"""`midtrain prep repos` from a file-row table on the real test Slurm cluster with 8 tasks: the same documents
+"""`midtrain prep repos` from a file-row table on the real test Slurm cluster with 3 tasks: the same documents
 as one local task (rows partitioned by repository and assembled across the job array)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
-def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, tasks: int = 8, wait_s: int = 1800):
+def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, tasks: int, wait_s: int = 1800):
     """`midtrain prep repos` of TABLE into tmp_path/local (one task) and tmp_path/slurm (TASKS Slurm tasks,
     waited for up to WAIT_S seconds: a loaded machine may queue the array); returns the Slurm output dir."""
     from slurm_helpers import REPO, cluster_site
@@ -34,20 +34,26 @@ def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, tasks: int 
     pytest.fail(f"prep on Slurm did not finish: {sorted(p.name for p in out.rglob('*.out'))}")
 
 
-def test_prep_repos_from_a_table_with_8_slurm_tasks_matches_one_local_task(slurm_cluster, tmp_path):
+def test_prep_repos_from_a_table_with_3_slurm_tasks_matches_one_local_task(slurm_cluster, tmp_path):
+    """3 tasks, not 8: every stage is a job array of that many Python processes, and 3 tasks over 4 files
+    already puts a repository's rows, spread over every file, in one task that is not a file's (asserted)."""
     from sources_fixtures import read_documents
     from test_sources_tables import FILES, NO_CURATION, docs_by_id, stack_rows, write_parquet
 
+    from midtrain.sources.buckets import bucket_of
+
+    repos = ["acme/proj", *(f"org/r{r}" for r in range(5))]
     rows = stack_rows("acme/proj", FILES, "a" * 40, ["MIT"])
     for r in range(5):
         rows += stack_rows(f"org/r{r}", {f"m{i}.py": f"def f{i}():\n    return {r}\n" for i in range(4)}, "b" * 40, [])
     random.Random(2).shuffle(rows)
     table = tmp_path / "table"
-    for i in range(3):
-        write_parquet(table / f"train-{i:05d}.parquet", rows[i::3])
+    for i in range(4):
+        write_parquet(table / f"train-{i:05d}.parquet", rows[i::4])
+    assert len({bucket_of(repo, 3) for repo in repos}) == 3  # the repositories land in every task
 
-    out = _prep_locally_and_on_slurm(table, NO_CURATION, tmp_path)
-    assert "#SBATCH --array=0-7" in (out / "logs" / "source_rows" / "launch_script.slurm").read_text()
+    out = _prep_locally_and_on_slurm(table, NO_CURATION, tmp_path, tasks=3)
+    assert "#SBATCH --array=0-2" in (out / "logs" / "source_rows" / "launch_script.slurm").read_text()
     local = docs_by_id(read_documents(tmp_path / "local"))
     assert docs_by_id(read_documents(out)) == local and len(local) == 6
 
