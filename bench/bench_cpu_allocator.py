@@ -31,7 +31,7 @@ VOCAB = 151_936
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 
 
-def _child(allocator: str, shards: str, run_dir: str, steps: int, seq_length: int) -> list[float]:
+def _child(allocator: str, shards: str, run_dir: str, steps: int, seq_length: int, vocab: int) -> list[float]:
     """One training in this process; CPU seconds of each step after the first (metrics.jsonl's process_cpu_s)."""
     import ctypes
 
@@ -41,7 +41,7 @@ def _child(allocator: str, shards: str, run_dir: str, steps: int, seq_length: in
     from midtrain.train.trainer import train
 
     cfg = tiny_config(**{"data.path": shards, "run_dir": run_dir, "data.seq_length": seq_length,
-                         "model.max_position_embeddings": seq_length, "model.vocab_size": VOCAB,
+                         "model.max_position_embeddings": seq_length, "model.vocab_size": vocab,
                          "model.num_layers": 2, "model.ffn_hidden_size": 192, "optim.train_steps": steps,
                          "optim.global_batch_size": 1, "checkpoint.save_interval": 10_000,
                          "checkpoint.save_final": False, "log.interval": 1})
@@ -60,26 +60,27 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--seq-length", type=int, default=2048)
+    ap.add_argument("--vocab", type=int, default=VOCAB, help="output layer size (default: Qwen's)")
     ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     ap.add_argument("--child", nargs=3, metavar=("ALLOCATOR", "SHARDS", "RUN_DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.smoke:
-        args.steps, args.seq_length = 2, 128
+        args.steps, args.seq_length, args.vocab = 2, 128, 4096  # the two processes' start-up is the rest
     logging.basicConfig(level=logging.WARNING)
     if args.child:
-        print(json.dumps(_child(*args.child, args.steps, args.seq_length)))
+        print(json.dumps(_child(*args.child, args.steps, args.seq_length, args.vocab)))
         return 0
     from figures import emit
     from train_helpers import write_shards
 
-    figures: dict[str, object] = {"seq_length": args.seq_length, "steps": args.steps, "vocab": VOCAB}
+    figures: dict[str, object] = {"seq_length": args.seq_length, "steps": args.steps, "vocab": args.vocab}
     with tempfile.TemporaryDirectory() as tmp:
         shards = write_shards(Path(tmp) / "shards", sequences=args.steps + 4, seq_length=args.seq_length,
-                              vocab=VOCAB)
+                              vocab=args.vocab)
         for allocator in ("glibc_default", "keep_freed_memory"):
             proc = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--seq-length",
-                                   str(args.seq_length), "--child", allocator, str(shards),
+                                   str(args.seq_length), "--vocab", str(args.vocab), "--child", allocator, str(shards),
                                    str(Path(tmp) / allocator)],
                                   capture_output=True, text=True, check=True,
                                   env={**os.environ, "OMP_NUM_THREADS": "1"})

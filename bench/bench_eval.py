@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         loss = {k: float(torch.cat(v).mean()) for k, v in nll.items()}
-        tok = load_tokenizer()
+        tok = load_tokenizer(shared=True)  # the one pack loaded
         hay = Haystack(read_documents(prep, 200_000), tok)
         per_len, full_len = {}, {}
         scorer = scorers["megatron"]
