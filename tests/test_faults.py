@@ -168,26 +168,30 @@ def _losses(run_dir: Path) -> dict[int, float]:
 def test_train_killed_at_random_point_then_rerun_gives_identical_losses(tmp_path):
     from train_helpers import tiny_config, write_shards
 
+    from midtrain.train import distributed
+    from midtrain.train.trainer import train
+
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
-    losses = {}
     kill_at = random.Random(3).randint(4, 12)  # a step between checkpoints (every 3 steps)
-    for name in ("straight", "killed"):
-        run_dir = tmp_path / name
-        cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "optim.train_steps": 16,
-                             "checkpoint.save_interval": 3, "model.num_layers": 3})
-        cfg_path = tmp_path / f"{name}.yaml"
-        cfg.save_yaml(cfg_path)
-        metrics = run_dir / "metrics.jsonl"
-        if name == "killed":  # SIGKILL: no chance to checkpoint on the way out
-            _kill_when(["train", str(cfg_path)],  # the lambda is polled before the loop moves on
-                       lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= kill_at)  # noqa: B023
-        r = _run(["train", str(cfg_path)], env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
-        assert r.returncode == 0, r.stderr[-3000:]
-        if name == "killed":
-            assert "resuming at step" in r.stderr
-        losses[name] = _losses(run_dir)
-    assert sorted(losses["straight"]) == list(range(1, 17))
-    assert losses["killed"] == losses["straight"]  # bitwise on CPU, every step
+
+    def config(name: str):
+        return tiny_config(**{"data.path": str(shards), "run_dir": str(tmp_path / name), "optim.train_steps": 16,
+                              "checkpoint.save_interval": 3, "model.num_layers": 3})
+
+    # the uninterrupted run in this process (one Python start-up fewer; one thread, as the CLI runs below)
+    assert train(config("straight"))["exit_code"] == 0
+    distributed.destroy()
+    cfg_path = tmp_path / "killed.yaml"
+    config("killed").save_yaml(cfg_path)
+    metrics = tmp_path / "killed" / "metrics.jsonl"
+    # SIGKILL: no chance to checkpoint on the way out (the lambda is polled before the loop moves on)
+    _kill_when(["train", str(cfg_path)], lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= kill_at)
+    r = _run(["train", str(cfg_path)], env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "resuming at step" in r.stderr
+    straight = _losses(tmp_path / "straight")
+    assert sorted(straight) == list(range(1, 17))
+    assert _losses(tmp_path / "killed") == straight  # bitwise on CPU, every step
 
 
 @pytest.mark.slow
