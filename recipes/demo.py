@@ -39,5 +39,7 @@ def demo_tiny_moe() -> TrainConfig:
     return demo_tiny().replace(name="demo_tiny_moe", run_dir=".demo/runs/demo_tiny_moe",
                                model={"num_experts": 4, "moe_ffn_hidden_size": 96, "moe_router_topk": 2,
                                       "moe_aux_loss_coeff": 0.01},
-                               # two sequences: expert parallelism over 2 ranks is data-parallel over them
-                               optim={"global_batch_size": 2})
+                               # two sequences: expert parallelism over 2 ranks is data-parallel over them;
+                               # a 2-step warmup, so a run of 2 steps (the docs' MoE examples: each step is
+                               # two sequences through one MLP per expert on CPU) is a valid schedule
+                               optim={"global_batch_size": 2, "warmup_steps": 2})

@@ -139,8 +139,8 @@ PLAN: dict[str, str] = {
     "--output /tmp/prep_idx": RUN,
     "midtrain inspect out/prep/repos": RUN,
     "midtrain inspect out/shards --card": RUN,
-    "midtrain train demo_tiny_moe optim.train_steps=4 run_dir=runs/moe": RUN,
-    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny_moe parallel.expert=2 optim.train_steps=4 "
+    "midtrain train demo_tiny_moe optim.train_steps=2 run_dir=runs/moe": RUN,
+    "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny_moe parallel.expert=2 optim.train_steps=2 "
     "run_dir=runs/ep2": RUN,
     "midtrain config qwen3_30b_a3b_256k_h200": RUN,
     "midtrain eval lm-eval --checkpoint .demo/runs/demo_tiny --output runs/lm_eval/mid limit=4": RUN,
