@@ -34,7 +34,9 @@ def sweep_demo() -> SweepConfig:
     }
     proto = protocol_demo()  # the sweep replaces its checkpoints, output, report dir and notes
     proto.proxy.shards = None  # the sweep's reference shards
-    proto.proxy.max_sequences = 4
+    # the reference pack's first two held-out sequences: one of repository text, one of commits (the sources
+    # the proxies are ranked on); each is 2048 tokens' full logits
+    proto.proxy.max_sequences = 2
     proto.proxy.retrieval.lengths = [256, 512]
     proto.proxy.retrieval.depths = [0.0, 0.5, 1.0]
     proto.probe_seeds = [4321, 4322]  # two seeds: the noise band every ranking is read against
