@@ -38,10 +38,31 @@ def load_manifest(shard_dir: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
+_IDX_HEAD = 9 + 8 + 1 + 8 + 8  # megatron's .idx header: magic, version, dtype code, sequence and document counts
+
+
+def _check_index_size(idx: Path) -> None:
+    """Refuse a truncated .idx before megatron-core opens it: its IndexedDataset, left half-built by a failed
+    read, raises AttributeError in ``__del__`` whenever the garbage collector gets to it (at a random later
+    point: a SystemError out of an unrelated ``ast.parse``, say)."""
+    import struct
+
+    size = idx.stat().st_size
+    with open(idx, "rb") as f:
+        head = f.read(_IDX_HEAD)
+    if len(head) < _IDX_HEAD:
+        raise ValueError(f"{idx}: {size} bytes, shorter than an index header; the shard is truncated or corrupt")
+    sequences, documents = struct.unpack("<QQ", head[18:34])
+    expected = _IDX_HEAD + sequences * (4 + 8) + documents * 8  # int32 lengths, int64 pointers and doc indices
+    if size < expected:
+        raise ValueError(f"{idx}: {size} bytes, its header promises {expected}; the shard is truncated or corrupt")
+
+
 def _open_indexed(prefix: Path):
     """Open a Megatron indexed dataset, refusing a truncated or garbled .idx/.bin with the file named."""
     from megatron.core.datasets.indexed_dataset import IndexedDataset
 
+    _check_index_size(Path(f"{prefix}.idx"))
     try:
         ds = IndexedDataset(str(prefix), mmap=True)
     except Exception as e:
