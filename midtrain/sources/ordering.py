@@ -102,8 +102,9 @@ def _python_imports(path: str, text: str, modules: dict[str, str]) -> set[str]:
                 names.extend((0, a.name, []) for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 names.append((node.level, node.module or "", [a.name for a in node.names]))
-    # Python 2 or broken code: the regex still finds most. SystemError: CPython 3.11's ast constructor
-    # ("AST constructor recursion depth mismatch") seen once in a test process; one file, not its repository.
+    # Python 2 or broken code: the regex still finds most. SystemError: CPython 3.11's "AST constructor
+    # recursion depth mismatch" when a finalizer raises while the tree is built (as megatron's half-built
+    # IndexedDataset did); it costs that file's parse, not its repository.
     except (SyntaxError, ValueError, RecursionError, SystemError):
         for m in _PY_FROM.finditer(text):
             mod = m.group(1)
