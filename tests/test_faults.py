@@ -27,15 +27,17 @@ def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
     return subprocess.run(MIDTRAIN + args, capture_output=True, text=True, cwd=REPO, **kw)
 
 
-def _kill_after(args: list[str], delay: float) -> None:
-    """Start a midtrain command and SIGKILL its whole process group after ``delay`` seconds."""
-    proc = subprocess.Popen(MIDTRAIN + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        proc.wait(timeout=delay)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+def _completions(out: Path) -> int:
+    """Finished tasks of a prep or pack run so far: datatrove's completion marker per task and stage."""
+    return len(list(out.glob("logs/*/completions/*")))
+
+
+def _kill_point(reference: Path, seed: int) -> int:
+    """A random point of a run, as a count of finished tasks: at least one, and at least two short of the
+    reference run's total (so the run is still going when the poll sees it)."""
+    total = _completions(reference)
+    assert total >= 3, f"{reference}: {total} task completions, too few to kill a run between them"
+    return random.Random(seed).randint(1, total - 2)
 
 
 def _kill_when(args: list[str], ready, timeout: float = 600) -> None:
@@ -74,7 +76,8 @@ def prep_reference(tmp_path_factory) -> Path:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_prep_killed_at_random_point_then_rerun_is_byte_identical(tmp_path, prep_reference, seed):
     out = tmp_path / "pulls"
-    _kill_after(PREP_ARGS + ["--output", str(out)], random.Random(seed).uniform(1.0, 6.0))
+    kill_at = _kill_point(prep_reference, seed)  # SIGKILL as soon as that many stage tasks have finished
+    _kill_when(PREP_ARGS + ["--output", str(out)], lambda: _completions(out) >= kill_at)
     r = _run(PREP_ARGS + ["--output", str(out)])
     assert r.returncode == 0, r.stderr[-3000:]
     ref = _tree_bytes(prep_reference, ("documents/*",))
@@ -102,7 +105,8 @@ def test_pack_killed_at_random_point_then_rerun_is_byte_identical(tmp_path, pack
     r = _run(_pack_args(pack_inputs, ref))
     assert r.returncode == 0, r.stderr[-3000:]
     out = tmp_path / "killed"
-    _kill_after(_pack_args(pack_inputs, out), random.Random(7).uniform(2.0, 8.0))
+    kill_at = _kill_point(ref, 7)  # SIGKILL as soon as that many pack tasks have finished
+    _kill_when(_pack_args(pack_inputs, out), lambda: _completions(out) >= kill_at)
     r = _run(_pack_args(pack_inputs, out))
     assert r.returncode == 0, r.stderr[-3000:]
     ref_files = _tree_bytes(ref, ("*.bin", "*.idx"))
