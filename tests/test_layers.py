@@ -18,6 +18,7 @@ MAX_FUNCTION_LINES lines without an entry in LONG_FUNCTIONS saying why.
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from collections import defaultdict
@@ -102,7 +103,14 @@ def _imported_names(module: str, path: Path) -> set[str]:
 
 
 def _graph() -> dict[str, set[str]]:
-    """Module -> the project modules it imports (names resolved to the module that defines them)."""
+    """Module -> the project modules it imports (names resolved to the module that defines them).
+
+    The tree is parsed once per test process (eight tests read the graph); each caller gets its own copy."""
+    return defaultdict(set, {name: set(targets) for name, targets in _parsed_graph().items()})
+
+
+@functools.cache
+def _parsed_graph() -> dict[str, set[str]]:
     modules = _modules()
     graph: dict[str, set[str]] = defaultdict(set)
     for name, path in modules.items():
