@@ -212,9 +212,8 @@ class StageChain:
             from datatrove.executor import LocalPipelineExecutor
 
             # no `depends` locally: the chain runs the stages in order itself (a local `depends` would rerun them)
-            workers = min(self.workers, tasks)
-            ex = (LocalPipelineExecutor if workers > 1 else _in_process_executor())(
-                pipeline=pipeline, tasks=tasks, workers=workers, logging_dir=str(logging_dir))
+            ex = LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(self.workers, tasks),
+                                       logging_dir=str(logging_dir))
         self.stages.append(Stage(name, ex))
         return ex
 
@@ -235,53 +234,6 @@ class StageChain:
     def scripts(self) -> dict[str, str]:
         """Per stage, what it would run: the sbatch script (Slurm) or a one-line description (local)."""
         return {s.name: _script(s.executor) for s in self.stages}
-
-
-_IN_PROCESS: list[type] = []
-
-
-def _in_process_executor() -> type:
-    """datatrove's LocalPipelineExecutor for one worker, minus the multiprocess Manager its run() starts anyway.
-
-    With one worker datatrove runs the tasks here, in order, yet first forks a Manager server process for a
-    queue of the one local rank: ~20 ms of CPU in a process that holds torch (a fork copies its page tables),
-    at every stage of every in-process prep and pack (the demo, a sweep, the tests). This run() is
-    datatrove 0.10.1's workers == 1 path with a plain queue instead."""
-    if not _IN_PROCESS:
-        import queue
-        from copy import deepcopy
-
-        from datatrove.executor import LocalPipelineExecutor
-        from datatrove.utils.logging import logger
-        from datatrove.utils.stats import PipelineStats
-
-        class InProcessExecutor(LocalPipelineExecutor):
-            def run(self) -> PipelineStats | None:
-                assert self.workers == 1 and not self.depends, "one worker, no local depends"
-                self._launched = True
-                ranks = range(self.local_rank_offset, self.local_rank_offset + self.local_tasks)
-                if all(map(self.is_rank_completed, ranks)):
-                    logger.info(f"Not doing anything as all {self.local_tasks} tasks have already been completed.")
-                    return None
-                self.save_executor_as_json()
-                ranks_q: queue.Queue[int] = queue.Queue()
-                ranks_q.put(0)
-                ranks_to_run = self.get_incomplete_ranks(ranks)
-                if (skipped := self.local_tasks - len(ranks_to_run)) > 0:
-                    logger.info(f"Skipping {skipped} already completed tasks")
-                pipeline: Any = self.pipeline  # type: ignore[has-type]  # untyped in datatrove
-                stats: list[PipelineStats] = []
-                for rank in ranks_to_run:
-                    self.pipeline = deepcopy(pipeline)
-                    stats.append(self._launch_run_for_rank(rank, ranks_q))
-                merged = sum(stats, start=PipelineStats())
-                with self.logging_dir.open("stats.json", "wt") as statsfile:
-                    merged.save_to_disk(statsfile)
-                logger.success(merged.get_repr(f"All {self.local_tasks} tasks"))
-                return merged
-
-        _IN_PROCESS.append(InProcessExecutor)
-    return _IN_PROCESS[0]
 
 
 def _cache_loguru_lib_dirs() -> None:
