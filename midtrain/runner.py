@@ -224,7 +224,6 @@ class StageChain:
                 self.stages[-1].executor.run()  # datatrove submits the dependency chain first
                 self._submitted = True
             return
-        _cache_loguru_lib_dirs()
         for stage in self.stages:
             if not stage.done:
                 log.info("%s: stage %s", self.label, stage.name)
@@ -234,23 +233,6 @@ class StageChain:
     def scripts(self) -> dict[str, str]:
         """Per stage, what it would run: the sbatch script (Slurm) or a one-line description (local)."""
         return {s.name: _script(s.executor) for s in self.stages}
-
-
-def _cache_loguru_lib_dirs() -> None:
-    """Compute loguru's library directories once per process instead of at every ``logger.add``.
-
-    datatrove's task logger adds two loguru sinks per task; each builds an ExceptionFormatter whose
-    ``_get_lib_dirs`` expands sysconfig's paths for every install scheme (~6 ms of CPU), about a sixth of a
-    local prep of many small tasks. The directories it lists do not change within a process."""
-    import functools
-
-    try:
-        from loguru._better_exceptions import ExceptionFormatter
-    except ImportError:  # another loguru layout: it runs as it is
-        return
-    get = getattr(ExceptionFormatter, "_get_lib_dirs", None)
-    if callable(get) and not hasattr(get, "cache_info"):
-        ExceptionFormatter._get_lib_dirs = staticmethod(functools.lru_cache(maxsize=1)(get))  # type: ignore
 
 
 def _script(ex: Any) -> str:
