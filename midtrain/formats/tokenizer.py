@@ -17,11 +17,13 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Qwen3's added tokens in id order from 151643 (Qwen3 tokenizer_config.json `added_tokens_decoder`). The
 # first 14 are "special" (skipped when decoding with skip_special_tokens); the rest are ordinary text.
@@ -139,23 +141,32 @@ def resolve_tokenizer_file(path: str | Path | None = None) -> Path:
     return p
 
 
-def _file_key(path: Path) -> tuple[str, int, int]:
+def file_stamp(path: Path) -> tuple[str, int, int]:
+    """(resolved path, size, mtime): what a per-process cache of something read from the file is keyed on,
+    so a rewritten file is read again."""
     st = path.stat()
     return (str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
-def _files_key(p: Path) -> tuple[tuple[str, int, int], ...]:
-    """What a tokenizer load reads, by content stamp: a directory's files, or a tokenizer.json and the
-    tokenizer_config.json beside it. A rewritten file changes its stamp, so a cache keyed on it reloads."""
-    files = sorted(f for f in p.iterdir() if f.is_file()) if p.is_dir() else \
-        [p, *([p.parent / "tokenizer_config.json"] if (p.parent / "tokenizer_config.json").exists() else [])]
-    return tuple(_file_key(f) for f in files)
+def _tokenizer_files(p: Path) -> list[Path]:
+    """What a tokenizer load reads: a directory's files, or a tokenizer.json and the tokenizer_config.json
+    beside it."""
+    if p.is_dir():
+        return sorted(f for f in p.iterdir() if f.is_file())
+    return [p, *([p.parent / "tokenizer_config.json"] if (p.parent / "tokenizer_config.json").exists() else [])]
 
 
-# Shared tokenizers (load_tokenizer(shared=True)), one per file set and process: building Qwen's 151,669-token
-# fast tokenizer costs ~0.5 s of CPU (a copy as much), and one process (the demo, a sweep, the protocol: every
-# step runs in it) asks for it at every step.
-_SHARED: dict[tuple[tuple[str, int, int], ...], Any] = {}
+# Objects built from tokenizer files, one per kind, files (file_stamp) and options in a process: building
+# Qwen's 151,669-token tokenizer costs ~0.5-0.7 s of CPU, and one process (the demo, a sweep, the protocol:
+# every step runs in it; an in-process pack: every input and task) asks for it again and again.
+_PER_PROCESS: dict[tuple[Any, ...], Any] = {}
+
+
+def per_process(key: tuple[Any, ...], build: Callable[[], T]) -> T:
+    """The process's one ``build()`` for ``key`` (built on first use): for objects callers only read."""
+    if key not in _PER_PROCESS:
+        _PER_PROCESS[key] = build()
+    return _PER_PROCESS[key]
 
 
 def load_tokenizer(path: str | Path | None = None, *, shared: bool = False):  # -> PreTrainedTokenizerFast
@@ -169,15 +180,11 @@ def load_tokenizer(path: str | Path | None = None, *, shared: bool = False):  # 
     if path is None:
         path = default_tokenizer_path()
     p = Path(path).expanduser()
-    p = p if p.is_dir() else resolve_tokenizer_file(p)
-    if p.is_dir():
-        resolve_tokenizer_file(p)  # clear error when there is no fast tokenizer
+    file = resolve_tokenizer_file(p)  # clear error when there is no fast tokenizer
+    p = p if p.is_dir() else file
     if not shared:
         return _load(p)
-    key = _files_key(p)
-    if key not in _SHARED:
-        _SHARED[key] = _load(p)
-    return _SHARED[key]
+    return per_process(("tokenizer", *map(file_stamp, _tokenizer_files(p))), lambda: _load(p))
 
 
 def _load(p: Path):  # -> transformers.PreTrainedTokenizerFast
@@ -199,18 +206,16 @@ def tokenizer_hash(tokenizer_file: str | Path) -> str:
     return _sha256(Path(tokenizer_file))[:16]
 
 
-_NEWLINES: dict[tuple[str, int, int], Any] = {}
-
-
 def newline_table(tokenizer_file: str | Path):  # -> np.ndarray[bool], indexed by token id (read-only)
     """Which token ids end a line (their text contains a newline): the fallback split points of long documents.
     Built once per process and file (a pass over the whole vocabulary: ~0.8 s for Qwen's)."""
+    return per_process(("newline_table", file_stamp(Path(tokenizer_file))), lambda: _newline_table(tokenizer_file))
+
+
+def _newline_table(tokenizer_file: str | Path):  # -> np.ndarray[bool]
     import numpy as np
     from tokenizers import Tokenizer
 
-    key = _file_key(Path(tokenizer_file))
-    if key in _NEWLINES:
-        return _NEWLINES[key]
     tok = Tokenizer.from_file(str(tokenizer_file))
     vocab = tok.get_vocab(with_added_tokens=True)
     table = np.zeros(max(vocab.values()) + 1, dtype=bool)
@@ -219,5 +224,4 @@ def newline_table(tokenizer_file: str | Path):  # -> np.ndarray[bool], indexed b
         if "Ċ" in piece or "\n" in piece or piece == "<0x0A>":
             table[i] = True
     table.flags.writeable = False  # shared by every caller
-    _NEWLINES[key] = table
     return table

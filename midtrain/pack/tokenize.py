@@ -31,7 +31,7 @@ from datatrove.utils.batching import batched
 from datatrove.utils.tokenization import PipelineStepWithTokenizer
 
 from midtrain.formats.shards import token_dtype
-from midtrain.formats.tokenizer import _file_key
+from midtrain.formats.tokenizer import file_stamp, per_process
 from midtrain.locations import local_folder
 from midtrain.pack.mixture import valid_draw
 
@@ -64,12 +64,6 @@ def spans_to_mask(encoding, spans: list, n_chars: int) -> np.ndarray:
     return mask
 
 
-# One configured tokenizer (EOS post-processor set) per tokenizer file and EOS token in a process: building
-# Qwen's (tokenizers' Tokenizer.from_file) costs ~0.7 s of CPU, and an in-process pack (the demo, a sweep, a
-# test) runs a TokenizeStep per input and task. encode_batch only reads it.
-_TOKENIZERS: dict[tuple[Any, ...], Any] = {}
-
-
 class TokenizeStep(PipelineStepWithTokenizer):
     """Tokenize documents (EOS appended) into this task's indexed files; see the module docstring."""
 
@@ -84,14 +78,15 @@ class TokenizeStep(PipelineStepWithTokenizer):
         self.boundaries = dict(boundaries or {})  # source -> regex where a natural split point starts
 
     @cached_property
-    def tokenizer(self) -> Any:  # datatrove's load and EOS post-processor, once per process and file
+    def tokenizer(self) -> Any:
+        # datatrove's load and EOS post-processor, once per tokenizer file and EOS token in a process: an
+        # in-process pack (the demo, a sweep, a test) runs a TokenizeStep per input and task, and
+        # encode_batch only reads it
+        build = PipelineStepWithTokenizer.tokenizer.func
         path = self.tokenizer_name_or_path
         if not (path and os.path.isfile(path)):
-            return PipelineStepWithTokenizer.tokenizer.func(self)  # a hub name or missing file: datatrove as is
-        key = (*_file_key(Path(path)), self.eos_token)
-        if key not in _TOKENIZERS:
-            _TOKENIZERS[key] = PipelineStepWithTokenizer.tokenizer.func(self)
-        return _TOKENIZERS[key]
+            return build(self)  # a hub name or missing file: datatrove as is
+        return per_process(("pack_tokenizer", file_stamp(Path(path)), self.eos_token), lambda: build(self))
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         # An object-store cache: written locally, uploaded with the task's .json (its completion mark) last.
