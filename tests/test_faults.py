@@ -62,7 +62,8 @@ def _tree_bytes(root: Path, patterns: tuple[str, ...]) -> dict[str, bytes]:
     return out
 
 
-PREP_ARGS = ["prep", "pulls", "--input", str(SAMPLES / "pulls"), "--tasks", "3"]
+PREP_PULLS = ["prep", "pulls", "--input", str(SAMPLES / "pulls")]
+PREP_ARGS = PREP_PULLS + ["--tasks", "3"]
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +159,7 @@ def test_prep_on_a_full_disk_names_the_output(tmp_path):
 def test_prep_into_an_unwritable_output_fails_with_a_message(tmp_path):
     blocker = tmp_path / "not_a_dir"
     blocker.write_text("a file where the output directory should be")
-    r = _run(["prep", "pulls", "--input", str(SAMPLES / "pulls"), "--output", str(blocker / "out")])
+    r = _run(PREP_PULLS + ["--output", str(blocker / "out")])
     assert r.returncode != 0
     last = r.stderr.strip().splitlines()[-1]
     assert "not_a_dir" in last and "Traceback" not in r.stderr, r.stderr[-2000:]
@@ -350,8 +351,7 @@ def test_pack_refuses_a_prep_killed_after_some_tasks_wrote_documents(tmp_path):
     # Documents are written by the last curation stage only: over 24 tasks, the 23 after the first (and the
     # stats stage) keep the run going for a while after the poll sees the file (over 3, a whole run's rest
     # took less than the poll's 50 ms on an idle machine)
-    args = [("24" if a == "3" else a) for a in PREP_ARGS]
-    _kill_when(args + ["--output", str(out)], lambda: any((out / "documents").glob("*.jsonl*")))
+    _kill_when(PREP_PULLS + ["--tasks", "24", "--output", str(out)], lambda: any((out / "documents").glob("*.jsonl*")))
     assert not (out / "stats.json").exists()
     r = _run(_pack_args([str(out)], tmp_path / "shards"))
     assert r.returncode == 1, r.stderr[-2000:]  # today: packs the documents written so far, exit 0
