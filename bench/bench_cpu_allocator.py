@@ -27,14 +27,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 VOCAB = 151_936
-# glibc's mallopt(3) parameters and their defaults (M_TRIM_THRESHOLD 128 KiB, M_MMAP_MAX 65,536 maps)
-_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 
 
 def _child(allocator: str, shards: str, run_dir: str, steps: int, seq_length: int, vocab: int) -> list[float]:
     """One training in this process; CPU seconds of each step after the first (metrics.jsonl's process_cpu_s)."""
-    import ctypes
-
     from train_helpers import tiny_config
 
     from midtrain.train import cpu_mode
@@ -47,9 +43,7 @@ def _child(allocator: str, shards: str, run_dir: str, steps: int, seq_length: in
                          "checkpoint.save_final": False, "log.interval": 1})
     cpu_mode.enable()  # idempotent: train() below finds it on, so the allocator set here stays
     if allocator == "glibc_default":
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_MAX, 65_536)
-        libc.mallopt(_M_TRIM_THRESHOLD, 128 * 1024)
+        assert cpu_mode.keep_freed_memory(False), "not glibc: nothing to compare"
     train(cfg)
     rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
     cpu = [r["process_cpu_s"] for r in rows if "process_cpu_s" in r]

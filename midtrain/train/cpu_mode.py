@@ -36,8 +36,9 @@ from torch.overrides import TorchFunctionMode
 
 log = logging.getLogger(__name__)
 
-# glibc mallopt(3) parameters
+# glibc mallopt(3) parameters, with glibc's defaults (a dynamic trim threshold from 128 KiB, 65,536 mmaps)
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+_GLIBC_DEFAULTS = {_M_MMAP_MAX: 65_536, _M_TRIM_THRESHOLD: 128 * 1024}
 
 _ENABLED = False
 _MODE: _CpuDevices | None = None
@@ -152,7 +153,7 @@ def moe_router_without_te() -> None:
         moe_utils.te_general_gemm = None
 
 
-def keep_freed_memory() -> bool:
+def keep_freed_memory(keep: bool = True) -> bool:
     """Make glibc's malloc keep freed memory for reuse instead of handing it back to the kernel.
 
     By default every allocation over 32 MB is its own mmap, unmapped again when freed. A CPU training step
@@ -160,8 +161,9 @@ def keep_freed_memory() -> bool:
     softmax and gradient: 1.2 GB each), so each step faulted in and zeroed gigabytes of fresh pages:
     a third of the step was system time. Served from the heap and never trimmed, the same memory is
     reused, with bit-identical losses: a 6-step demo_tiny run took 23 s of CPU instead of 37, a step after
-    the first ~15% less (bench/bench_cpu_allocator.py). The process's resident memory stays at its peak
-    instead of falling between steps. False where the C library is not glibc.
+    the first 15-18% less (bench/bench_cpu_allocator.py, which measures against ``keep=False``: glibc's
+    defaults again). The process's resident memory stays at its peak instead of falling between steps. False
+    where the C library is not glibc.
     """
     import ctypes
     import ctypes.util
@@ -171,7 +173,9 @@ def keep_freed_memory() -> bool:
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    settings = {_M_MMAP_MAX: 0, _M_TRIM_THRESHOLD: 2**31 - 1} if keep else _GLIBC_DEFAULTS
+    ok = [bool(mallopt(param, value)) for param, value in settings.items()]  # each one set, whatever the others
+    return all(ok)
 
 
 def fork_checkpoint_results_queue() -> bool:
