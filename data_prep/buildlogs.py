@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.writers import JsonlWriter
+from midtrain.sources.buildlogs import BuildLogReader
+from midtrain.sources.prep import reader_pipeline
 
-from midtrain.sources.buildlogs import BuildLogReader, BuildLogsConfig
-
-
-def pipeline(inputs: list[str], cfg: BuildLogsConfig, raw_dir: str, report_dir: str,
-             exclusion_dir: str | None = None) -> list[PipelineStep]:
-    return [
-        BuildLogReader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-        JsonlWriter(raw_dir, output_filename="${rank}.jsonl"),  # gzip: ${rank}.jsonl.gz
-    ]
+# The source stage: the reader, then the JSONL writer into raw/. A copy of this file given as SOURCE
+# (`midtrain prep path/to/buildlogs.py ...`) runs instead; its pipeline() may return any list of datatrove steps.
+pipeline = reader_pipeline(BuildLogReader)

@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-from datatrove.pipeline.base import PipelineStep
-from datatrove.pipeline.writers import JsonlWriter
+from midtrain.sources.prep import reader_pipeline
+from midtrain.sources.traces import TraceReader
 
-from midtrain.sources.traces import TraceReader, TracesConfig
-
-
-def pipeline(inputs: list[str], cfg: TracesConfig, raw_dir: str, report_dir: str,
-             exclusion_dir: str | None = None) -> list[PipelineStep]:
-    return [
-        TraceReader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-        JsonlWriter(raw_dir, output_filename="${rank}.jsonl"),  # gzip: ${rank}.jsonl.gz
-    ]
+# The source stage: the reader, then the JSONL writer into raw/. A copy of this file given as SOURCE
+# (`midtrain prep path/to/traces.py ...`) runs instead; its pipeline() may return any list of datatrove steps.
+pipeline = reader_pipeline(TraceReader)

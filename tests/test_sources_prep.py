@@ -99,6 +99,29 @@ def test_multi_task_local_run_matches_single_task(tmp_path):
     assert stats["documents_in"] == 3 and stats["documents_read"] == 3 and stats["documents_out"] == 3
 
 
+
+def test_a_pipeline_file_given_as_source_is_the_one_that_runs(tmp_path, capsys):
+    """`midtrain prep mypipes/pulls.py`: the user's file is imported and its pipeline() runs (its stem still names
+    the reader config); a missing file is an error naming it."""
+    pipes = tmp_path / "mypipes"
+    pipes.mkdir()
+    (pipes / "pulls.py").write_text(
+        "from datatrove.pipeline.filters import LambdaFilter\n"
+        "from data_prep.pulls import pipeline as builtin\n\n"
+        "def pipeline(inputs, cfg, raw_dir, report_dir, exclusion_dir=None):\n"
+        "    reader, writer = builtin(inputs, cfg, raw_dir, report_dir, exclusion_dir)\n"
+        "    return [reader, LambdaFilter(lambda doc: 'ZeroDivisionError' not in doc.text), writer]\n")
+    out = tmp_path / "out"
+    assert prep(pipes / "pulls.py", "--input", PULLS, "--output", out, *NO_CURATION) == 0
+    builtin_out = tmp_path / "builtin"
+    assert prep("pulls", "--input", PULLS, "--output", builtin_out, *NO_CURATION) == 0
+    mine, theirs = read_documents(out / "raw"), read_documents(builtin_out / "raw")
+    assert 0 < len(mine) < len(theirs)  # the custom filter ran
+    assert json.loads((out / "prep.json").read_text())["pipeline_file"] == str(pipes / "pulls.py")
+    capsys.readouterr()
+    assert prep(tmp_path / "nothere" / "pulls.py", "--input", PULLS, "--output", tmp_path / "x") != 0
+    assert f"pipeline file {tmp_path / 'nothere' / 'pulls.py'} does not exist" in capsys.readouterr().err
+
 def test_unreadable_inputs_fail_with_a_message_naming_them(tmp_path, capsys):
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -66,7 +66,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.sources.prep import build_run, check_inputs, config_yaml, sbatch_scripts
+    from midtrain.locations import location
+    from midtrain.sources.prep import build_run, check_inputs, config_yaml, prep, resolve_source, sbatch_scripts
 
     if args.print_config:
         print(config_yaml(args.source, args.overrides), end="")
@@ -80,28 +81,24 @@ def run(args: argparse.Namespace) -> int:
         site = load_site(args.site, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
     tasks = args.tasks or (site.prep.tasks if site else 1)
     workers = args.workers or (site.prep.workers if site else 1)
-    if tasks < 1 or workers == 0 or workers < -1:
-        raise ConfigError("tasks/workers: must be >= 1")
-    try:
-        check_inputs(args.input)
-    except OSError as e:
-        print(f"midtrain prep: {e}", file=sys.stderr)
-        return 1
-    prep_run = build_run(args.source, args.input, args.output, args.overrides, tasks=tasks, workers=workers,
-                         executor=args.executor, site=site)
+    kw = {"tasks": tasks, "workers": workers, "executor": args.executor, "site": site}
     if args.dry_run:
         if args.executor != "slurm":
             raise ConfigError("dry_run: only with --executor slurm")
-        for name, script in sbatch_scripts(prep_run).items():
+        try:
+            check_inputs(args.input)
+        except OSError as e:
+            print(f"midtrain prep: {e}", file=sys.stderr)
+            return 1
+        for name, script in sbatch_scripts(build_run(args.source, args.input, args.output, args.overrides,
+                                                     **kw)).items():
             print(f"# ---- stage {name} ----\n{script}")
         return 0
-    from midtrain.runner import OutputInUse, naming_output, output_lock
+    from midtrain.runner import OutputInUse
 
     try:
-        with output_lock(prep_run.output, f"midtrain prep {prep_run.source}"), naming_output(prep_run.output):
-            prep_run.check_resume(args.overwrite)
-            stats = prep_run.run()
-    except OutputInUse as e:
+        stats = prep(args.source, args.input, args.output, args.overrides, overwrite=args.overwrite, **kw)
+    except (OutputInUse, OSError) as e:  # a missing/unreadable input, or another run holding the output
         print(f"midtrain prep: {e}", file=sys.stderr)
         return 1
     except ConfigError:
@@ -111,24 +108,25 @@ def run(args: argparse.Namespace) -> int:
             raise
         print(f"midtrain prep: submitting to Slurm failed: {e}", file=sys.stderr)
         return 1
+    output, stats_source = location(args.output), resolve_source(args.source)
     if stats is None:
-        print(f"submitted; stats will be in {prep_run.output / 'stats.json'}")
+        print(f"submitted; stats will be in {output / 'stats.json'}")
         return 0
     drops = ", ".join(f"{k}={v}" for k, v in stats["drops"].items()) or "none"
-    print(f"{prep_run.source}: {stats['documents_in']} records in -> {stats['documents_out']} documents out "
-          f"({stats['bytes_out'] / 1e6:.2f} MB) in {prep_run.output / 'documents'}; drops: {drops}")
+    print(f"{stats_source}: {stats['documents_in']} records in -> {stats['documents_out']} documents out "
+          f"({stats['bytes_out'] / 1e6:.2f} MB) in {output / 'documents'}; drops: {drops}")
     for err in stats["errors"][:10]:  # a schema mismatch is printed whole: it says which override maps the columns
         detail = err["detail"] if err["reason"] == "schema_mismatch" else err["detail"][:120]
         print(f"  {err['reason']}: {err['where']} {detail}", file=sys.stderr)
     if stats["unreadable_inputs"]:
         print(f"midtrain prep: nothing could be read from: {', '.join(stats['unreadable_inputs'])} "
-              f"(see {prep_run.output / 'stats.json'} errors)", file=sys.stderr)
+              f"(see {output / 'stats.json'} errors)", file=sys.stderr)
         return 1
     if stats["documents_out"] == 0:
         # Not a failure: the inputs were read and curation did its job (e.g. every repository was a SWE-bench
         # one). Exit 0 so a Slurm chain or script carries on; `midtrain pack` skips such a directory.
         reasons = ", ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in stats["drops"].items()) or "none counted"
-        print(f"midtrain prep: warning: curation dropped every document of {prep_run.source} (drop reasons: "
-              f"{reasons}); {prep_run.output} holds no documents", file=sys.stderr)
+        print(f"midtrain prep: warning: curation dropped every document of {stats_source} (drop reasons: "
+              f"{reasons}); {output} holds no documents", file=sys.stderr)
     log.debug(json.dumps(stats["settings"]))
     return 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import gzip
 import importlib
+import importlib.util
 import json
 import logging
 import os
@@ -66,11 +67,52 @@ def split_overrides(source: str, overrides: list[str]) -> tuple[list[str], list[
 
 
 def resolve_source(name_or_path: str) -> str:
-    """'repos' or a pipeline file 'data_prep/repos.py' -> 'repos'."""
+    """'repos' or a pipeline file 'data_prep/repos.py' / 'mypipes/repos.py' -> 'repos' (the file's stem names the
+    source, hence its reader config)."""
     name = Path(name_or_path).name.removesuffix(".py")
     if name not in SOURCE_CONFIGS:
         raise ConfigError(f"source: unknown source '{name_or_path}' (choose from {', '.join(SOURCE_CONFIGS)})")
     return name
+
+
+def pipeline_file(name_or_path: str) -> str | None:
+    """The pipeline file SOURCE names (``mypipes/repos.py``), absolute; None for a plain source name. Its
+    ``pipeline()`` replaces data_prep/<source>.py's, so a user's edited copy is what runs."""
+    if not name_or_path.endswith(".py"):
+        return None
+    path = Path(name_or_path).expanduser()
+    if not path.is_file() and path.parent.name == "data_prep":  # the built-in file, named from another directory
+        return None
+    if not path.is_file():
+        raise ConfigError(f"source: pipeline file {name_or_path} does not exist")
+    return str(path.absolute())
+
+
+def _pipeline_module(source: str, path: str | None) -> Any:
+    if path is None:
+        return importlib.import_module(f"data_prep.{source}")
+    spec = importlib.util.spec_from_file_location(f"midtrain_user_pipeline_{source}", path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"source: cannot import pipeline file {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "pipeline", None)):
+        raise ConfigError(f"source: pipeline file {path} defines no pipeline(inputs, cfg, raw_dir, report_dir, "
+                          "exclusion_dir) function")
+    return module
+
+
+def reader_pipeline(reader: type[PipelineStep]) -> Any:
+    """The pipeline() of a data_prep/<source>.py file whose source stage is one reader: the reader, then datatrove's
+    JSONL writer into raw/ (gzip, one file a task). The five built-in pipeline files are this; a custom one can
+    be any list of steps."""
+    def pipeline(inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str,
+                 exclusion_dir: str | None = None) -> list[PipelineStep]:
+        from datatrove.pipeline.writers import JsonlWriter
+
+        return [reader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),  # type: ignore[call-arg]
+                JsonlWriter(raw_dir, output_filename="${rank}.jsonl")]  # gzip: ${rank}.jsonl.gz
+    return pipeline
 
 
 class EnsureRawFile(PipelineStep):
@@ -95,9 +137,10 @@ class EnsureRawFile(PipelineStep):
 
 
 def source_pipeline(source: str, inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str,
-                    exclusion_dir: str | None = None) -> list[PipelineStep]:
-    """The source stage as defined in data_prep/<source>.py, plus the empty-shard guard."""
-    module = importlib.import_module(f"data_prep.{source}")
+                    exclusion_dir: str | None = None, path: str | None = None) -> list[PipelineStep]:
+    """The source stage as defined in data_prep/<source>.py (or the pipeline file ``path``), plus the
+    empty-shard guard."""
+    module = _pipeline_module(source, path)
     steps = module.pipeline(inputs, cfg, raw_dir=raw_dir, report_dir=report_dir, exclusion_dir=exclusion_dir)
     return steps + [EnsureRawFile(raw_dir)]
 
@@ -270,12 +313,20 @@ class PrepRun:
     workers: int = 1
     executor: str = "local"
     site: Any = None  # midtrain.launch.site.SiteConfig for --executor slurm
+    pipeline_file: str | None = None  # a user's data_prep-style file given as SOURCE (pipeline_file())
+
+    def __post_init__(self) -> None:
+        if self.tasks < 1:
+            raise ConfigError(f"tasks: must be >= 1 (got {self.tasks})")
+        if self.workers < 1 and self.workers != -1:
+            raise ConfigError(f"workers: must be >= 1, or -1 to run every task at once (got {self.workers})")
 
     def settings(self) -> dict:
         steps = getattr(self.curation_cfg, "steps", None)  # which curation steps are on
         return {"source": self.source, "inputs": self.inputs, "tasks": self.tasks,
                 "source_config": self.source_cfg.to_dict(), "curation": self.curation_cfg.to_dict(),
-                "curation_steps": steps() if callable(steps) else {}}
+                "curation_steps": steps() if callable(steps) else {},
+                **({"pipeline_file": self.pipeline_file} if self.pipeline_file else {})}
 
     def stages(self) -> list[tuple[str, list, int]]:
         out = self.output
@@ -286,7 +337,8 @@ class PrepRun:
         else:
             stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
                                                  str(out / "logs" / "source" / "reports"),
-                                                 str(out / "excluded" / "source")), self.tasks)]
+                                                 str(out / "excluded" / "source"), self.pipeline_file),
+                       self.tasks)]
         for i, st in enumerate(curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work),
                                                      self.tasks), 1):
             stages.append((f"curate_{i:02d}_{st.name}", st.pipeline, st.tasks or self.tasks))
@@ -393,9 +445,9 @@ def config_yaml(source: str, overrides: list[str] | None = None) -> str:
 
 def build_run(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,
               **kw: Any) -> PrepRun:
-    source, source_cfg, curation_cfg = resolve_configs(source, overrides)
-    return PrepRun(source, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
-                   location(output), source_cfg, curation_cfg, **kw)
+    name, source_cfg, curation_cfg = resolve_configs(source, overrides)
+    return PrepRun(name, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
+                   location(output), source_cfg, curation_cfg, pipeline_file=pipeline_file(source), **kw)
 
 
 def prep(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,
