@@ -110,7 +110,7 @@ def reader_pipeline(reader: type[PipelineStep]) -> Any:
                  exclusion_dir: str | None = None) -> list[PipelineStep]:
         from datatrove.pipeline.writers import JsonlWriter
 
-        return [reader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),  # type: ignore[call-arg]
+        return [reader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
                 JsonlWriter(raw_dir, output_filename="${rank}.jsonl")]  # gzip: ${rank}.jsonl.gz
     return pipeline
 
