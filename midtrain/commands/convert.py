@@ -15,6 +15,7 @@ Conversion runs in one CPU process and needs about twice the model's size in mem
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 
 EPILOG = """examples:
@@ -54,10 +55,15 @@ def run(args: argparse.Namespace) -> int:
         path = convert_hf_to_mcore(args.src, args.dst, tensor=args.tp, pipeline=args.pp, dtype=args.dtype)
         print(f"wrote {path} in {time.time() - t0:.1f}s; train from it with init_from={args.dst}")
     else:
+        from midtrain.train.checkpoint import CheckpointError
         from midtrain.train.hf_export import convert_mcore_to_hf
 
-        path = convert_mcore_to_hf(args.src, args.dst, tokenizer=args.tokenizer, dtype=args.dtype,
-                                   overwrite=args.overwrite)
+        try:
+            path = convert_mcore_to_hf(args.src, args.dst, tokenizer=args.tokenizer, dtype=args.dtype,
+                                       overwrite=args.overwrite)
+        except CheckpointError as e:  # a damaged checkpoint (a file whose SHA-256 changed): named, not exported
+            print(f"midtrain convert: {e}", file=sys.stderr)
+            return 1
         print(f"wrote {path} in {time.time() - t0:.1f}s; load it with "
               f"transformers.AutoModelForCausalLM.from_pretrained('{path}')")
     return 0

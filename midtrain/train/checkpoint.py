@@ -238,9 +238,36 @@ def verify_checksums(path: Path) -> str | None:
         return f"cannot read: {e}"
     bad = [name for name in names if actual.get(name) != recorded[name]]
     if bad:
-        return f"{bad[0]} does not have the SHA-256 recorded when it was written (content changed)" + (
+        return f"{path / bad[0]} does not have the SHA-256 recorded when it was written (content changed)" + (
             f", and {len(bad) - 1} more file(s)" if len(bad) > 1 else "")
     return None
+
+
+def _problem(path: Path) -> str | None:
+    """Why a checkpoint cannot be used (a missing or cut file, a marker out of step, a file whose SHA-256 differs
+    from the one complete.json records), or None. Collective: every rank gets the same answer."""
+    return _first_error(verify(path)) or verify_checksums(path)
+
+
+def verify_checkpoint(path: str | Path) -> Path:
+    """The checkpoint at ``path`` (a checkpoints/iter_* directory, or a run directory's newest complete one)
+    once every file complete.json lists has its recorded size and SHA-256; CheckpointError naming the file
+    otherwise. What resume checks before loading, for the readers that start from a checkpoint (export,
+    init_from, evaluation). Collective when torch.distributed is initialised (ranks hash in parallel)."""
+    path = Path(path)
+    if (path / MARKER).is_file():
+        found = path
+    else:
+        candidates = list_checkpoints(path)
+        if not candidates:
+            raise CheckpointError(f"{path}: no midtrain checkpoint (expected {path}/{CHECKPOINTS}/iter_*/ with "
+                                  f"{MARKER})")
+        found = next((p for _, p in reversed(candidates) if verify(p) is None), candidates[-1][1])
+    problem = _problem(found)
+    if problem:
+        raise CheckpointError(f"checkpoint {found} is damaged: {problem}; restore it, or name an older "
+                              f"{CHECKPOINTS}/iter_* directory")
+    return found
 
 
 def async_queue() -> Any:
@@ -332,7 +359,7 @@ def load_checkpoint(run_dir: str | Path, model: torch.nn.Module, optimizer: Any)
     found = list_checkpoints(run_dir)
     damaged: list[str] = []
     for _, path in reversed(found):
-        problem = _first_error(verify(path)) or verify_checksums(path)
+        problem = _problem(path)
         if problem:
             log.warning("checkpoint %s is damaged: %s; trying the previous one", path, problem)
             damaged.append(f"{path.name}: {problem}")
@@ -466,6 +493,7 @@ def load_weights(path: str | Path, model: torch.nn.Module) -> Path:
     ckpt = latest_checkpoint(path)
     if ckpt is None:
         raise FileNotFoundError(f"init_from: no complete midtrain checkpoint in {path}")
+    ckpt = verify_checkpoint(ckpt)  # the SHA-256s complete.json records, as a resume checks them
     try:
         loaded = _load_sharded({"model": unwrap(model).sharded_state_dict()}, Path(ckpt))
         _load_model_state(model, loaded["model"])

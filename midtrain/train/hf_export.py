@@ -42,15 +42,12 @@ def locate_checkpoint(src: str | Path) -> tuple[Path, Path]:
 
     src = Path(src)
     if (src / ckpt.MARKER).is_file():
-        problem = ckpt.verify(src)
-        if problem:
-            raise ConfigError(f"{src}: incomplete checkpoint ({problem})")
-        return src.parent.parent, src
+        return src.parent.parent, ckpt.verify_checkpoint(src)  # sizes and SHA-256s, CheckpointError naming a file
     found = ckpt.latest_checkpoint(src)
     if found is None:
         raise ConfigError(f"{src}: no complete midtrain checkpoint (expected {src}/checkpoints/iter_*/ with "
                           f"{ckpt.MARKER})")
-    return src, found
+    return src, ckpt.verify_checkpoint(found)
 
 
 def find_hf_source(run_dir: Path, max_hops: int = 8) -> Path | None:
