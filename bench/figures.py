@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
@@ -15,3 +16,12 @@ def emit(figures: dict[str, object], json_path: str | None) -> None:
     if json_path:
         Path(json_path).parent.mkdir(parents=True, exist_ok=True)
         Path(json_path).write_text(json.dumps(figures, indent=2))
+
+
+def bench_parser(doc: str | None) -> argparse.ArgumentParser:
+    """The argument parser every bench script starts from: its docstring as help, and run_all.py's interface
+    (``--json PATH`` for the figures, ``--smoke`` for a run of seconds that checks it runs)."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--json", metavar="PATH", help="write the figures here")
+    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
+    return ap
