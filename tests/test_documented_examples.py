@@ -69,7 +69,7 @@ PLAN: dict[str, str] = {
     "midtrain train demo_tiny optim.train_steps=4 run_dir=runs/try": RUN,
     "torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 optim.train_steps=4 "
     "run_dir=runs/tp2": RUN,
-    "midtrain train runs/try/config.yaml optim.train_steps=8": RUN,
+    "midtrain train runs/try/config.yaml optim.train_steps=8 optim.schedule_on_resume=config": RUN,
     "midtrain convert hf2mcore ~/models/Qwen3-8B-Base ckpt/qwen3-8b --tp 2": RUN,
     "midtrain train qwen3_8b_256k_h200 init_from=ckpt/qwen3-8b": GPU,
     "midtrain convert mcore2hf runs/qwen3_8b_256k_h200 export/qwen3-8b-mt": RUN,

@@ -93,7 +93,8 @@ def test_corrupt_or_partial_checkpoint_falls_back(straight_run, shards, tmp_path
     ck8 = run_dir / "checkpoints" / "iter_0000008"
     big = max((f for f in ck8.rglob("*.distcp")), key=lambda f: f.stat().st_size)
     big.write_bytes(b"\0" * big.stat().st_size)
-    result = _run(shards, run_dir, **{"optim.train_steps": 6, "checkpoint.save_interval": 100})
+    result = _run(shards, run_dir, **{"optim.train_steps": 6, "checkpoint.save_interval": 100,
+                                      "optim.schedule_on_resume": "checkpoint"})  # a 12-step run cut to 6
     assert result["step"] == 6 and result["exit_code"] == 0
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == list(range(1, 7))  # resumed from step 4, ran 5 and 6
@@ -181,7 +182,7 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     assert 3 <= stopped < 400
     assert len(metrics(run_dir)) == stopped
     # Restart on the same run dir: resumes after the checkpoint (train_steps shortened to keep the test quick).
-    again = subprocess.run(cmd + [f"optim.train_steps={stopped + 2}"], cwd=REPO, env=env, capture_output=True,
+    again = subprocess.run(cmd + [f"optim.train_steps={stopped + 2}", "optim.schedule_on_resume=checkpoint"], cwd=REPO, env=env, capture_output=True,
                            text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert [r["step"] for r in metrics(run_dir)] == list(range(1, stopped + 3))

@@ -19,7 +19,7 @@ import sys
 EPILOG = """examples:
   midtrain train demo_tiny optim.train_steps=4 run_dir=runs/try
   torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 optim.train_steps=4 run_dir=runs/tp2
-  midtrain train runs/try/config.yaml optim.train_steps=8                # replay / extend a run
+  midtrain train runs/try/config.yaml optim.train_steps=8 optim.schedule_on_resume=config   # extend a run
   torchrun --nproc-per-node 8 -m midtrain.cli train qwen3_8b_256k_h200 precision.fp8=hybrid
 """
 

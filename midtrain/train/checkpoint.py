@@ -43,6 +43,8 @@ from midtrain.formats.rundir import (
 if TYPE_CHECKING:
     from megatron.core.models.gpt import GPTModel
 
+    from midtrain.train.model_config import ModelConfig
+
 log = logging.getLogger(__name__)
 
 # The distributed optimizer's state layout in a checkpoint: one tensor per contiguous buffer shard, saved
@@ -370,6 +372,44 @@ def load_checkpoint(run_dir: str | Path, model: torch.nn.Module, optimizer: Any)
             f"{Path(run_dir) / CHECKPOINTS}: none of its {len(found)} checkpoint(s) is complete, so the run cannot "
             f"resume ({'; '.join(damaged)}). Restore them, or move the directory aside to start the run over")
     return None
+
+
+def read_common(path: str | Path) -> dict[str, Any]:
+    """The common state of one checkpoint (step, scheduler, loader, and the model shape, schedule and tokenizer
+    it was written for), read without building a model; CheckpointError naming the checkpoint when unreadable."""
+    from megatron.core import dist_checkpointing
+
+    try:
+        return dist_checkpointing.load_common_state_dict(str(path)).get("common", {})
+    except (Exception, _checkpoint_exception()) as e:
+        raise CheckpointError(f"checkpoint {path} cannot be loaded: {_describe(e)}") from e
+
+
+def model_shape(model_cfg: ModelConfig) -> dict[str, Any]:
+    """What a checkpoint records of the model it holds: the fields that fix its parameters' names and shapes
+    (train.config.RESUME_FIXED), so a load onto another model is refused naming them, config.yaml or not."""
+    from midtrain.train.config import RESUME_FIXED
+
+    return {k.split(".", 1)[1]: getattr(model_cfg, k.split(".", 1)[1]) for k in RESUME_FIXED if k.startswith("model.")}
+
+
+def shape_conflicts(common: dict[str, Any], model_cfg: ModelConfig) -> list[str]:
+    """'model.FIELD: checkpoint -> this config' for each recorded shape field that differs (none recorded: [])."""
+    saved, now = common.get("model_shape") or {}, model_shape(model_cfg)
+    return [f"model.{k}: {saved[k]!r} -> {now[k]!r}" for k in now if k in saved and saved[k] != now[k]]
+
+
+def tokenizer_conflict(common: dict[str, Any], manifest: dict[str, Any]) -> str | None:
+    """Why the shards' tokenizer (their manifest) is not the one the checkpoint was trained with, or None (the
+    same content hash, or a checkpoint that records none: an HF conversion, an initial checkpoint)."""
+    saved, now = common.get("tokenizer") or {}, manifest.get("tokenizer") or {}
+    if not saved.get("hash") or not now.get("hash") or saved["hash"] == now["hash"]:
+        return None
+
+    def name(t: dict[str, Any]) -> str:
+        return f"{t.get('file', '?')} (hash {t['hash']}, {t.get('vocab_size', '?')} tokens)"
+
+    return f"the checkpoint was trained on shards tokenized with {name(saved)}, these shards with {name(now)}"
 
 
 def _uses_distributed_optimizer(optimizer: Any) -> bool:

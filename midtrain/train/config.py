@@ -91,6 +91,10 @@ class OptimConfig(Config):
     wsd_decay_fraction: float = 0.2
     train_steps: int = 100
     global_batch_size: int = 4  # sequences per step over all data-parallel ranks (micro-batch is 1, THD)
+    # A resume whose schedule (SCHEDULE_FIELDS) differs from the checkpoint's, as Megatron-LM's trainer decides
+    # it: strict = refused naming the fields; config = this config's schedule from the checkpoint's step on (an
+    # extension: WSD's decay moves to the new last steps); checkpoint = the checkpoint's schedule, config ignored.
+    schedule_on_resume: Literal["strict", "config", "checkpoint"] = "strict"
 
     def check(self) -> None:
         require(self.lr > 0, "lr", "must be positive")
@@ -99,6 +103,10 @@ class OptimConfig(Config):
         require(0 <= self.warmup_steps <= self.train_steps, "warmup_steps", "must be in [0, train_steps]")
         require(0.0 <= self.wsd_decay_fraction <= 1.0, "wsd_decay_fraction", "must be in [0, 1]")
         require(self.global_batch_size > 0, "global_batch_size", "must be positive")
+
+
+# The optimizer fields that make up the LR/WD schedule a checkpoint records (trainer.check_resumable).
+SCHEDULE_FIELDS = ("lr", "min_lr", "warmup_steps", "decay_style", "wsd_decay_fraction", "weight_decay", "train_steps")
 
 
 @dataclass

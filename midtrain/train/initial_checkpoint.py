@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 def save_initial_checkpoint(cfg: TrainConfig, run_dir: str | Path) -> Path:
     """Write RUN_DIR/config.yaml and the step-0 weights (RUN_DIR/checkpoints/iter_0000000) of a recipe."""
     from midtrain.train import distributed
-    from midtrain.train.checkpoint import latest_checkpoint, save_checkpoint
+    from midtrain.train.checkpoint import latest_checkpoint, model_shape, save_checkpoint
     from midtrain.train.model import build_gpt_model
 
     run_dir = Path(run_dir)
@@ -29,6 +29,7 @@ def save_initial_checkpoint(cfg: TrainConfig, run_dir: str | Path) -> Path:
         model = build_gpt_model(cfg)
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg.save_yaml(run_dir / "config.yaml")
-        return save_checkpoint(run_dir, 0, model, None, {"step": 0, "name": cfg.name, "initial": True}, 1)
+        return save_checkpoint(run_dir, 0, model, None, {"step": 0, "name": cfg.name, "initial": True,
+                                                      "model_shape": model_shape(cfg.model)}, 1)
     finally:
         distributed.destroy()

@@ -8,6 +8,7 @@ the packed-shard loader, checkpoints, signals, guards and logs.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -29,7 +30,7 @@ from midtrain.formats.shard_reader import MANIFEST
 from midtrain.train import checkpoint as ckpt
 from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
-from midtrain.train.config import TrainConfig, read_run_config, resume_conflicts
+from midtrain.train.config import SCHEDULE_FIELDS, TrainConfig, read_run_config, resume_conflicts
 from midtrain.train.flops import FLOPS_COUNT, flops_from_sums, fp8_peak_tflops, peak_tflops
 from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
@@ -185,13 +186,41 @@ def build_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> tuple[Any, Any]
     optimizer = get_megatron_optimizer(oc, [model])
     style = {"wsd": "WSD", "cosine": "cosine", "constant": "constant"}[o.decay_style]
     decay_steps = max(o.train_steps, o.warmup_steps + 1)
+    # On a resume (load_state_dict) megatron keeps the checkpoint's values (use_checkpoint), takes this config's
+    # (override), or asserts they agree (neither; check_resumable has refused a mismatch by then, naming it).
     scheduler = OptimizerParamScheduler(
         optimizer, init_lr=0.0, max_lr=o.lr, min_lr=o.min_lr, lr_warmup_steps=o.warmup_steps,
         lr_decay_steps=decay_steps, lr_decay_style=style, start_wd=o.weight_decay, end_wd=o.weight_decay,
         wd_incr_steps=decay_steps, wd_incr_style="constant",
-        wsd_decay_steps=max(1, round(o.wsd_decay_fraction * o.train_steps)) if style == "WSD" else None,
-        lr_wsd_decay_style="linear" if style == "WSD" else None)
+        wsd_decay_steps=_wsd_decay_steps(o.wsd_decay_fraction, o.train_steps) if style == "WSD" else None,
+        lr_wsd_decay_style="linear" if style == "WSD" else None,
+        use_checkpoint_opt_param_scheduler=o.schedule_on_resume == "checkpoint",
+        override_opt_param_scheduler=o.schedule_on_resume == "config")
     return optimizer, scheduler
+
+
+def _wsd_decay_steps(fraction: float, train_steps: int) -> int:
+    return max(1, round(fraction * train_steps))
+
+
+def schedule_of(cfg: TrainConfig) -> dict[str, Any]:
+    """The LR/WD schedule a checkpoint records: the SCHEDULE_FIELDS of the optimizer config."""
+    return {k: getattr(cfg.optim, k) for k in SCHEDULE_FIELDS}
+
+
+def schedule_conflicts(common: dict[str, Any], cfg: TrainConfig) -> list[str]:
+    """'optim.FIELD: checkpoint -> this config' for each schedule field that differs. Checkpoints from before
+    the schedule was recorded are compared on what megatron's scheduler state holds."""
+    saved = common.get("schedule")
+    if saved is None:
+        sched = common.get("scheduler") or {}
+        styles = {"WSD": "wsd", "cosine": "cosine", "constant": "constant"}
+        saved = {"lr": sched.get("max_lr"), "min_lr": sched.get("min_lr"), "warmup_steps": sched.get(
+            "lr_warmup_steps"), "decay_style": styles.get(sched.get("lr_decay_style", "")),
+            "weight_decay": sched.get("start_wd")}
+    now = schedule_of(cfg)
+    return [f"optim.{k}: {saved[k]!r} -> {now[k]!r}" for k in SCHEDULE_FIELDS
+            if saved.get(k) is not None and saved[k] != now[k]]
 
 
 def wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> DistributedDataParallel:
@@ -375,6 +404,8 @@ def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads
     dataset, loader, sources = _open_data(cfg, parallel_state.get_data_parallel_rank(), dp)
     rank0, ps = env.rank == 0, parallel_state
     step = _restore(cfg, run_dir, model, optimizer, scheduler, loader, rank0)
+    if rank0 and step and cfg.optim.schedule_on_resume == "checkpoint":
+        cfg.save_yaml(run_dir / "config.yaml")  # the checkpoint's schedule, which the steps follow
     batches = _BatchIterator(loader, cfg.parallel.context, ps.get_context_parallel_rank(),
                              cu_seqlens_on_host=resolve_impl(cfg) == "local")
     forward_backward = get_forward_backward_func()
@@ -393,15 +424,45 @@ def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads
 
 def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
     """A run directory with checkpoints is resumed: its config.yaml must be whole and agree with ``cfg`` on
-    every field a resume cannot change (train.config.RESUME_FIXED). Raises ConfigError naming the field."""
+    every field a resume cannot change (train.config.RESUME_FIXED), and its newest checkpoint must have been
+    written for this model shape (recorded in the checkpoint: config.yaml may be gone), with this LR schedule
+    (unless optim.schedule_on_resume says which one wins) and on shards of this tokenizer. Raises ConfigError
+    naming the fields, before anything is written. Without checkpoints, ``init_from``'s midtrain checkpoint
+    is checked for shape and tokenizer the same way."""
     saved_path = run_dir / CONFIG
-    if not ckpt.list_checkpoints(run_dir) or not saved_path.exists():
-        return  # nothing to resume (config.yaml is written afresh), or nothing to compare with
-    conflicts = resume_conflicts(read_run_config(saved_path), cfg)
-    if conflicts:
-        raise ConfigError(f"{conflicts[0].split(':')[0]}: {run_dir} holds checkpoints of a run with another value "
-                          f"({'; '.join(conflicts)}), which a resume cannot change; set it back, or train in "
-                          f"another run_dir")
+    if ckpt.list_checkpoints(run_dir) and saved_path.exists():
+        conflicts = resume_conflicts(read_run_config(saved_path), cfg)
+        if conflicts:
+            raise ConfigError(f"{conflicts[0].split(':')[0]}: {run_dir} holds checkpoints of a run with another "
+                              f"value ({'; '.join(conflicts)}), which a resume cannot change; set it back, or "
+                              "train in another run_dir")
+    found = ckpt.latest_checkpoint(run_dir) if ckpt.list_checkpoints(run_dir) else None
+    resuming = found is not None
+    if found is None and cfg.init_from and not (Path(cfg.init_from) / "config.json").is_file():
+        found = ckpt.latest_checkpoint(cfg.init_from)  # a midtrain checkpoint to take the weights of
+    if found is None:
+        return
+    common = ckpt.read_common(found)
+    shape = ckpt.shape_conflicts(common, cfg.model)
+    if shape:
+        raise ConfigError(f"{shape[0].split(':')[0]}: checkpoint {found} holds another model ({'; '.join(shape)}); "
+                          + ("set it back, or train in another run_dir" if resuming else "init_from needs the "
+                             "same model shape"))
+    if (Path(cfg.data.path) / MANIFEST).is_file():
+        from midtrain.formats.shard_reader import load_manifest
+
+        mismatch = ckpt.tokenizer_conflict(common, load_manifest(cfg.data.path))
+        if mismatch:
+            raise ConfigError(f"data.path: {mismatch}: token ids mean other text; pack {cfg.data.path} with the "
+                              f"checkpoint's tokenizer (checkpoint {found})")
+    if resuming and "scheduler" in common and cfg.optim.schedule_on_resume == "strict":
+        changed = schedule_conflicts(common, cfg)
+        if changed:
+            raise ConfigError(
+                f"{changed[0].split(':')[0]}: checkpoint {found} was trained with another LR schedule "
+                f"({'; '.join(changed)}); set it back, or say which schedule the resumed steps follow: "
+                "optim.schedule_on_resume=config (this config's schedule from the checkpoint's step on; an "
+                "extension's WSD decay moves to its new last steps) or =checkpoint (the checkpoint's schedule)")
 
 
 def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, loader: Any,
@@ -418,7 +479,7 @@ def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer:
                 log.info("starting from the weights of %s (weights-only checkpoint; fresh optimizer)", path)
         else:
             step = int(common["step"])
-            scheduler.load_state_dict(common["scheduler"])
+            _restore_schedule(cfg, scheduler, common, rank0)
             loader.load_state_dict(common["loader"])
             if rank0:
                 log.info("resuming at step %d from %s", step, path)
@@ -432,6 +493,40 @@ def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer:
         # copies from the checkpoint's optimizer state instead.)
         optimizer.reload_model_params()
     return step
+
+
+def _restore_schedule(cfg: TrainConfig, scheduler: Any, common: dict[str, Any], rank0: bool) -> None:
+    """Put the scheduler at the checkpoint's step, following the schedule optim.schedule_on_resume names (strict:
+    the same one, checked by check_resumable). cfg.optim is set to the schedule in effect, which later
+    checkpoints and config.yaml record."""
+    mode, changed = cfg.optim.schedule_on_resume, schedule_conflicts(common, cfg)
+    saved = common.get("schedule")
+    if mode == "checkpoint" and saved is not None:
+        # megatron's scheduler state lacks WSD's decay length: take it from the recorded schedule too
+        if saved.get("decay_style") == "wsd":
+            scheduler.wsd_decay_steps = _wsd_decay_steps(saved["wsd_decay_fraction"], saved["train_steps"])
+        keep = {k: saved[k] for k in SCHEDULE_FIELDS if k != "train_steps"}
+        cfg.optim = cfg.optim.replace(**keep)  # config.yaml and later checkpoints say what the steps used
+    before = _lr_at(common, scheduler) if changed and mode == "config" else None
+    scheduler.load_state_dict(common["scheduler"])
+    if changed and rank0:
+        log.warning("optim.schedule_on_resume=%s: %s; %s", mode, "; ".join(changed),
+                    f"the lr at step {scheduler.num_steps} is {scheduler.get_lr({}):.3g} "
+                    f"(the checkpoint's schedule: {before:.3g})" if before is not None else
+                    "the steps follow the checkpoint's schedule (past its decay steps: min_lr)")
+
+
+def _lr_at(common: dict[str, Any], scheduler: Any) -> float:
+    """The lr of the checkpoint's own schedule at its step (what the resumed step would have had)."""
+    sched = common["scheduler"]
+    old = copy.copy(scheduler)
+    old.max_lr, old.min_lr, old.lr_warmup_steps = sched["max_lr"], sched["min_lr"], sched["lr_warmup_steps"]
+    old.lr_decay_steps, old.lr_decay_style, old.num_steps = sched["lr_decay_steps"], sched["lr_decay_style"], sched[
+        "num_steps"]
+    saved = common.get("schedule")
+    if saved and saved.get("decay_style") == "wsd":
+        old.wsd_decay_steps = _wsd_decay_steps(saved["wsd_decay_fraction"], saved["train_steps"])
+    return float(old.get_lr({}))
 
 
 def _write_run_info(cfg: TrainConfig, run_dir: Path, world_size: int, dp: int, peak: float | None,
@@ -518,9 +613,16 @@ def _checkpoint(run: _Run, stop: bool) -> None:
     if save_now or stop:
         _sync_params(run.model)
         common = {"step": step, "scheduler": run.scheduler.state_dict(), "loader": run.loader.state_dict(),
-                  "name": cfg.name}
+                  "name": cfg.name, "model_shape": ckpt.model_shape(cfg.model), "schedule": schedule_of(cfg),
+                  "tokenizer": _tokenizer_record(run.dataset.manifest)}
         ckpt.save_checkpoint(run.run_dir, step, run.model, run.optimizer, common, cfg.checkpoint.keep_last,
                              async_queue=run.saves)
+
+
+def _tokenizer_record(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint records of the tokenizer its shards were packed with (the manifest's content hash)."""
+    tok = manifest.get("tokenizer") or {}
+    return {k: tok[k] for k in ("file", "hash", "vocab_size") if k in tok}
 
 
 def _step_stats(reported: list[dict], n_sources: int, device: torch.device) -> _StepStats:
