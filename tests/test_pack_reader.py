@@ -146,8 +146,34 @@ def test_loader_resume_with_other_dp_size(tmp_path):
         loader.load_state_dict(a[0].state_dict())
     rest = [i for loader in b for i in _take(loader, 2)]
     assert sorted(seen + rest) == list(range(12))
-    odd = PackedLoader(ds, seed=0, dp_rank=0, dp_size=3)
-    with pytest.raises(ValueError, match="do not split"):
-        odd.load_state_dict(a[0].state_dict())
+    # 4 consumed do not split over 3 ranks: the stream position is global, so 3 ranks take positions 4, 5, 6
+    odd = [PackedLoader(ds, seed=0, dp_rank=r, dp_size=3) for r in range(3)]
+    for loader in odd:
+        loader.load_state_dict(a[0].state_dict())
+    assert [i for loader in odd for i in _take(loader, 1)] == _take(PackedLoader(ds, seed=0), 7)[4:]
     with pytest.raises(ValueError, match="seed"):
         PackedLoader(ds, seed=1).load_state_dict(a[0].state_dict())
+
+
+def _steps(loaders, steps: int, batch: int) -> list[list[int]]:
+    """The dataset indices of each global batch (batch samples over all ranks), sorted."""
+    per_rank = batch // len(loaders)
+    return [sorted(i for loader in loaders for i in _take(loader, per_rank)) for _ in range(steps)]
+
+
+def test_a_dp2_state_after_an_epoch_wrap_resumes_on_1_and_4_ranks_with_the_same_samples(tmp_path):
+    """11 sequences, 4 a step: the epochs end mid-batch. DP=2 states at steps 3 and 9 continue on 1 and 4
+    ranks with the global batches of an uninterrupted run (one global stream, its order independent of DP)."""
+    ds = _many(tmp_path, 11)
+    reference = _steps([PackedLoader(ds, seed=5)], 12, 4)
+    assert sorted(i for step in reference[:11] for i in step) == sorted(list(range(11)) * 4)  # 4 whole epochs
+    for saved in (3, 9):
+        dp2 = [PackedLoader(ds, seed=5, dp_rank=r, dp_size=2) for r in range(2)]
+        assert _steps(dp2, saved, 4) == reference[:saved]
+        state = json.loads(json.dumps(dp2[0].state_dict()))
+        assert state == dp2[1].state_dict()
+        for dp in (1, 4):
+            resumed = [PackedLoader(ds, seed=5, dp_rank=r, dp_size=dp) for r in range(dp)]
+            for loader in resumed:
+                loader.load_state_dict(state)
+            assert _steps(resumed, 12 - saved, 4) == reference[saved:], (saved, dp)

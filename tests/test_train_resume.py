@@ -115,6 +115,37 @@ def test_dp2_checkpoint_resumes_on_1_and_on_4_ranks(setup, tmp_path):
 
 
 @pytest.mark.slow
+def test_dp2_checkpoints_after_an_epoch_wrap_resume_on_1_and_4_ranks(tmp_path):
+    """11 sequences, 4 a step: epochs end mid-batch. DP=2's checkpoints at steps 3 and 9 resume on 4 and on 1
+    ranks with the losses (so the samples) and token counts of the uninterrupted single-rank run."""
+    shards = write_shards(tmp_path / "shards", sequences=11, seq_length=64)
+    cfg = tiny_config(**{"data.path": str(shards), "optim.train_steps": 10, "optim.global_batch_size": 4,
+                         "checkpoint.save_interval": 3, "checkpoint.keep_last": 4, "checkpoint.save_final": False})
+    cfg_path = tmp_path / "cfg.yaml"
+    cfg.save_yaml(cfg_path)
+    _in_process(cfg, tmp_path / "reference")
+    reference = metrics(tmp_path / "reference")
+    dp2 = tmp_path / "dp2"
+    _torchrun(cfg_path, dp2, 2, "parallel.data=2")
+    assert [s for s, _ in list_checkpoints(dp2)] == [3, 6, 9]
+    for saved, nproc in ((3, 4), (9, 1)):
+        run_dir = tmp_path / f"from{saved}_dp{nproc}"
+        shutil.copytree(dp2, run_dir)
+        for step, path in list_checkpoints(run_dir):
+            if step != saved:
+                shutil.rmtree(path)
+        if nproc == 1:
+            _in_process(cfg, run_dir)
+        else:
+            _torchrun(cfg_path, run_dir, nproc, f"parallel.data={nproc}")
+        rows = {r["step"]: r for r in metrics(run_dir)}  # the steps after `saved` are the resumed run's
+        for ref in reference[saved:]:
+            got = rows[ref["step"]]
+            assert got["trained_tokens"] == ref["trained_tokens"], (saved, nproc, ref["step"])
+            assert got["loss"] == pytest.approx(ref["loss"], rel=REL), (saved, nproc, ref["step"])
+
+
+@pytest.mark.slow
 def test_tp2_checkpoint_resumes_on_tp1(setup, tmp_path):
     cfg, cfg_path, reference = setup
     tp2 = tmp_path / "tp2"

@@ -5,10 +5,11 @@ tokens, next-token labels, a loss mask (0 on padding, on the last position of ev
 next token belongs to another document — and outside ``loss_spans`` when the shards carry masks),
 cu_seqlens over the pieces (padding piece included), per-piece position ids and per-token source ids.
 
-``PackedLoader(dataset, seed, dp_rank, dp_size)`` walks a seeded permutation per epoch, the ranks taking
-interleaved slices; ``state_dict()`` holds the epoch and the number of samples consumed by all ranks, so a
-resume continues exactly where it stopped (even with a different data-parallel size when the count
-divides) and the next epoch reshuffles from the seed alone.
+``PackedLoader(dataset, seed, dp_rank, dp_size)`` walks one global stream of samples, a seeded permutation
+per epoch laid end to end, the ranks taking interleaved positions of it; ``state_dict()`` holds the position
+in that stream (epoch, and samples of it consumed by all ranks), which does not depend on the number of ranks:
+a resume continues exactly where it stopped at any data-parallel size, and every epoch reshuffles from the
+seed alone (as megatron's samplers keep one global sample count).
 """
 
 from __future__ import annotations
@@ -192,42 +193,39 @@ class PackedDataset(torch.utils.data.Dataset):
 class PackedLoader:
     """Deterministic, resumable iteration over a PackedDataset for one data-parallel rank (micro-batch 1).
 
-    Every epoch is a permutation drawn from (seed, epoch); rank r takes positions r, r + dp_size, ... of it,
-    and every rank gets the same count per epoch (the remainder ``len % dp_size`` is left for that epoch
-    only). Iterates forever; ``epoch`` and ``consumed`` (samples of this epoch taken by all ranks) are the state.
+    Every epoch is a permutation drawn from (seed, epoch), the epochs laid end to end in one global stream;
+    rank r takes positions r, r + dp_size, ... of the stream from where it stands, so the samples of a global
+    batch are the same at every dp_size (a batch may straddle two epochs). Iterates forever; ``epoch`` and
+    ``consumed`` (samples of this epoch taken by all ranks) are the state, the same on every rank.
     """
 
     def __init__(self, dataset: PackedDataset, seed: int, dp_rank: int = 0, dp_size: int = 1) -> None:
         if not 0 <= dp_rank < dp_size:
             raise ValueError(f"dp_rank={dp_rank} must be in [0, dp_size={dp_size})")
-        if len(dataset) < dp_size:
-            raise ValueError(f"{len(dataset)} packed sequences cannot feed dp_size={dp_size} ranks "
-                             f"({dataset.shard_dir}, split {dataset.split}); pack more data or a shorter seq_length")
+        if len(dataset) == 0:
+            raise ValueError(f"{dataset.shard_dir}: no packed sequences in split {dataset.split}; pack more data")
         self.dataset, self.seed, self.dp_rank, self.dp_size = dataset, int(seed), dp_rank, dp_size
-        self.per_epoch = len(dataset) // dp_size  # samples per rank per epoch
+        self.per_epoch = len(dataset) // dp_size  # whole samples per rank per epoch (len(); epochs run on)
         self.epoch = 0
         self.consumed = 0  # samples of the current epoch taken by all ranks together
-        self._perm: np.ndarray | None = None
-        self._perm_epoch = -1
+        self._perms: dict[int, np.ndarray] = {}
 
     def __len__(self) -> int:
         return self.per_epoch
 
-    def _permutation(self) -> np.ndarray:
-        if self._perm_epoch != self.epoch:
-            rng = np.random.Generator(np.random.PCG64([self.seed, self.epoch]))
-            self._perm = rng.permutation(len(self.dataset))
-            self._perm_epoch = self.epoch
-        assert self._perm is not None  # set above for the current epoch
-        return self._perm
+    def _permutation(self, epoch: int) -> np.ndarray:
+        if epoch not in self._perms:
+            if len(self._perms) > 1:  # a rank reads at most two epochs at a time (a batch across the boundary)
+                self._perms.pop(min(self._perms))
+            self._perms[epoch] = np.random.Generator(np.random.PCG64([self.seed, epoch])).permutation(len(self.dataset))
+        return self._perms[epoch]
 
     def next_index(self) -> int:
         """The dataset index this rank reads next, advancing the state."""
-        if self.consumed >= self.per_epoch * self.dp_size:
-            self.epoch += 1
-            self.consumed = 0
-        index = int(self._permutation()[self.consumed + self.dp_rank])
-        self.consumed += self.dp_size
+        n = len(self.dataset)
+        epoch, position = divmod(self.epoch * n + self.consumed + self.dp_rank, n)
+        index = int(self._permutation(epoch)[position])
+        self.epoch, self.consumed = divmod(self.epoch * n + self.consumed + self.dp_size, n)
         return index
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
@@ -248,10 +246,6 @@ class PackedLoader:
         if int(state["num_sequences"]) != len(self.dataset):
             raise ValueError(f"loader state is for {state['num_sequences']} sequences, the dataset has "
                              f"{len(self.dataset)}: the shards changed since the checkpoint")
-        consumed = int(state["consumed"])
-        if consumed % self.dp_size:
-            raise ValueError(f"{consumed} samples consumed this epoch do not split over dp_size={self.dp_size} "
-                             f"(checkpoint taken with dp_size={state['dp_size']})")
-        self.epoch, self.consumed = int(state["epoch"]), consumed
-        if self.consumed > self.per_epoch * self.dp_size:  # fewer ranks' worth of samples left than before
-            self.epoch, self.consumed = self.epoch + 1, 0
+        # The stream position is the same at any dp_size (state["dp_size"] is the writer's, for the record).
+        self.epoch, self.consumed = divmod(int(state["epoch"]) * len(self.dataset) + int(state["consumed"]),
+                                           len(self.dataset))

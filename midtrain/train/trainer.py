@@ -451,10 +451,13 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
     if (Path(cfg.data.path) / MANIFEST).is_file():
         from midtrain.formats.shard_reader import load_manifest
 
-        mismatch = ckpt.tokenizer_conflict(common, load_manifest(cfg.data.path))
+        manifest = load_manifest(cfg.data.path)
+        mismatch = ckpt.tokenizer_conflict(common, manifest)
         if mismatch:
             raise ConfigError(f"data.path: {mismatch}: token ids mean other text; pack {cfg.data.path} with the "
                               f"checkpoint's tokenizer (checkpoint {found})")
+        if resuming:
+            _check_loader_state(cfg, common.get("loader") or {}, manifest, found)
     if resuming and "scheduler" in common and cfg.optim.schedule_on_resume == "strict":
         changed = schedule_conflicts(common, cfg)
         if changed:
@@ -463,6 +466,19 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
                 f"({'; '.join(changed)}); set it back, or say which schedule the resumed steps follow: "
                 "optim.schedule_on_resume=config (this config's schedule from the checkpoint's step on; an "
                 "extension's WSD decay moves to its new last steps) or =checkpoint (the checkpoint's schedule)")
+
+
+def _check_loader_state(cfg: TrainConfig, state: dict[str, Any], manifest: dict[str, Any], found: Path) -> None:
+    """The checkpoint's data position fits these shards and seed (else the sample order would change), checked
+    once before the model is built, not as an error on every rank after it has loaded."""
+    listed = (manifest.get("splits", {}).get("train") or {}).get("sequences")
+    if "seed" in state and int(state["seed"]) != cfg.data.seed:
+        raise ConfigError(f"data.seed: checkpoint {found} walked the shards in the order of seed {state['seed']}, "
+                          f"this config has {cfg.data.seed}; set it back, or train in another run_dir")
+    if listed is not None and "num_sequences" in state and int(state["num_sequences"]) != int(listed):
+        raise ConfigError(f"data.path: checkpoint {found} trained on {state['num_sequences']} packed sequences, "
+                          f"{cfg.data.path} holds {listed}: the shards changed since; point data.path at the "
+                          "shards it trained on, or start another run_dir with init_from")
 
 
 def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, loader: Any,
@@ -480,7 +496,10 @@ def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer:
         else:
             step = int(common["step"])
             _restore_schedule(cfg, scheduler, common, rank0)
-            loader.load_state_dict(common["loader"])
+            try:
+                loader.load_state_dict(common["loader"])
+            except ValueError as e:  # shards changed under a checkpoint without a recorded manifest count
+                raise CheckpointError(f"checkpoint {path}: {e}") from None
             if rank0:
                 log.info("resuming at step %d from %s", step, path)
     elif cfg.init_from:
