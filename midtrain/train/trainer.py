@@ -499,7 +499,7 @@ def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer:
             try:
                 loader.load_state_dict(common["loader"])
             except ValueError as e:  # shards changed under a checkpoint without a recorded manifest count
-                raise CheckpointError(f"checkpoint {path}: {e}") from None
+                raise ckpt.CheckpointError(f"checkpoint {path}: {e}") from None
             if rank0:
                 log.info("resuming at step %d from %s", step, path)
     elif cfg.init_from:
