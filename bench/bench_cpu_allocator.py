@@ -51,12 +51,12 @@ def _child(allocator: str, shards: str, run_dir: str, steps: int, seq_length: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--seq-length", type=int, default=2048)
     ap.add_argument("--vocab", type=int, default=VOCAB, help="output layer size (default: Qwen's)")
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     ap.add_argument("--child", nargs=3, metavar=("ALLOCATOR", "SHARDS", "RUN_DIR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.smoke:

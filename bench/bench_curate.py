@@ -12,7 +12,6 @@ Curation speed (MB/s per core per source and per step, beside a pass-through) is
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import sys
@@ -46,11 +45,11 @@ def redaction(files: int, seed: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--files", type=int, default=1200, help="real files sampled (half planted, half clean)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.files = 40

@@ -23,7 +23,6 @@ step above 3x the whole pass-through run.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -304,15 +303,15 @@ def _medians(runs: list[dict[str, dict]]) -> dict[str, dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--sources", default=",".join(SOURCES), help="comma-separated (default: all five)")
     ap.add_argument("--mb", type=float, default=3.0, help="about this many MB of input per source")
-    ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--vs", metavar="TREE", help="another checkout of this project: run both, interleaved")
     ap.add_argument("--repeat", type=int, default=3, help="with --vs: runs of each tree")
     ap.add_argument("--profile", metavar="SOURCE", help="cProfile the full curation of one source")
     ap.add_argument("--quiet", action="store_true", help="no tables (with --json)")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.mb = 0.02

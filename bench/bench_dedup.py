@@ -11,7 +11,6 @@ the same documents.
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import random
@@ -71,12 +70,12 @@ def output_set(documents: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__.split("\n\n")[0])
     ap.add_argument("--documents", type=int, default=100_000)
     ap.add_argument("--tasks", type=int, default=4)
     ap.add_argument("--dup-share", type=float, default=0.3)
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.documents, args.tasks = 1000, 2

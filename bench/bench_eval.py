@@ -15,7 +15,6 @@ real code: stdlib modules packed at --seq-length with `midtrain pack`'s pipeline
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import inspect
 import json
@@ -48,11 +47,11 @@ def code_prep(out: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--seq-length", type=int, default=1024)
     ap.add_argument("--sequences", type=int, default=6, help="validation sequences scored each way")
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.seq_length, args.sequences = 256, 2

@@ -11,7 +11,6 @@ line boundaries, best-fit decreasing) pack them; printed side by side: BFD vs fi
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 
@@ -73,12 +72,12 @@ def first_fit_in_order(sizes, S):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--tokens", type=float, default=3e9, help="corpus size in tokens (default 3e9)")
     ap.add_argument("--seq-length", type=int, default=262_144)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args()
     if args.smoke:
         args.tokens, args.seq_length = 2e6, 8192

@@ -12,7 +12,6 @@ pulls input, so the executor and I/O overhead shows next to the bare reader.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -139,10 +138,10 @@ def _measure_prep_chain(pulls: Path, out: Path) -> dict:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--json", help="write the rows as JSON here")
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--scale", type=float, default=1.0, help="input size multiplier (default 1.0)")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args()
     if args.smoke:
         args.scale = 0.02

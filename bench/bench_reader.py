@@ -10,7 +10,6 @@ pieces of a realistic length mix, at
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -65,11 +64,11 @@ def reader_read(out: Path) -> tuple[float, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--tokens", type=float, default=6e7)
     ap.add_argument("--seq-length", type=int, default=32768)
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args()
     if args.smoke:
         args.tokens, args.seq_length = 2e5, 2048

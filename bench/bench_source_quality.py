@@ -15,7 +15,6 @@ Defaults: this repository (tree and history) and a few packages from the virtual
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -115,15 +114,15 @@ def redaction_report(tree: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     site = Path(sysconfig.get_paths()["purelib"])
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--trees", nargs="*", type=Path,
                     default=[ROOT] + [site / p for p in ("jinja2", "fsspec", "aiohttp", "datatrove")
                                       if (site / p).is_dir()])
     ap.add_argument("--histories", nargs="*", type=Path, default=[ROOT])
     ap.add_argument("--seq-length", type=int, default=32768)
     ap.add_argument("--max-commits", type=int, default=0, help="newest commits read per history (0: all)")
-    ap.add_argument("--json", help="write the reports here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.trees, args.max_commits, args.seq_length = [ROOT / "data_prep/samples/repo"], 5, 2048

@@ -13,7 +13,6 @@ meaningful on a machine shared with other jobs (wall time there mostly measures 
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import statistics
@@ -98,11 +97,11 @@ def bare_step_times(cfg, steps: int) -> tuple[list[float], list[float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--seq-length", type=int, default=1024)
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.steps, args.seq_length = 5, 128

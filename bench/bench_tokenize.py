@@ -16,7 +16,6 @@ import os
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # one core for both (HF tokenizers' batch encode uses rayon)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import argparse
 import json
 import sys
 import tempfile
@@ -78,11 +77,11 @@ def run_ours(docs, tok_file: str, eos: str, tmp: str) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("--mb", type=float, default=3.0, help="input size in MB of source text (default 3)")
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--json", help="write the figures here")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args()
     if args.smoke:
         args.mb, args.repeats = 0.05, 1
