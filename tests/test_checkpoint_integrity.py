@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 from train_helpers import (
     destroy_process_groups,  # noqa: F401 (autouse fixture)
+    metrics,
     tiny_config,
     write_shards,
 )
 
+from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.checkpoint import CheckpointError, verify_checkpoint
 from midtrain.train.trainer import train
@@ -62,3 +64,49 @@ def test_export_and_init_from_refuse_a_checkpoint_with_flipped_bytes_naming_the_
     with pytest.raises(CheckpointError, match=f"{victim}.*SHA-256"):
         _in_process(cfg, tmp_path / "fresh", f"init_from={run_dir}")
     assert not list((tmp_path / "fresh" / "checkpoints").glob("iter_*"))
+
+
+def test_a_resume_onto_another_model_is_refused_from_the_checkpoint_without_config_yaml(run4, tmp_path):
+    """The checkpoint records the model's shape: with config.yaml gone a resume without q/k layernorm (which would
+    have dropped the trained norms) is refused naming the field, before anything is written."""
+    cfg, src = run4
+    run_dir = tmp_path / "run"
+    shutil.copytree(src, run_dir)
+    (run_dir / "config.yaml").unlink()
+    with pytest.raises(ConfigError, match=r"model.qk_layernorm: .*iter_0000004 holds another model "
+                                          r"\(model.qk_layernorm: True -> False\)"):
+        _in_process(cfg, run_dir, "model.qk_layernorm=false")
+    assert not (run_dir / "config.yaml").exists()
+    with pytest.raises(ConfigError, match=r"model.hidden_size: 64 -> 128.*init_from needs the same model shape"):
+        _in_process(cfg, tmp_path / "other", f"init_from={run_dir}", "model.hidden_size=128",
+                    "model.ffn_hidden_size=256")
+
+
+def test_init_from_refuses_tensors_the_model_has_no_place_for_unless_told_to_drop_them(run4, tmp_path):
+    """A checkpoint that records no shape (as older ones, or a hand-made one) with q/k layernorm, into a model
+    without: the load names the tensors it would drop; init_from_drop_unused=true drops them and trains."""
+    from midtrain.train.checkpoint import save_checkpoint
+    from midtrain.train.model import build_gpt_model
+
+    cfg, _ = run4
+    distributed.initialize(seed=cfg.seed)
+    save_checkpoint(tmp_path / "bare", 0, build_gpt_model(cfg), None, {"step": 0, "initial": True}, 1)
+    distributed.destroy()
+    without = ["model.qk_layernorm=false", f"init_from={tmp_path / 'bare'}", "optim.train_steps=2"]
+    with pytest.raises(CheckpointError, match=r"holds .*q_layernorm.* that this model has no place for"):
+        _in_process(cfg, tmp_path / "strict", *without)
+    assert _in_process(cfg, tmp_path / "dropped", *without, "init_from_drop_unused=true")["step"] == 2
+
+
+def test_fp32_with_the_distributed_optimizer_resumes_exactly(run4, tmp_path):
+    """megatron's distributed optimizer keeps the fp32 model's own parameters as its master copies: the load
+    writes into them under no_grad (before, every such checkpoint failed to load: 'a view of a leaf Variable')."""
+    cfg, _ = run4
+    opt = ["parallel.distributed_optimizer=true", "checkpoint.save_interval=2"]
+    _in_process(cfg, tmp_path / "whole", *opt)
+    run_dir = tmp_path / "resumed"
+    shutil.copytree(tmp_path / "whole", run_dir)
+    shutil.rmtree(run_dir / "checkpoints" / "iter_0000004")
+    assert _in_process(cfg, run_dir, *opt)["step"] == 4
+    assert [r["loss"] for r in metrics(run_dir)] == [r["loss"] for r in metrics(tmp_path / "whole")]
+    assert (run_dir / "metrics.after_step_0000002.jsonl").is_file()  # it did resume at step 2

@@ -434,7 +434,7 @@ def _load(path: Path, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
     if optimizer is not None and "scheduler" not in common:
         # A weights-only checkpoint (step-0 initial weights, an HF conversion): start from its
         # weights with a fresh optimizer, schedule and data position.
-        load_weights(path, model)
+        _load_weights(path, model)  # verified above
         return {"step": 0, "weights_only": True}
     saved, now = common.get("layout"), layout()
     same_mp = saved is not None and all(saved.get(k) == now[k] for k in ("tensor", "pipeline"))
@@ -445,12 +445,16 @@ def _load(path: Path, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
             f"parallelism only. Resume at the checkpoint's TP/PP, or start from its weights with init_from={path}")
     error, loaded = None, {}
     try:
-        _init_torch_adam_state(optimizer)
-        loaded = _load_sharded(_sharded_state(model, optimizer, {}, is_loading=True, with_rng=same_mp), path)
-        _load_model_state(model, loaded["model"])
-        if optimizer is not None:
-            optimizer.load_state_dict(loaded["optimizer"])
-            _init_torch_adam_state(optimizer, restored=True)
+        # no_grad: the distributed optimizer copies the loaded fp32 state into views of parameters that require
+        # grad (its fp32 params are the model's own), which autograd refuses outside no_grad (megatron's loader
+        # runs under it too)
+        with torch.no_grad():
+            _init_torch_adam_state(optimizer)
+            loaded = _load_sharded(_sharded_state(model, optimizer, {}, is_loading=True, with_rng=same_mp), path)
+            _load_model_state(model, loaded["model"])
+            if optimizer is not None:
+                optimizer.load_state_dict(loaded["optimizer"])
+                _init_torch_adam_state(optimizer, restored=True)
     except (Exception, _checkpoint_exception()) as e:
         log.debug("loading %s failed", path, exc_info=True)  # the traceback with -v
         error = _describe(e)
@@ -500,19 +504,33 @@ def _checkpoint_exception() -> type[BaseException]:
     return CheckpointException
 
 
-def _load_sharded(sharded: dict[str, Any], path: Path) -> dict[str, Any]:
+def _load_sharded(sharded: dict[str, Any], path: Path, drop_unused: bool = False) -> dict[str, Any]:
     """dist_checkpointing.load, tolerating the one kind of key a checkpoint may lack: Transformer Engine's
     ``_extra_state`` (FP8 scaling metadata; a checkpoint written with the local layer spec, e.g. by
-    ``convert hf2mcore``, has none). Any other tensor the checkpoint lacks is an error naming it."""
+    ``convert hf2mcore``, has none). Any other tensor the checkpoint lacks is an error naming it, and so is a
+    model tensor of the checkpoint that this model has no place for (trained weights would be dropped: q/k
+    layernorm into a model without it, say) unless ``drop_unused``."""
     from megatron.core import dist_checkpointing
     from megatron.core.dist_checkpointing.validation import StrictHandling
 
-    loaded, _, unexpected = dist_checkpointing.load(sharded, str(path), strict=StrictHandling.RETURN_UNEXPECTED)
+    # RETURN_ALL also lists the checkpoint's keys nobody asked for; it exchanges metadata over the ranks
+    strict = StrictHandling.RETURN_ALL if dist.is_initialized() else StrictHandling.RETURN_UNEXPECTED
+    loaded, missing, unexpected = dist_checkpointing.load(sharded, str(path), strict=strict)
     absent = sorted(k for k in unexpected if not k.endswith(EXTRA_STATE))
     if absent:
         raise CheckpointError(f"the checkpoint has no {', '.join(absent[:3])}"
                               + (f" (and {len(absent) - 3} more)" if len(absent) > 3 else "")
                               + ": it was written for another model shape or layer spec")
+    # the optimizer's state and the RNG are asked for only on a full resume; a weights-only load leaves them
+    unused = sorted(k for k in missing if not (k.startswith(("optimizer.", RNG_KEY)) or k.endswith(EXTRA_STATE)))
+    if unused and not drop_unused:
+        raise CheckpointError(f"the checkpoint holds {', '.join(unused[:3])}"
+                              + (f" (and {len(unused) - 3} more)" if len(unused) > 3 else "")
+                              + " that this model has no place for: it was written for another model shape or "
+                              "layer spec (init_from_drop_unused=true drops them)")
+    if unused:
+        log.warning("checkpoint %s: %d tensors this model has no place for are dropped (init_from_drop_unused): "
+                    "%s", path, len(unused), ", ".join(unused[:5]))
     if unexpected:
         log.info("checkpoint %s has no Transformer Engine extra state (%d modules): the modules keep their "
                  "fresh state", path, len(unexpected))
@@ -528,15 +546,20 @@ def _load_model_state(model: torch.nn.Module, state: dict[str, Any]) -> None:
         raise CheckpointError(f"model state mismatch: missing {missing[:3]}, unexpected {unexpected[:3]}")
 
 
-def load_weights(path: str | Path, model: torch.nn.Module) -> Path:
-    """``init_from`` for midtrain checkpoints: model weights only. ``path`` = a run dir or a checkpoint dir."""
+def load_weights(path: str | Path, model: torch.nn.Module, drop_unused: bool = False) -> Path:
+    """``init_from`` for midtrain checkpoints: model weights only. ``path`` = a run dir or a checkpoint dir.
+    ``drop_unused``: a checkpoint tensor this model lacks is dropped with a warning instead of refused."""
     ckpt = latest_checkpoint(path)
     if ckpt is None:
         raise FileNotFoundError(f"init_from: no complete midtrain checkpoint in {path}")
-    ckpt = verify_checkpoint(ckpt)  # the SHA-256s complete.json records, as a resume checks them
+    return _load_weights(verify_checkpoint(ckpt), model, drop_unused)  # the SHA-256s, as a resume checks them
+
+
+def _load_weights(ckpt: Path, model: torch.nn.Module, drop_unused: bool = False) -> Path:
     try:
-        loaded = _load_sharded({"model": unwrap(model).sharded_state_dict()}, Path(ckpt))
-        _load_model_state(model, loaded["model"])
+        with torch.no_grad():
+            loaded = _load_sharded({"model": unwrap(model).sharded_state_dict()}, Path(ckpt), drop_unused)
+            _load_model_state(model, loaded["model"])
     except (Exception, _checkpoint_exception()) as e:
         raise CheckpointError(f"checkpoint {ckpt} cannot be loaded into this model: {_describe(e)}") from e
     log.info("initialised weights from %s", ckpt)

@@ -167,6 +167,8 @@ class TrainConfig(Config):
     # Weights only (fresh optimizer and step): a midtrain run dir / checkpoint dir, or a Hugging Face
     # model directory (one with config.json).
     init_from: str | None = None
+    # init_from a midtrain checkpoint holding tensors this model lacks (q/k layernorm, say): refused unless true
+    init_from_drop_unused: bool = False
     model: ModelConfig = field(default_factory=ModelConfig)
     parallel: ParallelConfig = field(default_factory=ParallelConfig)
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)

@@ -265,7 +265,7 @@ def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
         load_hf_into(ckpt.unwrap(model), path, cfg.model)  # checks the recipe's shape against config.json
         log.info("initialised weights from Hugging Face model %s", path)
     else:
-        ckpt.load_weights(path, model)
+        ckpt.load_weights(path, model, drop_unused=cfg.init_from_drop_unused)
 
 
 def schedule_seq_length(cfg: TrainConfig) -> int:
