@@ -3,6 +3,7 @@ SHA-256s complete.json records, one implementation), and the model it was writte
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -110,3 +111,28 @@ def test_fp32_with_the_distributed_optimizer_resumes_exactly(run4, tmp_path):
     assert _in_process(cfg, run_dir, *opt)["step"] == 4
     assert [r["loss"] for r in metrics(run_dir)] == [r["loss"] for r in metrics(tmp_path / "whole")]
     assert (run_dir / "metrics.after_step_0000002.jsonl").is_file()  # it did resume at step 2
+
+
+def _with_tokenizer(shards: Path, dst: Path, name: str, vocab: int) -> Path:
+    """A copy of the shards whose manifest says they were packed with tokenizer NAME (its content hash)."""
+    shutil.copytree(shards, dst)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    manifest["tokenizer"] = {"file": f"/tok/{name}/tokenizer.json", "hash": f"{name}0000", "vocab_size": vocab}
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
+def test_shards_of_another_tokenizer_are_refused_after_init_from_and_on_resume(run4, tmp_path):
+    cfg, _ = run4
+    first = _with_tokenizer(Path(cfg.data.path), tmp_path / "shards_a", "aaaa", 200)
+    other = _with_tokenizer(Path(cfg.data.path), tmp_path / "shards_b", "bbbb", 256)
+    run_dir = tmp_path / "run"
+    _in_process(cfg, run_dir, f"data.path={first}", "optim.train_steps=2")
+    both = r"tokenized with /tok/aaaa/tokenizer.json \(hash aaaa0000, 200 tokens\), these shards with " \
+           r"/tok/bbbb/tokenizer.json \(hash bbbb0000, 256 tokens\)"
+    with pytest.raises(ConfigError, match="data.path: the checkpoint was trained on shards " + both):
+        _in_process(cfg, tmp_path / "next", f"init_from={run_dir}", f"data.path={other}", "optim.train_steps=2")
+    with pytest.raises(ConfigError, match=both):
+        _in_process(cfg, run_dir, f"data.path={other}", "optim.train_steps=2")
+    assert _in_process(cfg, tmp_path / "same", f"init_from={run_dir}", f"data.path={first}",
+                       "optim.train_steps=2")["step"] == 2
