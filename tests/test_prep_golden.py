@@ -26,11 +26,11 @@ from midtrain.sources.prep import prep
 EXPECTED = {
     "repos": "9bf7690c4d2d4b91dc245710fc26ceb104b527eed1c0154c9d63816ed8899ebc",
     "commits": "511b600d9582db43efe60ff3dee536a0d92e016a0d5fb9779024064f9643350a",
-    "pulls": "8dfbfec0c8d6dd8833cd17232bc5392fb1b1082d04aa96286454fc5de8afc22c",
+    "pulls": "eebb80d1bc06136973abf72555c6a0dc430acbbe2a15186510c824bc29847b96",
     "buildlogs": "dd29cc259faba6de7c0079dadbd1192ff7383371c14f487e56bfd6021d0866d7",
     # near dedup now keeps, in each MinHash cluster, the unit with the smallest stable key (the same copies
     # for any task count): of the two near-duplicate traces the other one is kept (was 8bee6525f755...)
-    "traces": "6ddecf92922ec893b3375449387f454a91403a0e27cf76215140da8d6199fbdd",
+    "traces": "2a03c76adfc03a50ac12400165bd03abb2995872adbd0e9674c85312a79385c7",
 }
 # what the inputs must make each step do (so the digest pins real work, not pass-through)
 EXERCISED = {

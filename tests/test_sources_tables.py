@@ -259,8 +259,10 @@ def test_trajectory_tables_of_the_public_sets(tmp_path):
     out = tmp_path / "out"
     assert prep("traces", "traces.format=plain", "traces.only_resolved=true", *NO_CURATION,
                 "--input", table, "--output", out, "--tasks", 2) == 0
-    docs = {d["metadata"]["instance_id"]: d for d in read_documents(out / "raw")}
+    docs = {d["metadata"]["instance_id_original"]: d for d in read_documents(out / "raw")}
     assert set(docs) == {"acme__calc-1", "org__p-0", "o__r.abc.func_pm__1"}
+    # the canonical instance (owner/name#N; a dataset's own id otherwise) is the instance_id, the spelling kept
+    assert {d["metadata"]["instance_id"] for d in docs.values()} == {"acme/calc#1", "org/p#0", "o__r.abc.func_pm__1"}
     rebench = docs["acme__calc-1"]
     assert rebench["metadata"]["repo"] == "acme/calc" and rebench["metadata"]["resolved"] is True
     assert "<function=str_replace_editor>\n<parameter=command>\nview\n</parameter>" in rebench["text"]

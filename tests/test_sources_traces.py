@@ -81,12 +81,13 @@ def test_reader_plain_only_resolved_and_bad_records(tmp_path):
     reader = TraceReader([str(inputs)], TracesConfig(format="plain", only_resolved=True,
                                                        resolved_report=str(report)))
     docs = run_reader(reader)
-    assert sorted(d.metadata["instance_id"] for d in docs) == ["acme__minicalc-11", "acme__minicalc-16"]
+    assert sorted(d.metadata["instance_id"] for d in docs) == ["acme/minicalc#11", "acme/minicalc#16"]  # canonical
+    assert sorted(d.metadata["instance_id_original"] for d in docs) == ["acme__minicalc-11", "acme__minicalc-16"]
     stats = {k: v.total for k, v in reader.stats.stats.items()}
     assert stats["dropped/unresolved"] == 2 and stats["dropped/resolved_unknown"] == 1  # 14 + 17; 15 unknown
     assert stats["error/malformed_json"] == 1 and stats["error/bad_trajectory"] == 2
     assert stats["error/invalid_utf8"] == 1
-    d = next(d for d in docs if d.metadata["instance_id"] == "acme__minicalc-11")
+    d = next(d for d in docs if d.metadata["instance_id"] == "acme/minicalc#11")
     assert d.metadata["source"] == "trace" and d.metadata["render_format"] == "plain"
     assert d.metadata["resolved"] is True and d.metadata["exit_status"] == "submitted"
     for s, e in d.metadata["loss_spans"]:
@@ -108,7 +109,7 @@ def test_chat_template_rendering_with_loss_spans():
     reader = TraceReader([str(TRACES)], TracesConfig(format="chat_template"))
     docs = run_reader(reader)
     assert len(docs) == 5 and all(d.metadata["render_format"] == "chat_template" for d in docs)
-    d = next(d for d in docs if d.metadata["instance_id"] == "acme__minicalc-16")
+    d = next(d for d in docs if d.metadata["instance_id"] == "acme/minicalc#16")
     assert d.text.startswith("<|im_start|>system\n") and "<tools>" in d.text
     spans = d.metadata["loss_spans"]
     assert len(spans) == 3
@@ -182,7 +183,7 @@ def prep_traces(tmp_path, dataset, *overrides, name="out"):
     out = tmp_path / name
     assert main(["prep", "traces", *NO_CURATION, *overrides, "--input", str(DATASETS / dataset),
                  "--output", str(out)]) == 0
-    return {d["metadata"]["instance_id"]: d for d in read_documents(out)}, json.loads((out / "stats.json").read_text())
+    return {d["metadata"]["instance_id_original"]: d for d in read_documents(out)}, json.loads((out / "stats.json").read_text())
 
 
 def test_open_swe_traces_tools_as_json_strings_and_resolved_minus_one(tmp_path):

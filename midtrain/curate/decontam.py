@@ -50,6 +50,7 @@ from midtrain.curate.fingerprint import ContentIndex, fingerprint, load_index
 from midtrain.curate.identity import HOME_SCORE, declared_homes
 from midtrain.curate.text import simplified_words, word_ngrams
 from midtrain.formats.documents import read_jsonl
+from midtrain.formats.instance_id import canonical_instance, normalize_repo  # one spelling rule: formats'
 
 log = logging.getLogger("midtrain.curate")
 DATA = Path(__file__).parent / "data"
@@ -98,34 +99,6 @@ class DecontamConfig(Config):
         require(self.index_common_repos >= 2, "index_common_repos", "must be >= 2 (forks share their files)")
 
 
-def normalize_repo(value: Any) -> str | None:
-    """'https://github.com/Django/django.git' | 'git@github.com:django/django' | 'django__django-11099' ->
-    'django/django'; None when the value does not look like a repository."""
-    return _normalize_repo(value) if isinstance(value, str) else None
-
-
-@functools.lru_cache(maxsize=1 << 16)  # every document of a repository names it again
-def _normalize_repo(value: str) -> str | None:
-    s = value.strip().lower()
-    if not s:
-        return None
-    s = re.sub(r"^(?:git\+)?(?:https?|ssh|git)://", "", s)
-    s = re.sub(r"^[\w.-]+@", "", s)  # git@github.com:owner/name
-    s = re.sub(r"^(?:www\.)?(?:github\.com|gitlab\.com|bitbucket\.org)[:/]", "", s)
-    s = s.split("?")[0].split("#")[0].strip("/")
-    if "/" not in s and "__" in s:  # SWE-bench ids: owner__name or owner__name-1234
-        owner, _, rest = s.partition("__")
-        rest = re.sub(r"\.[0-9a-f]{6,40}(?:\..*)?$", "", rest)  # SWE-smith: owner__name.<commit>.<task>
-        s = owner + "/" + re.sub(r"-\d+$", "", rest)
-    parts = s.split("/")
-    if len(parts) < 2 or not parts[0] or not parts[1]:
-        return None
-    owner, name = parts[0], parts[1].removesuffix(".git")
-    if not re.fullmatch(r"[a-z0-9_.-]+", owner) or not re.fullmatch(r"[a-z0-9_.-]+", name):
-        return None
-    return f"{owner}/{name}"
-
-
 @functools.lru_cache(maxsize=1)
 def swebench_package_repos() -> frozenset[str]:
     """Repositories the installed swebench package knows (its per-repository maps); empty if not installed.
@@ -161,7 +134,7 @@ def _read_lines(path: Path) -> list[str]:
 class BenchmarkIndex:
     repos: set[str]  # normalised owner/name
     aliases: dict[str, str]  # normalised old -> current
-    instance_ids: set[str]
+    instance_ids: set[str]  # canonical (midtrain.formats.instance_id)
     names: set[str]  # distinctive name parts, for fork-by-name matching
     roots: dict[str, str] = field(default_factory=dict)  # root commit sha -> benchmark repo
     base_commits: dict[str, str] = field(default_factory=dict)  # instance base commit sha -> instance id
@@ -195,7 +168,7 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
     if cfg.repo_list:
         for item in _read_lines(Path(cfg.repo_list)):
             if re.search(r"__.+-\d+$", item):
-                ids.add(item.lower())
+                ids.add(canonical_instance(item) or item.lower())
             raw.add(item)
     bases: dict[str, str] = {}
     for path in cfg.instances:
@@ -203,7 +176,7 @@ def build_index(cfg: DecontamConfig) -> BenchmarkIndex:
             if isinstance(row.get("repo"), str):
                 raw.add(row["repo"])
             if isinstance(row.get("instance_id"), str):
-                ids.add(row["instance_id"].lower())
+                ids.add(canonical_instance(row["instance_id"]) or row["instance_id"].lower())
             if isinstance(row.get("base_commit"), str) and re.fullmatch(r"[0-9a-fA-F]{40}", row["base_commit"]):
                 bases[row["base_commit"].lower()] = str(row.get("instance_id") or row.get("repo") or "?")
     if cfg.use_bundled_list:  # DeepSWE: its repositories and base commits, from its task files
@@ -295,7 +268,7 @@ class SweBenchRepoFilter(CurationStep):
         """(reason, benchmark repo) when the metadata points at a benchmark repository or instance."""
         idx = self._idx()
         for key, value in _candidates(meta):
-            if key == "instance_id" and isinstance(value, str) and value.lower() in idx.instance_ids:
+            if key == "instance_id" and isinstance(value, str) and canonical_instance(value) in idx.instance_ids:
                 return "swebench_instance", value
             repo = self._benchmark(value)
             if repo:

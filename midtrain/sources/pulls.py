@@ -51,6 +51,7 @@ from datatrove.data import Document
 from datatrove.io import get_datafolder
 
 from midtrain.config import require
+from midtrain.formats.instance_id import canonical_instance, pull_instance
 from midtrain.locations import is_url
 from midtrain.sources.commits import file_skip_reason, scrub_message, split_files
 from midtrain.sources.common import (
@@ -288,8 +289,12 @@ class PullReader(SourceReader):
             text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
             text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
             self.skip("document_truncated")
+        # the task's canonical id (midtrain.formats.instance_id; the held-out split's key, decontamination's match):
+        # a benchmark row's own id, a pull request's owner/name#N; the row's spelling kept beside it
+        if inst := canonical_instance(pr.get("instance_id"), repo) or pull_instance(repo, number):
+            meta["instance_id"] = inst
         if pr.get("instance_id"):
-            meta["instance_id"] = pr["instance_id"]  # a benchmark task's id: decontamination matches it
+            meta["instance_id_original"] = pr["instance_id"]
         license_id = meta.pop("license", None) or pr.get("license")
         return make_document(text, doc_id, "pr", repo=repo, license=license_id, number=number,
                              state=state, n_files=len(files), **meta)

@@ -43,6 +43,7 @@ from typing import Any, Literal
 from datatrove.data import Document
 
 from midtrain.config import require
+from midtrain.formats.instance_id import canonical_instance
 from midtrain.sources.common import (
     TOO_LONG,
     TRUNCATED,
@@ -439,6 +440,21 @@ def render_plain(messages: list[dict]) -> tuple[str, list[list[int]]]:
 _TURN_END = "<|im_end|>"
 
 
+def _canonical(value: Any) -> str:
+    return canonical_instance(value) or str(value)
+
+
+def _instance(traj: Trajectory) -> str | None:
+    return canonical_instance(traj.instance_id, traj.repo)
+
+
+def chat_template_sha(tokenizer: Any) -> str:
+    """A short hash of the tokenizer's chat template text (what a rendering depends on)."""
+    import hashlib
+
+    return hashlib.sha256(str(getattr(tokenizer, "chat_template", "") or "").encode()).hexdigest()[:16]
+
+
 def render_chat_template(messages: list[dict], tokenizer: Any, tools: list | None = None
                          ) -> tuple[str, list[list[int]]] | None:
     """The tokenizer's chat template rendering and assistant spans; None when the template is not ChatML-like
@@ -533,8 +549,8 @@ class TraceReader(SourceReader):
             if self.cfg.resolved_report:
                 report = json.loads(Path(self.cfg.resolved_report).read_text())
                 for key in ("unresolved_ids", "completed_ids", "error_ids"):
-                    self._resolved.update(dict.fromkeys(report.get(key) or [], False))
-                self._resolved.update(dict.fromkeys(report.get("resolved_ids") or [], True))
+                    self._resolved.update(dict.fromkeys(map(_canonical, report.get(key) or []), False))
+                self._resolved.update(dict.fromkeys(map(_canonical, report.get("resolved_ids") or []), True))
         return self._resolved
 
     def unit_path(self, unit: tuple[str, str]) -> Path | None:
@@ -574,20 +590,23 @@ class TraceReader(SourceReader):
             return None
 
     def _document(self, traj: Trajectory, where: str) -> Document | None:
-        if traj.instance_id in self._resolved_map():
-            traj.resolved = self._resolved_map()[traj.instance_id]
+        # the canonical instance (one spelling per task: the held-out split's key), the producer's kept beside it
+        inst = _instance(traj)
+        doc_id = f"trace:{inst or 'unknown'}:{where}"
+        if inst in self._resolved_map():
+            traj.resolved = self._resolved_map()[inst]
         if self.cfg.only_resolved and traj.resolved is not True:
             self.drop("unresolved" if traj.resolved is False else "resolved_unknown",
-                      lambda: make_document(render_plain(traj.messages)[0], f"trace:{traj.instance_id}:{where}",
-                                            "trace", instance_id=traj.instance_id, resolved=traj.resolved))
+                      lambda: make_document(render_plain(traj.messages)[0], doc_id,
+                                            "trace", instance_id=inst, resolved=traj.resolved))
             return None
         messages, counts, reason = clean_messages(traj.messages, self.cfg)
         for what, n in counts.items():
             if n:
                 self.skip(what, n)
         if reason:
-            self.drop(reason, lambda: make_document(render_plain(traj.messages)[0], f"trace:{traj.instance_id}:{where}",
-                                                    "trace", instance_id=traj.instance_id))
+            self.drop(reason, lambda: make_document(render_plain(traj.messages)[0], doc_id,
+                                                    "trace", instance_id=inst))
             return None
         traj.messages = messages
         rendered = None
@@ -603,12 +622,13 @@ class TraceReader(SourceReader):
                  if not m.get("masked")]
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             # a cut trajectory would teach a wrong ending: count it and leave it out
-            self.drop("too_long", lambda: make_document(text, f"trace:{traj.instance_id}:{where}", "trace"))
+            self.drop("too_long", lambda: make_document(text, doc_id, "trace"))
             return None
-        doc_id = f"trace:{traj.instance_id or 'unknown'}:{where}"
-        meta: dict[str, Any] = dict(instance_id=traj.instance_id, resolved=traj.resolved, exit_status=traj.exit_status,
-                                    trace_format=traj.format, render_format=fmt, loss_spans=spans,
-                                    n_messages=len(traj.messages), **self.cfg.extra_metadata)
+        meta: dict[str, Any] = dict(instance_id=inst, instance_id_original=traj.instance_id, resolved=traj.resolved,
+                                    exit_status=traj.exit_status, trace_format=traj.format, render_format=fmt,
+                                    loss_spans=spans, n_messages=len(traj.messages), **self.cfg.extra_metadata)
+        if rendered:  # which template rendered it: a probe with another tokenizer's template must not reuse it
+            meta["chat_template"] = {"sha": chat_template_sha(tok), "tokenizer": self.cfg.tokenizer or "(default)"}
         if self.cfg.keep_messages:
             meta["messages"] = traj.messages
             meta["tools"] = traj.tools
