@@ -10,11 +10,24 @@ Backends for a packed sequence (``precision.portable_attention``): ``varlen`` is
 over all documents (``torch.nn.attention.varlen.varlen_attn``, CUDA with fp16/bf16 only); ``per_document``
 is one SDPA call per document (runs everywhere; its Python loop costs more the more documents a sequence
 holds); ``auto`` takes varlen where it can run and per-document elsewhere (the CPU, fp32, dropout).
+
+varlen_attn's keywords changed between torch releases, so the call is built from its signature (read once):
+2.10 takes ``is_causal`` and neither ``scale`` nor ``window_size``; 2.11 takes ``scale`` and ``window_size``
+(``(-1, 0)`` is causal) but no ``enable_gqa``; 2.12+ adds ``enable_gqa``. Without ``scale`` the query is
+pre-scaled (the kernel applies 1/sqrt(d)); without ``enable_gqa`` the key/value heads are repeated to the
+query heads (megatron's grouping: query head i reads group i // (heads / groups)). A signature with no causal
+keyword at all leaves ``auto`` on per-document attention, with one log line saying why.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
+import logging
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,21 +44,74 @@ BACKENDS = ("auto", "varlen", "per_document")
 BACKEND_ATTR = "midtrain_portable_attention"  # set on megatron's TransformerConfig by midtrain.train.model
 VARLEN_DTYPES = (torch.float16, torch.bfloat16)
 VARLEN_MAX_HEAD_DIM = 256  # flash-attention's head-dimension limit
+VARLEN_POSITIONAL = 7  # query, key, value, cu_seq_q, cu_seq_k, max_q, max_k: the same in every release
+
+log = logging.getLogger(__name__)
 
 
-def varlen_available() -> bool:
-    """Whether this torch ships the variable-length flash-attention entry point (PyTorch 2.10+)."""
+@dataclass(frozen=True)
+class VarlenCall:
+    """How this torch's ``varlen_attn`` is called: its causal keyword, and whether it takes the softmax scale
+    and grouped key/value heads itself."""
+
+    fn: Callable[..., Any]
+    causal: tuple[str, object]  # ("window_size", (-1, 0)) from 2.11 on, ("is_causal", True) in 2.10
+    takes_scale: bool
+    takes_gqa: bool
+
+    def __call__(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor,
+                 longest: int, scale: float) -> torch.Tensor:
+        """Causal attention within each cu-delimited document: [t, hq, d] and [t, hkv, d] in, [t, hq, d] out."""
+        kwargs: dict[str, object] = {self.causal[0]: self.causal[1]}
+        heads, groups = query.shape[1], key.shape[1]
+        if groups != heads:
+            if self.takes_gqa:
+                kwargs["enable_gqa"] = True
+            else:  # the kernel wants one key/value head per query head
+                key, value = (x.repeat_interleave(heads // groups, dim=1) for x in (key, value))
+        if self.takes_scale:
+            kwargs["scale"] = scale
+        elif not math.isclose(scale, 1.0 / math.sqrt(query.shape[-1]), rel_tol=1e-6):
+            query = query * (scale * math.sqrt(query.shape[-1]))  # the kernel multiplies by 1/sqrt(d)
+        return self.fn(query, key, value, cu, cu, longest, longest, **kwargs)
+
+
+def plan_varlen_call(fn: Callable[..., Any]) -> VarlenCall | str:
+    """The call for this ``varlen_attn`` from its signature, or why it cannot be used."""
     try:
-        from torch.nn.attention.varlen import varlen_attn  # noqa: F401
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError) as e:
+        return f"the signature of torch {torch.__version__}'s varlen_attn is unreadable ({e})"
+    positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) < VARLEN_POSITIONAL:
+        return (f"torch {torch.__version__}'s varlen_attn takes {len(positional)} positional arguments, "
+                f"not the {VARLEN_POSITIONAL} (q, k, v, cu_seq_q, cu_seq_k, max_q, max_k) this code passes")
+    if "window_size" in params:
+        causal: tuple[str, object] = ("window_size", (-1, 0))
+    elif "is_causal" in params:
+        causal = ("is_causal", True)
+    else:
+        return (f"torch {torch.__version__}'s varlen_attn takes neither window_size nor is_causal, so it "
+                "cannot mask causally")
+    return VarlenCall(fn, causal, takes_scale="scale" in params, takes_gqa="enable_gqa" in params)
+
+
+@functools.cache
+def varlen_call() -> VarlenCall | str:
+    """This process's varlen call (read once), or why there is none (logged once)."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
     except ImportError:
-        return False
-    return True
+        call: VarlenCall | str = f"torch {torch.__version__} has no torch.nn.attention.varlen.varlen_attn"
+    else:
+        call = plan_varlen_call(varlen_attn)
+    if isinstance(call, str):
+        log.warning("varlen attention is not used: %s; portable_attention=auto runs per-document SDPA", call)
+    return call
 
 
 def varlen_unsupported(q: torch.Tensor, dropout_p: float) -> str | None:
     """Why the varlen kernel cannot run these inputs (None when it can)."""
-    if not varlen_available():
-        return f"torch {torch.__version__} has no torch.nn.attention.varlen"
     if not q.is_cuda:
         return f"varlen attention runs on CUDA only (inputs are on {q.device})"
     if q.dtype not in VARLEN_DTYPES:
@@ -54,7 +120,8 @@ def varlen_unsupported(q: torch.Tensor, dropout_p: float) -> str | None:
         return f"varlen attention has no dropout (attention_dropout={dropout_p})"
     if q.shape[-1] > VARLEN_MAX_HEAD_DIM or q.shape[-1] % 8:
         return f"head dimension {q.shape[-1]} is not a multiple of 8 up to {VARLEN_MAX_HEAD_DIM}"
-    return None
+    call = varlen_call()  # last: a CPU or fp32 run never reads (or logs about) the signature
+    return call if isinstance(call, str) else None
 
 
 def choose_backend(setting: str, q: torch.Tensor, dropout_p: float) -> str:
@@ -158,14 +225,13 @@ class PortableDocumentAttention(MegatronModule):
     def _varlen(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 packed_seq_params: PackedSeqParams, bounds: list[int]) -> torch.Tensor:
         """All documents in one flash-attention call: [t, h, d] in, [t, h*d] out."""
-        from torch.nn.attention.varlen import varlen_attn
-
+        call = varlen_call()
+        assert not isinstance(call, str), call  # choose_backend picked varlen, so the call exists
         cu = getattr(packed_seq_params, DEVICE_BOUNDS_ATTR, None)
         if cu is None or cu.device != query.device:
             # one host-to-device copy per packed sequence, shared by every layer
             cu = torch.tensor(bounds, dtype=torch.int32, device=query.device)
             setattr(packed_seq_params, DEVICE_BOUNDS_ATTR, cu)
         longest = max(e - s for s, e in zip(bounds[:-1], bounds[1:]))
-        out = varlen_attn(query, key, value, cu, cu, longest, longest, scale=self.softmax_scale,
-                          window_size=(-1, 0), enable_gqa=self.groups_per_partition != self.heads_per_partition)
-        return out.reshape(query.shape[0], -1)  # type: ignore[union-attr]  # a tuple only with return_aux
+        out = call(query, key, value, cu, longest, self.softmax_scale)
+        return out.reshape(query.shape[0], -1)
