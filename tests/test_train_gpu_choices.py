@@ -215,6 +215,14 @@ def test_selective_recompute_picks_modules_that_save_memory_with_te():
     (["data.seq_length=4100"], "data.seq_length"),  # not a multiple of 8 tokens
     (["parallel.context=2", "data.seq_length=4104"], "data.seq_length"),  # 2052 tokens per CP rank
     (["model.hidden_size=72", "model.kv_channels=18"], "model.hidden_size"),  # not a multiple of 16
+    # the weights TE asserts on (transformer_engine.pytorch.utils.assert_dim_for_fp8_exec)
+    (["model.ffn_hidden_size=200"], "model.ffn_hidden_size"),  # fc2's input width
+    (["parallel.tensor=2", "model.ffn_hidden_size=208"], "model.ffn_hidden_size"),  # 104 per TP rank
+    (["model.kv_channels=10"], "model.num_attention_heads"),  # proj's input width: 4 x 10
+    (["model.num_attention_heads=8", "model.num_query_groups=1", "model.kv_channels=2"],
+     "model.num_query_groups"),  # the fused QKV's width: (8 + 2) x 2
+    (["model.num_experts=4", "model.moe_ffn_hidden_size=40", "model.ffn_hidden_size=200"],
+     "model.moe_ffn_hidden_size"),  # an MoE model's MLPs are its experts (the unused dense width is not checked)
 ])
 def test_fp8_shape_rules_are_checked_in_validate(overrides, field):
     base = ["precision.fp8=hybrid", "model.num_layers=4", "model.max_position_embeddings=8192"]

@@ -215,6 +215,23 @@ class TrainConfig(Config):
                 + "); FP8 GEMMs need a multiple of 8: pick a seq_length that is a multiple of " + str(8 * split))
         require(m.hidden_size % 16 == 0, "model.hidden_size",
                 f"{m.hidden_size} is not a multiple of 16, which FP8 GEMMs need (or set precision.fp8=none)")
+        # TE asserts the weights too (assert_dim_for_fp8_exec: all dims but the last % 8, the last % 16): the
+        # row-parallel fc2 and proj take ffn/tp and heads*head_dim/tp inputs, the fused QKV has (heads+2*groups)
+        # *head_dim/tp outputs. An MoE model's MLPs are its experts (split over expert_tensor) and shared expert.
+        tp, hd = p.tensor, m.head_dim
+        widths = ([("model.moe_ffn_hidden_size", m.moe_ffn_hidden_size, p.expert_tensor_size),
+                   ("model.moe_shared_expert_ffn_hidden_size", m.moe_shared_expert_ffn_hidden_size, tp)]
+                  if m.is_moe else [("model.ffn_hidden_size", m.ffn_hidden_size, tp)])
+        for name, width, split in widths:
+            require(width is None or width % (16 * split) == 0, name,
+                    f"{width} / {split} tensor-parallel ranks is not a multiple of 16, which FP8 GEMMs need (the "
+                    "MLP's output projection takes that width)")
+        require(m.num_attention_heads * hd % (16 * tp) == 0, "model.num_attention_heads",
+                f"num_attention_heads={m.num_attention_heads} x head_dim={hd} / tensor={tp} is not a multiple of "
+                "16, which FP8 GEMMs need (the attention's output projection takes that width)")
+        require((m.num_attention_heads + 2 * m.num_query_groups) * hd % (8 * tp) == 0, "model.num_query_groups",
+                f"(num_attention_heads={m.num_attention_heads} + 2 x num_query_groups={m.num_query_groups}) x "
+                f"head_dim={hd} / tensor={tp} is not a multiple of 8, which FP8 GEMMs need (the fused QKV's width)")
 
 
 # -- parallel layout: which TP/PP/CP/DP/SP/EP combinations can run (static; the world size is checked at
