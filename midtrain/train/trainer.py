@@ -602,6 +602,8 @@ def _step(run: _Run) -> _StepResult:
     run.step += 1
     if finite:
         optimizer.step_with_ready_grads()
+    if torch.cuda.is_available():  # the step time includes the optimizer's kernels, not only their launch
+        torch.cuda.synchronize()
     return _StepResult(step=run.step, loss=loss, grad_norm=grad_norm, totals=totals,
                        dt=time.perf_counter() - t0, skipped=not finite, router=router)
 
