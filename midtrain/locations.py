@@ -7,6 +7,7 @@ URL a ``universal_pathlib`` path on the matching fsspec filesystem, so ``out / "
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -88,8 +89,21 @@ def write_text_atomic(path: Path, text: str) -> None:
         path.write_text(text)
         return
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    with open(tmp, "w") as f:  # on disk before its name is: a crash after the rename leaves the whole file
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
     tmp.rename(path)
+    fsync_dir(path.parent)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make the names in a local directory durable (a rename into it survives a power loss or node crash)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def remove_tree(path: Path) -> None:

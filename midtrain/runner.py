@@ -73,6 +73,23 @@ def _read_lock(path: Path) -> dict | None:
     return data if isinstance(data, dict) else None
 
 
+def _take_over(path: Path, seen: dict | None) -> bool:
+    """Remove the lock at PATH of a holder seen gone, unless it changed since (another run took it over first:
+    under an flock, so two runs cannot both remove the stale lock and then each other's). False when there was
+    nothing to remove (it was released meanwhile)."""
+    import fcntl
+
+    guard = os.open(path.parent, os.O_RDONLY)  # the directory itself: no file of ours left beside the lock
+    try:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not path.exists() or _read_lock(path) != seen:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(guard)  # releases the flock
+
+
 FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
 
 
@@ -103,24 +120,29 @@ def output_lock(output: Any, command: str) -> Iterator[None]:
     path.parent.mkdir(parents=True, exist_ok=True)
     me = {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid()), "command": command,
           "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    while True:
-        try:
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
+    # The lock appears whole or not at all: written aside, then hard-linked into place (fails if it exists), so a
+    # reader never sees it empty and takes it over (an O_EXCL create is visible before its content).
+    mine = path.with_name(f"{LOCK_FILE}.{me['host']}.{me['pid']}")
+    mine.write_text(json.dumps(me))
+    try:
+        while True:
+            try:
+                os.link(mine, path)
+                break
+            except FileExistsError:
+                pass
             holder = _read_lock(path)
             if holder is not None and _running(holder):
                 raise OutputInUse(
                     f"{output} is in use by `{holder.get('command')}` (pid {holder.get('pid')} on "
                     f"{holder.get('host')}, since {holder.get('since')}); wait for it to finish or use another "
                     f"--output (if that process is gone, delete {path})") from None
-            log.warning("%s: taking over the lock of %s, which is no longer running", output,
-                        f"pid {holder.get('pid')} on {holder.get('host')} (`{holder.get('command')}`)"
-                        if holder else "an unreadable lock file")
-            path.unlink(missing_ok=True)
-            continue
-        with os.fdopen(fd, "w") as f:
-            json.dump(me, f)
-        break
+            if _take_over(path, holder):
+                log.warning("%s: taking over the lock of %s, which is no longer running", output,
+                            f"pid {holder.get('pid')} on {holder.get('host')} (`{holder.get('command')}`)"
+                            if holder else "an unreadable lock file")
+    finally:
+        mine.unlink(missing_ok=True)
     try:
         yield
     finally:

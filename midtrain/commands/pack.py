@@ -44,6 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--site", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
     p.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     p.add_argument("--dry-run", action="store_true", help="print what each stage would submit, run nothing")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="put the tokenize caches under DIR instead of each PREP_DIR/tokenized/ (read-only inputs)")
     p.add_argument("--overwrite", action="store_true",
                    help="delete an earlier pack output in DIR made with other settings or inputs (else refused)")
     p.add_argument("--print-config", action="store_true", help="print the resolved pack config (YAML) and exit")
@@ -57,6 +59,9 @@ def build_config(args: argparse.Namespace) -> PackConfig:
 
     mixture = resolve_config(args.mixture, MixtureConfig, "mixture", validate=False) if args.mixture else None
     return pack_config(args.overrides, mixture, args.seq_length, args.tokenizer, args.executor)
+
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopped by Ctrl-C
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,10 +81,14 @@ def run(args: argparse.Namespace) -> int:
 
         site = load_site(args.site)
     try:
-        result = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run, overwrite=args.overwrite)
+        result = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run, overwrite=args.overwrite,
+                      cache_dir=args.cache_dir)
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"midtrain pack: {e}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: finished tasks are kept, a rerun of the same command goes on from them
+        print("midtrain pack: interrupted; rerun the same command to continue", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if args.dry_run:
         for name, script in result.scripts.items():
             print(f"# ---- stage {name} ----\n{script}")

@@ -18,7 +18,9 @@ import hashlib
 import json
 import logging
 import shlex
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,9 +28,9 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.formats.shard_reader import MANIFEST
-from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature
+from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature, write_text_atomic
 from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
-from midtrain.runner import StageChain, naming_output, output_lock
+from midtrain.runner import OutputInUse, StageChain, naming_output, output_lock
 
 log = logging.getLogger(__name__)
 
@@ -148,8 +150,65 @@ def check_document_files(prep_dir: str | Path) -> None:
                              "wrote it, or restore the file")
 
 
-def tokenize_cache(prep_dir: str | Path, key: str) -> Path:
-    return as_path(prep_dir) / "tokenized" / key
+CACHE_DONE = "complete.json"  # a finished tokenize cache: the input fingerprint it was written for
+CACHE_RUN = "tokenize.json"  # an unfinished one: the fingerprint and task count its task outputs belong to
+
+
+def tokenize_cache(prep_dir: str | Path, key: str, root: str | Path | None = None) -> Path:
+    """PREP/tokenized/KEY, or under ROOT (``--cache-dir``: a prep directory that is read-only, or shared) in a
+    folder named for the input's path, so two inputs of one name do not share a cache."""
+    if root is None:
+        return as_path(prep_dir) / "tokenized" / key
+    name = str(prep_dir) if is_url(str(prep_dir)) else str(Path(prep_dir).resolve())
+    return as_path(root) / f"{Path(name).name}-{hashlib.sha256(name.encode()).hexdigest()[:8]}" / key
+
+
+def _cached(cache: Path, fingerprint_: str) -> bool:
+    done = cache / CACHE_DONE
+    return done.exists() and json.loads(done.read_text()).get("fingerprint") == fingerprint_
+
+
+def _start_cache(cache: Path, name: str, fingerprint_: str, tasks: int) -> None:
+    """Make CACHE ready for a tokenize run of ``tasks`` tasks: a cache of other documents, or an unfinished one
+    of another task count (its finished tasks split the files otherwise: reusing them loses or duplicates
+    documents), is started over; one of the same run keeps its finished tasks. Records the run (CACHE_RUN)."""
+    run = {"fingerprint": fingerprint_, "tasks": tasks}
+    if cache.exists() and (cache / CACHE_DONE).exists():  # stale: the documents changed
+        log.info("tokenize %s: documents changed since %s was written; retokenizing", name, cache)
+        remove_tree(cache)
+    elif cache.exists() and tokenized_prefixes(cache):
+        try:
+            earlier = json.loads((cache / CACHE_RUN).read_text())
+        except (OSError, ValueError):
+            earlier = None
+        if earlier != run:
+            log.warning("tokenize %s: %s holds an unfinished tokenize run of %s; starting it over", name, cache,
+                        f"{earlier.get('tasks')} tasks" if isinstance(earlier, dict) and earlier.get(
+                            "fingerprint") == fingerprint_ else "other documents (or an older midtrain)")
+            remove_tree(cache)
+    ensure_dir(cache)
+    write_text_atomic(cache / CACHE_RUN, json.dumps(run))
+
+
+@contextmanager
+def _cache_lock(cache: Path, name: str, local: bool) -> Iterator[None]:
+    """Hold the lock of the cache's folder (PREP/tokenized/.midtrain.lock) while this run tokenizes into it: a
+    second pack of the same input waits, then finds the cache finished. Slurm stages run elsewhere: no lock."""
+    if not local or is_url(str(cache)):
+        yield
+        return
+    waited = False
+    with ExitStack() as stack:
+        while True:
+            try:
+                stack.enter_context(output_lock(cache.parent, f"midtrain pack (tokenize {name})"))
+                break
+            except OutputInUse as e:
+                if not waited:
+                    log.info("tokenize %s: waiting: %s", name, e)
+                    waited = True
+                time.sleep(0.2)
+        yield
 
 
 class ManifestStep(PipelineStep):
@@ -186,7 +245,7 @@ class CacheStampStep(PipelineStep):
         self.cache_dir, self.stamp = cache_dir, stamp
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        (as_path(self.cache_dir) / "complete.json").write_text(json.dumps(self.stamp, indent=1))
+        write_text_atomic(as_path(self.cache_dir) / CACHE_DONE, json.dumps(self.stamp, indent=1))
         return
         yield
 
@@ -255,23 +314,24 @@ def _input_name(prep_dir: str) -> str:
 
 
 def pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, site=None, dry_run: bool = False,
-         overwrite: bool = False) -> PackResult:
+         overwrite: bool = False, cache_dir: str | Path | None = None) -> PackResult:
     """Tokenize (cached) and pack ``inputs`` into ``out_dir``.
 
     Locally the stages run here and the result carries the manifest. With ``executor=slurm`` the stages are
     submitted as dependent job arrays configured by ``site`` (a ``midtrain.launch.site.SiteConfig``; None =
     $MIDTRAIN_SITE or defaults) and the result says so; ``dry_run`` gives their scripts instead of running or
     submitting anything. An output made with other settings or inputs is refused unless ``overwrite``, and
-    one another run is writing (its lock, midtrain.runner.output_lock) is refused.
+    one another run is writing (its lock, midtrain.runner.output_lock) is refused. ``cache_dir``: where the
+    tokenize caches go instead of each input's PREP/tokenized/ (a read-only prep directory).
     """
     if dry_run:
-        return _pack(cfg, inputs, out_dir, site, dry_run, overwrite)
+        return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir)
     with output_lock(as_path(out_dir), "midtrain pack"), naming_output(out_dir):
-        return _pack(cfg, inputs, out_dir, site, dry_run, overwrite)
+        return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir)
 
 
 def _pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, site, dry_run: bool,
-          overwrite: bool) -> PackResult:
+          overwrite: bool, cache_root: str | Path | None = None) -> PackResult:
     from datatrove.pipeline.readers import JsonlReader
 
     from midtrain.pack.mixture import heldout_rules
@@ -291,7 +351,7 @@ def _pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, si
     prints = {i: fingerprint(i) for i in names}  # a missing input fails here, before the tokenizer is built
     tok = resolve_tokenizer(cfg)
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
-    cache_dirs = [str(tokenize_cache(i, key)) for i in names]
+    cache_dirs = [str(tokenize_cache(i, key, cache_root)) for i in names]
     # a trace set's held-out documents (the SFT probe's eval set, TRACES/heldout.json) are never packed
     heldout = heldout_rules(names)
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
@@ -302,30 +362,35 @@ def _pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, si
         return PackResult(manifest=done_manifest)
 
     chain = StageChain(cfg.executor, site, cfg.workers, label="pack")
+    local = not chain.on_slurm and not dry_run
     for i, cache_dir in zip(names, cache_dirs):
         cache = as_path(cache_dir)
         stamp = {"fingerprint": prints[i], "tokenizer": tok.to_dict(), "boundaries": cfg.boundaries}
-        done = cache / "complete.json"
-        if done.exists() and json.loads(done.read_text()).get("fingerprint") == prints[i]:
+        if _cached(cache, prints[i]):
             log.info("tokenize %s: cached in %s", i, cache)
             continue
-        if cache.exists() and done.exists():  # stale: the documents changed
-            log.info("tokenize %s: documents changed since %s was written; retokenizing", i, cache)
-            remove_tree(cache)
         check_document_files(i)
         n_files = len(list(documents_dir(i).glob(DOC_GLOB)))
         tasks = min(cfg.tokenize_tasks, n_files)
-        log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)
-        logs, stamp_logs = cache / "logs" / prints[i], cache / "logs" / f"stamp-{prints[i]}"
-        chain.add(f"tokenize {i}", [JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
-                                    TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries)],
-                  tasks, str(logs), f"midtrain-tokenize-{Path(i).name}", _slurm_logs(logs))
-        chain.add(f"tokenize stamp {i}", [CacheStampStep(str(cache), stamp)], 1, str(stamp_logs),
-                  f"midtrain-tokenize-stamp-{Path(i).name}", _slurm_logs(stamp_logs))
-        if not chain.on_slurm and not dry_run:
-            chain.run()
-            if not tokenized_prefixes(cache):
-                raise RuntimeError(f"tokenize {i}: no task output in {cache}; see {cache / 'logs'}")
+        with _cache_lock(cache, i, local), naming_output(cache):  # a full disk here names the cache's disk
+            if local and _cached(cache, prints[i]):  # another pack finished it while this one waited
+                log.info("tokenize %s: cached in %s (by another pack)", i, cache)
+                continue
+            if not dry_run:
+                _start_cache(cache, i, prints[i], tasks)
+            log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)
+            # the completion markers are per task of a run of `tasks` tasks: keyed on the count too
+            logs = cache / "logs" / f"{prints[i]}-{tasks}t"
+            stamp_logs = cache / "logs" / f"stamp-{prints[i]}"
+            chain.add(f"tokenize {i}", [JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
+                                        TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries)],
+                      tasks, str(logs), f"midtrain-tokenize-{Path(i).name}", _slurm_logs(logs))
+            chain.add(f"tokenize stamp {i}", [CacheStampStep(str(cache), stamp)], 1, str(stamp_logs),
+                      f"midtrain-tokenize-stamp-{Path(i).name}", _slurm_logs(stamp_logs))
+            if local:
+                chain.run()
+                if not tokenized_prefixes(cache):
+                    raise RuntimeError(f"tokenize {i}: no task output in {cache}; see {cache / 'logs'}")
 
     pack_logs, manifest_logs = out / "logs" / run_key, out / "logs" / f"{run_key}-manifest"
     chain.add("pack", [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, heldout)], cfg.tasks,

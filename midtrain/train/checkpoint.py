@@ -39,6 +39,7 @@ from midtrain.formats.rundir import (
     list_checkpoints,
     verify,
 )
+from midtrain.locations import fsync_dir, write_text_atomic
 
 if TYPE_CHECKING:
     from megatron.core.models.gpt import GPTModel
@@ -199,10 +200,11 @@ def _complete(run_dir: str | Path, tmp: Path, final: Path, step: int, keep_last:
     sums = _checksums(tmp, sorted(files))
     if _rank() == 0:
         meta = {"step": step, "time": time.time(), "files": files, "sha256": sums}
-        (tmp / MARKER).write_text(json.dumps(meta, indent=1))
+        write_text_atomic(tmp / MARKER, json.dumps(meta, indent=1))  # fsynced, as its directory
         if final.exists():  # a rerun of the same step (e.g. after a crash past the rename)
             shutil.rmtree(final)
         tmp.rename(final)
+        fsync_dir(final.parent)  # the rename survives a node crash
         _prune(run_dir, keep_last, step)
         log.info("saved checkpoint %s in %.1fs", final, time.time() - t0)
     _barrier()
