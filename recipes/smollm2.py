@@ -28,7 +28,7 @@ SMOLLM2_135M: dict[str, Any] = dict(
 REAL_WORKDIR = ".demo-real"
 SEQ_LENGTH = 512
 MIDTRAIN_TOKENS = 12 * SEQ_LENGTH  # 12 steps of one sequence; `long` trains 24
-PROXY_SEQUENCES = 8  # held-out sequences of the reference pack scored per checkpoint (4,096 tokens)
+PROXY_SEQUENCES = 16  # the reference pack's first held-out sequences (8,192 tokens): the first holding all 3 sources
 # The probe's held-out traces: 5% by the fixed instance hash (midtrain.formats.trace_split) holds out 1 of the 16
 # vendored trajectories (django__django-11163, ~5K tokens), scored in ~20 s on CPU; 10% held out 2 (~45 s).
 PROBE_HELDOUT_FRACTION = 0.05

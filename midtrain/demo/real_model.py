@@ -44,6 +44,7 @@ TRACE_PREP = ["traces.keep_messages=true", "traces.max_tool_output_chars=1000", 
               # minicalc tasks), so they stay, and no result of this experiment is a SWE-bench number.
               "decontam.enabled=false"]
 REPO_PREP = ["repos.max_doc_bytes=60000"]  # documents split at file boundaries: held-out code in every pack
+COMMIT_PREP = ["commits.max_commits=150"]  # the newest 150 commits (~2 MB of diffs; all 400+ are 5 MB to tokenize)
 
 
 def _cpu_seconds() -> float:
@@ -95,7 +96,7 @@ def prep_stage(workdir: Path) -> dict[str, Any]:
     packages = [package_tree(d, p, prep_dir / "_inputs" / "packages") for d, p in PACKAGES]
     tokenizer = str((workdir / MODEL / "hf_source").absolute())
     jobs = {"repos": ([str(repo), *(p["path"] for p in packages)], REPO_PREP),
-            "commits": ([str(repo)], []),
+            "commits": ([str(repo)], COMMIT_PREP),
             "traces": ([str(REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP])}
     stats = {}
     for source, (inputs, overrides) in jobs.items():
