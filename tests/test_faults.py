@@ -358,3 +358,41 @@ def test_pack_refuses_a_prep_killed_after_some_tasks_wrote_documents(tmp_path):
     last = r.stderr.strip().splitlines()[-1]
     assert str(out) in last and "unfinished" in last and f"midtrain prep pulls --input {SAMPLES / 'pulls'}" in last, last
     assert not (tmp_path / "shards" / "manifest.json").exists()
+
+
+def _interrupt_when(args: list[str], ready, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Start a midtrain command and send its process group SIGINT (a terminal's Ctrl-C) once ``ready()`` holds."""
+    proc = subprocess.Popen(MIDTRAIN + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    deadline = time.time() + timeout
+    while proc.poll() is None and time.time() < deadline and not ready():
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run finished before the interrupt point: the test would prove nothing"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=600)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
+
+
+@pytest.mark.slow
+def test_ctrl_c_exits_130_in_pack_and_train_and_a_rerun_continues(tmp_path, prep_reference):
+    import shutil
+
+    from train_helpers import tiny_config, write_shards
+
+    prep = tmp_path / "pulls"
+    shutil.copytree(prep_reference, prep, ignore=shutil.ignore_patterns("tokenized"))  # tokenizing still to do
+    args = _pack_args([str(prep)], tmp_path / "out") + ["tokenize_tasks=3"]
+    r = _interrupt_when(args, lambda: bool(list(prep.glob("tokenized/*/logs/*/completions/*"))))
+    assert r.returncode == 130 and "midtrain pack: interrupted; rerun the same command" in r.stderr, r.stderr[-2000:]
+    assert _run(args).returncode == 0
+    ref = tmp_path / "ref"
+    assert _run(_pack_args([str(prep_reference)], ref) + ["tokenize_tasks=3"]).returncode == 0
+    assert _tree_bytes(tmp_path / "out", ("*.bin", "*.idx")) == _tree_bytes(ref, ("*.bin", "*.idx"))
+
+    shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
+    cfg_path = tmp_path / "cfg.yaml"
+    tiny_config(**{"data.path": str(shards), "run_dir": str(tmp_path / "run"), "optim.train_steps": 400,
+                   "checkpoint.save_interval": 2}).save_yaml(cfg_path)
+    metrics = tmp_path / "run" / "metrics.jsonl"
+    r = _interrupt_when(["train", str(cfg_path)], lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 3)
+    assert r.returncode == 130 and "midtrain train: interrupted" in r.stderr, r.stderr[-2000:]

@@ -41,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
     from midtrain.train.checkpoint import CheckpointError
     from midtrain.train.trainer import NonFiniteError, train
 
-    logging.getLogger("midtrain").setLevel(logging.INFO)
+    if not logging.getLogger().isEnabledFor(logging.DEBUG):  # -v keeps DEBUG (a failed load's traceback)
+        logging.getLogger("midtrain").setLevel(logging.INFO)
     try:
         ensure_demo_shards(cfg)  # the demo recipes train on the demo's own data, built here when missing
         result = train(cfg)
