@@ -121,7 +121,7 @@ step() {
 
 PYTEST=("$PYTHON" -m pytest -q -p no:cacheprovider)
 if [[ "$MODE" == "gpu" ]]; then
-  step "1 no-leak, varlen grads, bf16 loss (gpu tests)" 90 "$OUT/noleak.txt" \
+  step "1 no-leak + varlen grads (gpu tests)" 90 "$OUT/noleak.txt" \
     "${PYTEST[@]}" "$ROOT/tests/test_train_model.py" "$ROOT/tests/test_train_attention_backends.py" -m gpu
   # kill/resume (bitwise on CPU only: GPU kernels are not bit-deterministic), DP=2 (one GPU) and the HF
   # export (needs transformers) stay on CPU
