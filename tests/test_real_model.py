@@ -154,3 +154,36 @@ def test_a_missing_package_or_file_names_the_install_hint(monkeypatch, tmp_path)
         hf_gguf.resolve_gguf("absent")
     with pytest.raises(ConfigError, match="no such GGUF file"):
         hf_gguf.resolve_gguf(tmp_path / "missing.gguf")
+
+
+def test_the_experiment_runs_the_models_tokenizer_through_every_step(tmp_path):
+    """sweep_smollm2 as `midtrain demo --model smollm2` resolves it: every pack, probe and start point is the
+    converted model's, the probe seeds give a band, and the agent leg serves each probe's export."""
+    from midtrain.demo.real_model import sweep_overrides
+    from midtrain.sweep.config import SweepConfig
+    from midtrain.sweep.plan import sweep_chains
+    from recipes import resolve_config
+
+    cfg = resolve_config("sweep_smollm2", SweepConfig, "sweep", sweep_overrides(tmp_path))
+    tok = str(tmp_path.absolute() / "smollm2" / "hf_source")
+    plans, chains = sweep_chains(cfg)
+    assert list(chains) == ["no_midtraining", "code_only", "all_sources", "long"]
+    assert plans["long"].train_steps == 2 * plans["code_only"].train_steps
+    assert plans["code_only"].inputs == [str(tmp_path.absolute() / "prep" / "repos")]
+    for name, chain in chains.items():
+        steps = {s.name: s.argv for s in chain}
+        if name != "no_midtraining":
+            assert f"tokenizer={tok}" in steps["pack"]
+            assert f"init_from={tmp_path.absolute() / 'smollm2'}" in steps["train"]
+        for seed in ("sft", "sft-s4322"):
+            assert f"tokenizer={tok}" in steps[seed] and "sft_probe_smollm2" in steps[seed]
+        assert steps["eval_swebench"][steps["eval_swebench"].index("--checkpoint") + 1].endswith("sft/hf")
+
+
+def test_package_sources_are_copied_with_their_licence(tmp_path):
+    from midtrain.demo.real_model import package_tree
+
+    info = package_tree("attrs", "attr", tmp_path)
+    out = Path(info["path"])
+    assert info["license"] == "MIT" and (out / "LICENSE").is_file()
+    assert (out / "attr" / "__init__.py").is_file() and not list(out.rglob("__pycache__"))

@@ -43,8 +43,11 @@ TRACE_PREP = ["traces.keep_messages=true", "traces.max_tool_output_chars=1000", 
               # SWE-bench evaluation. Nothing here evaluates on SWE-bench (the agent leg runs the embedded
               # minicalc tasks), so they stay, and no result of this experiment is a SWE-bench number.
               "decontam.enabled=false"]
-REPO_PREP = ["repos.max_doc_bytes=60000"]  # documents split at file boundaries: held-out code in every pack
-COMMIT_PREP = ["commits.max_commits=150"]  # the newest 150 commits (~2 MB of diffs; all 400+ are 5 MB to tokenize)
+# Documents of at most 8 KB (repository files, at file boundaries) and 20 KB (runs of commits): the packs' held-out
+# split draws whole documents, so small ones give every source a held-out share near valid_fraction (at 60 KB and
+# 1 MB, one 92K-token commit document and 639 tokens of code were held out)
+REPO_PREP = ["repos.max_doc_bytes=8000"]
+COMMIT_PREP = ["commits.max_commits=150", "commits.max_doc_bytes=20000"]  # the newest 150 commits (all 400: 5 MB)
 
 
 def _cpu_seconds() -> float:
