@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 XDIST ?= 2
 XDIST_ARGS := $(if $(filter 0,$(XDIST)),,-n $(XDIST) --dist loadgroup --no-loadscope-reorder)
 
-.PHONY: demo test lint venv bench clean
+.PHONY: demo demo-real test lint venv bench clean
 venv: $(STAMP)
 
 $(STAMP): pyproject.toml constraints-cpu.txt
@@ -24,6 +24,10 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 
 demo: $(STAMP)
 	$(VENV)/bin/midtrain demo
+
+# the real-model experiment (docs/real_model.md): SmolLM2-135M through the paper's comparison, ~20 min on 2 cores
+demo-real: $(STAMP)
+	$(VENV)/bin/midtrain demo --model smollm2
 
 # ruff (lint + import order) on the whole tree, mypy on midtrain/ and recipes/ (pyproject.toml [tool.ruff], [tool.mypy]):
 # ruff under a second; mypy ~45 s CPU on its first run (reading torch's types), ~10 s with its .mypy_cache.
@@ -38,4 +42,4 @@ bench: $(STAMP)
 	$(PY) bench/run_all.py
 
 clean:
-	rm -rf $(VENV) .demo build *.egg-info
+	rm -rf $(VENV) .demo .demo-real build *.egg-info
