@@ -112,7 +112,8 @@ def test_merged_pull_requests_from_history_read_at_base_commit_then_commits_in_o
         assert short == base[:12]
         assert body == show(repo, base, path).rstrip("\n")
     assert "calc/unused.py" not in text and "poetry.lock\n" not in text.split("Commit 1/2")[0]
-    order = [text.index(s) for s in ["Issue #5 (its text is not in the input)", "user_1 opened this pull request",
+    assert "Issue #5" not in text and "not in the input" not in text  # no text for it: no placeholder line
+    order = [text.index(s) for s in ["user_1 opened this pull request",
                                      "[read at base commit", f"Commit 1/2 {sha['c1'][:12]} by user_1:",
                                      "Raise CalcError on division by zero\n\nFixes #5",
                                      "+        raise CalcError('division by zero')",
@@ -128,6 +129,8 @@ def test_merged_pull_requests_from_history_read_at_base_commit_then_commits_in_o
     read_part = text[text.index("\n[read at"):text.index("\nCommit 1/2")]
     edit_part = text[text.index("\nCommit 1/2"):text.index("\nFinal state")]
     assert meta["context_bytes"] == len(read_part.encode()) and meta["edit_bytes"] == len(edit_part.encode())
+    start, end = meta["context_span"]  # the read files' chars, which dedup leaves out of the PR's signature
+    assert text[start:end] == read_part and stats["skip/issue_without_text"] == 1
     pr8 = docs[1]
     assert pr8.metadata["base_commit"] == sha["m7"] and pr8.metadata["commits"] == [sha["c3"]]
     assert pr8.text.startswith("Title: Add power operator\n")
@@ -217,7 +220,8 @@ def test_swebench_style_task_row_renders_issue_context_and_patch(calc, tmp_path)
                            check=True).stdout
     row = {"repo": "acme/calc", "instance_id": "acme__calc-7", "base_commit": sha["root"], "patch": patch,
            "test_patch": "", "problem_statement": "Division by zero crashes\nevaluate('1 / 0') raises",
-           "hints_text": "", "created_at": "2024-02-01T00:00:00Z", "version": "1.0", "FAIL_TO_PASS": "[]",
+           "hints_text": "Maybe check the divisor in @carol's evaluate?", "created_at": "2024-02-01T00:00:00Z",
+           "version": "1.0", "FAIL_TO_PASS": json.dumps(["tests/test_eval.py::test_div0"]),
            "PASS_TO_PASS": "[]", "environment_setup_commit": sha["root"]}
     clones = tmp_path / "clones"
     (clones / "acme").mkdir(parents=True)
@@ -225,12 +229,18 @@ def test_swebench_style_task_row_renders_issue_context_and_patch(calc, tmp_path)
     rows = tmp_path / "tasks.jsonl"
     rows.write_text(json.dumps(row) + "\n")
     doc = run_reader(PullReader([str(rows)], PullsConfig(repos=str(clones))))[0]
-    assert doc.id == "pr:acme/calc#7" and doc.metadata["instance_id"] == "acme__calc-7"
-    order = [doc.text.index(s) for s in ["Issue:\nDivision by zero crashes", "[read at base commit", "Files changed:",
-                                         "--- calc/eval.py (modified, +2 -0)"]]
+    assert doc.id == "pr:acme/calc#7" and doc.metadata["instance_id"] == "acme/calc#7"
+    assert doc.metadata["instance_id_original"] == "acme__calc-7"
+    # the issue and its hints (a non-participant's login scrubbed), what was read, the patch, the tests to pass
+    marks = ["Issue:\nDivision by zero crashes", "Hints (the issue's discussion before the fix):\n"
+             "Maybe check the divisor in user_1's evaluate?", "[read at base commit", "Files changed:",
+             "--- calc/eval.py (modified, +2 -0)", "Tests that must pass after the change:\n"
+             "- tests/test_eval.py::test_div0"]
+    order = [doc.text.index(s) for s in marks]
     assert order == sorted(order)
-    flat = run_reader(PullReader([str(rows)]))[0].text  # no clone: flat, the problem statement still first
-    assert flat.index("Issue:\nDivision by zero crashes") < flat.index("--- calc/eval.py (modified, +2 -0)")
+    assert "carol" not in doc.text and "opened this pull request" not in doc.text  # no author, no description
+    flat = run_reader(PullReader([str(rows)]))[0].text  # no clone: flat, the same order
+    assert [flat.index(s) for s in marks if "[read" not in s] == sorted(flat.index(s) for s in marks if "[read" not in s)
 
 
 @pytest.mark.slow

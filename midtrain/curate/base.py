@@ -169,6 +169,9 @@ def apply_edits(doc: Document, edits: Iterable[Edit]) -> None:
     spans = doc.metadata.get("loss_spans")
     if isinstance(spans, list):
         doc.metadata["loss_spans"] = [[move(s, False), move(t, True)] for s, t in spans]
+    ctx = doc.metadata.get("context_span")  # a pull request's read files (midtrain/sources/pulls.py)
+    if isinstance(ctx, list) and len(ctx) == 2 and all(isinstance(o, int) for o in ctx):
+        doc.metadata["context_span"] = [move(ctx[0], False), move(ctx[1], True)]
     offsets = doc.metadata.get(FILE_OFFSETS_KEY)
     if isinstance(offsets, list) and all(isinstance(o, int) for o in offsets):
         doc.metadata[FILE_OFFSETS_KEY] = [move(o, False) for o in offsets]

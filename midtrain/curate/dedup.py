@@ -100,7 +100,14 @@ def units(doc: Document, min_file_chars: int) -> list[Unit]:
                 if len(body.strip()) >= min_file_chars:
                     out.append(Unit(body, f))
             return out
-    return [Unit(doc.text, None)] if doc.text.strip() else []
+    text = doc.text
+    span = doc.metadata.get("context_span") if doc.metadata.get("source") == "pr" else None
+    if isinstance(span, list) and len(span) == 2 and all(isinstance(o, int) for o in span) and \
+            0 <= span[0] <= span[1] <= len(text):
+        # a pull request's own text: the files read at its base commit are shared by every PR of the
+        # repository, and compared whole they make different work look the same (the PR is still cut whole)
+        text = text[:span[0]] + text[span[1]:]
+    return [Unit(text, None)] if text.strip() else []
 
 
 def safe_units(doc: Document, min_file_chars: int) -> list[Unit]:

@@ -70,26 +70,40 @@ def merge_base(repo: Path, a: str, b: str) -> str | None:
         return None
 
 
-def merge_commits(repo: Path, rev: str = "HEAD") -> list[tuple[str, list[str], str, str, int, str]]:
-    """(sha, parents, author name, author email, author time, message) of the merge commits on ``rev``'s
-    first-parent line (the merges into that branch), oldest first."""
-    out = _git(repo, "log", "--merges", "--first-parent", "--reverse",
-               "--format=%H%x00%P%x00%an%x00%ae%x00%at%x00%B%x1e", rev)
-    merges = []
+def history_commits(repo: Path, merges_only: bool = False) -> list[tuple[str, list[str], str, str, int, str]]:
+    """(sha, parents, author name, author email, author time, message) of every commit reachable from HEAD
+    or any branch (a pull request merged into a maintenance branch reaches main through a branch merge, or
+    never), parents before children, oldest first; ``merges_only``: the merge commits alone."""
+    args = ["log", "--date-order", "--reverse", "--format=%H%x00%P%x00%an%x00%ae%x00%at%x00%B%x1e"]
+    if merges_only:
+        args.append("--merges")
+    out = _git(repo, *args, "HEAD", "--branches")
+    commits = []
     for rec in out.decode("utf-8", "replace").split("\x1e"):
         rec = rec.lstrip("\n")
         if not rec:
             continue
         sha, parents, name, email, ts, msg = rec.split("\0", 5)
-        merges.append((sha, parents.split(), name, email, int(ts or 0), msg.strip()))
-    return merges
+        commits.append((sha, parents.split(), name, email, int(ts or 0), msg.strip()))
+    return commits
+
+
+def first_parent_line(repo: Path, rev: str = "HEAD") -> set[str]:
+    """The shas on ``rev``'s first-parent line (the commits made on that branch itself)."""
+    return set(_git(repo, "rev-list", "--first-parent", rev).decode().split())
 
 
 def commit_author(repo: Path, sha: str) -> tuple[str, str]:
     """(author name, author email) of one commit."""
-    out = _git(repo, "log", "-1", "--format=%an%x00%ae", sha).decode("utf-8", "replace").strip()
-    name, _, email = out.partition("\0")
+    name, email, _ = commit_summary(repo, sha)
     return name, email
+
+
+def commit_summary(repo: Path, sha: str) -> tuple[str, str, str]:
+    """(author name, author email, subject line) of one commit."""
+    out = _git(repo, "log", "-1", "--format=%an%x00%ae%x00%s", sha).decode("utf-8", "replace").strip()
+    name, email, subject = (out.split("\0", 2) + ["", ""])[:3]
+    return name, email, subject
 
 
 def diff(repo: Path, a: str, b: str) -> bytes:

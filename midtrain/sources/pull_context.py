@@ -2,8 +2,8 @@
 
 ``pulls.repos=DIR`` names a folder of local clones or bare mirrors, found by the PR's ``owner/name`` as
 ``DIR/owner/name``, ``DIR/owner__name`` or ``DIR/owner+name`` (each also with ``.git``, or holding a bare
-``repo`` folder as the mirror tool lays them out). A git repository given as an input is its own clone: its
-merge commits on the checked-out branch are its pull requests (:func:`history_pulls`).
+``repo`` folder as the mirror tool lays them out). A git repository given as an input is its own clone: the
+pull requests merged or squashed into any of its branches are its pull requests (:func:`history_pulls`).
 
 What was read: the files the PR changes, as they were at the base commit, then (``files+imports``) the
 modules they import within the repository, breadth first over the import graph `prep repos` orders files by
@@ -23,12 +23,13 @@ from pathlib import Path
 from midtrain.sources.common import decode_utf8, looks_binary
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import (
-    commit_author,
+    commit_summary,
     diff,
+    first_parent_line,
+    history_commits,
     is_git_repo,
     list_tree,
     merge_base,
-    merge_commits,
     read_blobs,
     remote_name,
 )
@@ -122,39 +123,78 @@ def section_file(old: str, new: str, section: str) -> dict:
 
 
 # -- pull requests from git history -----------------------------------------------------------------------
-def history_pulls(repo: Path, name: str | None) -> Iterator[tuple[str, dict]]:
-    """(where, record) for each pull request merged into the checked-out branch: a merge commit whose message
-    names it (``Merge pull request #N from owner/branch``, or a title ending ``(#N)``). Its base is the merge
-    base of the two parents, its head the second parent; the record has the GitHub-API-like fields the reader
-    takes (the PR's title and description are the merge message's, its author the head commit's). The merges
-    are listed now (a repository git cannot read fails here); each PR's diff is read as its record comes."""
-    return _history_records(repo, name, merge_commits(repo))
-
-
-def _history_records(repo: Path, name: str | None, merges: list) -> Iterator[tuple[str, dict]]:
-    for sha, parents, author, _email, ts, message in merges:
-        if len(parents) != 2:
+def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = None) -> Iterator[tuple[str, dict]]:
+    """(where, record) for each pull request in the history of any branch, each number once: a two-parent
+    merge ``Merge pull request #N from owner/branch`` (GitHub's merge button: base = the merge base of the
+    parents, head = the second parent), else a one-parent commit whose subject ends ``(#N)`` (a squash or
+    rebase merge: base = its parent, head = itself), else a two-parent merge titled ``... (#N)``. The record
+    has the GitHub-API-like fields the reader takes (title and description from the message, the author the
+    head commit's, the fork owner's login as the head's user). ``found`` gets {kind: PRs}, and
+    ``repeated_number``: commits naming a PR already found (backports, reverts, a squash of a merged PR).
+    The commits are listed now (a repository git cannot read fails here); each PR's diff is read as it comes."""
+    chosen: dict[int, tuple[tuple[int, int], str, tuple]] = {}  # number -> ((kind rank, off main), kind, commit)
+    repeated = 0
+    mainline = first_parent_line(repo)  # of two commits naming one PR (a backport), the one made on HEAD's branch
+    for c in history_commits(repo):
+        subject, _, _rest = c[5].partition("\n")
+        m, sq = _PR_MERGE.match(subject), _PR_SQUASH.search(subject)
+        if m and len(c[1]) == 2:
+            kind, number = "merge", int(m.group(1))
+        elif sq and len(c[1]) == 1:
+            kind, number = "squash", int(sq.group(1))
+        elif sq and len(c[1]) == 2:
+            kind, number = "merge_titled", int(sq.group(1))
+        else:
             continue
+        rank = (("merge", "squash", "merge_titled").index(kind), c[0] not in mainline)
+        if number in chosen:
+            repeated += 1
+            if rank >= chosen[number][0]:
+                continue
+        chosen[number] = (rank, kind, c)
+    counts: dict[str, int] = {}
+    for _, kind, _c in chosen.values():
+        counts[kind] = counts.get(kind, 0) + 1
+    if repeated:
+        counts["repeated_number"] = repeated
+    if found is not None:
+        found.update(counts)
+    picked = sorted(chosen.items(), key=lambda kv: (kv[1][2][4], kv[0]))  # oldest first
+    return _history_records(repo, name, [(n, kind, c) for n, (_, kind, c) in picked])
+
+
+def _history_records(repo: Path, name: str | None, picked: list) -> Iterator[tuple[str, dict]]:
+    for number, kind, (sha, parents, author, email, ts, message) in picked:
         subject, _, rest = message.partition("\n")
-        m = _PR_MERGE.match(subject)
-        number, head_ref = (int(m.group(1)), m.group(2).split("/", 1)[-1]) if m else (None, None)
-        if m:  # GitHub's merge button: the PR title is the message body's first line
+        login, head_ref = None, None
+        if kind == "merge":  # the merge button: the PR title is the message body's first line
+            owner_branch = _PR_MERGE.match(subject).group(2)  # type: ignore[union-attr]
+            login, _, head_ref = owner_branch.partition("/") if "/" in owner_branch else ("", "", owner_branch)
+            login = login or None
             title, _, body = rest.strip().partition("\n")
         else:
             sq = _PR_SQUASH.search(subject)
-            if not sq:
-                continue
-            number, title, body = int(sq.group(1)), subject[: sq.start()].strip(), rest
-        base = merge_base(repo, parents[0], parents[1])
+            title, body = subject[: sq.start()].strip() if sq else subject, rest
+        if kind == "squash":
+            base, head = parents[0], sha
+        else:
+            base, head = merge_base(repo, parents[0], parents[1]), parents[1]
         if base is None:
             continue
-        files = [section_file(o, n, s) for o, n, s in diff_sections(diff(repo, base, parents[1]).decode(
+        files = [section_file(o, n, s) for o, n, s in diff_sections(diff(repo, base, head).decode(
             "utf-8", "replace"))]
+        head_author = commit_summary(repo, head) if kind != "squash" else (author, email, subject)
+        if not title.strip():  # an empty merge message: the head commit's subject, never the login-bearing one
+            title = head_author[2]
+        user = {"login": login or head_author[0] or author, "type": "User", "name": head_author[0] or author,
+                "email": head_author[1] or email}
+        head_info: dict = {"ref": head_ref or f"pr-{number}", "sha": head}
+        if login:
+            head_info["user"] = {"login": login, "type": "User"}
         yield f"{repo}@{sha[:12]}", {
-            "repo": name, "number": number, "title": title.strip() or subject, "body": body.strip(),
-            "state": "closed", "merged": True, "merge_commit_sha": sha,
-            "user": {"login": commit_author(repo, parents[1])[0] or author, "type": "User"},
-            "base": {"ref": "main", "sha": base}, "head": {"ref": head_ref or f"pr-{number}", "sha": parents[1]},
+            "repo": name, "number": number, "title": title.strip() or f"Pull request #{number}", "body": body.strip(),
+            "state": "closed", "merged": True, "merge_commit_sha": sha, "found_as": kind,
+            "user": user, "base": {"ref": "main", "sha": base}, "head": head_info,
             "files": files, "merged_at": ts,
         }
 

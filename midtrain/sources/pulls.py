@@ -155,9 +155,24 @@ def from_task_row(row: dict) -> dict:
           "files": [section_file(o, n, sec) for o, n, sec in diff_sections(patch)],
           "linked_issues": [{"title": "", "body": problem}] if problem.strip() else [],
           "created_at": row.get("created_at")}
-    if str(row.get("hints_text") or "").strip():  # comments on the issue before the fix
-        pr["comments"] = [{"user": None, "body": row["hints_text"], "created_at": row.get("created_at")}]
+    if str(row.get("hints_text") or "").strip():  # comments on the issue before the fix: read before the patch
+        pr["hints"] = str(row["hints_text"])
+    tests = _test_names(row.get("FAIL_TO_PASS"))
+    if tests:  # what the fix must make pass: the task's acceptance test, rendered after the patch
+        pr["tests_to_pass"] = tests
     return pr
+
+
+def _test_names(value: Any) -> list[str]:
+    """FAIL_TO_PASS as a list of test ids (SWE-bench stores a JSON-encoded list; others a list)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value) if value.strip() else []
+        except ValueError:
+            value = [value]
+    if hasattr(value, "tolist"):  # a numpy array out of Parquet
+        value = value.tolist()
+    return [str(t) for t in value if str(t).strip()] if isinstance(value, (list, tuple)) else []
 
 
 def _time(value: Any) -> float | None:
@@ -209,7 +224,10 @@ class PullReader(SourceReader):
         if isinstance(unit, tuple) and unit[0] == "git":
             clone = Path(unit[1])
             try:
-                records = history_pulls(clone, clone_name(clone))  # streamed: one PR's diff at a time
+                found: dict[str, int] = {}
+                records = history_pulls(clone, clone_name(clone), found)  # streamed: one PR's diff at a time
+                for kind, n in sorted(found.items()):  # PRs found by kind (merge, squash ...), each once
+                    self.stat_update(f"pulls_found/{kind}", value=n)
             except GitError as e:
                 self.stat_update("records")
                 self.error("bad_git_repository", unit[1], str(e), origin)
@@ -254,7 +272,7 @@ class PullReader(SourceReader):
         names = _pseudonyms(pr)
 
         def clean(text: Any) -> str:
-            return names.scrub(str(text or "").replace("\r\n", "\n").strip())
+            return scrub_mentions(names.scrub(str(text or "").replace("\r\n", "\n").strip()), names)
 
         state = "merged" if pr.get("merged") else str(pr.get("state") or "unknown")
         base, head = pr.get("base") or {}, pr.get("head") or {}
@@ -276,19 +294,29 @@ class PullReader(SourceReader):
             out = [f"Title: {clean(title)}"]
             if repo:
                 out.append(f"Repository: {repo}")
-            out.append(f"State: {state}" + (f" ({base.get('ref')} <- {head.get('ref')})" if base.get("ref") else ""))
+            out.append(f"State: {state}" + (f" ({base.get('ref')} <- {clean(head.get('ref'))})"
+                                            if base.get("ref") else ""))
             if pr.get("linked_issues"):  # a task row's problem statement: the point of the PR, kept flat too
                 out += self._render_issues(pr, clean, [])
-            out.append(f"\n{_who(names, pr.get('user'))} opened this pull request:\n"
-                       f"{clean(pr.get('body')) or '(no description)'}")
+            out += _hints(pr, clean)
+            if pr.get("body") or pr.get("user"):  # a task row has no author nor description: no sentence
+                out.append(self._opened(pr, names, clean))
             out += self._render_files(files)
             out += [text for _, _, text, _ in sorted(self._events(pr, names, clean), key=lambda e: (e[0], e[1]))]
+            out += _tests_to_pass(pr)
         text = "\n".join(out) + "\n"
+        if "_context_lines" in meta:  # char span of the read files: dedup compares the PR's own text without it
+            i0, i1 = meta.pop("_context_lines")
+            if i1 > i0:
+                start = len("\n".join(out[:i0])) + 1 if i0 else 0  # each block's own lines, and one line ending
+                meta["context_span"] = [start, min(len(text), start + len("\n".join(out[i0:i1])) + 1)]
         doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else where}"
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
             text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
             self.skip("document_truncated")
+            if "context_span" in meta:
+                meta["context_span"] = [min(o, len(text)) for o in meta["context_span"]]
         # the task's canonical id (midtrain.formats.instance_id; the held-out split's key, decontamination's match):
         # a benchmark row's own id, a pull request's owner/name#N; the row's spelling kept beside it
         if inst := canonical_instance(pr.get("instance_id"), repo) or pull_instance(repo, number):
@@ -323,8 +351,9 @@ class PullReader(SourceReader):
             out.append(f"Repository: {repo}")
         out.append(f"Base: {base.get('ref') or 'base'} at commit {base_sha[:12]}")
         out += self._render_issues(pr, clean, [c.message for c in commits])
-        out.append(f"\n{_who(names, pr.get('user'))} opened this pull request:\n"
-                   f"{clean(pr.get('body')) or '(no description)'}")
+        out += _hints(pr, clean)
+        if pr.get("body") or pr.get("user"):
+            out.append(self._opened(pr, names, clean))
         files = pr.get("files") or []
         changed = [str(f.get("previous_filename") or f.get("filename")) for f in files if isinstance(f, dict)]
         if not changed:
@@ -334,9 +363,11 @@ class PullReader(SourceReader):
         for reason, n in sorted(skipped.items()):
             self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
         context_bytes = 0
+        first_read = len(out)
         for r in read:  # each block ends with its line ending: joined by "" below, not by the newline
             context_bytes += len(r.block.encode("utf-8", "surrogatepass"))
             out.append(r.block.removesuffix("\n"))
+        context_lines = (first_read, len(out))  # which lines of ``out`` are read files (render makes a span)
         events = self._events(pr, names, clean)
         placed = _place_events(events, commits)
         edit_bytes = 0
@@ -352,13 +383,15 @@ class PullReader(SourceReader):
             edit_bytes = sum(len(e.encode("utf-8", "surrogatepass")) + 1 for e in edits)
             out += edits
             out += [text for k in sorted(placed) if k >= 0 for _, _, text, _ in placed[k]]
+        out += _tests_to_pass(pr)
         merge = pr.get("merge_commit_sha")
-        out.append(f"\nFinal state: {state}" + (f" ({base.get('ref')} <- {head.get('ref')})" if base.get("ref") else "")
+        out.append(f"\nFinal state: {state}" + (f" ({base.get('ref')} <- {clean(head.get('ref'))})"
+                                                 if base.get("ref") else "")
                    + (f", merge commit {str(merge)[:12]}" if merge else ""))
         roots, origin = self._clone_identity(clone)
         meta = {"base_commit": base_sha, "commits": [c.sha for c in commits], "root_commits": roots,
                 "context": self.cfg.context, "context_files": [r.path for r in read],
-                "context_bytes": context_bytes, "edit_bytes": edit_bytes}
+                "context_bytes": context_bytes, "edit_bytes": edit_bytes, "_context_lines": context_lines}
         if origin:  # the clone's own remote: decontamination knows a benchmark repository under any PR name
             meta["origin"] = origin
         if not pr.get("license"):
@@ -387,10 +420,17 @@ class PullReader(SourceReader):
             if issue.get("title") or issue.get("body"):
                 head += f": {clean(issue.get('title'))}" if issue.get("title") else ":"
                 out.append(head + (f"\n{clean(issue.get('body'))}" if issue.get("body") else ""))
-            else:
+            else:  # a line saying the text is missing would be trained on: the issue is left out, counted
                 self.skip("issue_without_text")
-                out.append(head + " (its text is not in the input)")
         return out
+
+    def _opened(self, pr: dict, names: Pseudonyms, clean: Any) -> str:
+        """Who opened the PR, with its description (none: said so in the sentence, not as a placeholder)."""
+        who, body = _who(names, pr.get("user")), clean(pr.get("body"))
+        if not body:
+            self.skip("no_description")
+            return f"\n{who} opened this pull request."
+        return f"\n{who} opened this pull request:\n{body}"
 
     def _render_commit(self, c: Any, i: int, n: int, names: Pseudonyms) -> str:
         author = names(c.author_name, c.author_email)
@@ -500,11 +540,45 @@ def _pseudonyms(pr: dict) -> Pseudonyms:
     names = Pseudonyms("user")
     logins = [pr.get("user")] + [c.get("user") for c in pr.get("comments") or []] + \
              [r.get("user") for r in pr.get("reviews") or []] + [c.get("user") for c in pr.get("review_comments") or []]
-    for u in logins:
+    head_user = (pr.get("head") or {}).get("user")  # the fork's owner: the login in a head branch name
+    for u in logins + [head_user]:
         login, _ = _login(u)
         if login and not is_bot(u):
-            names(login)
+            # a git input's author: login, name and email are one person (commit lines name them too)
+            names(login, *((u.get("name"), u.get("email")) if isinstance(u, dict) else ()))
     return names
+
+
+# @login outside code: GitHub's login alphabet; a decorator (``@pytest.fixture``, ``@app.route(``) is left alone
+_MENTION = re.compile(r"(?<![\w.@/`])@([A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38})(?![\w/(-]|\.\w)")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+def scrub_mentions(text: str, names: Pseudonyms) -> str:
+    """@mentions of people who are not participants become pseudonyms too (participants' are already);
+    fenced code, indented code and `inline code` are left as written."""
+    if "@" not in text:
+        return text
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        if fenced or line.startswith(("    ", "\t", ">>>")) or "@" not in line:
+            out.append(line)
+            continue
+        parts = line.split("`")  # odd parts are inline code
+        parts[::2] = [_MENTION.sub(lambda m: names(m.group(1)), p) for p in parts[::2]]
+        out.append("`".join(parts))
+    return "\n".join(out)
+
+
+def _hints(pr: dict, clean: Any) -> list[str]:
+    return [f"\nHints (the issue's discussion before the fix):\n{clean(pr['hints'])}"] if pr.get("hints") else []
+
+
+def _tests_to_pass(pr: dict) -> list[str]:
+    tests = pr.get("tests_to_pass") or []
+    return ["\nTests that must pass after the change:\n" + "\n".join(f"- {t}" for t in tests)] if tests else []
 
 
 def _who(names: Pseudonyms, user: Any) -> str:

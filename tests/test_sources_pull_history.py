@@ -1,0 +1,94 @@
+"""Pull requests of a git history: every PR once (merges into any branch, squash merges), logins scrubbed,
+and dedup on the PR's own text (the files read at the base commit left out of its signature)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from curate_helpers import count, curate, stdlib, write_raw
+from sources_fixtures import commit, git, make_repo, run_reader
+
+from midtrain.curate.stages import CurationConfig
+from midtrain.sources.pull_context import history_pulls
+from midtrain.sources.pulls import PullReader, PullsConfig
+
+ALICE, BOB, CAROL = ("Alice Walker", "alice@example.org"), ("Bob Stone", "bob@example.org"), \
+    ("Carol Diaz", "carol@example.org")
+CORE = stdlib("textwrap.py")  # a large real module every PR reads whole before its edit
+
+
+def build_history(root: Path) -> Path:
+    """main and a maintenance branch 8.1.x: PR #1 merged into main through the merge button (an empty message
+    body, from alice-w's fork branch ``alice-w-patch-1``); PR #2 merged into 8.1.x, which reaches main through
+    ``Merge branch '8.1.x'``; PR #3 squash-merged into main and backported to 8.1.x under the same title."""
+    repo = make_repo(root, {"lib/core.py": CORE, "README.md": "# lib\n"})
+    git(repo, "checkout", "-q", "-b", "8.1.x")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "-b", "alice-w-patch-1")
+    commit(repo, {"lib/core.py": CORE.replace("def dedent(text):", "def dedent(text: str) -> str:")},
+           "Type dedent's argument and result", author=ALICE)
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "alice-w-patch-1", "-m", "Merge pull request #1 from alice-w/alice-w-patch-1")
+    git(repo, "checkout", "-q", "-b", "fix-width", "8.1.x")
+    commit(repo, {"lib/core.py": CORE.replace("        if self.width <= 0:",
+                                              "        if self.width is None or self.width <= 0:")},
+           "Refuse a missing width", author=BOB)
+    git(repo, "checkout", "-q", "8.1.x")
+    git(repo, "merge", "-q", "--no-ff", "fix-width", "-m",
+        "Merge pull request #2 from bobstone/fix-width\n\nRefuse a missing width\n\nAs @dave-x asked in the forum.")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "8.1.x", "-m", "Merge branch '8.1.x'")
+    core_now = (repo / "lib" / "core.py").read_text()
+    commit(repo, {"lib/core.py": core_now.replace("def indent(text, prefix, predicate=None):",
+                                                  "def indent(text, prefix, predicate=None):  # noqa: D401")},
+           "Mark indent's docstring style (#3)\n\nThanks @eve-q for the report.", author=CAROL)
+    git(repo, "checkout", "-q", "8.1.x")
+    commit(repo, {"NOTES.md": "indent\n"}, "Mark indent's docstring style (#3)", author=CAROL)  # a backport
+    git(repo, "checkout", "-q", "main")
+    return repo
+
+
+@pytest.fixture(scope="module")
+def history(tmp_path_factory) -> Path:
+    return build_history(tmp_path_factory.mktemp("history") / "lib")
+
+
+def test_every_pull_request_of_any_branch_found_once_by_kind(history):
+    found: dict[str, int] = {}
+    records = [rec for _, rec in history_pulls(history, "acme/lib", found)]
+    assert [(r["number"], r["found_as"]) for r in records] == [(1, "merge"), (2, "merge"), (3, "squash")]
+    assert found == {"merge": 2, "squash": 1, "repeated_number": 1}  # the backport names #3 again
+    pr2 = records[1]  # merged into the maintenance branch: its base is where it left 8.1.x
+    assert pr2["title"] == "Refuse a missing width" and [f["filename"] for f in pr2["files"]] == ["lib/core.py"]
+    assert records[0]["title"] == "Type dedent's argument and result"  # empty merge body: the head's subject
+    reader = PullReader([str(history)], PullsConfig(context="files"))
+    docs = run_reader(reader)
+    assert [d.id for d in docs] == ["pr:lib#1", "pr:lib#2", "pr:lib#3"]
+    stats = {k: v.total for k, v in reader.stats.stats.items()}
+    assert stats["pulls_found/merge"] == 2 and stats["pulls_found/squash"] == 1
+    assert stats["pulls_found/repeated_number"] == 1
+
+
+def test_logins_scrubbed_from_titles_branch_names_and_mentions(history):
+    docs = run_reader(PullReader([str(history)], PullsConfig(context="none")))
+    text = "\n".join(d.text for d in docs)
+    for ident in ("alice-w", "bobstone", "dave-x", "eve-q", "Alice", "Bob", "Carol", "example.org"):
+        assert ident not in text, ident
+    assert "Merge pull request" not in text and "(main <- user_1-patch-1)" in docs[0].text
+    assert "As user_2 asked in the forum." in docs[1].text  # a non-participant: a pseudonym of their own
+    assert "(no description)" not in text and "user_1 opened this pull request.\n" in docs[0].text
+
+
+def test_dedup_compares_the_pull_requests_own_text(history, tmp_path):
+    """PRs #1 and #2 read the same 19 KB module before small, different edits: both kept (compared whole,
+    MinHash would call them near duplicates); a second copy of PR #1 is an exact duplicate."""
+    docs = run_reader(PullReader([str(history)], PullsConfig(context="files")))
+    assert all(d.metadata["context_bytes"] > 15_000 for d in docs)
+    rows = [{"text": d.text, "id": d.id, "metadata": d.metadata} for d in docs]
+    write_raw(tmp_path / "raw", rows, [json.loads(json.dumps(rows[0]))])
+    out, counts, _ = curate(tmp_path, CurationConfig(), source="pulls")
+    assert sorted(d["id"] for d in out) == ["pr:lib#1", "pr:lib#2", "pr:lib#3"]
+    assert count(counts, "dedup", "dropped_exact_duplicate") == 1
+    assert count(counts, "dedup", "dropped_near_duplicate") == 0
