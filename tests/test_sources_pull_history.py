@@ -11,7 +11,7 @@ from curate_helpers import count, curate, stdlib, write_raw
 from sources_fixtures import commit, git, make_repo, run_reader
 
 from midtrain.curate.stages import CurationConfig
-from midtrain.sources.pull_context import history_pulls
+from midtrain.sources.pull_context import base_context, history_pulls
 from midtrain.sources.pulls import PullReader, PullsConfig
 
 ALICE, BOB, CAROL = ("Alice Walker", "alice@example.org"), ("Bob Stone", "bob@example.org"), \
@@ -92,3 +92,25 @@ def test_dedup_compares_the_pull_requests_own_text(history, tmp_path):
     assert sorted(d["id"] for d in out) == ["pr:lib#1", "pr:lib#2", "pr:lib#3"]
     assert count(counts, "dedup", "dropped_exact_duplicate") == 1
     assert count(counts, "dedup", "dropped_near_duplicate") == 0
+
+
+def test_context_by_relevance_windows_around_the_edit_and_changelogs_last(tmp_path):
+    big = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1500))  # ~35 KB: over the budget
+    repo = make_repo(tmp_path / "r", {"CHANGES.rst": "Version 1\n" + "- a change\n" * 800, "lib/big.py": big,
+                                      "lib/small.py": "def g(x):\n    return x\n",
+                                      "tests/test_small.py": "from lib.small import g\n\n\ndef test_g():\n"
+                                                             "    assert g(1) == 1\n"})
+    base = git(repo, "rev-parse", "HEAD").strip()
+    changed = ["CHANGES.rst", "tests/test_small.py", "lib/big.py", "lib/small.py"]  # diff (alphabetical) order
+    budget = PullsConfig(seq_length=4096).context_budget()
+    assert budget == 2048 and PullsConfig(context_tokens=100, seq_length=4096).context_budget() == 100
+    read, skipped = base_context(repo, base, changed, "files", budget, PullsConfig().read_header,
+                                 hunks={"lib/big.py": [(3001, 3003)]})
+    assert [r.path for r in read] == ["lib/big.py", "lib/small.py", "tests/test_small.py"]  # source, tests
+    assert skipped == {"context_windowed": 1, "context_budget": 1}  # the changelog, last, did not fit
+    window = read[0].block
+    assert "; lines 2961-3043 of 4501)]" in window.splitlines()[1]
+    shown = window.split("]\n", 1)[1].rstrip("\n").split("\n")
+    assert shown[0] == shown[-1] == "..." and shown[1:-1] == big.split("\n")[2960:3043]  # the base's lines
+    roomy, _ = base_context(repo, base, changed, "files", 40_000, PullsConfig().read_header)
+    assert [r.path for r in roomy][-1] == "CHANGES.rst" and "lines" not in roomy[0].block.splitlines()[1]

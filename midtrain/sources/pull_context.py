@@ -5,9 +5,11 @@
 ``repo`` folder as the mirror tool lays them out). A git repository given as an input is its own clone: the
 pull requests merged or squashed into any of its branches are its pull requests (:func:`history_pulls`).
 
-What was read: the files the PR changes, as they were at the base commit, then (``files+imports``) the
-modules they import within the repository, breadth first over the import graph `prep repos` orders files by
-(:func:`midtrain.sources.ordering.file_dependencies`), nearest first, until the token budget is spent. Each
+What was read: the files the PR changes, as they were at the base commit (source first, then tests, other
+files, changelogs last; a file too long for what is left of the budget as windows around its edited hunks),
+then (``files+imports``) the modules they import within the repository, breadth first over the import graph
+`prep repos` orders files by (:func:`midtrain.sources.ordering.file_dependencies`), nearest first, until the
+token budget is spent. Each
 file goes through the repository reader's filters (lock files, generated, minified, binary, data, vendored,
 private keys, too large); what is left out is counted by reason.
 """
@@ -213,29 +215,89 @@ def read_block(header: str, path: str, sha: str, why: str, text: str) -> str:
     return "\n" + header.format(path=path, sha=sha[:12], why=why) + "\n" + text.rstrip("\n") + "\n"
 
 
+CHANGELOG_NAMES = ("changes", "changelog", "news", "history")  # CHANGES.rst, CHANGELOG.md, NEWS, HISTORY.txt
+SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".h", ".cc", ".cpp", ".hpp", ".rs", ".go", ".java", ".kt", ".js",
+                   ".jsx", ".ts", ".tsx", ".rb", ".php", ".cs", ".swift", ".scala", ".sh", ".lua", ".jl", ".r")
+WINDOW_LINES = 40  # lines shown either side of an edited hunk of a file too long to read whole
+
+
+def relevance(path: str) -> int:
+    """Reading order of a changed file: 0 source, 1 its tests, 2 anything else (docs, config), 3 changelogs
+    (every PR of a project edits the same CHANGES file: long, and it says nothing about the code)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    if name.split(".", 1)[0] in CHANGELOG_NAMES:
+        return 3
+    parts = path.lower().split("/")
+    if any(p in ("test", "tests", "testing") for p in parts[:-1]) or name.startswith("test_") or \
+            name.split(".", 1)[0].endswith(("_test", "_tests")):
+        return 1
+    return 0 if name.endswith(SOURCE_SUFFIXES) else 2
+
+
+def hunk_ranges(patch: str) -> list[tuple[int, int]]:
+    """(first line, last line) at the base of each hunk of a file's patch (``@@ -a,b +c,d @@``)."""
+    out = []
+    for m in re.finditer(r"^@@ -(\d+)(?:,(\d+))? \+", patch, re.MULTILINE):
+        start, n = int(m.group(1)), int(m.group(2) if m.group(2) is not None else 1)
+        out.append((max(1, start), max(start, start + n - 1)))
+    return out
+
+
+def windowed(text: str, hunks: list[tuple[int, int]], around: int) -> tuple[str, str] | None:
+    """(the lines of ``text`` within ``around`` lines of the hunks, with ``...`` where lines are left out;
+    the line ranges shown) or None without hunks."""
+    lines = text.split("\n")
+    spans: list[list[int]] = []
+    for a, b in sorted(hunks):
+        lo, hi = max(1, a - around), min(len(lines), b + around)
+        if spans and lo <= spans[-1][1] + 1:
+            spans[-1][1] = max(spans[-1][1], hi)
+        elif lo <= hi:
+            spans.append([lo, hi])
+    if not spans:
+        return None
+    parts = []
+    for i, (lo, hi) in enumerate(spans):
+        if lo > 1 and (i == 0 or lo > spans[i - 1][1] + 1):
+            parts.append("...")
+        parts.extend(lines[lo - 1:hi])
+    if spans[-1][1] < len(lines):
+        parts.append("...")
+    return "\n".join(parts), ", ".join(f"{lo}-{hi}" for lo, hi in spans)
+
+
 def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_tokens: int, header: str,
-                 max_file_bytes: int = 500_000) -> tuple[list[ReadFile], dict[str, int]]:
-    """The files read at ``base`` (nearest first, within ``budget_tokens`` counting each file's ``header``,
-    formatted with path/sha/why) and {reason: count} of files left out."""
+                 max_file_bytes: int = 500_000, hunks: dict[str, list[tuple[int, int]]] | None = None
+                 ) -> tuple[list[ReadFile], dict[str, int]]:
+    """The files read at ``base`` within ``budget_tokens`` (counting each file's ``header``, formatted with
+    path/sha/why) and {reason: count} of files left out. Order: the changed source files, their tests, other
+    changed files, (``files+imports``) what the changed files import, nearest first, then changelogs. A changed
+    file over what is left of the budget is shown as windows around its edited ``hunks`` (base line ranges)."""
     skipped: dict[str, int] = {}
     if mode == "none" or not changed:
         return [], skipped
+    hunks = hunks or {}
     entries = {e.path: e for e in list_tree(repo, base) if e.mode not in ("160000", "120000")}
     all_paths = dict.fromkeys(entries, "")  # module resolution needs every path; only the read ones are parsed
-    seen: set[str] = set()
-    level: list[tuple[str, str]] = [(p, "changed by this pull request") for p in dict.fromkeys(changed)
-                                    if p in entries]
-    seen.update(p for p, _ in level)
+    present = sorted((p for p in dict.fromkeys(changed) if p in entries), key=relevance)  # stable: diff order kept
+    logs = [(p, "changed by this pull request") for p in present if relevance(p) == 3]
+    level: list[tuple[str, str]] = [(p, "changed by this pull request") for p in present if relevance(p) < 3]
+    seen: set[str] = set(present)
     out: list[ReadFile] = []
     left = budget_tokens
     distance = 0
-    while level and left > 0:
+
+    def note(reason: str) -> None:
+        skipped[reason] = skipped.get(reason, 0) + 1
+
+    def read_level(level: list[tuple[str, str]], distance: int) -> dict[str, str]:
+        nonlocal left
         texts: dict[str, str] = {}
         wanted = []
         for path, why in level:
             reason = path_skip_reason(path, entries[path].size, max_file_bytes)
             if reason:
-                skipped[reason] = skipped.get(reason, 0) + 1
+                note(reason)
             else:
                 wanted.append((path, why))
         blobs = dict(read_blobs(repo, sorted({entries[p].sha for p, _ in wanted})))
@@ -244,7 +306,7 @@ def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_to
             text = None if looks_binary(data) else decode_utf8(data)
             reason = ("binary" if looks_binary(data) else "not_utf8") if text is None else text_skip_reason(path, text)
             if reason:
-                skipped[reason] = skipped.get(reason, 0) + 1
+                note(reason)
                 continue
             assert text is not None  # no skip reason: the decoded text
             block = read_block(header, path, base, why, text)
@@ -252,11 +314,20 @@ def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_to
             if distance == 0:  # what a changed file imports is worth reading even when the file is too long
                 texts[path] = text
             if cost > left:
-                skipped["context_budget"] = skipped.get("context_budget", 0) + 1
-                continue
+                view = _window_block(header, path, base, why, text, hunks.get(path) or [], left) \
+                    if distance == 0 else None
+                if view is None:
+                    note("context_budget")
+                    continue
+                block, cost = view, estimate_tokens(view)
+                note("context_windowed")
             left -= cost
             texts[path] = text  # a read file leads to what it imports
             out.append(ReadFile(path, why, distance, block))
+        return texts
+
+    while level and left > 0:
+        texts = read_level(level, distance)
         if mode != "files+imports":
             break
         deps = file_dependencies({**all_paths, **texts})
@@ -267,4 +338,24 @@ def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_to
                     seen.add(dep)
                     nxt.append((dep, f"imported by {path}"))
         level, distance = nxt, distance + 1
+    if logs and left > 0:
+        read_level(logs, 0)
+    elif logs:
+        skipped["context_budget"] = skipped.get("context_budget", 0) + len(logs)
     return out, skipped
+
+
+def _window_block(header: str, path: str, base: str, why: str, text: str, hunks: list[tuple[int, int]],
+                  left: int) -> str | None:
+    """A read block of the lines around the edited hunks that fits in ``left`` tokens (narrower windows
+    tried in turn), or None."""
+    total = text.count("\n") + 1
+    for around in (WINDOW_LINES, WINDOW_LINES // 4, 3):
+        view = windowed(text, hunks, around)
+        if view is None:
+            return None
+        body, shown = view
+        block = read_block(header, path, base, f"{why}; lines {shown} of {total}", body)
+        if estimate_tokens(block) <= left:
+            return block
+    return None

@@ -30,7 +30,8 @@ minified, binary, data, vendored, private keys) keep their header line, their di
 
 With the repository at hand (``pulls.repos=DIR`` of clones, or a git input) and the base commit in it, a
 pull request is rendered as the work went: the linked issue(s), the description, the files read at the base
-commit (``pulls.context``: none | files | files+imports, within ``pulls.context_tokens``), each commit of the
+commit (``pulls.context``: none | files | files+imports, within ``pulls.context_tokens``, by default half the
+pack's ``pulls.seq_length``), each commit of the
 PR in order (message and diff) with the reviews and comments made on it after it, then the final state. A
 PR whose repository or base commit is missing keeps the rendering above, counted as ``skip/no_clone`` or
 ``skip/no_base_commit``. Metadata ``context_bytes`` / ``edit_bytes``: the document's bytes of read files and
@@ -73,6 +74,7 @@ from midtrain.sources.pull_context import (
     diff_sections,
     find_clone,
     history_pulls,
+    hunk_ranges,
     license_at,
     section_file,
 )
@@ -98,14 +100,26 @@ class PullsConfig(ReaderConfig):
     # "files" measured best per token (bench/bench_pull_context.py on 120 PRs of a real repository: 58% of the
     # names an edit uses shown before it at a median 5.5K tokens; imports add 7 points for 2.4x the tokens)
     context: str = "files"
-    context_tokens: int = 16_384  # budget of the read files per pull request (estimated from bytes)
+    # budget of the read files per pull request (estimated from bytes); None: context_share of seq_length, so a
+    # document with its edits still fits the packed sequence it is trained in
+    context_tokens: int | None = None
+    seq_length: int = 32_768  # the pack's sequence length (pack.seq_length) these documents are packed into
+    context_share: float = 0.5  # of seq_length, for the read files when context_tokens is None
     context_max_file_bytes: int = 500_000  # a larger file is not read (repos.max_file_bytes)
     read_header: str = "[read at base commit {sha}: {path} ({why})]"
+
+    def context_budget(self) -> int:
+        """Tokens of read files per pull request: context_tokens, else context_share x seq_length."""
+        if self.context_tokens is not None:
+            return self.context_tokens
+        return int(self.context_share * self.seq_length)
 
     def check(self) -> None:
         super().check()
         require(self.context in CONTEXT_MODES, "context", f"must be one of {', '.join(CONTEXT_MODES)}")
-        require(self.context_tokens >= 0, "context_tokens", "must be >= 0")
+        require(self.context_tokens is None or self.context_tokens >= 0, "context_tokens", "must be >= 0")
+        require(self.seq_length > 0, "seq_length", "must be > 0")
+        require(0.0 <= self.context_share <= 1.0, "context_share", "must be in [0, 1]")
         require("{path}" in self.read_header, "read_header", "must contain {path}")
 
 
@@ -356,10 +370,16 @@ class PullReader(SourceReader):
             out.append(self._opened(pr, names, clean))
         files = pr.get("files") or []
         changed = [str(f.get("previous_filename") or f.get("filename")) for f in files if isinstance(f, dict)]
+        hunks = {str(f.get("previous_filename") or f.get("filename")): hunk_ranges(str(f.get("patch") or ""))
+                 for f in files if isinstance(f, dict)}
         if not changed:
-            changed = [old for c in commits for old, _, _ in diff_sections(c.diff.decode("utf-8", "replace"))]
-        read, skipped = base_context(clone, base_sha, changed, self.cfg.context, self.cfg.context_tokens,
-                                     self.cfg.read_header, self.cfg.context_max_file_bytes)
+            secs = [(old, sec) for c in commits for old, _, sec in diff_sections(c.diff.decode("utf-8", "replace"))]
+            changed = [old for old, _ in secs]
+            hunks = {old: [] for old in changed}
+            for old, sec in secs:  # the first commit's hunks are at the base; later ones' nearly so
+                hunks[old] += hunk_ranges(sec)
+        read, skipped = base_context(clone, base_sha, changed, self.cfg.context, self.cfg.context_budget(),
+                                     self.cfg.read_header, self.cfg.context_max_file_bytes, hunks)
         for reason, n in sorted(skipped.items()):
             self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
         context_bytes = 0
