@@ -70,13 +70,13 @@ def gguf_to_hf_dir(src: str | Path, out: str | Path) -> Path:
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype="float32")
     out.mkdir(parents=True, exist_ok=True)
     # save_pretrained refuses a model loaded from GGUF (it counts as quantized), but the tensors it holds are
-    # plain fp32: write them in transformers' layout ourselves, a tied lm_head once (as the embedding).
-    from midtrain.train.hf_export import save_safetensors
+    # plain fp32: write them as transformers does (one model.safetensors), a tied lm_head once (the embedding).
+    from safetensors.torch import save_file
 
     state = model.state_dict()
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
-    save_safetensors(state, out)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(out / "model.safetensors"), metadata={"format": "pt"})
     cfg = model.config.to_dict()
     cfg.pop("quantization_config", None)  # the weights written are plain fp32, not GGUF blocks
     cfg.pop("_name_or_path", None)
