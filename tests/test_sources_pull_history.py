@@ -114,3 +114,27 @@ def test_context_by_relevance_windows_around_the_edit_and_changelogs_last(tmp_pa
     assert shown[0] == shown[-1] == "..." and shown[1:-1] == big.split("\n")[2960:3043]  # the base's lines
     roomy, _ = base_context(repo, base, changed, "files", 40_000, PullsConfig().read_header)
     assert [r.path for r in roomy][-1] == "CHANGES.rst" and "lines" not in roomy[0].block.splitlines()[1]
+
+
+def test_issue_text_joined_from_an_issues_table_for_a_git_input(tmp_path):
+    repo = make_repo(tmp_path / "calc", {"calc.py": "def div(a, b):\n    return a / b\n"})
+    git(repo, "remote", "add", "origin", "https://github.com/acme/calc.git")
+    commit(repo, {"calc.py": "def div(a, b):\n    if b == 0:\n        raise ZeroDivisionError(b)\n    return a / b\n"},
+           "Guard the divisor (#5)\n\nFixes #9", author=ALICE)
+    issues = tmp_path / "issues.jsonl"
+    issues.write_text("\n".join(json.dumps(r) for r in [
+        {"number": 9, "title": "Crash on zero", "body": "div(1, 0) crashes, cc @frank-z",
+         "repository_url": "https://api.github.com/repos/acme/calc"},
+        {"number": 5, "title": "Guard the divisor", "pull_request": {"url": "..."}},  # a PR, not an issue
+        {"title": "no number"}]) + "\n")
+    reader = PullReader([str(repo)], PullsConfig(issues=str(issues)))
+    (doc,) = run_reader(reader)
+    assert "\nIssue #9: Crash on zero\ndiv(1, 0) crashes, cc user_2\n" in doc.text and "frank" not in doc.text
+    assert doc.text.index("Issue #9") < doc.text.index("Commit 1/1")
+    stats = {k: v.total for k, v in reader.stats.stats.items()}
+    assert stats["issues_table/issues"] == 1 and stats["issues_table/pull_request"] == 1
+    assert stats["issues_table/no_number"] == 1
+    (bare,) = run_reader(PullReader([str(repo)]))  # no table: the issue is left out, not a placeholder
+    assert "Issue #9" not in bare.text and "Fixes #9" in bare.text
+    with pytest.raises(FileNotFoundError, match="pulls.issues="):
+        run_reader(PullReader([str(repo)], PullsConfig(issues=str(tmp_path / "missing.jsonl"))))

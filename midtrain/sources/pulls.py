@@ -107,6 +107,9 @@ class PullsConfig(ReaderConfig):
     context_share: float = 0.5  # of seq_length, for the read files when context_tokens is None
     context_max_file_bytes: int = 500_000  # a larger file is not read (repos.max_file_bytes)
     read_header: str = "[read at base commit {sha}: {path} ({why})]"
+    # issues to join by number to the PRs that close them ("fixes #N"), git inputs included: a JSONL/Parquet
+    # file or folder of GitHub-API issue records (number, title, body, and repository_url or repo)
+    issues: str | None = None
 
     def context_budget(self) -> int:
         """Tokens of read files per pull request: context_tokens, else context_share x seq_length."""
@@ -213,6 +216,8 @@ class PullReader(SourceReader):
     def units(self) -> list[tuple[str, Any]]:
         if self.cfg.repos and not Path(self.cfg.repos).is_dir():  # else every PR would quietly count as no_clone
             raise FileNotFoundError(f"pulls.repos={self.cfg.repos}: no such directory of clones")
+        if self.cfg.issues and not Path(self.cfg.issues).exists():  # else every issue would quietly be missing
+            raise FileNotFoundError(f"pulls.issues={self.cfg.issues}: no such file or folder")
         urls = [i for i in self.inputs if is_url(i)]  # object storage: listed through datatrove's data folders
         units: list[tuple[str, Any]] = table_units(urls) if urls else []
         for p in sorted(expand_inputs(i for i in self.inputs if not is_url(i)), key=str):
@@ -432,7 +437,10 @@ class PullReader(SourceReader):
         text = "\n".join([str(pr.get("title") or ""), str(pr.get("body") or ""), *messages])
         refs = list(dict.fromkeys(int(n) for n in _CLOSING_REF.findall(text)))
         known = {i.get("number"): i for i in pr.get("issues") or [] if isinstance(i, dict)}
-        issues = explicit or [known.get(n, {"number": n}) for n in refs]
+        table = self._issue_table()
+        repo = str(pr.get("repo") or "").lower()
+        issues = explicit or [known.get(n) or table.get((repo, n)) or table.get(("", n)) or {"number": n}
+                              for n in refs]
         out = []
         for issue in issues:
             num = issue.get("number")
@@ -443,6 +451,35 @@ class PullReader(SourceReader):
             else:  # a line saying the text is missing would be trained on: the issue is left out, counted
                 self.skip("issue_without_text")
         return out
+
+    def _issue_table(self) -> dict[tuple[str, int], dict]:
+        """{(owner/name lower-cased, or "" when the row names none; number): issue} of ``pulls.issues``, read
+        once per reader; pull requests listed by the issues API (a ``pull_request`` key) are not issues."""
+        cache = self.__dict__.get("_issues")
+        if cache is not None:
+            return cache
+        cache = {}
+        if self.cfg.issues:
+            for f in walk_files(Path(self.cfg.issues), PR_SUFFIXES):
+                for _where, row in iter_records(f, self.cfg.max_record_bytes):
+                    if not isinstance(row, dict):  # unreadable (an exception) or not an object: counted
+                        self.stat_update("issues_table/unreadable")
+                        continue
+                    if row.get("pull_request"):
+                        self.stat_update("issues_table/pull_request")
+                        continue
+                    try:
+                        number = int(row["number"])
+                    except (KeyError, TypeError, ValueError):
+                        self.stat_update("issues_table/no_number")
+                        continue
+                    url = str(row.get("repository_url") or "")
+                    repo = str(row.get("repo") or ("/".join(url.rstrip("/").split("/")[-2:]) if url else ""))
+                    cache[(repo.lower(), number)] = {"number": number, "title": row.get("title"),
+                                                     "body": row.get("body")}
+                    self.stat_update("issues_table/issues")
+        self.__dict__["_issues"] = cache
+        return cache
 
     def _opened(self, pr: dict, names: Pseudonyms, clean: Any) -> str:
         """Who opened the PR, with its description (none: said so in the sentence, not as a placeholder)."""
