@@ -39,6 +39,48 @@ def test_tasks_fail_at_base_and_pass_with_the_gold_patch(tmp_path):
             assert all(got[t] == gold for t in f2p), (row["instance_id"], gold, got)
 
 
+
+def test_grading_is_isolated_from_an_enclosing_project(tmp_path, monkeypatch):
+    """A testbed inside a checkout (the demo's .demo/ under the repository) is graded as SWE-bench grades it, in
+    isolation: the enclosing pyproject.toml's addopts, its conftest.py and the caller's PYTEST_ADDOPTS change
+    nothing (they used to make pytest name every test from the checkout's rootdir, so all read as failed)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-k nothing_matches"\n')
+    (tmp_path / "conftest.py").write_text("import pytest\n\n@pytest.fixture(autouse=True)\n"
+                                          "def _hostile():\n    raise RuntimeError('conftest from above')\n")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-x --deselect tests")
+    repo, tasks = build_tasks(tmp_path / "data")
+    row = json.loads((tasks / "test.jsonl").read_text().splitlines()[0])
+    work = tmp_path / ".demo" / "grading" / "work" / row["instance_id"]
+    subprocess.run(["git", "clone", "-q", str(repo), str(work)], check=True)
+    subprocess.run(["git", "-C", str(work), "checkout", "-q", row["base_commit"]], check=True)
+    for patch in (row["test_patch"], row["patch"]):
+        subprocess.run(["git", "apply", "-"], cwd=work, input=patch, text=True, check=True)
+    ids = json.loads(row["FAIL_TO_PASS"]) + json.loads(row["PASS_TO_PASS"])
+    got = _test_outcomes(work, ids)
+    assert got == {i: True for i in ids}
+
+
+
+def test_a_slice_is_graded_as_the_instances_asked_for(tmp_path):
+    """instance_slice=0:1 asks for one instance: the run report counts 1 of 1, not 1 of every task row."""
+    from midtrain.eval.local_run import grade
+
+    repo, tasks = build_tasks(tmp_path / "data")
+    row = json.loads((tasks / "test.jsonl").read_text().splitlines()[0])
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": row["instance_id"], "model_name_or_path": "oracle",
+                                 "model_patch": row["patch"]}) + "\n")
+    report = json.loads(grade(preds, tasks, repo, tmp_path / "grading", "t", instance_ids=[row["instance_id"]])
+                        .read_text())
+    assert (report["total_instances"], report["resolved_instances"]) == (1, 1), report
+
+def test_junit_testcases_map_to_node_ids_through_classes_and_parameters():
+    from midtrain.eval.local_run import _node_ids
+
+    assert "tests/test_x.py::TestY::test_z[a.b-1]" in _node_ids("tests.test_x.TestY", "test_z[a.b-1]")
+    assert _node_ids("test_top", "test_a") == ["test_top.py::test_a"]
+    assert _node_ids("", "test_a") == []
+
 def _tiny_export(out: Path) -> Path:
     """A tiny Qwen3 export with the export's chat files (Qwen tokenizer, generation config): its blocks are
     zero, so greedy decoding after the generation prompt's last token ('\\n') walks 'Done.' then <|im_end|>."""

@@ -216,28 +216,52 @@ def _apply(cwd: Path, patch: str, what: str) -> str | None:
     return None if p.returncode == 0 else f"{what} did not apply: {p.stderr.strip()[:300]}"
 
 
+def _node_ids(classname: str, name: str) -> list[str]:
+    """The node ids a JUnit testcase can stand for: ``tests.test_x.TestY`` + ``test_z[a.b]`` is
+    ``tests/test_x.py::TestY::test_z[a.b]`` or ``tests/test_x/TestY.py::test_z[a.b]``... (which dots were
+    path separators is not recorded, so every split is a candidate)."""
+    parts = classname.split(".") if classname else []
+    return ["/".join(parts[:k]) + ".py::" + "::".join([*parts[k:], name]) for k in range(1, len(parts) + 1)]
+
+
 def _test_outcomes(cwd: Path, ids: list[str]) -> dict[str, bool]:
-    """pytest node id -> passed, from pytest's own JUnit report."""
+    """pytest node id -> passed, from pytest's own JUnit report. The testbed is run in isolation, as SWE-bench
+    runs it in its own container: its own rootdir and config (an empty one if it has none), no conftest.py or
+    addopts from a project it happens to sit in (a checkout's .demo/), no PYTEST_ADDOPTS from the caller."""
     import xml.etree.ElementTree as ET
 
     junit = cwd / ".midtrain-junit.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", *ids],
-                   cwd=cwd, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    passed = {}
+    own = next((cwd / n for n in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+                if (cwd / n).is_file()), None)
+    config = own if own is not None else cwd / ".midtrain-pytest.ini"
+    if own is None:
+        config.write_text("[pytest]\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={cwd}",
+                    f"--confcutdir={cwd}", "-c", str(config), f"--junitxml={junit}", *ids],
+                   cwd=cwd, capture_output=True, text=True, env={**env, "PYTHONDONTWRITEBYTECODE": "1"})
+    wanted, passed = set(ids), {}
     if junit.is_file():
         for case in ET.parse(junit).getroot().iter("testcase"):
-            node = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
-            passed[node] = not any(c.tag in ("failure", "error", "skipped") for c in case)
+            ok = not any(c.tag in ("failure", "error", "skipped") for c in case)
+            for node in _node_ids(case.get("classname", ""), case.get("name", "")):
+                if node in wanted:
+                    passed[node] = ok
+                    break
     return {i: passed.get(i, False) for i in ids}
 
 
-def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: str = RUN_NAME) -> Path:
+def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: str = RUN_NAME,
+          instance_ids: list[str] | None = None) -> Path:
     """Each prediction on a fresh copy at its base commit (test patch on top, the instance's tests run) ->
-    per-instance report.json in the harness's log layout, then swebench's make_run_report over them."""
+    per-instance report.json in the harness's log layout, then swebench's make_run_report over them. Only the
+    ``instance_ids`` asked for (default: every task row) count as instances of the run."""
     from swebench.harness.constants import LOG_REPORT, RUN_EVALUATION_LOG_DIR
     from swebench.harness.reporting import make_run_report
 
     rows = [json.loads(line) for line in (tasks / "test.jsonl").read_text().splitlines() if line.strip()]
+    if instance_ids is not None:
+        rows = [r for r in rows if r["instance_id"] in set(instance_ids)]
     preds = {p["instance_id"]: p
              for p in (json.loads(line) for line in preds_jsonl.read_text().splitlines() if line.strip())}
     grading.mkdir(parents=True, exist_ok=True)
@@ -328,7 +352,7 @@ def _unit(cfg: Any, bench: str, udir: Path, tasks: Path, repo: Path, rows: list[
     try:
         asked = [r["instance_id"] for r in slice_rows(rows, cfg.instance_slice)]
         convert_predictions(udir / "agent" / "preds.json", udir / "preds.jsonl", asked)
-        grade(udir / "preds.jsonl", tasks, repo, udir / "grading", bench)
+        grade(udir / "preds.jsonl", tasks, repo, udir / "grading", bench, instance_ids=asked)
         grc, text = 0, ""
     except Exception:  # noqa: BLE001
         grc, text = 1, traceback.format_exc()
