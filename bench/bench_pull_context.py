@@ -4,9 +4,12 @@ For the merged pull requests of a git repository (its merge commits, as ``midtra
 input), each ``pulls.context`` mode and token budget: tokens spent on the read files and on the edits (the
 Qwen3 tokenizer `midtrain pack` uses, beside the reader's byte estimate), and the share of the names an edit
 uses (identifiers on its Python diff lines, keywords and builtins left out) that the read files show, i.e.
-how much of what the engineer had to know the document gives before the edit.
+how much of what the engineer had to know the document gives before the edit, and the share of the changed
+library files (source, not tests) shown before their edit, whole or as windows around the edited hunks.
+It also prints the PRs found by kind (merge, squash ...) and, with ``--dedup``, how many PRs of each mode
+the prep's curation (exact and MinHash dedup included) keeps.
 
-    .venv/bin/python bench/bench_pull_context.py [REPO] [--prs 150] [--json out.json]
+    .venv/bin/python bench/bench_pull_context.py [REPO] [--prs 150] [--dedup] [--json out.json]
 
 Without REPO (as `make bench` runs it) it measures a small generated repository: the demo's sample project
 with a few pull requests merged through GitHub's merge button; its figures only show the bench runs.
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import builtins
+import gzip
 import json
 import keyword
 import re
@@ -27,7 +31,7 @@ import time
 from pathlib import Path
 
 from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer
-from midtrain.sources.pull_context import BYTES_PER_TOKEN, clone_name, history_pulls
+from midtrain.sources.pull_context import BYTES_PER_TOKEN, clone_name, history_pulls, relevance
 from midtrain.sources.pulls import PullReader, PullsConfig
 
 _NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]{2,}\b")
@@ -79,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("repo", nargs="?", help="a git repository with merged pull requests (default: a generated one)")
     ap.add_argument("--prs", type=int, default=150, help="the most recent N merged pull requests")
     ap.add_argument("--json", help="write the figures here")
+    ap.add_argument("--dedup", action="store_true", help="also run the curation on each mode's documents")
     ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
@@ -89,21 +94,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -> int:
-    records = list(history_pulls(repo, clone_name(repo)))[-args.prs:]
+    found: dict[str, int] = {}
+    records = list(history_pulls(repo, clone_name(repo), found))[-args.prs:]
     if not records:
         ap.error(f"{repo}: no merged pull requests (merge commits) to measure")
+    print(f"PRs found: {sum(v for k, v in found.items() if k != 'repeated_number')} "
+          f"({', '.join(f'{k} {v}' for k, v in sorted(found.items()))}); measuring the last {len(records)}")
     tok = load_tokenizer(default_tokenizer_path())
     rows = []
     for mode, budget in SETTINGS:
         reader = PullReader([str(repo)], PullsConfig(context=mode, context_tokens=budget))
         ctx_tok, edit_tok, doc_tok, cover, est_err, secs = [], [], [], [], [], []
+        lib_shown, lib_changed, docs = 0, 0, []
         for where, rec in records:
             t0 = time.perf_counter()
             doc = reader.render(rec, where, repo)
             secs.append(time.perf_counter() - t0)
             if doc is None:
                 continue
+            docs.append(doc)
             text, meta = doc.text, doc.metadata
+            lib = [f["filename"] for f in rec.get("files") or [] if str(f.get("filename", "")).endswith(".py")
+                   and relevance(f["filename"]) == 0 and f.get("status") != "added"]
+            lib_changed += len(lib)
+            lib_shown += len(set(lib) & set(meta.get("context_files") or []))
             raw = text.encode()
             cb, eb = meta.get("context_bytes", 0), meta.get("edit_bytes", 0)
             i = text.find("\n[read at")
@@ -124,19 +138,44 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
                "edit_tokens_median": statistics.median(edit_tok),
                "context_share": sum(ctx_tok) / sum(doc_tok), "name_coverage_mean": statistics.mean(cover),
                "estimate_error_mean": statistics.mean(est_err) if est_err else 0.0,
+               "library_files_shown": lib_shown / lib_changed if lib_changed else 0.0,
                "seconds_per_pr": statistics.mean(secs)}
+        if args.dedup:
+            row["kept_after_curation"] = curated(docs)
         rows.append(row)
         print(f"{mode:14s} {budget:>6,} tok: context median {row['context_tokens_median']:>7,.0f} "
               f"(share {row['context_share']:.0%}, real > budget: {row['over_budget']}), edits median "
               f"{row['edit_tokens_median']:>6,.0f}, names the edit uses shown before it "
-              f"{row['name_coverage_mean']:.0%}, byte estimate {row['estimate_error_mean']:+.0%} vs tokenizer, "
+              f"{row['name_coverage_mean']:.0%}, changed library files shown {row['library_files_shown']:.0%}"
+              + (f", kept {row['kept_after_curation']}/{len(doc_tok)} after curation" if args.dedup else "")
+              + f", byte estimate {row['estimate_error_mean']:+.0%} vs tokenizer, "
               f"{row['seconds_per_pr']:.2f} s/PR",
               flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"repo": args.repo or "generated sample", "prs": len(records),
+                                               "found": found,
                                                "settings": {f"{r['context']}@{r['context_tokens']}": r for r in rows}},
                                               indent=1))
     return 0
+
+
+def curated(docs: list) -> int:
+    """How many of ``docs`` the prep's curation stages (filters, exact and MinHash dedup) keep."""
+    from midtrain.curate.stages import CurationConfig, curation_stages
+    from midtrain.runner import StageChain
+
+    with tempfile.TemporaryDirectory(prefix="bench_pull_curate_") as tmp:
+        raw = Path(tmp) / "raw"
+        raw.mkdir()
+        with open(raw / "00000.jsonl", "w") as f:
+            for d in docs:
+                f.write(json.dumps({"text": d.text, "id": d.id, "metadata": d.metadata}) + "\n")
+        out = Path(tmp) / "prep"
+        chain = StageChain(label="bench curate pulls")
+        for st in curation_stages(CurationConfig(), "pulls", str(raw), str(out / "documents"), str(out / "work"), 1):
+            chain.add(st.name, st.pipeline, st.tasks or 1, str(out / "work" / "logs" / st.name), job_name=st.name)
+        chain.run()
+        return sum(1 for g in (out / "documents").rglob("*.jsonl.gz") for line in gzip.open(g, "rt") if line.strip())
 
 
 if __name__ == "__main__":
