@@ -110,3 +110,5 @@ def test_trials_without_result_or_with_crash_sentinel_are_errors(tmp_path):
                                                                  "verifier_result": {"rewards": rewards}}))
     r = parse_trials(tmp_path, ["a", "b", "c"])
     assert (r["resolved"], r["failed"], r["errors"], r["error_ids"], r["total"]) == (0, 1, 2, ["b", "c"], 3)
+    assert r["rate"] == 0.0  # one task graded (failed): a measured 0
+    assert parse_trials(tmp_path, ["b", "c"])["rate"] is None  # none graded: unknown, not 0

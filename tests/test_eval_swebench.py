@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -181,6 +182,25 @@ def test_pro_grader_errors_are_errors_not_failures(tmp_path):
     assert (r["resolved"], r["failed"], r["errors"], r["total"]) == (1, 1, 2, 4)
     assert r["error_ids"] == ["c", "d"] and r["completed"] == 2
 
+
+
+def test_a_unit_that_graded_nothing_has_no_rate_and_mostly_empty_patches_are_flagged(tmp_path, monkeypatch):
+    """Nothing graded (no Docker for any instance) is rate null, never a measured 0; a unit whose patches are
+    mostly empty (a model server that died mid-run) is flagged in its results and said in the report."""
+    from midtrain.eval.results import swebench_problems
+
+    grading = tmp_path / "grading"
+    grading.mkdir()
+    (grading / "eval_results.json").write_text(json.dumps({"a": False, "b": False}))  # no _output.json: ungraded
+    r = parse_pro_results(grading / "eval_results.json")
+    assert r["rate"] is None and (r["errors"], r["total"]) == (2, 2)
+    path = _harness_report(tmp_path / "h", monkeypatch, {"a__a-1": True, "b__b-2": True, "c__c-3": False})
+    rep = json.loads(Path(path).read_text())  # the harness's own report, as if two patches had come back empty
+    Path(path).write_text(json.dumps({**rep, "empty_patch_instances": 2, "resolved_instances": 1}))
+    results = collect_results(tmp_path / "h" / "swebench")
+    assert results["verified"]["flag"] == "mostly empty patches: 2 of 3"
+    said = swebench_problems(results | {"pro": r}, tmp_path)
+    assert any("mostly empty patches" in p for p in said) and any("pro" in p and "unknown" in p for p in said)
 
 def _fake_pro_checkout(root):
     """A stand-in for scaleapi/SWE-bench_Pro-os: its layout (helper_code/, run_scripts/, dockerfiles/) and a

@@ -82,6 +82,7 @@ def parse_trials(jobs_dir: str | Path, instances: list[str] | None) -> dict[str,
     if errors:
         log.error("deepswe: %d of %d tasks not graded (no trial, an exception or the verifier's crash), e.g. %s",
                   len(errors), len(ids), errors[:3])
-    return {"resolved": resolved, "total": len(ids), "rate": resolved / len(ids) if ids else 0.0,
+    graded = len(ids) - len(errors)  # none graded: the rate is unknown (null), never a measured 0
+    return {"resolved": resolved, "total": len(ids), "rate": resolved / len(ids) if graded else None,
             "completed": len(ids) - len(errors), "failed": len(ids) - len(errors) - resolved,
             "errors": len(errors), "error_ids": errors, "report": str(jobs_dir)}

@@ -481,6 +481,7 @@ def prepare_pro(dataset: str, split: str, out_dir: str | Path) -> int:
 
 
 # -- results ----------------------------------------------------------------------------------------
+EMPTY_PATCH_FLAG = 0.5  # a unit with more empty patches than this share is flagged in its results and the report
 def parse_harness_report(path: str | Path) -> dict[str, Any]:
     """The `swebench` harness's final run report -> counts and the resolved rate over all instances run."""
     rep = json.loads(Path(path).read_text())
@@ -489,7 +490,7 @@ def parse_harness_report(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a swebench run report (missing {missing})")
     total = int(rep["total_instances"])
     resolved = int(rep["resolved_instances"])
-    return {"resolved": resolved, "total": total, "rate": resolved / total if total else 0.0,
+    return {"resolved": resolved, "total": total, "rate": resolved / total if total else None,  # none run: unknown
             "submitted": int(rep.get("submitted_instances", 0)), "completed": int(rep.get("completed_instances", 0)),
             "empty_patch": int(rep.get("empty_patch_instances", 0)), "errors": int(rep.get("error_instances", 0)),
             "report": str(path)}
@@ -517,7 +518,8 @@ def parse_pro_results(path: str | Path, predictions: str | Path | None = None,
     if errors:
         log.error("swebench pro: the grader could not grade %d of %d instances (no %s), e.g. %s; see "
                   "GRADING/<id>/_stdout.log and the grader's log", len(errors), len(ids), PRO_OUTPUT, errors[:3])
-    return {"resolved": resolved, "total": len(ids), "rate": resolved / len(ids) if ids else 0.0,
+    # nothing graded (no Docker, no images): unknown, never a measured 0
+    return {"resolved": resolved, "total": len(ids), "rate": resolved / len(ids) if graded else None,
             "submitted": len(ids), "completed": len(graded), "failed": len(graded) - resolved,
             "errors": len(errors), "error_ids": errors, "report": str(path)}
 
@@ -598,6 +600,10 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
             if result["total"] != len(asked):
                 log.warning("swebench %s: the report covers %d instances, %d were asked for", key,
                             result["total"], len(asked))
+        empty = result.get("empty_patch", 0)
+        if result.get("total") and empty / result["total"] > EMPTY_PATCH_FLAG:  # e.g. the server died mid-run
+            result["flag"] = f"mostly empty patches: {empty} of {result['total']}"
+            log.warning("swebench %s: %s (did the model server stop?)", key, result["flag"])
         if failures:
             result["failures"] = failures
             log.error("swebench %s: %s", key, "; ".join(f"{f['step']}: {f['cause']}" for f in failures))
