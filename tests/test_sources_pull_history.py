@@ -114,6 +114,9 @@ def test_context_by_relevance_windows_around_the_edit_and_changelogs_last(tmp_pa
     assert shown[0] == shown[-1] == "..." and shown[1:-1] == big.split("\n")[2960:3043]  # the base's lines
     roomy, _ = base_context(repo, base, changed, "files", 40_000, PullsConfig().read_header)
     assert [r.path for r in roomy][-1] == "CHANGES.rst" and "lines" not in roomy[0].block.splitlines()[1]
+    tested, _ = base_context(repo, base, ["lib/small.py"], "files+imports", 40_000, PullsConfig().read_header)
+    assert [(r.path, r.why) for r in tested] == [("lib/small.py", "changed by this pull request"),
+                                                 ("tests/test_small.py", "tests lib/small.py")]
 
 
 def test_issue_text_joined_from_an_issues_table_for_a_git_input(tmp_path):

@@ -7,9 +7,9 @@ pull requests merged or squashed into any of its branches are its pull requests 
 
 What was read: the files the PR changes, as they were at the base commit (source first, then tests, other
 files, changelogs last; a file too long for what is left of the budget as windows around its edited hunks),
-then (``files+imports``) the modules they import within the repository, breadth first over the import graph
-`prep repos` orders files by (:func:`midtrain.sources.ordering.file_dependencies`), nearest first, until the
-token budget is spent. Each
+then (``files+imports``) the modules they import within the repository and the tests named for them,
+breadth first over the import graph `prep repos` orders files by
+(:func:`midtrain.sources.ordering.file_dependencies`), nearest first, until the token budget is spent. Each
 file goes through the repository reader's filters (lock files, generated, minified, binary, data, vendored,
 private keys, too large); what is left out is counted by reason.
 """
@@ -337,12 +337,29 @@ def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_to
                 if dep not in seen:
                     seen.add(dep)
                     nxt.append((dep, f"imported by {path}"))
+        if distance == 0:  # the tests of a changed source file, by name (test_core.py, core_test.go ...)
+            for path, _ in level:
+                if relevance(path) == 0:
+                    for test in _tests_of(path, entries):
+                        if test not in seen:
+                            seen.add(test)
+                            nxt.append((test, f"tests {path}"))
         level, distance = nxt, distance + 1
     if logs and left > 0:
         read_level(logs, 0)
     elif logs:
         skipped["context_budget"] = skipped.get("context_budget", 0) + len(logs)
     return out, skipped
+
+
+def _tests_of(path: str, entries: dict) -> list[str]:
+    """Test files at the base named for the module ``path`` (``test_<stem>.*``, ``<stem>_test.*``)."""
+    name = path.rsplit("/", 1)[-1]
+    stem, _, suffix = name.rpartition(".")
+    if not stem:
+        return []
+    names = {f"test_{stem}.{suffix}", f"{stem}_test.{suffix}", f"test_{stem}s.{suffix}"}
+    return sorted(p for p in entries if p.rsplit("/", 1)[-1] in names and relevance(p) == 1)
 
 
 def _window_block(header: str, path: str, base: str, why: str, text: str, hunks: list[tuple[int, int]],
