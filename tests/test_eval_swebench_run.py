@@ -85,6 +85,8 @@ def _run(tmp_path: Path, vllm: str, **cfg_kw) -> tuple[subprocess.CompletedProce
         (bin_dir / name).write_text(text.format(py=sys.executable))
         (bin_dir / name).chmod(0o755)
     _datasets(tmp_path)
+    (tmp_path / "hf").mkdir()  # the export vLLM serves (run.sh stamps its outputs with its content)
+    (tmp_path / "hf" / "config.json").write_text("{}")
     cfg = SweBenchConfig(benchmarks=["verified", "multilingual"], instance_slice="0:3", port=_free_port(), **cfg_kw)
     files = write_run(cfg, tmp_path / "hf", tmp_path / "out")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "MIDTRAIN_PYTHON": str(bin_dir / "python-wrapper")}
@@ -121,3 +123,31 @@ def test_server_that_never_came_up_fails_the_run_and_says_why(tmp_path, vllm, wh
         assert r["failures"] == [{"step": "agent", "cause": f"vLLM server {why} (see {tmp_path / 'out' / 'vllm.log'})"}]
     assert not (tmp_path / "out" / "verified" / "agent.log").exists()  # no agent ran against no server
     assert "CUDA error" in (tmp_path / "out" / "vllm.log").read_text() or why != "exited"
+
+
+def test_a_rerun_after_a_new_checkpoint_removes_the_old_outputs_the_tools_would_skip(tmp_path):
+    """run.sh starts with `claim`: outputs another checkpoint's run left (mini-swe-agent's preds.json, which it
+    skips instances by; the harness's per-instance report.json; Pro's _output.json) are removed before anything
+    runs; the same checkpoint content keeps them (a requeued job resumes)."""
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    (hf / "model.safetensors").write_bytes(b"iter_10 weights")
+    cfg = SweBenchConfig(benchmarks=["verified", "pro"])
+    files = write_run(cfg, hf, tmp_path / "out")
+    out = tmp_path / "out"
+    assert any("midtrain.eval.swebench claim" in line for line in files["run"].read_text().splitlines()[:5])
+    claim = [sys.executable, "-m", "midtrain.eval.swebench", "claim", str(out), str(hf)]
+    subprocess.run(claim, check=True, capture_output=True)
+    left = [out / "verified" / "agent" / "preds.json", out / "verified" / "grading" / "logs" / "report.json",
+            out / "pro" / "grading" / "x" / "_output.json", out / "swebench_results.json"]
+    for f in left:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("{}")
+    subprocess.run(claim, check=True, capture_output=True)
+    assert all(f.exists() for f in left)  # same content: kept
+    (hf / "model.safetensors").write_bytes(b"iter_12 weights")  # more training, the same export path
+    proc = subprocess.run(claim, check=True, capture_output=True, text=True)
+    assert not any(f.exists() for f in left) and "model.safetensors" not in proc.stderr
+    assert "content changed" in proc.stderr
+    assert all(f.exists() for f in files.values())  # the generated scripts stay

@@ -22,7 +22,7 @@ import yaml
 
 from midtrain.eval.config import LmEvalConfig
 from midtrain.eval.results import LM_EVAL_RESULT
-from midtrain.formats.rundir import reusable_result
+from midtrain.formats.stamp import reusable_result, stamp
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,8 @@ def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -
     cfg.validate()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    done = reusable_result(out / LM_EVAL_RESULT, checkpoint, cfg.to_dict())
+    want = stamp(checkpoint, cfg.to_dict())
+    done = reusable_result(out / LM_EVAL_RESULT, want)
     if done is not None:
         return done
     t0 = time.time()
@@ -110,7 +111,7 @@ def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -
         metadata={"max_seq_lengths": list(cfg.max_seq_lengths)} if cfg.max_seq_lengths else None)
     if raw is None:  # non-zero ranks of a distributed run
         return {}
-    result = {"checkpoint": str(checkpoint), "hf": str(hf), "config": cfg.to_dict(), "tasks": summarize(raw),
+    result = {**want, "hf": str(hf), "tasks": summarize(raw),
               "n_samples": raw.get("n-samples"), "versions": raw.get("versions"),
               "lm_eval_version": getattr(lm_eval, "__version__", None), "seconds": round(time.time() - t0, 1)}
     (out / LM_EVAL_RESULT).write_text(json.dumps(result, indent=2, default=str))

@@ -300,19 +300,6 @@ def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: s
 STAMP = "local_stamp.json"  # what a finished run was made from: the same checkpoint and settings reuse it
 
 
-def _checkpoint_sha(checkpoint: str | Path | None) -> str | None:
-    if checkpoint is None:
-        return None
-    h = hashlib.sha256()
-    for f in sorted(Path(checkpoint).iterdir()):
-        if f.is_file() and (f.suffix in (".safetensors", ".bin") or f.name.endswith("config.json")):
-            h.update(f.name.encode())
-            with f.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-    return h.hexdigest()
-
-
 def _unit(cfg: Any, bench: str, udir: Path, tasks: Path, repo: Path, rows: list[dict[str, Any]],
           checkpoint: str | Path | None, timeout: int) -> None:
     """One unit (run.sh's layout): instances.txt, the agent against its endpoint, then grading; each step's
@@ -382,7 +369,9 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     if data.exists():
         shutil.rmtree(data)
     repo, tasks = build_tasks(data)
-    want = {"config": cfg.to_dict(), "checkpoint": _checkpoint_sha(checkpoint),
+    from midtrain.formats.stamp import content_id
+
+    want = {"config": cfg.to_dict(), "checkpoint": None if checkpoint is None else content_id(checkpoint),
             "tasks": hashlib.sha256((tasks / "test.jsonl").read_bytes()).hexdigest()}
     try:
         done = json.loads((out / STAMP).read_text()) == want and json.loads((out / RESULTS_FILE).read_text())

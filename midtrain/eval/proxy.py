@@ -10,7 +10,8 @@ from typing import Any
 
 from midtrain.eval.config import ProxyConfig
 from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
-from midtrain.formats.rundir import PROXY_RESULT, reusable_result
+from midtrain.formats.rundir import PROXY_RESULT
+from midtrain.formats.stamp import reusable_result, stamp
 
 log = logging.getLogger(__name__)
 
@@ -20,12 +21,14 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
     cfg.validate()
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    done = reusable_result(out / PROXY_RESULT, checkpoint, cfg.to_dict())
+    manifest = Path(cfg.shards) / "manifest.json" if cfg.shards else None
+    want = stamp(checkpoint, cfg.to_dict(), shards=manifest if manifest and manifest.is_file() else None)
+    done = reusable_result(out / PROXY_RESULT, want)
     if done is not None:
         return done
     t0 = time.time()
     scorer = load_scorer(checkpoint)
-    result: dict[str, Any] = {"checkpoint": str(checkpoint), "scored": scorer.name, "config": cfg.to_dict()}
+    result: dict[str, Any] = {**want, "scored": scorer.name}
     if cfg.shards:
         result["heldout"] = _heldout(scorer, cfg.shards, cfg)
     if cfg.retrieval.repos:

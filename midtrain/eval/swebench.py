@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import shlex
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,11 +215,12 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path, s
         files[f"{key}/grade"] = _script(udir / "grade.sh", "\n".join(
             [env, convert, *_grade_lines(cfg, bench, udir, run_name, py)]))
 
-    files["run"] = _script(out / "run.sh", "\n".join(_run_lines(cfg, out, files, py, env)))
+    files["run"] = _script(out / "run.sh", "\n".join(_run_lines(cfg, out, files, py, env, ckpt)))
     return _finish(cfg, out, files, site)
 
 
-def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, env: str) -> list[str]:
+def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, env: str,
+               checkpoint: str) -> list[str]:
     """run.sh: the server, every unit's agent then (server stopped) its grader, each as its own step, then the
     collection; exits non-zero when anything failed, after all of it ran."""
     agents = [k for k in files if k.endswith("/agent")]
@@ -227,6 +229,7 @@ def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, 
     run = [
         "set +e  # one unit's failure must not stop the others, nor the collection",
         env,
+        f"{py} -m midtrain.eval.swebench claim {q(out)} {q(checkpoint)} || exit 1  # stale outputs go",
         "FAILED=0",
         "step() {  # step NAME SCRIPT: run it; its log and exit status go beside it, for the collection",
         '  local dir; dir=$(dirname "$2")',
@@ -381,7 +384,45 @@ def _finish(cfg: SweBenchConfig, out: Path, files: dict[str, Path], site: Any = 
     (out / "swebench.sbatch").write_text(sbatch)
     files["sbatch"] = out / "swebench.sbatch"
     (out / "swebench_config.yaml").write_text(cfg.to_yaml())
+    made = [out / "swebench_config.yaml", out / GENERATED, *files.values()]
+    (out / GENERATED).write_text(json.dumps(sorted({str(f.relative_to(out)) for f in made}), indent=1))
     return files
+
+
+GENERATED = "generated.json"  # what write_run wrote: the scripts and configs claim_run keeps
+RUN_STAMP = "swebench_stamp.json"  # the checkpoint content and settings OUTPUT's agent and grader outputs are for
+
+
+def claim_run(output: str | Path, checkpoint: str | Path) -> list[str]:
+    """At the start of run.sh: OUTPUT's outputs stand for the checkpoint content and settings its stamp records,
+    else they are removed (returned) before anything runs. mini-swe-agent skips the instances already in
+    preds.json, the swebench harness those with a report.json under the run id, Scale's Pro grader those with an
+    _output.json: a rerun after a new midtraining run would report the old checkpoint's rates. A rerun on the
+    same content keeps them, so a requeued job resumes."""
+    from midtrain.formats.stamp import stale_fields, stamp
+
+    out = Path(output)
+    want = stamp(checkpoint, SweBenchConfig.from_yaml(out / "swebench_config.yaml").to_dict())
+    try:
+        old: dict[str, Any] | None = json.loads((out / RUN_STAMP).read_text())
+    except (OSError, ValueError):
+        old = None
+    removed: list[str] = []
+    if old is None or stale_fields(old, want):
+        keep = set(json.loads((out / GENERATED).read_text())) | {RUN_STAMP}
+        keep |= {str(d) for k in list(keep) for d in Path(k).parents}  # the directories that hold them
+        for f in sorted(out.rglob("*"), key=lambda q: -len(q.parts)):
+            rel = str(f.relative_to(out))
+            if rel in keep or not f.exists():
+                continue
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+            removed.append(rel)
+        if removed:
+            why = "no stamp" if old is None else ", ".join(stale_fields(old, want)) + " changed"
+            log.warning("swebench: %s held results of another checkpoint or settings (%s); removed %d outputs "
+                        "(e.g. %s) before this run", out, why, len(removed), ", ".join(removed[:3]))
+    (out / RUN_STAMP).write_text(json.dumps(want, indent=1))
+    return removed
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -656,6 +697,9 @@ def _main(argv: list[str] | None = None) -> int:
     a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
     a = sub.add_parser("collect")
     a.add_argument("output")
+    a = sub.add_parser("claim", help="remove outputs of another checkpoint or settings; stamp OUTPUT")
+    a.add_argument("output")
+    a.add_argument("checkpoint")
     a = sub.add_parser("deepswe-config", help="Pier's mini-swe-agent layer from agent.yaml and the server URL")
     a.add_argument("agent_yaml")
     a.add_argument("api_base")
@@ -674,6 +718,8 @@ def _main(argv: list[str] | None = None) -> int:
         print(pro_patches(args.preds_jsonl, args.out_json))
     elif args.cmd == "prepare-pro":
         print(prepare_pro(args.dataset, args.split, args.out_dir))
+    elif args.cmd == "claim":
+        claim_run(args.output, args.checkpoint)
     elif args.cmd == "deepswe-config":
         from midtrain.eval.deepswe import agent_config as pier_config
 

@@ -36,22 +36,6 @@ PROXY_RESULT = "proxy_results.json"
 SWEBENCH_RESULT = "swebench_results.json"
 
 
-def reusable_result(path: str | Path, checkpoint: str | Path, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The result file at PATH when it was written for this checkpoint and config, else None.
-
-    Evaluation steps write their result with the checkpoint and the resolved config in it, so a rerun of the
-    same step (a protocol or sweep resumed after a failure) skips the work instead of repeating it.
-    """
-    path = Path(path)
-    if not path.exists():
-        return None
-    old = json.loads(path.read_text())
-    if old.get("checkpoint") == str(checkpoint) and old.get("config") == config:
-        log.info("%s is complete for this checkpoint and config; skipped", path)
-        return old
-    return None
-
-
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """A run's metrics.jsonl (PATH is the file or its run directory): one dict per step, in file order.
 

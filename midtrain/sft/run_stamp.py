@@ -9,7 +9,6 @@ unknown.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -21,48 +20,19 @@ log = logging.getLogger(__name__)
 
 PROBE_STAMP = "probe_run.json"
 WORK = ("run", "hf", "sft_result.json")  # what a probe leaves in OUTPUT (cleared by overwrite)
-_WHOLE_FILE = 64 << 20  # files up to this size are hashed whole
-_BLOCK, _BLOCKS = 1 << 20, 16  # larger ones: their size and 16 evenly spaced 1 MiB blocks
-
-
 class ProbeRunMismatch(ValueError):
     """OUTPUT holds a probe run from another start checkpoint or with other settings."""
 
 
-def _file_digest(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        if size <= _WHOLE_FILE:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
-        else:  # a content sample: re-reading an 8B checkpoint whole on every requeue costs minutes
-            h.update(str(size).encode())
-            for i in range(_BLOCKS):
-                fh.seek((size - _BLOCK) * i // (_BLOCKS - 1))
-                h.update(fh.read(_BLOCK))
-    return h.hexdigest()
-
-
-def content_id(path: str | Path) -> str:
-    """A digest of a checkpoint directory's files (relative names, sizes, bytes), independent of where it lies."""
-    root = Path(path)
-    h = hashlib.blake2b(digest_size=12)
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and not any(s.startswith(".") for s in
-                                                                         p.relative_to(root).parts)):
-        rel = f.relative_to(root).as_posix()
-        h.update(f"{rel}\0{f.stat().st_size}\0{_file_digest(f)}\n".encode())
-    return h.hexdigest()
-
-
 def start_identity(start: Path) -> dict[str, str]:
     """The start checkpoint the probe loads: the path given, the checkpoint directory it resolves to, its content id."""
-    from midtrain.eval.scoring import is_hf_dir
-    from midtrain.formats.rundir import latest_checkpoint
+    from midtrain.formats.stamp import content_id, resolve_checkpoint
 
-    ckpt = start if is_hf_dir(start) else latest_checkpoint(start)
-    if ckpt is None:
-        raise FileNotFoundError(f"--from {start}: no complete midtrain checkpoint (and no config.json: not HF)")
+    try:
+        ckpt = resolve_checkpoint(start)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"--from {start}: no complete midtrain checkpoint (and no config.json: not HF)") \
+            from None
     return {"from": str(start), "start_checkpoint": str(ckpt), "start_id": content_id(ckpt)}
 
 
