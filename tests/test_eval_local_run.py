@@ -57,7 +57,7 @@ def test_grading_is_isolated_from_an_enclosing_project(tmp_path, monkeypatch):
         subprocess.run(["git", "apply", "-"], cwd=work, input=patch, text=True, check=True)
     ids = json.loads(row["FAIL_TO_PASS"]) + json.loads(row["PASS_TO_PASS"])
     got = _test_outcomes(work, ids)
-    assert got == {i: True for i in ids}
+    assert got == dict.fromkeys(ids, True)
 
 
 
