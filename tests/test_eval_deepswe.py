@@ -79,18 +79,18 @@ for t in sorted(Path(opt("-p")).glob("*/task.toml")):
 
 
 def test_deepswe_job_runs_pier_in_its_own_environment_and_collects(tmp_path):
-    cfg = SweBenchConfig(benchmarks=["deepswe"], instance_slice="0:2", port=8011, harnesses=["mini-swe-agent", "swe-agent"])
+    cfg = SweBenchConfig(benchmarks=["deepswe"], instance_slice="0:2", port=80, harnesses=["mini-swe-agent", "swe-agent"])
     files = write_run(cfg, tmp_path / "hf", tmp_path / "out")
     assert "deepswe/swe-agent/agent" not in files  # Pier drives mini-swe-agent only
     agent = files["deepswe/agent"].read_text()
-    assert "uv venv --python 3.12" in agent and "datacurve-pier>=0.3" in agent and 'python3.12}" -m venv' in agent
+    assert "uv venv --python 3.12" in agent and "datacurve-pier>=0.3.1" in agent and 'python3.12}" -m venv' in agent
     assert "--host 0.0.0.0" in files["serve"].read_text()
     for p in files.values():
         if p.suffix == ".sh":
             subprocess.run(["bash", "-n", str(p)], check=True)
     pier = tmp_path / "out" / "deepswe" / "pier-env" / "bin" / "pier"  # an environment already made
     pier.parent.mkdir(parents=True)
-    pier.write_text(FAKE_PIER.format(py=sys.executable, port=8011))
+    pier.write_text(FAKE_PIER.format(py=sys.executable, port=80))
     pier.chmod(0o755)
     env = {**os.environ, "DEEPSWE_DIR": str(TASKS.parent), "MIDTRAIN_SERVER_HOST": "127.0.0.1",
            "MIDTRAIN_PYTHON": sys.executable}
@@ -112,3 +112,14 @@ def test_trials_without_result_or_with_crash_sentinel_are_errors(tmp_path):
     assert (r["resolved"], r["failed"], r["errors"], r["error_ids"], r["total"]) == (0, 1, 2, ["b", "c"], 3)
     assert r["rate"] == 0.0  # one task graded (failed): a measured 0
     assert parse_trials(tmp_path, ["b", "c"])["rate"] is None  # none graded: unknown, not 0
+
+
+def test_deepswe_needs_a_port_pier_s_egress_proxy_lets_through():
+    """No-network DeepSWE tasks reach the server through Pier 0.3.1's squid proxy, which allows ports 80 and 443
+    only: a server on 8000 would refuse every model call and each trial would read as a clean failure."""
+    from midtrain.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"port: deepswe: Pier's egress proxy .* \[80, 443\] only"):
+        SweBenchConfig(benchmarks=["deepswe"]).validate()
+    SweBenchConfig(benchmarks=["deepswe"], port=80).validate()
+    SweBenchConfig(benchmarks=["verified"], port=8000).validate()  # the other benchmarks' agents run beside it

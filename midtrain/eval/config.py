@@ -8,6 +8,7 @@ from typing import Literal
 from midtrain.config import Config, require
 
 RETRIEVAL_TASKS = ("function", "file_constant")
+PIER_PROXY_PORTS = (80, 443)  # Safe_ports of Pier's squid egress proxy (pier/environments/agent_setup.py)
 BENCHMARKS = ("verified", "multilingual", "pro", "deepswe")  # deepswe: long-horizon, opt-in
 # the embedded CPU task set run here (midtrain.eval.local_run): the checkpoint served on CPU, and the oracle
 LOCAL_BENCHMARKS = ("local", "local_oracle")
@@ -113,6 +114,12 @@ class SweBenchConfig(Config):
         require(0 < self.max_output_tokens < self.max_context, "max_output_tokens", "must be in (0, max_context)")
         require(self.temperature >= 0, "temperature", "must be >= 0")
         require(0 < self.port < 65536, "port", "must be a TCP port")
+        # DeepSWE tasks declare [agent] network_mode = "no-network": Pier (0.3.1) then sends the agent's calls
+        # through a squid proxy whose config allows ports 80 and 443 only (http_access deny !Safe_ports), so a
+        # server on 8000 refuses every call and each trial reads as a clean failure (reward 0, no error).
+        require("deepswe" not in self.benchmarks or self.port in PIER_PROXY_PORTS, "port",
+                f"deepswe: Pier's egress proxy for no-network tasks allows ports {list(PIER_PROXY_PORTS)} only; "
+                f"serve on one of them (port=80, where the node lets the server bind it), got {self.port}")
         require(self.server_wait_s > 0, "server_wait_s", "must be positive")
         require(self.image_pull_timeout_s > 0, "image_pull_timeout_s", "must be positive")
         require(self.tensor_parallel >= 1, "tensor_parallel", "must be >= 1")

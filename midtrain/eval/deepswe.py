@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 REPO = "datacurve-ai/deep-swe"
 REF = "435ee89ec2f2e2289f33b0da4f992f0b7b7266b9"  # the commit the bundled task list was read from
-PIER = "datacurve-pier>=0.3"  # v1.1 tasks grade in a separate verifier environment (Pier > 0.3.0)
+PIER = "datacurve-pier>=0.3.1"  # v1.1 tasks grade in a separate verifier environment (0.3.0 cannot)
 JOB = "midtrain-deepswe"
 
 
