@@ -1,4 +1,4 @@
-# ---- launch (slurm/launch.sh, the same in every job): the ranks, signals, requeue ----
+# ---- launch (slurm/launch.sh, the same in every job): the ranks, signals, requeue, retries ----
 # One log per start of the job: a requeued job (same id) writes ..._<restart>.out beside the first one.
 LOG={{log_dir}}/"{{log_name}}-${SLURM_JOB_ID}_${SLURM_RESTART_COUNT:-0}.out"
 echo "[midtrain] job ${SLURM_JOB_ID} restart ${SLURM_RESTART_COUNT:-0}: log in $LOG"
@@ -7,26 +7,57 @@ echo "[midtrain] job ${SLURM_JOB_ID} restart ${SLURM_RESTART_COUNT:-0}: ${SLURM_
 
 # Each rank records its pid here (pid.<node>.<rank>) and, when it ends by itself, its exit status
 # (exit.<rank>): 75 means "checkpoint complete, requeue me". The requeue is decided on these records, not on
-# srun's exit code, which is that of whichever rank was killed last.
+# srun's exit code, which is that of whichever rank was killed last. A rank records a signal that came
+# before the trainer's handler was installed in early_signal.<rank>.
 STATUS_DIR={{status_dir}}/"${SLURM_JOB_ID}.${SLURM_RESTART_COUNT:-0}"
+RETRIES={{status_dir}}/"${SLURM_JOB_ID}.retries"  # crash and hang retries so far (requeues for USR1 are not)
 rm -rf "$STATUS_DIR"
 mkdir -p "$STATUS_DIR"
 
-# USR1 reaches this script {{signal_before_s}}s before the time limit (--signal=B:...), and at preemption
-# with PreemptParameters=send_user_signal; TERM when the batch shell itself is signalled (scancel --batch).
-# Either is forwarded as USR1 to each rank's main process only (one task per node): signalling the whole
-# step would also kill the helper processes that write checkpoints. A trainer checkpoints and exits 75.
-got_signal=""
-forward() {
-  got_signal="$1"
-  echo "[midtrain] $1 ($2): asking every rank to checkpoint"
+# Send signal $1 to each rank's main process only (one task per node): signalling the whole step would also
+# kill the helper processes that write checkpoints.
+signal_ranks() {
   srun --overlap --nodes="$SLURM_NNODES" --ntasks="$SLURM_NNODES" --ntasks-per-node=1 --cpus-per-task=1 \
-    --gres=none bash -c 'for f in "$0/pid.$SLURMD_NODENAME".*; do [ -f "$f" ] && kill -USR1 "$(cat "$f")"; done' \
-    "$STATUS_DIR" || true
-  echo "[midtrain] $1 forwarded to the ranks"
+    --gres=none bash -c 'for f in "$0/pid.$SLURMD_NODENAME".*; do [ -f "$f" ] && kill "-$1" "$(cat "$f")"; done' \
+    "$STATUS_DIR" "$1" || true
 }
-trap 'forward USR1 "time limit or preemption ahead"' USR1
-trap 'forward TERM "batch shell terminated"' TERM
+
+# USR1 reaches this script {{signal_before_s}}s before the time limit (--signal=B:...), and at preemption
+# with PreemptParameters=send_user_signal: forwarded to the ranks, a trainer checkpoints and exits 75, and
+# the job requeues itself. TERM means the job is ending: scancel (slurmd signals every step, the ranks' too)
+# or a preemption, which Slurm requeues itself with PreemptMode=REQUEUE. It is passed on to the ranks' srun
+# (for `scancel --batch`, where only this shell got it) and never requeues.
+got_usr1=""
+terminated=""
+forward() {
+  got_usr1=1
+  echo "[midtrain] USR1 (time limit or preemption ahead): asking every rank to checkpoint"
+  signal_ranks USR1
+  echo "[midtrain] USR1 forwarded to the ranks"
+}
+terminate() {
+  terminated=1
+  echo "[midtrain] TERM: the job is ending (scancel or preemption); it is not requeued by this script"
+  [ -n "${srun_pid:-}" ] && kill -TERM "$srun_pid" 2>/dev/null
+  return 0
+}
+trap forward USR1
+trap terminate TERM
+
+# Hang watchdog: progress is a write to this start's log, which gets every rank's output (the trainer's
+# line every log.interval steps, an eval's progress bar). None for {{hang_timeout_s}}s (a collective that
+# never completes prints nothing): the ranks are killed and the start counts as a crash (max_retries).
+watchdog() {
+  while sleep {{hang_poll_s}}; do
+    idle=$(( $(date +%s) - $(stat -c %Y "$LOG") ))
+    if [ "$idle" -ge {{hang_timeout_s}} ]; then
+      echo "[midtrain] no progress for ${idle}s (hang_timeout_s={{hang_timeout_s}}): killing the ranks"
+      touch "$STATUS_DIR/hung"
+      signal_ranks KILL
+      return
+    fi
+  done
+}
 
 set +e
 # --cpus-per-task: srun does not inherit sbatch's (srun(1)); without it every rank is bound to one CPU.
@@ -34,6 +65,11 @@ set +e
 srun --kill-on-bad-exit=1 --wait=120 --label --cpus-per-task={{cpus_per_task}} {{srun_container}}\
   python -m midtrain.launch.rank "$STATUS_DIR" midtrain.cli {{argv}} &
 srun_pid=$!
+watchdog_pid=""
+if [ {{hang_timeout_s}} -gt 0 ]; then
+  watchdog &
+  watchdog_pid=$!
+fi
 # `wait` returns early (status > 128) whenever a trap ran; keep waiting until srun itself has ended, and
 # collect its own status when the trap interrupted the wait in which srun ended.
 while true; do
@@ -47,19 +83,39 @@ while true; do
   fi
   break
 done
+[ -n "$watchdog_pid" ] && kill "$watchdog_pid" 2>/dev/null
 set -e
 stopped="$(cat "$STATUS_DIR"/exit.* 2>/dev/null | grep -cx 75 || true)"
 echo "[midtrain] ranks ended: srun exit ${rc}, ${stopped} rank(s) checkpointed and stopped (exit 75)"
-if [ "$stopped" -gt 0 ] || [ "$got_signal" = TERM ]; then
+for f in "$STATUS_DIR"/early_signal.*; do
+  [ -f "$f" ] && echo "[midtrain] rank ${f##*.} got $(cat "$f") before the trainer could checkpoint" >&2
+done
+
+requeue() {
+  echo "[midtrain] requeueing job ${SLURM_JOB_ID} $1 (restart $(( ${SLURM_RESTART_COUNT:-0} + 1 )))"
+  if scontrol requeue "${SLURM_JOB_ID}"; then
+    exit 0
+  fi
+  echo "[midtrain] scontrol requeue ${SLURM_JOB_ID} failed" >&2
+}
+retries="$(cat "$RETRIES" 2>/dev/null || echo 0)"
+if [ -n "$terminated" ]; then
+  echo "[midtrain] job ${SLURM_JOB_ID} terminated: not requeueing"
+elif [ -n "$got_usr1" ] && [ "$stopped" -gt 0 ]; then
   if [ "${SLURM_RESTART_COUNT:-0}" -lt {{max_requeues}} ]; then
-    echo "[midtrain] requeueing job ${SLURM_JOB_ID} to resume (restart $(( ${SLURM_RESTART_COUNT:-0} + 1 )))"
-    if scontrol requeue "${SLURM_JOB_ID}"; then
-      exit 0
-    fi
-    echo "[midtrain] scontrol requeue ${SLURM_JOB_ID} failed" >&2
+    requeue "to resume"
   else
     echo "[midtrain] max_requeues={{max_requeues}} reached; not requeueing" >&2
   fi
-  [ "$rc" -eq 0 ] && rc=75
+elif [ "$rc" -ne 0 ] && [ "$stopped" -eq 0 ]; then
+  what="crashed (exit ${rc})"
+  [ -e "$STATUS_DIR/hung" ] && what="hung"
+  if [ "$retries" -lt {{max_retries}} ]; then
+    echo "$(( retries + 1 ))" > "$RETRIES"
+    requeue "after it ${what}: retry $(( retries + 1 )) of max_retries={{max_retries}}"
+  else
+    echo "[midtrain] job ${SLURM_JOB_ID} ${what}; max_retries={{max_retries}} retries used, not requeueing" >&2
+  fi
 fi
+[ "$stopped" -gt 0 ] && [ "$rc" -eq 0 ] && rc=75
 exit "$rc"

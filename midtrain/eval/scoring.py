@@ -73,10 +73,9 @@ class MidtrainScorer(Scorer):
         cfg = TrainConfig.from_yaml(run_dir / "config.yaml")
         # One process scores: no model parallelism (dist_checkpointing reshards a TP/PP checkpoint on load).
         cfg = cfg.in_one_process()
-        from megatron.core import parallel_state
-
-        if not parallel_state.model_parallel_is_initialized():
-            distributed.initialize(seed=cfg.seed)
+        # Joins the process group already up (the SFT probe's training one: a second one on the same
+        # MASTER_PORT would race the first's teardown) and makes its model-parallel groups TP=PP=1.
+        distributed.initialize(seed=cfg.seed)
         self.cfg = cfg
         self.model = build_gpt_model(cfg).eval()
         self.checkpoint = load_weights(ckpt, self.model)

@@ -5,12 +5,18 @@ process's pid in ``STATUS_DIR/pid.<node>.<rank>`` (the batch script forwards USR
 trainer, not a shell around it), and records how it ended in ``STATUS_DIR/exit.<rank>``. The batch script
 decides on those records whether to requeue (75: this rank's checkpoint is complete), not on srun's exit
 code, which is that of whichever rank srun killed last. A rank killed by a signal records nothing.
+
+Until the trainer installs its own USR1/TERM handler (and again after it restores this one), a USR1 or TERM
+is recorded in ``STATUS_DIR/early_signal.<rank>`` instead of killing the rank without a trace: USR1 ends
+the rank with 75 (nothing trained in this start is lost, so the requeued job resumes where it would have),
+TERM with 143 (128 + 15), as the signal would have.
 """
 
 from __future__ import annotations
 
 import os
 import runpy
+import signal
 import socket
 import sys
 from pathlib import Path
@@ -30,6 +36,21 @@ def _write(path: Path, text: str) -> None:
     tmp.replace(path)  # the batch script never reads half a record
 
 
+EXIT_REQUEUE = 75  # the trainer's: checkpoint complete, requeue me
+
+
+def _record_early_signals(status: Path, rank: str) -> None:
+    def handle(signum: int, frame: object) -> None:
+        name = signal.Signals(signum).name
+        _write(status / f"early_signal.{rank}", name)
+        print(f"[midtrain] rank {rank}: {name} before the trainer's handler was installed; exiting",
+              file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_REQUEUE if signum == signal.SIGUSR1 else 128 + signum)
+
+    for sig in (signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(sig, handle)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print("usage: python -m midtrain.launch.rank STATUS_DIR MODULE [ARG ...]", file=sys.stderr)
@@ -38,6 +59,7 @@ def main(argv: list[str]) -> int:
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
     rank = os.environ.get("SLURM_PROCID", "0")
     status.mkdir(parents=True, exist_ok=True)
+    _record_early_signals(status, rank)  # before the pid is published, which the USR1 forwarder reads
     _write(status / f"pid.{node}.{rank}", str(os.getpid()))
     sys.argv = [module, *args]
     code = 1

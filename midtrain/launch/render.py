@@ -58,6 +58,9 @@ def job_body(site: SiteConfig, res: JobResources, *, argv: str, log_file: str, s
         "srun_container": srun_container_args(site, mounts),
         "argv": argv,
         "max_requeues": str(site.max_requeues),
+        "max_retries": str(site.max_retries),
+        "hang_timeout_s": str(site.hang_timeout_s),
+        "hang_poll_s": str(max(1, min(60, site.hang_timeout_s // 10))),
     })
     return {
         "python_setup": python_setup(site),
@@ -82,8 +85,8 @@ def check_cpus(site: SiteConfig, res: JobResources, what: str) -> None:
 
 def sbatch_lines(site: SiteConfig, res: JobResources, *, job_name: str, log_file: str,
                  gpu: bool, requeue: bool = True) -> str:
-    """The ``#SBATCH`` block: allocation from ``res``, placement from ``site``. GPU jobs take whole nodes
-    unless the site says ``exclusive: false``."""
+    """The ``#SBATCH`` block: allocation from ``res``, placement from ``site``. A job takes whole nodes when
+    its resources say ``exclusive: true``; left unset, GPU jobs do unless the site says ``exclusive: false``."""
     lines: list[tuple[str, str | None]] = [("job-name", directive(job_name, "job name")),
              ("nodes", str(res.nodes))]
     if gpu:
@@ -99,7 +102,8 @@ def sbatch_lines(site: SiteConfig, res: JobResources, *, job_name: str, log_file
     for key, value in (("partition", partition), ("account", site.account), ("qos", site.qos)):
         if value:
             lines.append((key, directive(value, key)))
-    if gpu and site.exclusive and "--exclusive" not in site.sbatch_args:
+    exclusive = res.exclusive if res.exclusive is not None else gpu and site.exclusive
+    if exclusive and "--exclusive" not in site.sbatch_args:
         lines.append(("exclusive", None))
     lines += [("output", directive(log_file, "log file")), ("open-mode", "append")]
     if requeue:
@@ -148,13 +152,13 @@ def container_mounts(site: SiteConfig, paths: list[str]) -> list[str]:
 
 def srun_container_args(site: SiteConfig, paths: list[str] | None = None) -> str:
     """pyxis/enroot flags for srun: the image, mounts (the workdir and ``paths`` included), the checkout as
-    working directory, $HOME left out, and a container name so every step of the job reuses one container."""
+    working directory and $HOME left out. The container is unnamed: pyxis removes it when the step ends (a
+    named one stays unpacked on every node it ran on, job after job, with container_scope=global)."""
     if not site.container_image:
         return ""
     args = [f"--container-image={q(site.container_image, 'container_image')}",
             f"--container-mounts={q(','.join(container_mounts(site, paths or [])), 'container_mounts')}",
-            f"--container-workdir={q(site.job_workdir(), 'workdir')}",
-            '--container-name="midtrain-${SLURM_JOB_ID}"']
+            f"--container-workdir={q(site.job_workdir(), 'workdir')}"]
     if not site.container_mount_home:
         args.append("--no-container-mount-home")
     return " ".join(args) + " "

@@ -56,6 +56,7 @@ class JobResources(Config):
     cpus_per_task: int = 8
     mem: str | None = None  # sbatch --mem per node ("0" = all of it, "64G"); None = the partition default
     time: str = "04:00:00"
+    exclusive: bool | None = None  # whole nodes (sbatch --exclusive) for this job; None = the site's rule
 
     @property
     def ranks_per_node(self) -> int:
@@ -124,8 +125,8 @@ class SiteConfig(Config):
     container_image: str | None = None
     container_mounts: list[str] = field(default_factory=list)  # SRC:DST[:FLAGS], srun --container-mounts
     # the workdir and the job's run/output directory are mounted at the same path when no mount covers them;
-    # $HOME is not mounted (its ~/.local packages would shadow the image's); a named container is reused by
-    # every step of a job, and across requeues where pyxis keeps it (container_scope=global)
+    # $HOME is not mounted (its ~/.local packages would shadow the image's); the container is unnamed, so
+    # pyxis removes it when the step ends
     container_mount_home: bool = False
     venv: str | None = None  # None (and no container) = the venv running `midtrain submit`
     workdir: str | None = None  # the midtrain checkout the jobs run in; None = the submitting directory
@@ -134,6 +135,13 @@ class SiteConfig(Config):
     # the script requeues the job, and the restart resumes from the checkpoint.
     signal_before_s: int = 300
     max_requeues: int = 20
+    # A start that crashes (a non-zero exit other than 75, the hang watchdog's kill included) is requeued up
+    # to max_retries times over the job's life; 0 = a crash ends the job (FAILED).
+    max_retries: int = 0
+    # Hang watchdog: a start whose log (every rank's output) gets nothing for this long has its ranks killed
+    # (a crash, retried as above); 0 = off. Longer than the slowest quiet stretch: a checkpoint save, a data
+    # build, log.interval steps.
+    hang_timeout_s: int = 0
     # MASTER_PORT = base + job id % (32768 - base): no clash between jobs on a node, and below Linux's
     # ephemeral ports (32768+, where any process's outgoing connection may already hold it)
     master_port_base: int = 20000
@@ -144,6 +152,9 @@ class SiteConfig(Config):
     def check(self) -> None:
         require(self.signal_before_s >= 0, "signal_before_s", "must be >= 0")
         require(self.max_requeues >= 0, "max_requeues", "must be >= 0")
+        require(self.max_retries >= 0, "max_retries", "must be >= 0")
+        require(self.hang_timeout_s == 0 or self.hang_timeout_s >= 10, "hang_timeout_s",
+                "must be 0 (off) or >= 10 seconds")
         require(1024 <= self.master_port_base <= EPHEMERAL - 1000, "master_port_base",
                 f"must be in [1024, {EPHEMERAL - 1000}] (ports from {EPHEMERAL} up are Linux's ephemeral range)")
         require(self.cpus_per_node is None or self.cpus_per_node >= 1, "cpus_per_node", "must be >= 1 (or null)")

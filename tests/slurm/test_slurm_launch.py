@@ -1,7 +1,7 @@
 """The training job's launch path on the real cluster (TaskPlugin=task/affinity), with a stand-in for the
 trainer so each rank's behaviour is chosen: CPU binding, one USR1 per rank from one forwarder per node,
-a requeue decided on the checkpointed rank's record while a late rank is killed, and a TERM to the batch
-shell forwarded, checkpointed and requeued."""
+a requeue decided on the checkpointed rank's record while a late rank is killed, a scancel that ends a
+step job (CANCELLED, never requeued), and the hang watchdog killing a silent start, which is retried."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from slurm_helpers import cluster_site, job_state, wait_for, wait_job, wait_started
 
 from midtrain.commands.submit import train_job
+from midtrain.launch.protocol_job import build_chains, write_jobs
 from midtrain.launch.sbatch import submit
 from midtrain.launch.site import load_site
 
@@ -21,7 +22,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 # Stands in for `midtrain.cli` in each rank (run by the real midtrain.launch.rank): records its CPUs; on the
 # first start waits for USR1/TERM, then rank 0 "checkpoints" and exits 75 once the batch script says it
-# forwarded the signal, while rank 1 never returns (a late rank); on a restart both finish at once.
+# forwarded the signal, while rank 1 never returns (a late rank); on a restart both finish at once. In mode
+# "ignore" no rank ever returns (an eval that ignores TERM), in mode "hang" a rank sleeps and prints nothing.
 RANK_STUB = r'''
 import os, signal, sys, time
 from pathlib import Path
@@ -31,6 +33,9 @@ rank, restart = os.environ["SLURM_PROCID"], os.environ.get("SLURM_RESTART_COUNT"
 (out / f"cpus.{restart}.{rank}").write_text(" ".join(map(str, sorted(os.sched_getaffinity(0)))))
 if restart != "0" or os.environ.get("STUB_MODE") == "cpus":
     sys.exit(0)
+if os.environ["STUB_MODE"] == "hang":
+    (out / f"ready.{rank}").touch()
+    time.sleep(900)
 sigs = {signal.SIGUSR1, signal.SIGTERM}
 signal.pthread_sigmask(signal.SIG_BLOCK, sigs)  # each one received below, one at a time, none lost
 (out / f"ready.{rank}").touch()
@@ -42,14 +47,15 @@ while time.time() < deadline:
     if info is not None:
         got.append(signal.Signals(info.si_signo).name)
         (out / f"signals.{rank}").write_text(" ".join(got))
-    if got and rank == "0" and (os.environ["STUB_MODE"] == "steps" or "forwarded to the ranks" in log.read_text()):
+    if got and rank == "0" and os.environ["STUB_MODE"] == "signal" and "forwarded to the ranks" in log.read_text():
         sys.exit(75)
 sys.exit(1)
 '''
 
 
-def _job(tmp_path: Path, mode: str, tasks: int, cpus: int):
-    """A training job whose ranks run RANK_STUB (a `python` first on PATH swaps midtrain.cli for it)."""
+def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, **site_changes):
+    """A training job (or with ``step`` a protocol step job) whose ranks run RANK_STUB (a `python` first on
+    PATH swaps midtrain.cli for it)."""
     stub = tmp_path / "stub"
     (stub / "bin").mkdir(parents=True)
     (stub / "rank_stub.py").write_text(RANK_STUB)
@@ -63,8 +69,14 @@ def _job(tmp_path: Path, mode: str, tasks: int, cpus: int):
     env = {"PATH": f"{stub / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": str(stub), "STUB_OUT": str(out),
            "STUB_LOGS": str(run_dir / "slurm" / "logs"), "STUB_MODE": mode}
     path = cluster_site(tmp_path, tasks_per_node=tasks, cpus_per_task=cpus, mem="1G")
-    site = load_site(path)
+    site = load_site(path, [f"{k}={v}" for k, v in site_changes.items()])
     site.env.update(env)
+    if step:
+        site.protocol["default"].tasks_per_node = tasks
+        jobs = build_chains(site, tmp_path / "protocol" / "slurm", {"base": [("eval_proxy", ["eval", "proxy"])]})
+        write_jobs(jobs)
+        job = jobs.chains["base"][0]
+        return job, out, submit(job.script_path)
     job = train_job("demo_tiny", [f"run_dir={run_dir}", "optim.global_batch_size=2"], site,
                     job_name=f"mt-launch-{mode}")
     job.write()
@@ -99,17 +111,15 @@ def _wait_requeued_and_done(job_id: str, job) -> dict:
     return info
 
 
-@pytest.mark.parametrize("signal_name", ["USR1", "TERM"])
-def test_signal_to_the_batch_shell_reaches_each_rank_once_and_requeues_despite_a_late_rank(
-        slurm_cluster, tmp_path, signal_name):
+def test_usr1_to_the_batch_shell_reaches_each_rank_once_and_requeues_despite_a_late_rank(slurm_cluster, tmp_path):
     job, out, job_id = _job(tmp_path, "signal", tasks=2, cpus=1)
     _wait_ready(job_id, out, job)
-    # USR1 as --signal=B:USR1@N sends it before the time limit; TERM as a preemption or `scancel --batch` does
-    subprocess.run(["scancel", "--batch", f"--signal={signal_name}", job_id], check=True)
+    # as --signal=B:USR1@N sends it before the time limit (and preemption with send_user_signal)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
     _wait_requeued_and_done(job_id, job)
     first = (job.slurm_dir / "logs" / f"train-{job_id}_0.out").read_text()
     # one forwarder task per node: each rank got the signal exactly once (as USR1, which the trainer handles)
-    # (the killed rank also saw the TERM that ended the step)
+    # (the killed rank may also see the TERM that ended the step)
     got = [(out / f"signals.{r}").read_text().split() for r in (0, 1)]
     assert got[0] == ["SIGUSR1"] and got[1][:1] == ["SIGUSR1"] and got[1].count("SIGUSR1") == 1, (got, first)
     # rank 0 checkpointed (exit 75), the late rank was killed: srun's code is not 75, and the job requeued
@@ -121,13 +131,30 @@ def test_signal_to_the_batch_shell_reaches_each_rank_once_and_requeues_despite_a
     assert all(len(c.split()) == 1 for c in cpus) and cpus[0] != cpus[1], cpus
 
 
-def test_preemption_term_to_the_ranks_requeues_on_the_checkpointed_rank(slurm_cluster, tmp_path):
-    """Preemption without PreemptParameters=send_user_signal: Slurm sends TERM to the steps' tasks, not to the
-    batch shell. Rank 0 checkpoints and exits 75 at once, rank 1 is late and killed: the job requeues."""
-    job, out, job_id = _job(tmp_path, "steps", tasks=2, cpus=1)
-    _wait_ready(job_id, out, job)
-    subprocess.run(["scancel", "--signal=TERM", job_id], check=True)  # every step's tasks, not the batch shell
+def _step_log(job, job_id: str) -> Path:
+    return Path(job.log_path.replace("%j", job_id))
+
+
+def test_scancel_ends_a_step_job_whose_ranks_ignore_term(slurm_cluster, tmp_path):
+    """An eval step that ignores TERM: scancel ends it (KillWait later, SIGKILL) as CANCELLED, not requeued."""
+    job, out, job_id = _job(tmp_path, "ignore", tasks=2, cpus=1, step=True, max_retries=2)
+    wait_started(job_id)
+    wait_for(lambda: (out / "ready.0").exists() and (out / "ready.1").exists()
+             or job_state(job_id).get("JobState") not in ("RUNNING", "CONFIGURING", "PENDING"),
+             300, f"both ranks of job {job_id} started")
+    subprocess.run(["scancel", job_id], check=True)
+    log = _step_log(job, job_id)
+    # the batch script's TERM trap ran (it logs at once): from here on the script cannot requeue the job
+    wait_for(lambda: "TERM: the job is ending" in log.read_text(), 300, f"job {job_id} got TERM\n{log.read_text()}")
+    info = wait_job(job_id, timeout=300)
+    assert info["JobState"] == "CANCELLED" and info["Restarts"] == "0", (info, log.read_text())
+    assert "requeueing job" not in log.read_text()
+    assert not (log.parent / log.name.replace("_0.out", "_1.out")).exists()
+
+
+def test_hang_watchdog_kills_a_silent_start_and_the_retry_completes(slurm_cluster, tmp_path):
+    job, out, job_id = _job(tmp_path, "hang", tasks=1, cpus=1, hang_timeout_s=40, max_retries=1)
     _wait_requeued_and_done(job_id, job)
     first = (job.slurm_dir / "logs" / f"train-{job_id}_0.out").read_text()
-    assert (out / "signals.0").read_text() == "SIGTERM", first
-    assert "1 rank(s) checkpointed and stopped" in first and f"requeueing job {job_id}" in first, first
+    assert "no progress for" in first and "after it hung: retry 1 of max_retries=1" in first, first
+    assert (out / "ready.0").exists(), "the rank never started: the watchdog fired before it could hang"

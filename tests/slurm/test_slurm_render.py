@@ -68,7 +68,8 @@ def test_golden_train_gpu_2x8_container():
     srun = next(line for line in job.script.splitlines() if line.startswith("srun --kill-on-bad-exit"))
     assert "--container-image='nvcr.io#nvidia/pytorch:25.09-py3'" in srun
     assert "--container-mounts=/lustre:/lustre" in srun  # covers the workdir and the run dir: nothing added
-    assert '--container-name="midtrain-${SLURM_JOB_ID}"' in srun and "--no-container-mount-home" in srun
+    # unnamed: pyxis removes the container when the step ends (a named one stays on every node, job after job)
+    assert "--container-name" not in srun and "--no-container-mount-home" in srun
     assert "activate" not in job.script
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,18 +133,20 @@ def test_step_script_runs_with_hostile_workdir_and_argv(tmp_path):
     assert Path(job.log_path.replace("%j", "123")).is_file()
 
 
-@pytest.mark.parametrize("exits,srun_rc,restart,requeued,rc", [
-    ("0:75", 137, "0", True, 0),  # rank 0 checkpointed; a slower rank was killed: srun says 137, requeue anyway
-    ("0:75 1:75", 75, "0", True, 0),
-    ("", 1, "0", False, 1),  # a crash: no requeue, the job fails with srun's code
-    ("0:0 1:0", 0, "0", False, 0),  # done
-    ("0:75", 143, "3", False, 143),  # max_requeues (3) reached
+@pytest.mark.parametrize("exits,srun_rc,restart,usr1,requeued,rc", [
+    ("0:75", 137, "0", True, True, 0),  # rank 0 checkpointed; a slower rank was killed: srun says 137, requeue anyway
+    ("0:75 1:75", 75, "0", True, True, 0),
+    ("0:75", 137, "0", False, False, 137),  # checkpointed without USR1 (a TERM to the ranks): not requeued here
+    ("", 1, "0", False, False, 1),  # a crash: no retries by default, the job fails with srun's code
+    ("0:0 1:0", 0, "0", False, False, 0),  # done
+    ("0:75", 143, "3", True, False, 143),  # max_requeues (3) reached
 ])
-def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(tmp_path, exits, srun_rc, restart, requeued,
-                                                                      rc):
+def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(tmp_path, exits, srun_rc, restart, usr1,
+                                                                      requeued, rc):
     job = _train(tmp_path, _site(tmp_path, max_requeues=3))
     stub = _stubs(tmp_path)
-    r = _run(job.script_path, stub, STUB_EXITS=exits, STUB_RC=str(srun_rc), SLURM_RESTART_COUNT=restart)
+    env = {"STUB_SIGNAL_PARENT": "1"} if usr1 else {}
+    r = _run(job.script_path, stub, STUB_EXITS=exits, STUB_RC=str(srun_rc), SLURM_RESTART_COUNT=restart, **env)
     assert r.returncode == rc, r.stderr
     assert (stub / "requeued").exists() == requeued
     # one log per start of the job, ranks labelled
@@ -151,6 +154,24 @@ def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(tmp_path, ex
     assert f"restart {restart}:" in log
     assert "--label" in _launch(stub) and "--cpus-per-task=12" in _launch(stub)
     assert "--kill-on-bad-exit=1" in _launch(stub)
+
+
+@pytest.mark.parametrize("retries_before,srun_rc,requeued", [(0, 1, True), (1, 134, True), (2, 1, False)])
+def test_a_crash_is_retried_up_to_max_retries(tmp_path, retries_before, srun_rc, requeued):
+    job = _train(tmp_path, _site(tmp_path, max_retries=2))
+    stub = _stubs(tmp_path)
+    retries = job.slurm_dir / "status" / "123.retries"
+    retries.parent.mkdir(parents=True)
+    if retries_before:
+        retries.write_text(f"{retries_before}\n")
+    r = _run(job.script_path, stub, STUB_RC=str(srun_rc), SLURM_RESTART_COUNT=str(retries_before))
+    log = (job.slurm_dir / "logs" / f"train-123_{retries_before}.out").read_text()
+    assert (stub / "requeued").exists() == requeued, log
+    if requeued:
+        assert r.returncode == 0 and f"crashed (exit {srun_rc}): retry {retries_before + 1} of max_retries=2" in log
+        assert retries.read_text().split() == [str(retries_before + 1)]
+    else:
+        assert r.returncode == srun_rc and "max_retries=2 retries used" in log, log
 
 
 def test_wait_loop_returns_srun_status_when_a_trap_interrupts_the_wait_it_ends_in(tmp_path):
@@ -165,17 +186,54 @@ def test_wait_loop_returns_srun_status_when_a_trap_interrupts_the_wait_it_ends_i
     assert forwarder[:5] == ["--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=1"]
 
 
-def test_a_term_to_the_batch_shell_is_forwarded_and_requeues(tmp_path):
-    job = _train(tmp_path, _site(tmp_path))
+def test_a_term_to_the_batch_shell_ends_the_ranks_and_never_requeues(tmp_path):
+    """scancel sends TERM to the batch shell (and every step): even with the ranks' checkpoint records (the
+    trainer checkpoints on TERM too), the job is not requeued; the ranks' srun is passed the TERM."""
+    job = _train(tmp_path, _site(tmp_path, max_retries=2))
     stub = _stubs(tmp_path)
     script = job.script_path.read_text()
-    assert "trap 'forward TERM" in script
+    assert "trap terminate TERM" in script
     # the batch shell gets TERM while the ranks run (simulated by the ranks' srun, which is its child)
-    (stub / "bin" / "srun").write_text(SRUN.replace('kill -USR1 "$PPID"', 'kill -TERM "$PPID"'))
-    r = _run(job.script_path, stub, STUB_RC="143", STUB_SIGNAL_PARENT="1")
+    (stub / "bin" / "srun").write_text(SRUN.replace('kill -USR1 "$PPID"', 'kill -TERM "$PPID"')
+                                       .replace('until [ -e "$STUB_DIR/calls/1" ]', 'until [ -e "$STUB_DIR/term" ]')
+                                       .replace("#!/bin/bash\n", "#!/bin/bash\ntrap 'touch $STUB_DIR/term' TERM\n"))
+    r = _run(job.script_path, stub, STUB_EXITS="0:75 1:75", STUB_RC="143", STUB_SIGNAL_PARENT="1")
     log = (job.slurm_dir / "logs" / "train-123_0.out").read_text()
-    assert r.returncode == 0 and (stub / "requeued").read_text().split() == ["123"], log
-    assert "TERM forwarded to the ranks" in log
+    assert not (stub / "requeued").exists(), log
+    assert (stub / "term").exists(), "the ranks' srun did not get the TERM"
+    assert r.returncode == 143 and "terminated: not requeueing" in log, log
+    assert len(_calls(stub)) == 1, "TERM must not run the USR1 forwarder"
+
+
+EARLY = """import os, pathlib, time
+pathlib.Path(os.environ["READY"]).touch()
+time.sleep(300)
+"""
+
+
+@pytest.mark.parametrize("sig,code", [("USR1", 75), ("TERM", 143)])
+def test_a_signal_before_the_trainers_handler_leaves_a_record(tmp_path, sig, code):
+    import signal
+
+    (tmp_path / "early_stub.py").write_text(EARLY)
+    status = tmp_path / "status"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}",
+           "READY": str(tmp_path / "ready"), "SLURM_PROCID": "3"}
+    proc = subprocess.Popen([sys.executable, "-m", "midtrain.launch.rank", str(status), "early_stub"], env=env,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1200):  # up to 120 s on a loaded machine; returns as soon as the stub is running
+            if (tmp_path / "ready").exists() or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert (tmp_path / "ready").exists(), proc.stderr.read() if proc.poll() is not None else "stub not started"
+        proc.send_signal(getattr(signal, f"SIG{sig}"))
+        assert proc.wait(timeout=120) == code
+    finally:
+        proc.kill()
+    assert (status / "early_signal.3").read_text().strip() == f"SIG{sig}"
+    assert (status / "exit.3").read_text().strip() == str(code)
+    assert f"SIG{sig} before the trainer's handler" in proc.stderr.read()
 
 
 def test_gpu_steps_get_the_training_environment_and_requeue(tmp_path):
@@ -198,6 +256,13 @@ def test_placement_exclusive_and_cpus_per_node(tmp_path):
     assert "--exclusive" not in job.script
     cpu = {"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1}
     assert "--exclusive" not in train_job("demo_tiny", [GBS, "run_dir=/lustre/r"], _site(tmp_path, train=cpu)).script
+    # per job: the 1-GPU proxy eval shares its node, a CPU report may ask for a whole one
+    site = _site(tmp_path, protocol={"default": {"gpus_per_node": 8, "cpus_per_task": 12},
+                                     "eval_proxy": {"gpus_per_node": 1, "exclusive": False},
+                                     "report": {"gpus_per_node": 0, "exclusive": True}})
+    jobs = build_chains(site, tmp_path / "x", {"b": [("sft", ["sft"]), ("eval_proxy", ["eval"])]}, ("report", ["r"]))
+    sft, proxy = (j.script for j in jobs.chains["b"])
+    assert "#SBATCH --exclusive" in sft and "--exclusive" not in proxy and "#SBATCH --exclusive" in jobs.final.script
     with pytest.raises(LaunchError, match="cpus_per_task 16 x 8 ranks per node = 128 CPUs, more than the site's "
                                           "cpus_per_node 112; lower cpus_per_task to 14"):
         train_job("demo_tiny", [GBS, "run_dir=/lustre/r"],

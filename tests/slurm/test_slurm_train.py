@@ -1,6 +1,6 @@
 """Training on the real single-node cluster via `midtrain submit train`: a CPU job with 2 ranks (srun, gloo,
 DP=2) trains and checkpoints; a job signalled mid-run checkpoints, exits 75, requeues itself, resumes, and
-ends with exactly the losses of the uninterrupted run."""
+ends with exactly the losses of the uninterrupted run; a job scancelled mid-run ends CANCELLED, not requeued."""
 
 from __future__ import annotations
 
@@ -147,3 +147,26 @@ def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(refere
     assert "restart 1" in text and "0: " in text  # ranks' lines labelled (srun --label)
     assert _losses(run_dir) == _losses(ref_dir)  # bit-identical: exact resume of model, optimizer and data
     assert _checkpoints(run_dir)[-1] == f"iter_{STEPS:07d}"
+
+
+def test_scancel_ends_a_running_training_job(slurm_cluster, shards, tmp_path):
+    """slurmd sends TERM to every step and the batch shell: the trainer checkpoints, and the job stays
+    CANCELLED (the batch script used to requeue it on TERM and it trained on to the end)."""
+    run_dir = tmp_path / "run"
+    job_id, log = _submit(tmp_path, _tiny(run_dir, shards) + ["--site-set", "max_retries=2"])
+    metrics = run_dir / "metrics.jsonl"
+    wait_started(job_id)
+    t0 = time.time()
+    while not (metrics.exists() and metrics.read_text().strip()):
+        assert job_state(job_id).get("JobState") in ("PENDING", "RUNNING", "CONFIGURING"), log.read_text()[-3000:]
+        assert time.time() - t0 < 600, "training did not reach step 1 within 600 s of the job starting"
+        time.sleep(0.05)
+    subprocess.run(["scancel", job_id], check=True)
+    t0 = time.time()
+    while "TERM: the job is ending" not in log.read_text():  # the batch script's trap ran: it cannot requeue
+        assert time.time() - t0 < 300, f"the batch script got no TERM\n{log.read_text()[-3000:]}"
+        time.sleep(0.2)
+    info = wait_job(job_id, timeout=300)
+    assert info["JobState"] == "CANCELLED" and info["Restarts"] == "0", (info, log.read_text()[-3000:])
+    assert "requeueing job" not in log.read_text()
+    assert len(_losses(run_dir)) < STEPS, "the job trained to the end after scancel"
