@@ -17,37 +17,35 @@ def _docs(n: int, attempts: int = 1) -> list[dict]:
             for i in range(n) for a in range(attempts)]
 
 
-def test_split_is_the_recorded_one_by_instance_and_no_seed_moves_it():
-    from midtrain.formats.trace_split import decide_split
+def test_split_is_by_instance_and_no_seed_or_order_moves_it():
+    from midtrain.formats.trace_split import decide_split, instance_heldout
 
     docs = _docs(20, attempts=2)
-    split = {"set": decide_split([(d["id"], d["metadata"]["repo"]) for d in docs], 0.25)}
+    split = {"set": decide_split(docs, 0.25)}
     assert split["set"]["by"] == "instance" and split["set"]["groups"] == 20
+    held_instances = {f"inst-{i}" for i in range(20) if instance_heldout(f"inst-{i}", 0.25)}
+    assert split["set"]["heldout_groups"] == sorted(held_instances) and held_instances  # the hash rule, recorded
     cfg = _cfg()
     a = select_and_split(docs, cfg, split)
     b = select_and_split(list(reversed(docs)), cfg, split)
-    assert [d["id"] for d in a[1]] == [d["id"] for d in b[1]] and len(a[1]) == 10  # 5 instances x 2 attempts
+    assert [d["id"] for d in a[1]] == [d["id"] for d in b[1]] and len(a[1]) == 2 * len(held_instances)
     inst = lambda ds: {d["id"].split(":")[1] for d in ds}  # noqa: E731
-    assert not inst(a[0]) & inst(a[1])  # no held-out task has an attempt in training
+    assert not inst(a[0]) & inst(a[1]) and inst(a[1]) == held_instances  # no held-out task has an attempt in training
     # the seed changes training only: the same held-out set
     c = select_and_split(docs, cfg.apply_overrides(["train.data.seed=99"]), split)
     assert [d["id"] for d in c[1]] == [d["id"] for d in a[1]]
     capped = select_and_split(docs, cfg.apply_overrides(["max_traces=4"]), split)
-    assert len(capped[0]) == 4 and len(capped[1]) == 10  # the cap is on training traces
-    # two instances: one held out; one: none (never an empty training set)
-    assert decide_split([("trace:a:1", None), ("trace:b:1", None)], 0.1)["heldout_groups"] in (["a"], ["b"])
-    assert decide_split([("trace:a:1", None), ("trace:a:2", None)], 0.5)["heldout_groups"] == []
+    assert len(capped[0]) == 4 and len(capped[1]) == len(a[1])  # the cap is on training traces
+    # a set of other size decides the same instances: membership is the instance's, not the set's
+    assert set(decide_split(docs[:10], 0.25)["heldout_groups"]) == held_instances & {f"inst-{i}" for i in range(5)}
 
 
-def test_split_by_repository_when_the_set_has_enough_of_them():
+def test_a_larger_fraction_only_adds_instances():
     from midtrain.formats.trace_split import decide_split
 
-    many = [(f"trace:i{i}:x", f"org/repo{i % 40}") for i in range(400)]
-    split = decide_split(many, 0.1)
-    assert split["by"] == "repository" and split["groups"] == 40 and len(split["heldout_groups"]) == 4
-    held = set(split["heldout_groups"])
-    assert all((r in held) == (d in split["heldout_ids"]) for d, r in many)
-    assert decide_split(many[:100], 0.02)["by"] == "instance"  # 40 repositories: too few to hold out 2% of them
+    docs = _docs(200)
+    small, large = (set(decide_split(docs, f)["heldout_groups"]) for f in (0.05, 0.2))
+    assert small < large and 0.02 < len(small) / 200 < 0.1 and 0.12 < len(large) / 200 < 0.3
 
 
 def test_span_checks():

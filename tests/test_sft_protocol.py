@@ -125,11 +125,14 @@ def test_proxy_metrics_and_report_come_from_the_runs(protocol_run):
     assert "identical settings for every checkpoint" in md
     held = sft["base"]["heldout"]
     assert held == {**sft["midtrained"]["heldout"], "tokens": held["tokens"]} and held["tokens"] == sft["base"]["heldout_tokens"]
-    assert held["in_training_shards"] == 0 and held["excluded_from_pack"] == {str(tmp / "shards"): held["documents"]}
+    assert held["in_training_shards"] == 0 and held["counted"] == "instances"
+    kept = held["excluded_from_pack"][str(tmp / "shards")]
+    assert kept["instances"] == held["instances"] and kept["documents"] == held["documents"]
     assert (f"Held-out traces: {held['instances']} instances ({held['documents']} documents, {held['tokens']} "
             "assistant tokens scored), split by instance") in md
-    assert f"Kept out of training by the midtraining packs (validation split only): {held['documents']} documents" in md
-    assert "None is in any training shard" in md
+    assert (f"Kept out of training by the midtraining packs (validation split only): {held['instances']} instances "
+            f"({held['documents']} documents)") in md
+    assert "No held-out instance is in any training shard (counted by instances" in md
     for png in ("curves.png", "heldout_loss.png", "retrieval_heatmap.png"):
         assert (tmp / "report" / png).stat().st_size > 5000
     assert "Missing results" not in md

@@ -171,7 +171,7 @@ def plot_curves(results: list[CheckpointResults], path: Path) -> Path | None:
 
 def heldout_statement(probe: dict[str, dict]) -> list[str]:
     """What the probe's held-out set is (instances, documents, scored tokens) and whether any training shard
-    holds one of its documents, as every checkpoint's probe checked it."""
+    holds one of its task instances (any document of one), as every checkpoint's probe checked it."""
     held = {n: h for n, s in probe.items() if (h := s.get("heldout"))}
     if not held:
         return ["Held-out traces: **not recorded** (a probe result from before held-out splits were recorded)."]
@@ -182,16 +182,24 @@ def heldout_statement(probe: dict[str, dict]) -> list[str]:
     line = (f"Held-out traces: {h.get('instances')} instances ({h.get('documents')} documents, "
             f"{', '.join(str(t) for t in sorted(tokens, key=str))} assistant tokens scored), split by "
             f"{', '.join(h.get('by') or [])} at fraction {', '.join(map(str, h.get('fraction') or []))}, recorded in "
-            f"{where}; no pack of the trace set trains on them.")
+            f"{where}; no pack trains on a held-out instance.")
     excluded = {k: v for x in held.values() for k, v in (x.get("excluded_from_pack") or {}).items()}
+
+    def kept(v: Any) -> str:  # a dict (instances, documents) or, from older probes, a document count
+        if isinstance(v, dict):
+            return f"{'?' if v.get('instances') is None else v['instances']} instances " \
+                   f"({'?' if v.get('documents') is None else v['documents']} documents)"
+        return f"{'?' if v is None else v} documents"
     if excluded:
         line += " Kept out of training by the midtraining packs (validation split only): " + ", ".join(
-            f"{'?' if v is None else v} documents (`{k}`)" for k, v in sorted(excluded.items())) + "."
+            f"{kept(v)} (`{k}`)" for k, v in sorted(excluded.items())) + "."
+    counted = "instances" if all(x.get("counted") == "instances" for x in held.values()) else "documents"
     if all(v == 0 for v in found.values()):
         shards = sorted({s for x in held.values() for s in x.get("checked_training_shards") or []})
-        line += f" None is in any training shard (checked: {', '.join(f'`{s}`' for s in shards)})."
+        line += (f" No held-out {counted[:-1]} is in any training shard (counted by {counted}; checked: "
+                 f"{', '.join(f'`{s}`' for s in shards)}).")
     else:
-        line += f" **Held-out documents found in training shards**: {found}."
+        line += f" **Held-out {counted} found in training shards**: {found}."
     return [line]
 
 

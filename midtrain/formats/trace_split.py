@@ -1,16 +1,17 @@
-"""The held-out split of a trace set: decided once, recorded in PREP_DIR/heldout.json, read by every pack.
+"""The SFT probe's held-out tasks: one rule for every trace set, task row and pull request.
 
-The SFT probe scores held-out traces; every pack (midtraining mixtures and the probe's own training data)
-leaves them out. Whoever first needs the split (``midtrain pack`` on the trace set, or the probe) decides it
-from the set's documents and records it; everyone after reads the record, so there is one split per set.
+A task instance is held out when a fixed hash of its canonical id (midtrain.formats.instance_id:
+``owner/name#N`` however a producer spelled it, else the dataset's id normalised) falls below the held-out
+fraction: ``sha256("midtrain-heldout:" + id) / 2**256 < fraction`` (:data:`RULE`). No seed, no set, no task
+count and no input order enters it, so two trace sets, a task-row table and a PR dump agree on every
+instance, and a larger fraction only adds instances (the sets are nested). The SFT probe scores the held-out
+instances' traces; every pack (midtraining mixtures, the probe's own training data, every sweep variant)
+leaves out every document of a held-out instance: traces, task rows and pull requests alike.
 
-The split is by task, not by document: documents are grouped by instance (the ``{instance_id}`` of the trace
-reader's ``trace:{instance_id}:{where}`` ids; two attempts at one task land on one side), or by repository
-when the set spans enough repositories (at least ``max(MIN_REPOSITORIES, 2 / fraction)``) that whole
-repositories can be held out. Groups are ranked by a fixed hash of their key (no seed: a probe seed changes
-training, never the yardstick) and taken until ``fraction`` of the documents are held out (at least one group
-when there are two, never all). Membership is by group, so a document added to the set later follows its
-instance's (or repository's) side.
+A trace set records the fraction it was split with in PREP_DIR/heldout.json (decided by whoever first needs
+it: ``midtrain pack`` of the set, or the probe), with the held-out instances and documents it holds; a run
+asking for another fraction is refused (a pack that trained at 0.1 leaked what a probe at 0.2 would score).
+A trace document without an instance id is its own instance (its document id is hashed).
 """
 
 from __future__ import annotations
@@ -18,64 +19,67 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import math
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from midtrain.formats.instance_id import canonical_instance, pull_instance
+
 SPLIT_FILE = "heldout.json"
 DEFAULT_FRACTION = 0.1
-MIN_REPOSITORIES = 20
+RULE = "sha256('midtrain-heldout:' + canonical instance id) < fraction"
+VERSION = 2
+INSTANCE_SOURCES = ("trace", "pr")  # the sources whose documents attempt or solve one task instance
 _DOC_GLOB = "*.jsonl*"
 
 
+def instance_draw(instance: str) -> float:
+    """The instance's fixed draw in [0, 1) (the first 8 bytes of its sha256)."""
+    h = hashlib.sha256(f"midtrain-heldout:{instance}".encode()).digest()
+    return int.from_bytes(h[:8], "big") / 2.0 ** 64
+
+
+def instance_heldout(instance: str, fraction: float | None) -> bool:
+    return bool(fraction) and instance_draw(instance) < float(fraction)  # type: ignore[arg-type]
+
+
 def instance_of(doc_id: str) -> str:
-    """The task a trace document attempts: its id's instance part, or the id itself when unknown."""
-    parts = str(doc_id).split(":", 2)
-    if len(parts) == 3 and parts[0] == "trace" and parts[1] not in ("", "unknown", "None"):
-        return parts[1]
-    return str(doc_id)
+    """The canonical task instance a document id names: a trace's ``trace:{instance}:{where}``, a pull
+    request's ``pr:{owner/name}#{N}``; the id itself when it names none."""
+    s = str(doc_id)
+    parts = s.split(":", 2)
+    if len(parts) == 3 and parts[0] == "trace" and (inst := canonical_instance(parts[1])):
+        return inst
+    if parts[0] == "pr" and len(parts) >= 2:
+        repo, _, number = s[3:].rpartition("#")
+        if number.isdigit() and (inst := pull_instance(repo, int(number))):
+            return inst
+    return s
 
 
-def group_of(split: dict[str, Any], doc_id: str, repo: str | None) -> str:
-    return str(repo) if split["by"] == "repository" else instance_of(doc_id)
+def doc_instance(doc: dict) -> str:
+    """A document's canonical instance: its metadata ``instance_id`` (canonicalised again: older preps kept
+    the producer's spelling), else what its id names."""
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    inst = canonical_instance(meta.get("instance_id"), meta.get("repo"))  # type: ignore[union-attr]
+    return inst or instance_of(str(doc.get("id")))
 
 
-def is_heldout(split: dict[str, Any], doc_id: str, repo: str | None) -> bool:
-    """Whether a document of the trace set is on the held-out side of SPLIT."""
-    groups = split.get("_groups")
-    if groups is None:
-        groups = split["_groups"] = frozenset(split["heldout_groups"])
-    return group_of(split, doc_id, repo) in groups
+def is_heldout(split: dict[str, Any], doc: dict) -> bool:
+    """Whether a document ({id, metadata}) is one of a held-out instance's, under SPLIT's fraction."""
+    return instance_heldout(doc_instance(doc), split.get("fraction"))
 
 
-def _rank(key: str) -> str:
-    return hashlib.blake2b(f"midtrain-heldout:{key}".encode(), digest_size=8).hexdigest()
-
-
-def decide_split(docs: list[tuple[str, str | None]], fraction: float, decided_by: str = "") -> dict[str, Any]:
-    """The split of (doc id, repository) pairs; see the module doc."""
+def decide_split(docs: Iterable[dict], fraction: float, decided_by: str = "") -> dict[str, Any]:
+    """The record of a trace set's split: the rule, the fraction, the held-out instances and documents."""
     if not 0 < fraction < 1:
         raise ValueError(f"held-out fraction {fraction} must be in (0, 1)")
-    repos = {r for _, r in docs}
-    by_repo = None not in repos and "" not in repos and len(repos) >= max(MIN_REPOSITORIES, math.ceil(2 / fraction))
-    split: dict[str, Any] = {"version": 1, "fraction": fraction, "by": "repository" if by_repo else "instance"}
-    sizes: dict[str, int] = {}
-    for doc_id, repo in docs:
-        g = group_of(split, doc_id, repo)
-        sizes[g] = sizes.get(g, 0) + 1
-    held: list[str] = []
-    goal, taken = fraction * len(docs), 0
-    for g in sorted(sizes, key=_rank)[: max(len(sizes) - 1, 0)]:
-        if held and taken + sizes[g] / 2 > goal:
-            break
-        held.append(g)
-        taken += sizes[g]
-    split.update(heldout_groups=sorted(held), groups=len(sizes), documents=len(docs), decided_by=decided_by)
-    split["heldout_ids"] = sorted(d for d, r in docs if is_heldout(split, d, r))
-    split.pop("_groups")
-    return split
+    by_doc = {str(d["id"]): doc_instance(d) for d in docs}
+    held = {i for i in set(by_doc.values()) if instance_heldout(i, fraction)}
+    return {"version": VERSION, "rule": RULE, "fraction": fraction, "by": "instance",
+            "heldout_groups": sorted(held), "groups": len(set(by_doc.values())), "documents": len(by_doc),
+            "decided_by": decided_by, "heldout_ids": sorted(d for d, i in by_doc.items() if i in held)}
 
 
 def read_split(prep_dir: str | Path) -> dict[str, Any] | None:
@@ -85,7 +89,9 @@ def read_split(prep_dir: str | Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _iter_docs(prep_dir: str | Path, first_only: bool = False) -> Iterator[dict]:
+def iter_documents(prep_dir: str | Path, first_only: bool = False) -> Iterator[dict]:
+    """The documents ({id, text, metadata}) under PREP_DIR/documents; unreadable lines are skipped (the
+    reader that uses the documents counts them)."""
     from midtrain.locations import as_path
 
     for f in sorted((as_path(prep_dir) / "documents").glob(_DOC_GLOB)):
@@ -121,15 +127,23 @@ def ensure_split(prep_dir: str | Path, fraction: float | None = None, decided_by
     differs from the record is refused. ``only_traces``: None, without reading further, for a set whose first
     document is not a trace (a pack input of another source).
     """
+    from midtrain.locations import as_path
+
     split = read_split(prep_dir)
+    if split is not None and split.get("version") != VERSION and split.get("fraction") is not None:
+        # a record from before the fixed-hash rule: its fraction stands (a run asking for another is refused
+        # below), membership follows the rule now
+        old = split
+        (as_path(prep_dir) / SPLIT_FILE).unlink(missing_ok=True)
+        split = _record(prep_dir, decide_split((d for d in iter_documents(prep_dir) if _source(d) in (None, "trace")),
+                                               old["fraction"], old.get("decided_by") or ""))
     if split is None:
-        if only_traces and not any(_source(d) == "trace" for d in _iter_docs(prep_dir, first_only=True)):
+        if only_traces and not any(_source(d) == "trace" for d in iter_documents(prep_dir, first_only=True)):
             return None
-        docs = [(str(d["id"]), (d.get("metadata") or {}).get("repo")) for d in _iter_docs(prep_dir)
-                if _source(d) in (None, "trace")]
+        docs = (d for d in iter_documents(prep_dir) if _source(d) in (None, "trace"))
         split = decide_split(docs, DEFAULT_FRACTION if fraction is None else fraction, decided_by)
         split = _record(prep_dir, split)
-    if fraction is not None and abs(split["fraction"] - fraction) > 1e-12:
+    if fraction is not None and split["fraction"] is not None and abs(split["fraction"] - fraction) > 1e-12:
         raise ValueError(f"{Path(str(prep_dir)) / SPLIT_FILE}: the trace set's held-out split was decided with "
                          f"fraction {split['fraction']} (by {split.get('decided_by') or 'an earlier run'}); "
                          f"this run asks for {fraction}. Use valid_fraction=null (the recorded split) or the "
@@ -155,6 +169,14 @@ def _record(prep_dir: str | Path, split: dict[str, Any]) -> dict[str, Any]:
     finally:
         tmp.unlink(missing_ok=True)
     return json.loads(path.read_text())
+
+
+def shard_instances(shard_dir: str | Path, split: str = "train") -> dict[str, set[str]]:
+    """{canonical instance: document ids} of the documents in one split of a packed shard dir (by their ids)."""
+    out: dict[str, set[str]] = {}
+    for d in shard_doc_ids(shard_dir, split):
+        out.setdefault(instance_of(d), set()).add(d)
+    return out
 
 
 def shard_doc_ids(shard_dir: str | Path, split: str = "train") -> set[str]:

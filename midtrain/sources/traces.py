@@ -160,6 +160,8 @@ def normalize_messages(raw: list) -> list[dict]:
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise TraceFormatError(f"message {i} is not an object")
+        if m.get("role") == "exit" and i == len(raw) - 1:
+            continue  # mini-swe-agent 2.x ends with {"role": "exit"}: its exit status and submission, not a turn
         role = _ROLES.get(str(m.get("role") or m.get("from") or "").lower())
         if role is None:
             raise TraceFormatError(f"message {i} has unknown role {m.get('role')!r}")
