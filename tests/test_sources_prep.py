@@ -79,7 +79,9 @@ def test_deterministic_output_resume_and_changed_settings(tmp_path, capsys):
     assert prep("traces", "traces.only_resolved=true", *NO_CURATION, "--input", SAMPLES / "traces", "--output", a,
                 "--overwrite") == 0
     docs = read_documents(a / "raw")
-    assert sorted(d["metadata"]["instance_id"] for d in docs) == ["acme__minicalc-16"]
+    # the canonical instance id (midtrain/formats/instance_id.py), the spelling as written kept beside it
+    assert sorted(d["metadata"]["instance_id"] for d in docs) == ["acme/minicalc#16"]
+    assert sorted(d["metadata"]["instance_id_original"] for d in docs) == ["acme__minicalc-16"]
     stats = json.loads((a / "stats.json").read_text())
     assert source_drops(stats) == {"source/dropped/resolved_unknown": 3, "source/dropped/unresolved": 1}
 

@@ -82,14 +82,14 @@ def run(args: argparse.Namespace) -> int:
     tasks = args.tasks or (site.prep.tasks if site else 1)
     workers = args.workers or (site.prep.workers if site else 1)
     kw = {"tasks": tasks, "workers": workers, "executor": args.executor, "site": site}
+    if args.dry_run and args.executor != "slurm":
+        raise ConfigError("dry_run: only with --executor slurm")
+    try:  # a missing or unreadable input, named, before anything is built
+        check_inputs(args.input)
+    except OSError as e:
+        print(f"midtrain prep: {e}", file=sys.stderr)
+        return 1
     if args.dry_run:
-        if args.executor != "slurm":
-            raise ConfigError("dry_run: only with --executor slurm")
-        try:
-            check_inputs(args.input)
-        except OSError as e:
-            print(f"midtrain prep: {e}", file=sys.stderr)
-            return 1
         for name, script in sbatch_scripts(build_run(args.source, args.input, args.output, args.overrides,
                                                      **kw)).items():
             print(f"# ---- stage {name} ----\n{script}")
@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         stats = prep(args.source, args.input, args.output, args.overrides, overwrite=args.overwrite, **kw)
-    except (OutputInUse, OSError) as e:  # a missing/unreadable input, or another run holding the output
+    except OutputInUse as e:  # another run holds the output (an OSError of the run itself names it, in main())
         print(f"midtrain prep: {e}", file=sys.stderr)
         return 1
     except ConfigError:

@@ -75,6 +75,17 @@ def export_once(run_dir: Path, out: Path, tokenizer: str | None) -> str:
     return str(out)
 
 
+def _inputs_content(cfg: Any) -> dict[str, Any]:
+    """What the probe's traces and tokenizer hold, not only their paths: traces prepared again in place (other
+    documents) or another tokenizer file under the same name make another probe."""
+    from midtrain.formats.stamp import content_id
+
+    docs = [Path(t) / "documents" if (Path(t) / "documents").is_dir() else Path(t) for t in cfg.traces]
+    tok = cfg.tokenizer
+    return {"data_content": [content_id(d) for d in docs],
+            "tokenizer_content": content_id(tok) if tok and Path(tok).exists() else None}
+
+
 def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "",
               overwrite: bool = False) -> dict[str, Any]:
     """Run the probe from START into OUTPUT; returns sft_result.json's content (exit_code 75 = requeue).
@@ -89,7 +100,6 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
 
     from midtrain.eval.heldout import heldout_loss
     from midtrain.eval.scoring import MidtrainScorer
-    from midtrain.formats.stamp import content_id
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
     from midtrain.sft.run_stamp import claim_output, start_identity
     from midtrain.train import distributed
@@ -100,13 +110,7 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     cfg.validate()
     # the data identity includes the trace sets' recorded held-out split (decided now when a set has none)
     want = {**start_identity(start), "probe_sha": cfg.probe_hash(),
-            "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}",
-            # what the traces and the tokenizer hold, not only their paths: traces prepared again in place
-            # (other documents) or another tokenizer file under the same name are another probe
-            "data_content": [content_id(Path(t) / "documents" if (Path(t) / "documents").is_dir() else Path(t))
-                             for t in cfg.traces],
-            "tokenizer_content": content_id(cfg.tokenizer) if cfg.tokenizer and Path(cfg.tokenizer).exists()
-            else None}
+            "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}", **_inputs_content(cfg)}
     claim_output(out, want, overwrite)
     prev = out / SFT_RESULT
     if prev.exists():
