@@ -33,8 +33,8 @@ def task(n: int) -> str:
 def swe_agent_traj(n: int) -> dict:
     """SWE-agent 1.x ``<instance>/<instance>.traj``: trajectory steps, the model's history, info, config."""
     steps = [(f"Let me look at op{n}.", f"grep -n 'def op{n}' calc.py", f"{n}:def op{n}(x):"),
-             ("I'll guard the zero.", f"sed -i 's/return 1 \\/ x/return safe_div(1, x)/' calc.py", ""),
-             ("Done.", "submit", f"diff --git a/calc.py b/calc.py\n-    return 1 / x\n+    return safe_div(1, x)")]
+             ("I'll guard the zero.", "sed -i 's/return 1 \\/ x/return safe_div(1, x)/' calc.py", ""),
+             ("Done.", "submit", "diff --git a/calc.py b/calc.py\n-    return 1 / x\n+    return safe_div(1, x)")]
     history = [{"role": "system", "content": "You are a helpful assistant that can interact with a computer.",
                 "agent": "main", "message_type": "system_prompt"},
                {"role": "user", "content": f"<uploaded_files>/repo</uploaded_files>\n{task(n)}", "agent": "main",
