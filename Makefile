@@ -29,10 +29,12 @@ demo: $(STAMP)
 demo-real: $(STAMP)
 	$(VENV)/bin/midtrain demo --model smollm2
 
-# ruff (lint + import order) on the whole tree, mypy on midtrain/ and recipes/ (pyproject.toml [tool.ruff], [tool.mypy]):
-# ruff under a second; mypy ~45 s CPU on its first run (reading torch's types), ~10 s with its .mypy_cache.
+# ruff (lint + import order, then the formatter's check) on the whole tree, mypy on midtrain/ and recipes/
+# (pyproject.toml [tool.ruff], [tool.mypy]): ruff under a second; mypy ~45 s CPU on its first run (reading
+# torch's types), ~10 s with its .mypy_cache. `.venv/bin/ruff format .` formats the tree.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(PY) -m mypy
 
 test: $(STAMP) lint

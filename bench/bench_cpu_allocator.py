@@ -36,11 +36,22 @@ def _child(allocator: str, shards: str, run_dir: str, steps: int, seq_length: in
     from midtrain.train import cpu_mode
     from midtrain.train.trainer import train
 
-    cfg = tiny_config(**{"data.path": shards, "run_dir": run_dir, "data.seq_length": seq_length,
-                         "model.max_position_embeddings": seq_length, "model.vocab_size": vocab,
-                         "model.num_layers": 2, "model.ffn_hidden_size": 192, "optim.train_steps": steps,
-                         "optim.global_batch_size": 1, "checkpoint.save_interval": 10_000,
-                         "checkpoint.save_final": False, "log.interval": 1})
+    cfg = tiny_config(
+        **{
+            "data.path": shards,
+            "run_dir": run_dir,
+            "data.seq_length": seq_length,
+            "model.max_position_embeddings": seq_length,
+            "model.vocab_size": vocab,
+            "model.num_layers": 2,
+            "model.ffn_hidden_size": 192,
+            "optim.train_steps": steps,
+            "optim.global_batch_size": 1,
+            "checkpoint.save_interval": 10_000,
+            "checkpoint.save_final": False,
+            "log.interval": 1,
+        }
+    )
     cpu_mode.enable()  # idempotent: train() below finds it on, so the allocator set here stays
     if allocator == "glibc_default":
         assert cpu_mode.keep_freed_memory(False), "not glibc: nothing to compare"
@@ -70,18 +81,35 @@ def main(argv: list[str] | None = None) -> int:
 
     figures: dict[str, object] = {"seq_length": args.seq_length, "steps": args.steps, "vocab": args.vocab}
     with tempfile.TemporaryDirectory() as tmp:
-        shards = write_shards(Path(tmp) / "shards", sequences=args.steps + 4, seq_length=args.seq_length,
-                              vocab=args.vocab)
+        shards = write_shards(
+            Path(tmp) / "shards", sequences=args.steps + 4, seq_length=args.seq_length, vocab=args.vocab
+        )
         for allocator in ("glibc_default", "keep_freed_memory"):
-            proc = subprocess.run([sys.executable, __file__, "--steps", str(args.steps), "--seq-length",
-                                   str(args.seq_length), "--vocab", str(args.vocab), "--child", allocator, str(shards),
-                                   str(Path(tmp) / allocator)],
-                                  capture_output=True, text=True, check=True,
-                                  env={**os.environ, "OMP_NUM_THREADS": "1"})
+            proc = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--steps",
+                    str(args.steps),
+                    "--seq-length",
+                    str(args.seq_length),
+                    "--vocab",
+                    str(args.vocab),
+                    "--child",
+                    allocator,
+                    str(shards),
+                    str(Path(tmp) / allocator),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                env={**os.environ, "OMP_NUM_THREADS": "1"},
+            )
             steps = json.loads(proc.stdout.strip().splitlines()[-1])
             figures[f"{allocator}_step_cpu_s"] = round(statistics.median(steps), 3)
     figures["keep_freed_vs_default_cpu_ratio"] = round(
-        figures["keep_freed_memory_step_cpu_s"] / figures["glibc_default_step_cpu_s"], 3)  # type: ignore[operator]
+        figures["keep_freed_memory_step_cpu_s"] / figures["glibc_default_step_cpu_s"], 3
+    )  # type: ignore[operator]
     emit(figures, args.json)
     return 0
 

@@ -35,13 +35,22 @@ def redaction(files: int, seed: int) -> dict:
     rep = measure(r.redact, planted, clean)
     dt = time.perf_counter() - t0
     mb = (sum(len(d.text) for d in planted) + sum(len(t) for _, t in clean)) / 1e6
-    return {"planted_secrets": rep.planted, "planted_docs": len(planted), "recall": rep.recall,
-            "per_kind_recall": {k: c / n for k, (c, n) in rep.per_kind.items()},
-            "clean_files": rep.clean_files, "clean_changed_by_secret_detectors": rep.clean_changed_secrets,
-            "false_positive_rate": rep.fp_rate, "clean_changed_any_detector": rep.any_change_rate,
-            "clean_changed_by_kind": rep.clean_changed_by_kind, "structure_errors": rep.structure_errors,
-            "missed_examples": rep.missed[:5], "false_positive_examples": rep.false_positive_examples[:5],
-            "redact_mb_per_s": mb / dt, "corpus_mb": mb}
+    return {
+        "planted_secrets": rep.planted,
+        "planted_docs": len(planted),
+        "recall": rep.recall,
+        "per_kind_recall": {k: c / n for k, (c, n) in rep.per_kind.items()},
+        "clean_files": rep.clean_files,
+        "clean_changed_by_secret_detectors": rep.clean_changed_secrets,
+        "false_positive_rate": rep.fp_rate,
+        "clean_changed_any_detector": rep.any_change_rate,
+        "clean_changed_by_kind": rep.clean_changed_by_kind,
+        "structure_errors": rep.structure_errors,
+        "missed_examples": rep.missed[:5],
+        "false_positive_examples": rep.false_positive_examples[:5],
+        "redact_mb_per_s": mb / dt,
+        "corpus_mb": mb,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,9 +40,30 @@ sys.path.insert(0, CODE)
 sys.path.insert(1, str(ROOT / "bench"))
 SOURCES = ("repos", "commits", "pulls", "traces", "buildlogs")
 # pure-Python packages of this environment, read as repositories (real code of many styles)
-PACKAGES = ("requests", "urllib3", "idna", "click", "jinja2", "yaml", "attr", "certifi", "charset_normalizer",
-            "markupsafe", "pygments", "fsspec", "packaging", "tqdm", "rich", "boto3", "botocore", "dill",
-            "multiprocess", "sympy", "networkx", "pandas")
+PACKAGES = (
+    "requests",
+    "urllib3",
+    "idna",
+    "click",
+    "jinja2",
+    "yaml",
+    "attr",
+    "certifi",
+    "charset_normalizer",
+    "markupsafe",
+    "pygments",
+    "fsspec",
+    "packaging",
+    "tqdm",
+    "rich",
+    "boto3",
+    "botocore",
+    "dill",
+    "multiprocess",
+    "sympy",
+    "networkx",
+    "pandas",
+)
 
 
 # MB of raw document text bench_prep's scaled samples make at scale 1
@@ -88,23 +109,29 @@ def make_raw(source: str, tmp: Path, mb: float) -> Path:
     raw = tmp / f"raw_{source}"
     if source == "repos":
         from midtrain.sources.repos import RepoReader
+
         reader = RepoReader(_packages(mb))
     elif source == "commits":
         from midtrain.sources.commits import CommitReader
+
         reader = CommitReader([str(ROOT)])
     else:
         from bench_prep import _scaled_inputs
+
         where = tmp / f"in_{source}"
         where.mkdir(parents=True)
         inputs = _scaled_inputs(where, scale=mb / SAMPLE_MB[source])
         if source == "pulls":
             from midtrain.sources.pulls import PullReader
+
             reader = PullReader([str(inputs["pulls"])])
         elif source == "traces":
             from midtrain.sources.traces import TraceReader, TracesConfig
+
             reader = TraceReader([str(inputs["traces"])], TracesConfig(format="plain"))
         else:
             from midtrain.sources.buildlogs import BuildLogReader
+
             reader = BuildLogReader([str(inputs["buildlogs"])])
     writer = JsonlWriter(str(raw), output_filename="${rank}.jsonl")
     docs = reader.run() if source in ("repos", "commits") else _vary(reader.run(), source)
@@ -121,7 +148,7 @@ def _vary(docs, source: str):
     files = sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py"))
     lines = [ln for f in files[:120] for ln in f.read_text(errors="replace").splitlines()]
     for i, doc in enumerate(docs):
-        chunk = lines[(i * 40) % max(1, len(lines) - 40):][:40]
+        chunk = lines[(i * 40) % max(1, len(lines) - 40) :][:40]
         if source == "pulls":
             doc.text += f"\n--- Lib/mod_{i}.py (added, +{len(chunk)} -0)\n" + "\n".join("+" + ln for ln in chunk)
         elif source == "buildlogs":
@@ -134,11 +161,16 @@ def _vary(docs, source: str):
 def _instances(tmp: Path) -> str:
     """Benchmark rows for the n-gram layer (so that step runs): issue texts and patches."""
     path = tmp / "instances.jsonl"
-    rows = [{"instance_id": f"octo__bench-{i}", "repo": "octo/bench",
-             "problem_statement": f"case {i}: the parser drops the last line of a file when it has no trailing "
-                                  "newline and the caller expects every line back, see the attached reproducer",
-             "patch": f"--- a/p.py\n+++ b/p.py\n+def fixed_{i}(lines):\n+    return list(lines) + [{i}]\n"}
-            for i in range(200)]
+    rows = [
+        {
+            "instance_id": f"octo__bench-{i}",
+            "repo": "octo/bench",
+            "problem_statement": f"case {i}: the parser drops the last line of a file when it has no trailing "
+            "newline and the caller expects every line back, see the attached reproducer",
+            "patch": f"--- a/p.py\n+++ b/p.py\n+def fixed_{i}(lines):\n+    return list(lines) + [{i}]\n",
+        }
+        for i in range(200)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(path)
 
@@ -238,16 +270,27 @@ def measure(source: str, raw: Path, work: Path, instances: str) -> dict:
     c0 = time.process_time()
     steps = run_stages(stages, "full")
     full_s = time.process_time() - c0
-    return {"source": source, "mb": mb, "documents": docs, "pass_s": pass_s, "full_s": full_s,
-            "pass_mb_per_s_core": mb / pass_s, "full_mb_per_s_core": mb / full_s, "full_over_pass": full_s / pass_s,
-            "pass_steps": dict(passthrough), "steps": dict(steps)}
+    return {
+        "source": source,
+        "mb": mb,
+        "documents": docs,
+        "pass_s": pass_s,
+        "full_s": full_s,
+        "pass_mb_per_s_core": mb / pass_s,
+        "full_mb_per_s_core": mb / full_s,
+        "full_over_pass": full_s / pass_s,
+        "pass_steps": dict(passthrough),
+        "steps": dict(steps),
+    }
 
 
 def report(rows: list[dict]) -> None:
     print(f"\n{'source':<10}{'MB':>7}{'docs':>7}{'pass MB/s/core':>16}{'full MB/s/core':>16}{'full/pass':>11}")
     for r in rows:
-        print(f"{r['source']:<10}{r['mb']:>7.2f}{r['documents']:>7}{r['mb'] / r['pass_s']:>16.2f}"
-              f"{r['mb'] / r['full_s']:>16.2f}{r['full_s'] / r['pass_s']:>11.2f}")
+        print(
+            f"{r['source']:<10}{r['mb']:>7.2f}{r['documents']:>7}{r['mb'] / r['pass_s']:>16.2f}"
+            f"{r['mb'] / r['full_s']:>16.2f}{r['full_s'] / r['pass_s']:>11.2f}"
+        )
     for r in rows:
         print(f"\n{r['source']}: steps of the full run (CPU s, MB/s per core, x the whole pass-through run)")
         for name, sec in r["steps"].items():
@@ -269,17 +312,34 @@ def compare(other: str, sources: list[str], mb: float, repeat: int) -> None:
             for label, code in (("old", other), ("new", str(ROOT))):
                 out = Path(tmp) / f"{label}{i}.json"
                 env = {**os.environ, "BENCH_CODE_ROOT": code, "PYTHONPATH": code}
-                subprocess.run([sys.executable, __file__, "--sources", ",".join(sources), "--mb", str(mb),
-                                "--json", str(out), "--quiet"], env=env, check=True)
+                subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "--sources",
+                        ",".join(sources),
+                        "--mb",
+                        str(mb),
+                        "--json",
+                        str(out),
+                        "--quiet",
+                    ],
+                    env=env,
+                    check=True,
+                )
                 results[label].append(json.loads(out.read_text()))
     med = {label: _medians(runs) for label, runs in results.items()}
     print(f"\nmedians of {repeat} interleaved runs: old = {other}, new = {ROOT}")
-    print(f"{'source':<10}{'pass old':>10}{'pass new':>10}{'full old':>10}{'full new':>10}{'full/pass old':>15}"
-          f"{'full/pass new':>15}   (MB/s per core)")
+    print(
+        f"{'source':<10}{'pass old':>10}{'pass new':>10}{'full old':>10}{'full new':>10}{'full/pass old':>15}"
+        f"{'full/pass new':>15}   (MB/s per core)"
+    )
     for s in sources:
         o, n = med["old"][s], med["new"][s]
-        print(f"{s:<10}{o['pass']:>10.2f}{n['pass']:>10.2f}{o['full']:>10.2f}{n['full']:>10.2f}"
-              f"{o['ratio']:>15.2f}{n['ratio']:>15.2f}")
+        print(
+            f"{s:<10}{o['pass']:>10.2f}{n['pass']:>10.2f}{o['full']:>10.2f}{n['full']:>10.2f}"
+            f"{o['ratio']:>15.2f}{n['ratio']:>15.2f}"
+        )
     for s in sources:
         print(f"\n{s}: step CPU seconds, old -> new (x the pass-through run)")
         o, n = med["old"][s], med["new"][s]
@@ -293,12 +353,13 @@ def _medians(runs: list[dict[str, dict]]) -> dict[str, dict]:
     for s in runs[0]:
         rows = [run[s] for run in runs]
         names = list(rows[0]["steps"])
-        out[s] = {"pass": statistics.median(r["mb"] / r["pass_s"] for r in rows),
-                  "full": statistics.median(r["mb"] / r["full_s"] for r in rows),
-                  "ratio": statistics.median(r["full_s"] / r["pass_s"] for r in rows),
-                  "pass_s": statistics.median(r["pass_s"] for r in rows),
-                  "steps": {n: statistics.median(r["steps"].get(n, float("nan")) for r in rows)
-                            for n in names}}
+        out[s] = {
+            "pass": statistics.median(r["mb"] / r["pass_s"] for r in rows),
+            "full": statistics.median(r["mb"] / r["full_s"] for r in rows),
+            "ratio": statistics.median(r["full_s"] / r["pass_s"] for r in rows),
+            "pass_s": statistics.median(r["pass_s"] for r in rows),
+            "steps": {n: statistics.median(r["steps"].get(n, float("nan")) for r in rows) for n in names},
+        }
     return out
 
 
@@ -328,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="curate_speed_") as tmp:
         tmp = Path(tmp)
         instances = _instances(tmp)
-        for source in ([args.profile] if args.profile else sources):
+        for source in [args.profile] if args.profile else sources:
             raw = make_raw(source, tmp, args.mb)
             if args.profile:
                 import cProfile

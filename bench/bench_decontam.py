@@ -72,9 +72,17 @@ def run(step: SweBenchRepoFilter, docs: list) -> tuple[Counter, Counter]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--index", default=str(ROOT / "tests/data/decontam/bench_index.json"))
-    p.add_argument("--ordinary", nargs="*", type=Path,
-                   default=[ROOT, ROOT / "data_prep/samples/repo", ROOT / "data_prep/samples/pulls/sample_prs.jsonl",
-                            ROOT / "data_prep/samples/traces"])
+    p.add_argument(
+        "--ordinary",
+        nargs="*",
+        type=Path,
+        default=[
+            ROOT,
+            ROOT / "data_prep/samples/repo",
+            ROOT / "data_prep/samples/pulls/sample_prs.jsonl",
+            ROOT / "data_prep/samples/traces",
+        ],
+    )
     p.add_argument("--cases", nargs="*", default=[], metavar="NAME=PATH")
     p.add_argument("--json", metavar="PATH", help="write the figures here ('-': print them instead of the table)")
     p.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
@@ -91,8 +99,15 @@ def main(argv: list[str] | None = None) -> int:
         total, dropped = total + len(docs), dropped + n_drop
         files_total += sum(len(d.metadata.get("files") or []) for d in docs) + outcome["files_removed"]
         files_cut += outcome["files_removed"]
-        rows.append({"input": str(path), "documents": len(docs), "dropped": n_drop, "outcome": dict(outcome),
-                     "identity": dict(identity)})
+        rows.append(
+            {
+                "input": str(path),
+                "documents": len(docs),
+                "dropped": n_drop,
+                "outcome": dict(outcome),
+                "identity": dict(identity),
+            }
+        )
     table = []
     for case in args.cases:
         name, _, path = case.partition("=")
@@ -109,8 +124,15 @@ def main(argv: list[str] | None = None) -> int:
                 reasons.append(f"{outcome['files_removed']} files cut")
             docs_by_layer[layer] = ",".join(reasons) or "-"
         table.append({"case": name, **docs_by_layer})
-    result = {"ordinary": rows, "false_positive_rate": dropped / max(total, 1), "documents": total,
-              "dropped": dropped, "files": files_total, "files_cut": files_cut, "cases": table}
+    result = {
+        "ordinary": rows,
+        "false_positive_rate": dropped / max(total, 1),
+        "documents": total,
+        "dropped": dropped,
+        "files": files_total,
+        "files_cut": files_cut,
+        "cases": table,
+    }
     if args.json == "-":
         print(json.dumps(result, indent=2))
         return 0
@@ -118,10 +140,14 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(result, indent=2))
     print("ordinary input                                    docs  dropped  files cut  identity")
     for r in rows:
-        print(f"{r['input'][-48:]:48s} {r['documents']:5d} {r['dropped']:8d} {r['outcome'].get('files_removed', 0):10d}"
-              f"  {r['identity']}")
-    print(f"false-positive rate: documents {dropped}/{total} = {result['false_positive_rate']:.4f}, "
-          f"repository files cut {files_cut}/{files_total}")
+        print(
+            f"{r['input'][-48:]:48s} {r['documents']:5d} {r['dropped']:8d} {r['outcome'].get('files_removed', 0):10d}"
+            f"  {r['identity']}"
+        )
+    print(
+        f"false-positive rate: documents {dropped}/{total} = {result['false_positive_rate']:.4f}, "
+        f"repository files cut {files_cut}/{files_total}"
+    )
     if table:
         print("\ncase x layer (reason when that layer alone drops it, - when it does not)")
         print(f"{'case':20s} " + " ".join(f"{k:22s}" for k in LAYERS))

@@ -98,10 +98,25 @@ def main(argv: list[str] | None = None) -> int:
         (a, sa, ma), (b, sb, mb) = one[name], many[name]
         print(f"{name:<14} {a:>5} {sa:>7.2f} {ma:>8.1f}   {b:>5} {sb:>7.2f} {mb:>8.1f}")
     if args.json:
-        per_stage = {name: {run: {"tasks": t, "seconds": round(sec, 3), "peak_mb": round(mb, 2)}
-                            for run, (t, sec, mb) in (("one", one[name]), ("many", many[name]))} for name in one}
-        Path(args.json).write_text(json.dumps({"documents": args.documents, "kept": kept, "tasks": args.tasks,
-                                               "same_documents": same, "stages": per_stage}, indent=1))
+        per_stage = {
+            name: {
+                run: {"tasks": t, "seconds": round(sec, 3), "peak_mb": round(mb, 2)}
+                for run, (t, sec, mb) in (("one", one[name]), ("many", many[name]))
+            }
+            for name in one
+        }
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "documents": args.documents,
+                    "kept": kept,
+                    "tasks": args.tasks,
+                    "same_documents": same,
+                    "stages": per_stage,
+                },
+                indent=1,
+            )
+        )
     return 0 if same else 1
 
 

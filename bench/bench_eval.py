@@ -41,8 +41,16 @@ def code_prep(out: Path) -> Path:
     with gzip.open(out / "documents" / "00000.jsonl.gz", "wt") as fh:
         for m in (a, ast, dataclasses, email.message, functools, i, pathlib, textwrap):
             name = m.__name__.replace(".", "/")
-            fh.write(json.dumps({"text": f"<|repo_name|>cpython\n<|file_sep|>Lib/{name}.py\n{inspect.getsource(m)}",
-                                 "id": f"repo:{name}", "metadata": {"source": "repo"}}) + "\n")
+            fh.write(
+                json.dumps(
+                    {
+                        "text": f"<|repo_name|>cpython\n<|file_sep|>Lib/{name}.py\n{inspect.getsource(m)}",
+                        "id": f"repo:{name}",
+                        "metadata": {"source": "repo"},
+                    }
+                )
+                + "\n"
+            )
     return out
 
 
@@ -106,8 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         per_len, full_len = {}, {}
         scorer = scorers["megatron"]
         for L in lengths:
-            samples, _ = build_samples(RetrievalConfig(lengths=[L], depths=[0.5], tasks=["function"], samples=3),
-                                       tok, hay)
+            samples, _ = build_samples(
+                RetrievalConfig(lengths=[L], depths=[0.5], tasks=["function"], samples=3), tok, hay
+            )
             t_pos = t_full = 0.0
             for smp in samples:  # answer positions only (what the probe does) vs every position's logits
                 ids = torch.tensor(smp.ids)
@@ -125,12 +134,14 @@ def main(argv: list[str] | None = None) -> int:
         "heldout_tokens_per_s_megatron_packed": round(n * S / secs["megatron"]),
         "heldout_tokens_per_s_hf_per_document": round(n * S / secs["hf"]),
         "ratio_megatron_over_hf": round(secs["hf"] / secs["megatron"], 2),
-        "heldout_loss_megatron": round(loss["megatron"], 6), "heldout_loss_hf": round(loss["hf"], 6),
+        "heldout_loss_megatron": round(loss["megatron"], 6),
+        "heldout_loss_hf": round(loss["hf"], 6),
         "heldout_loss_abs_delta": float(f"{abs(loss['megatron'] - loss['hf']):.2e}"),
         "retrieval_s_per_sample_answer_logits": {k: round(v, 3) for k, v in per_len.items()},
         "retrieval_s_per_sample_full_logits": {k: round(v, 3) for k, v in full_len.items()},
         f"retrieval_speedup_at_{lengths[-1]}": round(full_len[str(lengths[-1])] / per_len[str(lengths[-1])], 1),
-        "seq_length": S, "sequences": n,
+        "seq_length": S,
+        "sequences": n,
     }
     print(f"{'figure':<42} value")
     for k, v in fig.items():

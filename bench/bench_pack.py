@@ -84,8 +84,10 @@ def main() -> None:
     S = args.seq_length
     lengths, sources, _ = corpus(args.tokens, args.seed)
     overlong = sum(n > S for n in lengths)
-    rows, figures = [], {"seq_length": S, "documents": len(lengths), "tokens": int(sum(lengths)),
-                         "overlong_documents": overlong}
+    rows, figures = (
+        [],
+        {"seq_length": S, "documents": len(lengths), "tokens": int(sum(lengths)), "overlong_documents": overlong},
+    )
     for mult in (1, 16):
         sizes, split = pieces(lengths, sources, S, mult, args.seed)
         t0 = time.perf_counter()
@@ -98,13 +100,20 @@ def main() -> None:
         naive = real / (naive_bins * S)
         assert split == overlong, "only over-long documents may be split"
         rows.append((mult, len(sizes), split, len(bins), fill, naive, dt))
-        figures[f"pad_multiple_{mult}"] = {"pieces": len(sizes), "split_documents": split, "sequences": len(bins),
-                                           "fill_bfd": round(fill, 6), "fill_next_fit_baseline": round(naive, 6),
-                                           "bfd_seconds": round(dt, 2),
-                                           "pieces_per_second": round(len(sizes) / dt)}
+        figures[f"pad_multiple_{mult}"] = {
+            "pieces": len(sizes),
+            "split_documents": split,
+            "sequences": len(bins),
+            "fill_bfd": round(fill, 6),
+            "fill_next_fit_baseline": round(naive, 6),
+            "bfd_seconds": round(dt, 2),
+            "pieces_per_second": round(len(sizes) / dt),
+        }
     print(f"corpus: {len(lengths):,} documents, {sum(lengths) / 1e9:.2f}B tokens, {overlong} longer than {S}")
-    print(f"{'pad multiple':>12} {'pieces':>9} {'split docs':>10} {'sequences':>9} {'fill BFD':>9} "
-          f"{'next-fit':>9} {'BFD s':>6}")
+    print(
+        f"{'pad multiple':>12} {'pieces':>9} {'split docs':>10} {'sequences':>9} {'fill BFD':>9} "
+        f"{'next-fit':>9} {'BFD s':>6}"
+    )
     for mult, n, split, nb, fill, naive, dt in rows:
         print(f"{mult:>12} {n:>9,} {split:>10} {nb:>9,} {fill:>9.4%} {naive:>9.4%} {dt:>6.1f}")
     print(f"target: fill >= 99.5% -> {'met' if rows[0][4] >= 0.995 else 'NOT met'}")

@@ -64,9 +64,15 @@ def _measure(name: str, make_reader, input_bytes: int, repeat: int = 1) -> dict:
             docs += 1
             out_bytes += len(d.text.encode())
     dt = time.perf_counter() - t0
-    return {"source": name, "documents": docs, "seconds": round(dt, 3), "docs_per_s": round(docs / dt, 1),
-            "out_MB_per_s": round(out_bytes / dt / 1e6, 2), "in_MB_per_s": round(input_bytes * repeat / dt / 1e6, 2),
-            "out_MB": round(out_bytes / 1e6, 3)}
+    return {
+        "source": name,
+        "documents": docs,
+        "seconds": round(dt, 3),
+        "docs_per_s": round(docs / dt, 1),
+        "out_MB_per_s": round(out_bytes / dt / 1e6, 2),
+        "in_MB_per_s": round(input_bytes * repeat / dt / 1e6, 2),
+        "out_MB": round(out_bytes / 1e6, 3),
+    }
 
 
 def _stack_table(tmp: Path, head_bytes: int) -> Path:
@@ -83,9 +89,18 @@ def _stack_table(tmp: Path, head_bytes: int) -> Path:
     rows = []
     for e_sha, data in read_blobs(ROOT, sorted({e.sha for e in entries})):
         text = data.decode("utf-8", "replace")
-        rows += [{"max_stars_repo_name": "bench/midtrain", "max_stars_repo_path": e.path, "content": text,
-                  "max_stars_repo_head_hexsha": sha, "max_stars_repo_licenses": ["Apache-2.0"], "max_stars_count": 1}
-                 for e in entries if e.sha == e_sha]
+        rows += [
+            {
+                "max_stars_repo_name": "bench/midtrain",
+                "max_stars_repo_path": e.path,
+                "content": text,
+                "max_stars_repo_head_hexsha": sha,
+                "max_stars_repo_licenses": ["Apache-2.0"],
+                "max_stars_count": 1,
+            }
+            for e in entries
+            if e.sha == e_sha
+        ]
     random.Random(0).shuffle(rows)
     path = tmp / "stack" / "train-00000.parquet"
     path.parent.mkdir()
@@ -125,16 +140,22 @@ def _measure_prep_chain(pulls: Path, out: Path) -> dict:
     logging.disable(logging.INFO)
     try:
         from midtrain.curate.stages import STEP_NAMES
+
         no_curation = [f"{s}.enabled=false" for s in STEP_NAMES]
     except ImportError:
         no_curation = []
     t0 = time.perf_counter()
     stats = prep("pulls", [str(pulls)], out, no_curation)
     dt = time.perf_counter() - t0
-    return {"source": "pulls (prep chain, curation off)", "documents": stats["documents_out"],
-            "seconds": round(dt, 3), "docs_per_s": round(stats["documents_out"] / dt, 1),
-            "out_MB_per_s": round(stats["bytes_out"] / dt / 1e6, 2),
-            "in_MB_per_s": round(_input_bytes(pulls) / dt / 1e6, 2), "out_MB": round(stats["bytes_out"] / 1e6, 3)}
+    return {
+        "source": "pulls (prep chain, curation off)",
+        "documents": stats["documents_out"],
+        "seconds": round(dt, 3),
+        "docs_per_s": round(stats["documents_out"] / dt, 1),
+        "out_MB_per_s": round(stats["bytes_out"] / dt / 1e6, 2),
+        "in_MB_per_s": round(_input_bytes(pulls) / dt / 1e6, 2),
+        "out_MB": round(stats["bytes_out"] / 1e6, 3),
+    }
 
 
 def main() -> int:
@@ -153,26 +174,37 @@ def main() -> int:
     from midtrain.sources.repos import RepoReader
     from midtrain.sources.traces import TraceReader, TracesConfig
 
-    counts = dict(line.split(": ") for line in subprocess.run(["git", "-C", str(ROOT), "count-objects", "-v"],
-                                                                capture_output=True, text=True).stdout.splitlines())
+    counts = dict(
+        line.split(": ")
+        for line in subprocess.run(
+            ["git", "-C", str(ROOT), "count-objects", "-v"], capture_output=True, text=True
+        ).stdout.splitlines()
+    )
     git_bytes = (int(counts.get("size", 0)) + int(counts.get("size-pack", 0))) * 1024  # object store, compressed
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         inputs = _scaled_inputs(Path(tmp), args.scale)
-        tree = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "-r", "-l", "HEAD"], capture_output=True,
-                              text=True).stdout
+        tree = subprocess.run(
+            ["git", "-C", str(ROOT), "ls-tree", "-r", "-l", "HEAD"], capture_output=True, text=True
+        ).stdout
         head_bytes = sum(int(line.split()[3]) for line in tree.splitlines() if line.split()[3].isdigit())
         rows.append(_measure("repos", lambda: RepoReader([str(ROOT)]), head_bytes, repeat=rep or 5))
         table = _stack_table(Path(tmp), head_bytes)
-        rows.append(_measure("repos (Stack table rows)", lambda: _TableRepos(table, Path(tmp)), head_bytes,
-                             repeat=rep or 5))
+        rows.append(
+            _measure("repos (Stack table rows)", lambda: _TableRepos(table, Path(tmp)), head_bytes, repeat=rep or 5)
+        )
         rows.append(_measure("commits", lambda: CommitReader([str(ROOT)]), git_bytes, repeat=rep or 3))
         rows.append(_measure("pulls", lambda: PullReader([str(inputs["pulls"])]), _input_bytes(inputs["pulls"])))
-        rows.append(_measure("buildlogs", lambda: BuildLogReader([str(inputs["buildlogs"])]),
-                             _input_bytes(inputs["buildlogs"])))
-        rows.append(_measure("traces (plain)",
-                             lambda: TraceReader([str(inputs["traces"])], TracesConfig(format="plain")),
-                             _input_bytes(inputs["traces"])))
+        rows.append(
+            _measure("buildlogs", lambda: BuildLogReader([str(inputs["buildlogs"])]), _input_bytes(inputs["buildlogs"]))
+        )
+        rows.append(
+            _measure(
+                "traces (plain)",
+                lambda: TraceReader([str(inputs["traces"])], TracesConfig(format="plain")),
+                _input_bytes(inputs["traces"]),
+            )
+        )
         tpl = TraceReader([str(inputs["traces"])], TracesConfig(format="chat_template"))
         tpl._template_tokenizer()  # load the tokenizer outside the timed region
         rows.append(_measure("traces (chat template)", lambda: tpl, _input_bytes(inputs["traces"])))
@@ -187,8 +219,13 @@ def main() -> int:
                 if key in r:
                     r[key] = json.dumps(r[key])
         pq.write_table(pa.Table.from_pylist(records), Path(tmp) / "traces.parquet")
-        rows.append(_measure("traces (plain, Parquet table)", lambda: TraceTableReader(
-            [str(Path(tmp) / "traces.parquet")], TracesInputConfig(format="plain")), _input_bytes(inputs["traces"])))
+        rows.append(
+            _measure(
+                "traces (plain, Parquet table)",
+                lambda: TraceTableReader([str(Path(tmp) / "traces.parquet")], TracesInputConfig(format="plain")),
+                _input_bytes(inputs["traces"]),
+            )
+        )
 
         # the whole stage chain through datatrove's local executor, side by side with the bare reader
         rows.append(_measure_prep_chain(inputs["pulls"], Path(tmp) / "out"))

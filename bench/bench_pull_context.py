@@ -36,8 +36,14 @@ from midtrain.sources.pulls import PullReader, PullsConfig
 
 _NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]{2,}\b")
 COMMON = set(keyword.kwlist) | set(dir(builtins)) | {"self", "cls"}
-SETTINGS = [("none", 16_384), ("files", 16_384), ("files+imports", 4_096), ("files+imports", 8_192),
-            ("files+imports", 16_384), ("files+imports", 32_768)]
+SETTINGS = [
+    ("none", 16_384),
+    ("files", 16_384),
+    ("files+imports", 4_096),
+    ("files+imports", 8_192),
+    ("files+imports", 16_384),
+    ("files+imports", 32_768),
+]
 
 
 def edit_names(rec: dict) -> set[str]:
@@ -57,8 +63,14 @@ def sample_repo(out: Path, prs: int) -> Path:
     from midtrain.demo.inputs import NOT_SAMPLES, SAMPLES
 
     shutil.copytree(SAMPLES / "repo", out, ignore=NOT_SAMPLES)
-    env = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org", "GIT_COMMITTER_NAME": "Ada",
-           "GIT_COMMITTER_EMAIL": "ada@example.org", "PATH": "/usr/bin:/bin", "HOME": str(out)}
+    env = {
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.org",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.org",
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(out),
+    }
 
     def git(*a: str) -> None:
         subprocess.run(["git", "-C", str(out), *a], check=True, capture_output=True, env=env)
@@ -69,12 +81,15 @@ def sample_repo(out: Path, prs: int) -> Path:
     for n in range(1, prs + 1):
         git("checkout", "-q", "-b", f"fix-{n}")
         ops = out / "minicalc" / "ops.py"
-        ops.write_text(ops.read_text() + f"\n\ndef checked_{n}(value):\n    if value is None:\n"
-                       f"        raise CalcError('checked_{n}: no value')\n    return value\n")
+        ops.write_text(
+            ops.read_text() + f"\n\ndef checked_{n}(value):\n    if value is None:\n"
+            f"        raise CalcError('checked_{n}: no value')\n    return value\n"
+        )
         git("commit", "-q", "-am", f"ops: checked_{n}")
         git("checkout", "-q", "main")
-        git("merge", "-q", "--no-ff", f"fix-{n}", "-m",
-            f"Merge pull request #{n} from octo/fix-{n}\n\nops: checked_{n}")
+        git(
+            "merge", "-q", "--no-ff", f"fix-{n}", "-m", f"Merge pull request #{n} from octo/fix-{n}\n\nops: checked_{n}"
+        )
     return out
 
 
@@ -95,11 +110,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -> int:
     found: dict[str, int] = {}
-    records = list(history_pulls(repo, clone_name(repo), found))[-args.prs:]
+    records = list(history_pulls(repo, clone_name(repo), found))[-args.prs :]
     if not records:
         ap.error(f"{repo}: no merged pull requests (merge commits) to measure")
-    print(f"PRs found: {sum(v for k, v in found.items() if k != 'repeated_number')} "
-          f"({', '.join(f'{k} {v}' for k, v in sorted(found.items()))}); measuring the last {len(records)}")
+    print(
+        f"PRs found: {sum(v for k, v in found.items() if k != 'repeated_number')} "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(found.items()))}); measuring the last {len(records)}"
+    )
     tok = load_tokenizer(default_tokenizer_path())
     rows = []
     for mode, budget in SETTINGS:
@@ -114,14 +131,19 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
                 continue
             docs.append(doc)
             text, meta = doc.text, doc.metadata
-            lib = [f["filename"] for f in rec.get("files") or [] if str(f.get("filename", "")).endswith(".py")
-                   and relevance(f["filename"]) == 0 and f.get("status") != "added"]
+            lib = [
+                f["filename"]
+                for f in rec.get("files") or []
+                if str(f.get("filename", "")).endswith(".py")
+                and relevance(f["filename"]) == 0
+                and f.get("status") != "added"
+            ]
             lib_changed += len(lib)
             lib_shown += len(set(lib) & set(meta.get("context_files") or []))
             raw = text.encode()
             cb, eb = meta.get("context_bytes", 0), meta.get("edit_bytes", 0)
             i = text.find("\n[read at")
-            ctx_text = raw[i:i + cb].decode("utf-8", "ignore") if cb and i >= 0 else ""
+            ctx_text = raw[i : i + cb].decode("utf-8", "ignore") if cb and i >= 0 else ""
             n_ctx = len(tok.encode(ctx_text)) if ctx_text else 0
             ctx_tok.append(n_ctx)
             doc_tok.append(len(tok.encode(text)))
@@ -132,30 +154,45 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
             if names:
                 seen = set(_NAME.findall(ctx_text))
                 cover.append(len(names & seen) / len(names))
-        row = {"context": mode, "context_tokens": budget, "prs": len(doc_tok),
-               "context_tokens_median": statistics.median(ctx_tok), "context_tokens_mean": statistics.mean(ctx_tok),
-               "over_budget": sum(n > budget for n in ctx_tok) if mode != "none" else 0,
-               "edit_tokens_median": statistics.median(edit_tok),
-               "context_share": sum(ctx_tok) / sum(doc_tok), "name_coverage_mean": statistics.mean(cover),
-               "estimate_error_mean": statistics.mean(est_err) if est_err else 0.0,
-               "library_files_shown": lib_shown / lib_changed if lib_changed else 0.0,
-               "seconds_per_pr": statistics.mean(secs)}
+        row = {
+            "context": mode,
+            "context_tokens": budget,
+            "prs": len(doc_tok),
+            "context_tokens_median": statistics.median(ctx_tok),
+            "context_tokens_mean": statistics.mean(ctx_tok),
+            "over_budget": sum(n > budget for n in ctx_tok) if mode != "none" else 0,
+            "edit_tokens_median": statistics.median(edit_tok),
+            "context_share": sum(ctx_tok) / sum(doc_tok),
+            "name_coverage_mean": statistics.mean(cover),
+            "estimate_error_mean": statistics.mean(est_err) if est_err else 0.0,
+            "library_files_shown": lib_shown / lib_changed if lib_changed else 0.0,
+            "seconds_per_pr": statistics.mean(secs),
+        }
         if args.dedup:
             row["kept_after_curation"] = curated(docs)
         rows.append(row)
-        print(f"{mode:14s} {budget:>6,} tok: context median {row['context_tokens_median']:>7,.0f} "
-              f"(share {row['context_share']:.0%}, real > budget: {row['over_budget']}), edits median "
-              f"{row['edit_tokens_median']:>6,.0f}, names the edit uses shown before it "
-              f"{row['name_coverage_mean']:.0%}, changed library files shown {row['library_files_shown']:.0%}"
-              + (f", kept {row['kept_after_curation']}/{len(doc_tok)} after curation" if args.dedup else "")
-              + f", byte estimate {row['estimate_error_mean']:+.0%} vs tokenizer, "
-              f"{row['seconds_per_pr']:.2f} s/PR",
-              flush=True)
+        print(
+            f"{mode:14s} {budget:>6,} tok: context median {row['context_tokens_median']:>7,.0f} "
+            f"(share {row['context_share']:.0%}, real > budget: {row['over_budget']}), edits median "
+            f"{row['edit_tokens_median']:>6,.0f}, names the edit uses shown before it "
+            f"{row['name_coverage_mean']:.0%}, changed library files shown {row['library_files_shown']:.0%}"
+            + (f", kept {row['kept_after_curation']}/{len(doc_tok)} after curation" if args.dedup else "")
+            + f", byte estimate {row['estimate_error_mean']:+.0%} vs tokenizer, "
+            f"{row['seconds_per_pr']:.2f} s/PR",
+            flush=True,
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"repo": args.repo or "generated sample", "prs": len(records),
-                                               "found": found,
-                                               "settings": {f"{r['context']}@{r['context_tokens']}": r for r in rows}},
-                                              indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "repo": args.repo or "generated sample",
+                    "prs": len(records),
+                    "found": found,
+                    "settings": {f"{r['context']}@{r['context_tokens']}": r for r in rows},
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

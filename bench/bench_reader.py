@@ -29,15 +29,33 @@ def build(out: Path, tokens: float, S: int, masks: bool, seed: int = 0) -> None:
     while sum(lengths) < tokens:
         lengths.extend(np.clip(rng.lognormal(np.log(3000), 1.3, 4096), 16, S).astype(int).tolist())
     bins = best_fit_decreasing(lengths, S)
-    w = PackedShardWriter(shard_prefix(out, "train", 0), seq_length=S, pad_id=0, dtype=np.int32, with_masks=masks,
-                          sources=["a", "b"])
+    w = PackedShardWriter(
+        shard_prefix(out, "train", 0), seq_length=S, pad_id=0, dtype=np.int32, with_masks=masks, sources=["a", "b"]
+    )
     for b in bins:
-        w.add([Piece(rng.integers(0, 151_000, lengths[i], dtype=np.int32),
-                     rng.integers(0, 2, lengths[i], dtype=np.uint8) if masks else None, i % 2, f"d{i}") for i in b])
+        w.add(
+            [
+                Piece(
+                    rng.integers(0, 151_000, lengths[i], dtype=np.int32),
+                    rng.integers(0, 2, lengths[i], dtype=np.uint8) if masks else None,
+                    i % 2,
+                    f"d{i}",
+                )
+                for i in b
+            ]
+        )
     w.finalize()
-    (out / "manifest.json").write_text(json.dumps({"seq_length": S, "pad_id": 0, "masks": masks,
-                                                   "sources": {"a": {}, "b": {}},
-                                                   "splits": {"train": {"shards": ["train/00000"]}}}))
+    (out / "manifest.json").write_text(
+        json.dumps(
+            {
+                "seq_length": S,
+                "pad_id": 0,
+                "masks": masks,
+                "sources": {"a": {}, "b": {}},
+                "splits": {"train": {"shards": ["train/00000"]}},
+            }
+        )
+    )
 
 
 def raw_read(out: Path, S: int) -> tuple[float, int]:
@@ -86,9 +104,12 @@ def main() -> None:
             raw_tps, rd_tps = n / best_raw, n / best_rd
             label = "with masks" if masks else "no masks"
             rows.append((label, n, raw_tps, rd_tps))
-            figures[label.replace(" ", "_")] = {"tokens": n, "raw_tokens_per_s": round(raw_tps),
-                                                 "reader_tokens_per_s": round(rd_tps),
-                                                 "reader_over_raw": round(rd_tps / raw_tps, 4)}
+            figures[label.replace(" ", "_")] = {
+                "tokens": n,
+                "raw_tokens_per_s": round(raw_tps),
+                "reader_tokens_per_s": round(rd_tps),
+                "reader_over_raw": round(rd_tps / raw_tps, 4),
+            }
     print(f"{'shards':<12} {'tokens':>12} {'raw .bin tok/s':>15} {'reader tok/s':>14} {'reader/raw':>11}")
     for label, n, r, d in rows:
         print(f"{label:<12} {n:>12,} {r:>15.3g} {d:>14.3g} {d / r:>11.3f}")

@@ -107,7 +107,7 @@ def redaction_report(tree: Path) -> str:
             if file_group(path) == 1:
                 in_tests += 1
                 end = doc.find("\n", f.end)
-                line = doc[doc.rfind("\n", 0, f.start) + 1:end if end >= 0 else len(doc)]
+                line = doc[doc.rfind("\n", 0, f.start) + 1 : end if end >= 0 else len(doc)]
                 on_asserts += bool(_ASSERT.search(line))
     return f"{tree}: findings {dict(kinds)}; in test files {in_tests}; on assertion lines {on_asserts}"
 
@@ -117,9 +117,12 @@ def main(argv: list[str] | None = None) -> int:
     from figures import bench_parser
 
     ap = bench_parser(__doc__)
-    ap.add_argument("--trees", nargs="*", type=Path,
-                    default=[ROOT] + [site / p for p in ("jinja2", "fsspec", "aiohttp", "datatrove")
-                                      if (site / p).is_dir()])
+    ap.add_argument(
+        "--trees",
+        nargs="*",
+        type=Path,
+        default=[ROOT] + [site / p for p in ("jinja2", "fsspec", "aiohttp", "datatrove") if (site / p).is_dir()],
+    )
     ap.add_argument("--histories", nargs="*", type=Path, default=[ROOT])
     ap.add_argument("--seq-length", type=int, default=32768)
     ap.add_argument("--max-commits", type=int, default=0, help="newest commits read per history (0: all)")

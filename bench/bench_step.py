@@ -30,12 +30,25 @@ sys.path.insert(0, str(ROOT / "bench"))
 def _config(shards: Path, run_dir: Path, steps: int, seq_length: int):
     from train_helpers import tiny_config
 
-    return tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "data.seq_length": seq_length,
-                          "model.max_position_embeddings": seq_length, "model.vocab_size": 4096,
-                          "model.num_layers": 4, "model.hidden_size": 128, "model.ffn_hidden_size": 384,
-                          "optim.train_steps": steps, "optim.warmup_steps": 2, "optim.global_batch_size": 2,
-                          "checkpoint.save_interval": 10_000, "checkpoint.save_final": False,
-                          "log.tensorboard": True, "log.interval": 10_000})
+    return tiny_config(
+        **{
+            "data.path": str(shards),
+            "run_dir": str(run_dir),
+            "data.seq_length": seq_length,
+            "model.max_position_embeddings": seq_length,
+            "model.vocab_size": 4096,
+            "model.num_layers": 4,
+            "model.hidden_size": 128,
+            "model.ffn_hidden_size": 384,
+            "optim.train_steps": steps,
+            "optim.warmup_steps": 2,
+            "optim.global_batch_size": 2,
+            "checkpoint.save_interval": 10_000,
+            "checkpoint.save_final": False,
+            "log.tensorboard": True,
+            "log.interval": 10_000,
+        }
+    )
 
 
 def loop_step_times(cfg) -> tuple[list[float], list[float]]:
@@ -79,6 +92,7 @@ def bare_step_times(cfg, steps: int) -> tuple[list[float], list[float]]:
             s = (o.float().reshape(-1) * b.loss_mask.reshape(-1)).sum()
             t = b.loss_mask.sum()
             return s, t.to(torch.int), {"loss": s.detach()}
+
         return out, loss
 
     fb = get_forward_backward_func()
@@ -87,8 +101,15 @@ def bare_step_times(cfg, steps: int) -> tuple[list[float], list[float]]:
         t0, c0 = time.perf_counter(), time.process_time()
         model.zero_grad_buffer()
         optimizer.zero_grad()
-        fb(forward_step_func=forward_step, data_iterator=iter(batches[step * n:(step + 1) * n]), model=[model],
-           num_microbatches=n, seq_length=cfg.data.seq_length, micro_batch_size=1, forward_only=False)
+        fb(
+            forward_step_func=forward_step,
+            data_iterator=iter(batches[step * n : (step + 1) * n]),
+            model=[model],
+            num_microbatches=n,
+            seq_length=cfg.data.seq_length,
+            micro_batch_size=1,
+            forward_only=False,
+        )
         optimizer.step()
         wall.append(time.perf_counter() - t0)
         cpu.append(time.process_time() - c0)
@@ -112,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     skip = 3  # warm-up steps left out of every median
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        shards = write_shards(tmp / "shards", sequences=2 * args.steps + 4, seq_length=args.seq_length,
-                              vocab=4096)
+        shards = write_shards(tmp / "shards", sequences=2 * args.steps + 4, seq_length=args.seq_length, vocab=4096)
         cfg = _config(shards, tmp / "run", args.steps, args.seq_length)
         bare_a = bare_step_times(cfg, args.steps)
         loop = loop_step_times(cfg)
@@ -129,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         figures[f"bare_spread_pct_{kind}"] = round(100 * abs(statistics.median(a) / statistics.median(b) - 1), 2)
     figures["target_overhead_pct"] = 5.0
     emit(figures, args.json)
-    print(f"loop overhead {figures['loop_overhead_pct_cpu']:+.1f}% CPU time, {figures['loop_overhead_pct_wall']:+.1f}% "
-          f"wall vs a bare megatron-core step (target <= 5%); bare-vs-bare noise "
-          f"{figures['bare_spread_pct_cpu']}% CPU, {figures['bare_spread_pct_wall']}% wall")
+    print(
+        f"loop overhead {figures['loop_overhead_pct_cpu']:+.1f}% CPU time, {figures['loop_overhead_pct_wall']:+.1f}% "
+        f"wall vs a bare megatron-core step (target <= 5%); bare-vs-bare noise "
+        f"{figures['bare_spread_pct_cpu']}% CPU, {figures['bare_spread_pct_wall']}% wall"
+    )
     return 0
 
 

@@ -34,8 +34,13 @@ def load_documents(mb: float, trace_share: float):
         text = path.read_text(errors="replace")
         if not text.strip():
             continue
-        docs.append(Document(text=f"<|file_sep|>{path.relative_to(root)}\n{text}", id=str(path),
-                             metadata={"source": "repo", "repo": "huggingface/transformers", "license": "Apache-2.0"}))
+        docs.append(
+            Document(
+                text=f"<|file_sep|>{path.relative_to(root)}\n{text}",
+                id=str(path),
+                metadata={"source": "repo", "repo": "huggingface/transformers", "license": "Apache-2.0"},
+            )
+        )
         size += len(text.encode())
         if size >= mb * 1e6:
             break
@@ -44,8 +49,11 @@ def load_documents(mb: float, trace_share: float):
         body = docs[i].text[:3000]
         user = f"<|im_start|>user\nExplain this file:\n{body[:1000]}<|im_end|>\n"
         asst = f"<|im_start|>assistant\n{body[1000:3000]}<|im_end|>\n"
-        docs[i] = Document(text=user + asst, id=f"trace-{i}",
-                           metadata={"source": "trace", "loss_spans": [[len(user), len(user) + len(asst)]]})
+        docs[i] = Document(
+            text=user + asst,
+            id=f"trace-{i}",
+            metadata={"source": "trace", "loss_spans": [[len(user), len(user) + len(asst)]]},
+        )
     return docs, sum(len(d.text.encode()) for d in docs)
 
 
@@ -57,8 +65,13 @@ def consume(result) -> None:
 def run_bare(docs, tok_file: str, eos: str, tmp: str) -> float:
     from datatrove.pipeline.tokens import DocumentTokenizer
 
-    step = DocumentTokenizer(output_folder=tmp, tokenizer_name_or_path=tok_file, eos_token=eos,
-                             shuffle_documents=False, save_final_metadata=False)
+    step = DocumentTokenizer(
+        output_folder=tmp,
+        tokenizer_name_or_path=tok_file,
+        eos_token=eos,
+        shuffle_documents=False,
+        save_final_metadata=False,
+    )
     _ = step.tokenizer  # load the tokenizer (seconds for 151K ids) outside the timing, for both
     t0 = time.process_time()
     consume(step.run(iter(docs), rank=0, world_size=1))
@@ -112,8 +125,12 @@ def main() -> None:
         overhead = best["ours"] / best["bare"] - 1
         rows.append((label, len(docs), nbytes, mbs["bare"], mbs["ours"], overhead))
         figures[label.replace(" ", "_").replace("%", "pct")] = {
-            "documents": len(docs), "mb": round(nbytes / 1e6, 2), "bare_mb_per_s": round(mbs["bare"], 3),
-            "ours_mb_per_s": round(mbs["ours"], 3), "overhead": round(overhead, 4)}
+            "documents": len(docs),
+            "mb": round(nbytes / 1e6, 2),
+            "bare_mb_per_s": round(mbs["bare"], 3),
+            "ours_mb_per_s": round(mbs["ours"], 3),
+            "overhead": round(overhead, 4),
+        }
     print(f"{'input':<28} {'docs':>6} {'MB':>6} {'datatrove MB/s':>15} {'midtrain MB/s':>14} {'overhead':>9}")
     for label, n, nb, b, o, ov in rows:
         print(f"{label:<28} {n:>6} {nb / 1e6:>6.2f} {b:>15.3f} {o:>14.3f} {ov:>+9.1%}")

@@ -13,8 +13,10 @@ import sys
 from pathlib import Path
 
 THROUGHPUT_ROWS = "gpu_throughput.jsonl"  # bench/gpu_throughput.py --rows: a header line, then one per row
-ROW_HEAD = (f"{'seq':>6} {'mode':>9} {'attention':>18} {'recompute':>9} {'docs':>5} {'steps':>5} {'tok/s':>9} "
-            f"{'TFLOP/s':>8} {'MFU':>6} {'GFLOP/tok':>9} {'loss':>7} {'peak GiB':>8} {'speedup pred|meas':>17}")
+ROW_HEAD = (
+    f"{'seq':>6} {'mode':>9} {'attention':>18} {'recompute':>9} {'docs':>5} {'steps':>5} {'tok/s':>9} "
+    f"{'TFLOP/s':>8} {'MFU':>6} {'GFLOP/tok':>9} {'loss':>7} {'peak GiB':>8} {'speedup pred|meas':>17}"
+)
 
 
 def _load(path: Path) -> dict | None:
@@ -50,10 +52,12 @@ def _num(x: float | None, fmt: str, width: int) -> str:
 def row_line(r: dict, speedup: str = "") -> str:
     """One throughput row under ROW_HEAD; a failed or skipped row shows its error."""
     steps = f"{r.get('warmup_steps', 0)}+{r.get('timed_steps', 0)}"
-    line = (f"{r['seq_length']:>6} {r['mode']:>9} {r.get('backend', '?'):>18} {r.get('recompute', 'none'):>9} "
-            f"{r['documents']:>5} {steps:>5} {_num(r['tokens_per_s'], '.0f', 9)} {_num(r['tflops'], '.1f', 8)} "
-            f"{_num(r.get('mfu'), '.1%', 6)} {_num(r['flops_per_token'] / 1e9, '.2f', 9)} "
-            f"{_num(r.get('loss'), '.3f', 7)} {_num(r['peak_mem_gib'], '.1f', 8)} {speedup:>17}")
+    line = (
+        f"{r['seq_length']:>6} {r['mode']:>9} {r.get('backend', '?'):>18} {r.get('recompute', 'none'):>9} "
+        f"{r['documents']:>5} {steps:>5} {_num(r['tokens_per_s'], '.0f', 9)} {_num(r['tflops'], '.1f', 8)} "
+        f"{_num(r.get('mfu'), '.1%', 6)} {_num(r['flops_per_token'] / 1e9, '.2f', 9)} "
+        f"{_num(r.get('loss'), '.3f', 7)} {_num(r['peak_mem_gib'], '.1f', 8)} {speedup:>17}"
+    )
     return line + (f"  {r['error']}" if r.get("error") else "")
 
 
@@ -71,9 +75,11 @@ def throughput_table(header: dict | None, rows: list[dict]) -> list[str]:
     """The throughput rows with the speedup of each document-masked row over causal at its length."""
     lines = []
     if header:
-        lines.append(f"throughput: {header['device']}, torch {header.get('torch', '?')}, "
-                     f"{header['params'] / 1e9:.2f}B params, layers: {header['impl']}, "
-                     f"MFU vs dense BF16 peak {header['peak_tflops']} TFLOP/s, FP8: {header['fp8']}")
+        lines.append(
+            f"throughput: {header['device']}, torch {header.get('torch', '?')}, "
+            f"{header['params'] / 1e9:.2f}B params, layers: {header['impl']}, "
+            f"MFU vs dense BF16 peak {header['peak_tflops']} TFLOP/s, FP8: {header['fp8']}"
+        )
     lines.append("  " + ROW_HEAD)
     lines += ["  " + row_line(r, _speedup(r, rows)) for r in rows]
     return lines
@@ -95,8 +101,10 @@ def summary(out: Path) -> str:
             lines.append(f"  {mark:<8} {c['name']}: {c['detail']}")
         f = tc["figures"]
         mfu = f"{f['train_mfu']:.1%}" if f.get("train_mfu") else "n/a"
-        lines.append(f"  training run: {f['train_tokens_per_s']:,.0f} tok/s, {f['train_step_s']:.3f} s/step, MFU {mfu} "
-                     f"(a small model: throughput is not the point here)")
+        lines.append(
+            f"  training run: {f['train_tokens_per_s']:,.0f} tok/s, {f['train_step_s']:.3f} s/step, MFU {mfu} "
+            f"(a small model: throughput is not the point here)"
+        )
     header, rows = read_rows(out / THROUGHPUT_ROWS)
     if header or rows:
         lines += ["", *throughput_table(header, rows)]

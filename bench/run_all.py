@@ -24,8 +24,12 @@ HERE = Path(__file__).resolve().parent
 
 
 def machine() -> dict:
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
-            "processor": platform.processor() or platform.machine()}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "processor": platform.processor() or platform.machine(),
+    }
 
 
 def _flatten(prefix: str, value: object, out: dict[str, object]) -> None:
@@ -52,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.time()
         print(f"== {script.stem}", flush=True)
         cmd = [sys.executable, str(script), "--json", str(json_path)] + (["--smoke"] if args.smoke else [])
-        proc = subprocess.run(cmd, text=True,
-                              env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")})
+        proc = subprocess.run(
+            cmd, text=True, env={**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+        )
         if proc.returncode != 0 or not json_path.exists():
             failures[script.stem] = f"exit {proc.returncode}" + ("" if json_path.exists() else f", no {json_path.name}")
             continue
@@ -64,8 +69,14 @@ def main(argv: list[str] | None = None) -> int:
         results[script.stem] = {"seconds": round(time.time() - t0, 1), "figures": figures}
     report = {"machine": machine(), "results": results, "failures": failures}
     (out / "results.json").write_text(json.dumps(report, indent=2))
-    lines = ["# midtrain CPU benchmark suite", "", f"Machine: {report['machine']}", "",
-             "| benchmark | figure | value |", "|---|---|---|"]
+    lines = [
+        "# midtrain CPU benchmark suite",
+        "",
+        f"Machine: {report['machine']}",
+        "",
+        "| benchmark | figure | value |",
+        "|---|---|---|",
+    ]
     for name, res in results.items():
         flat: dict[str, object] = {}
         _flatten("", res["figures"], flat)

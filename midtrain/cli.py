@@ -29,43 +29,96 @@ class Command:
 
 
 COMMANDS = [
-    Command("prep", "midtrain.commands.prep", "turn raw SWE data into curated documents (datatrove)",
-            "midtrain prep repos --input ~/src/myrepo --output out/prep/repos"),
-    Command("pack", "midtrain.commands.pack", "tokenize documents and pack them into long-context shards",
-            "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards "
-            "--seq-length 262144"),
-    Command("inspect", "midtrain.commands.inspect", "show packed shards (fill, splits, samples) or a data card",
-            "midtrain inspect out/shards --json"),
-    Command("train", "midtrain.commands.train", "midtrain a model on packed shards (megatron-core)",
-            "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try"),
-    Command("sft", "midtrain.commands.sft", "run the fixed short SFT probe on a checkpoint",
-            "midtrain sft sft_probe_demo --from runs/demo_tiny"),
-    Command("eval", "midtrain.commands.eval", "proxy metrics and SWE-bench runs for a checkpoint",
-            "midtrain eval proxy --checkpoint runs/demo_tiny --shards out/shards"),
-    Command("report", "midtrain.commands.report", "compare checkpoints side by side (Markdown + PNG)",
-            "midtrain report runs/base runs/midtrained --output report/"),
-    Command("submit", "midtrain.commands.submit", "submit training or the protocol to Slurm",
-            "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run"),
-    Command("convert", "midtrain.commands.convert", "convert checkpoints between Hugging Face and megatron-core",
-            "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2"),
-    Command("decontam", "midtrain.commands.decontam", "build the benchmark content index prep decontaminates with",
-            "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
-            "--output /tmp/bench_index.json.gz"),
-    Command("sweep", "midtrain.commands.sweep", "run ablation variants through the fixed SFT probe, ranked",
-            "midtrain sweep sweep_demo --dry-run"),
-    Command("plan", "midtrain.commands.plan", "core-hours, disk, --tasks and training time of a run, before it",
-            "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB "
-            "--mixture repos=1"),
-    Command("demo", "midtrain.demo", "run the whole pipeline on the embedded sample data (CPU)",
-            "midtrain demo --workdir .demo"),
+    Command(
+        "prep",
+        "midtrain.commands.prep",
+        "turn raw SWE data into curated documents (datatrove)",
+        "midtrain prep repos --input ~/src/myrepo --output out/prep/repos",
+    ),
+    Command(
+        "pack",
+        "midtrain.commands.pack",
+        "tokenize documents and pack them into long-context shards",
+        "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144",
+    ),
+    Command(
+        "inspect",
+        "midtrain.commands.inspect",
+        "show packed shards (fill, splits, samples) or a data card",
+        "midtrain inspect out/shards --json",
+    ),
+    Command(
+        "train",
+        "midtrain.commands.train",
+        "midtrain a model on packed shards (megatron-core)",
+        "midtrain train demo_tiny optim.train_steps=10 run_dir=runs/try",
+    ),
+    Command(
+        "sft",
+        "midtrain.commands.sft",
+        "run the fixed short SFT probe on a checkpoint",
+        "midtrain sft sft_probe_demo --from runs/demo_tiny",
+    ),
+    Command(
+        "eval",
+        "midtrain.commands.eval",
+        "proxy metrics and SWE-bench runs for a checkpoint",
+        "midtrain eval proxy --checkpoint runs/demo_tiny --shards out/shards",
+    ),
+    Command(
+        "report",
+        "midtrain.commands.report",
+        "compare checkpoints side by side (Markdown + PNG)",
+        "midtrain report runs/base runs/midtrained --output report/",
+    ),
+    Command(
+        "submit",
+        "midtrain.commands.submit",
+        "submit training or the protocol to Slurm",
+        "midtrain submit train qwen3_8b_256k_h200 --nodes 32 --dry-run",
+    ),
+    Command(
+        "convert",
+        "midtrain.commands.convert",
+        "convert checkpoints between Hugging Face and megatron-core",
+        "midtrain convert hf2mcore ~/models/Qwen3-1.7B ckpt/qwen3-1.7b --tp 2",
+    ),
+    Command(
+        "decontam",
+        "midtrain.commands.decontam",
+        "build the benchmark content index prep decontaminates with",
+        "midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib "
+        "--output /tmp/bench_index.json.gz",
+    ),
+    Command(
+        "sweep",
+        "midtrain.commands.sweep",
+        "run ablation variants through the fixed SFT probe, ranked",
+        "midtrain sweep sweep_demo --dry-run",
+    ),
+    Command(
+        "plan",
+        "midtrain.commands.plan",
+        "core-hours, disk, --tasks and training time of a run, before it",
+        "midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 --input repos=3TB --mixture repos=1",
+    ),
+    Command(
+        "demo",
+        "midtrain.demo",
+        "run the whole pipeline on the embedded sample data (CPU)",
+        "midtrain demo --workdir .demo",
+    ),
 ]
 
 
 def _add_recipes(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("recipes", help="list the registered recipes",
-                       description="List every recipe by name, kind and one-line description.",
-                       epilog="example:\n  midtrain recipes --kind train",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "recipes",
+        help="list the registered recipes",
+        description="List every recipe by name, kind and one-line description.",
+        epilog="example:\n  midtrain recipes --kind train",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--kind", help="only recipes of this kind (train, sft, mixture, protocol)")
     p.set_defaults(_run=_run_recipes)
 
@@ -82,18 +135,20 @@ def _run_recipes(args: argparse.Namespace) -> int:
 
 def _add_config(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "config", help="print any stage's resolved config as YAML (a recipe, prep SOURCE, pack)",
+        "config",
+        help="print any stage's resolved config as YAML (a recipe, prep SOURCE, pack)",
         description="Resolve a config with key=value overrides (typed; unknown keys rejected), validate it, and "
-                    "print the YAML. RECIPE is any recipe (train, sft, mixture, protocol: `midtrain recipes`); "
-                    "`prep SOURCE` prints that source's reader config and every curation field; `pack` prints "
-                    "the pack config with its mixture. Recipes that describe a model also print its size and "
-                    "memory estimate. Each command also takes --print-config with its own flags.",
+        "print the YAML. RECIPE is any recipe (train, sft, mixture, protocol: `midtrain recipes`); "
+        "`prep SOURCE` prints that source's reader config and every curation field; `pack` prints "
+        "the pack config with its mixture. Recipes that describe a model also print its size and "
+        "memory estimate. Each command also takes --print-config with its own flags.",
         epilog="examples:\n  midtrain config demo_tiny optim.lr=1e-3 data.seq_length=4096\n"
-               "  midtrain config demo_tiny --yaml-only > run.yaml\n"
-               "  midtrain config prep repos repos.max_doc_bytes=500000 redact.enabled=false\n"
-               "  midtrain config pack seq_length=4096 pad_multiple=16\n"
-               "  midtrain config protocol_demo",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "  midtrain config demo_tiny --yaml-only > run.yaml\n"
+        "  midtrain config prep repos repos.max_doc_bytes=500000 redact.enabled=false\n"
+        "  midtrain config pack seq_length=4096 pad_multiple=16\n"
+        "  midtrain config protocol_demo",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("recipe", metavar="RECIPE|prep|pack", help="recipe name (see `midtrain recipes`), prep or pack")
     p.add_argument("source", nargs="?", help="for prep: the source (repos, commits, pulls, buildlogs, traces)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="dotted field overrides")
@@ -129,9 +184,13 @@ def _run_config(args: argparse.Namespace) -> int:
 
 def _add_stage(sub: argparse._SubParsersAction, cmd: Command) -> None:
     module = importlib.import_module(cmd.module)
-    p = sub.add_parser(cmd.name, help=cmd.help, description=(module.__doc__ or cmd.help).strip(),
-                       epilog=getattr(module, "EPILOG", f"example:\n  {cmd.example}"),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        cmd.name,
+        help=cmd.help,
+        description=(module.__doc__ or cmd.help).strip(),
+        epilog=getattr(module, "EPILOG", f"example:\n  {cmd.example}"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     module.add_arguments(p)
     p.set_defaults(_run=module.run)
 
@@ -141,8 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="midtrain",
         description="Midtraining stack: prep -> pack -> train -> sft probe -> eval -> report.",
         epilog="Run `midtrain COMMAND --help` for each command's arguments and an example.\n"
-               "Start with `make demo`: the whole flow on the embedded sample data, on CPU.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "Start with `make demo`: the whole flow on the embedded sample data, on CPU.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for cmd in COMMANDS:
@@ -155,8 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        datefmt="%H:%M:%S",
+    )
     try:
         return int(args._run(args) or 0)
     except ConfigError as e:

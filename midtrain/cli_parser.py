@@ -77,15 +77,18 @@ class OverrideParser(argparse.ArgumentParser):
                 break
             if word.startswith("-") and len(word) > 1 and not word[1:2].isdigit():
                 n = self._values_taken(word)
-                rest += args[i:i + 1 + n]
+                rest += args[i : i + 1 + n]
                 i += 1 + n
                 continue
             (found if is_override(word) else rest).append(word)
             i += 1
         return rest, found
 
-    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
-                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+    def parse_known_args(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        namespace: argparse.Namespace | None = None,
+    ) -> tuple[argparse.Namespace, list[str]]:
         action = self._overrides_action()
         if action is None:
             return super().parse_known_args(args, namespace)

@@ -62,19 +62,31 @@ class ProtocolConfig(Config):
     def check(self) -> None:
         require(len(self.checkpoints) > 0, "checkpoints", "name at least one checkpoint (name -> path)")
         for name in self.checkpoints:
-            require(bool(_NAME.match(name)), "checkpoints",
-                    f"name '{name}' must be letters, digits, '_', '-', '.' (it becomes a directory)")
-        require(self.baseline is None or self.baseline in self.checkpoints, "baseline",
-                f"'{self.baseline}' is not one of the checkpoints {sorted(self.checkpoints)}")
+            require(
+                bool(_NAME.match(name)),
+                "checkpoints",
+                f"name '{name}' must be letters, digits, '_', '-', '.' (it becomes a directory)",
+            )
+        require(
+            self.baseline is None or self.baseline in self.checkpoints,
+            "baseline",
+            f"'{self.baseline}' is not one of the checkpoints {sorted(self.checkpoints)}",
+        )
         require(len(set(self.evals)) == len(self.evals), "evals", "lists an eval twice")
         require(len(set(self.probe_seeds)) == len(self.probe_seeds), "probe_seeds", "lists a seed twice")
         require(len(set(self.proxy_seeds)) == len(self.proxy_seeds), "proxy_seeds", "lists a seed twice")
-        require(len(self.proxy_seeds) < 2 or self.proxy.retrieval.repos is not None, "proxy_seeds",
-                "only the retrieval probe is stochastic: set proxy.retrieval.repos or give at most one seed")
+        require(
+            len(self.proxy_seeds) < 2 or self.proxy.retrieval.repos is not None,
+            "proxy_seeds",
+            "only the retrieval probe is stochastic: set proxy.retrieval.repos or give at most one seed",
+        )
         for item in self.sft_overrides:
             require("=" in item, "sft_overrides", f"'{item}' is not of the form key=value")
-            require(not item.split("=", 1)[0].strip().startswith(("train.init_from", "train.run_dir")),
-                    "sft_overrides", "the protocol sets the probe's start checkpoint and run dir itself")
+            require(
+                not item.split("=", 1)[0].strip().startswith(("train.init_from", "train.run_dir")),
+                "sft_overrides",
+                "the protocol sets the probe's start checkpoint and run dir itself",
+            )
 
     @property
     def baseline_name(self) -> str:
@@ -105,8 +117,13 @@ def _seeded(seeds: list[int]) -> list[int | None]:
 def checkpoint_dirs(cfg: ProtocolConfig, name: str) -> dict[str, Path]:
     """Where each step of checkpoint ``name`` writes."""
     root = Path(cfg.output) / name
-    return {"root": root, "sft": root / "sft", "hf": root / "sft" / "hf", "proxy": root / "proxy",
-            "swebench": root / "swebench"}
+    return {
+        "root": root,
+        "sft": root / "sft",
+        "hf": root / "sft" / "hf",
+        "proxy": root / "proxy",
+        "swebench": root / "swebench",
+    }
 
 
 def protocol_steps(cfg: ProtocolConfig) -> Chains:
@@ -116,33 +133,88 @@ def protocol_steps(cfg: ProtocolConfig) -> Chains:
     steps: Chains = {}
     probe_seeds: list[int | None] = [*cfg.probe_seeds] or [None]  # None: the probe recipe's own seed
     proxy_seeds: list[int | None] = [*cfg.proxy_seeds] or [None]
-    probe = [(suffix, [f"train.seed={seed}", f"train.data.seed={seed}"] if seed is not None else [])
-             for suffix, seed in zip(_seeded(cfg.probe_seeds), probe_seeds)]
-    proxy = [(suffix, [f"retrieval.seed={seed}"] if seed is not None else [])
-             for suffix, seed in zip(_seeded(cfg.proxy_seeds), proxy_seeds)]
+    probe = [
+        (suffix, [f"train.seed={seed}", f"train.data.seed={seed}"] if seed is not None else [])
+        for suffix, seed in zip(_seeded(cfg.probe_seeds), probe_seeds)
+    ]
+    proxy = [
+        (suffix, [f"retrieval.seed={seed}"] if seed is not None else [])
+        for suffix, seed in zip(_seeded(cfg.proxy_seeds), proxy_seeds)
+    ]
     for name, path in cfg.checkpoints.items():
         d = checkpoint_dirs(cfg, name)
         chain = []
         for suffix, seed_over in probe:
-            chain.append(Step(seed_dir("sft", suffix), [
-                "sft", cfg.sft_recipe, f"data_dir={seed_dir(data_dir, suffix)}", *cfg.sft_overrides, *seed_over,
-                "--from", path, "--output", str(d["root"] / seed_dir("sft", suffix)),
-                # a changed checkpoint (path or content) or probe setting reruns the probe, never reuses the old number
-                "--overwrite"]))
+            chain.append(
+                Step(
+                    seed_dir("sft", suffix),
+                    [
+                        "sft",
+                        cfg.sft_recipe,
+                        f"data_dir={seed_dir(data_dir, suffix)}",
+                        *cfg.sft_overrides,
+                        *seed_over,
+                        "--from",
+                        path,
+                        "--output",
+                        str(d["root"] / seed_dir("sft", suffix)),
+                        # a changed checkpoint (path or content) or probe setting reruns the probe,
+                        # never reuses the old number
+                        "--overwrite",
+                    ],
+                )
+            )
         for ev in cfg.evals:
             if ev == "proxy":
                 for suffix, seed_over in proxy:
                     # further seeds only redraw the retrieval needles; held-out loss is deterministic
                     base = cfg.proxy if suffix is None else cfg.proxy.replace(shards=None)
-                    chain.append(Step(seed_dir("eval_proxy", suffix), [
-                        "eval", "proxy", *base.to_overrides(), *seed_over, "--checkpoint", path,
-                        "--output", str(d["root"] / seed_dir("proxy", suffix))]))
+                    chain.append(
+                        Step(
+                            seed_dir("eval_proxy", suffix),
+                            [
+                                "eval",
+                                "proxy",
+                                *base.to_overrides(),
+                                *seed_over,
+                                "--checkpoint",
+                                path,
+                                "--output",
+                                str(d["root"] / seed_dir("proxy", suffix)),
+                            ],
+                        )
+                    )
             elif ev == "lm_eval":
-                chain.append(Step("eval_lm_eval", ["eval", "lm-eval", *cfg.lm_eval.to_overrides(), "--checkpoint",
-                                               path, "--output", str(d["root"] / "lm_eval")]))
+                chain.append(
+                    Step(
+                        "eval_lm_eval",
+                        [
+                            "eval",
+                            "lm-eval",
+                            *cfg.lm_eval.to_overrides(),
+                            "--checkpoint",
+                            path,
+                            "--output",
+                            str(d["root"] / "lm_eval"),
+                        ],
+                    )
+                )
             elif ev == "swebench":
-                chain.append(Step("eval_swebench", ["eval", "swebench", *cfg.swebench.to_overrides(), "--checkpoint",
-                                                str(d["hf"]), "--output", str(d["swebench"]), "--run"]))
+                chain.append(
+                    Step(
+                        "eval_swebench",
+                        [
+                            "eval",
+                            "swebench",
+                            *cfg.swebench.to_overrides(),
+                            "--checkpoint",
+                            str(d["hf"]),
+                            "--output",
+                            str(d["swebench"]),
+                            "--run",
+                        ],
+                    )
+                )
         steps[name] = chain
     return steps
 

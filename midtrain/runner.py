@@ -118,8 +118,13 @@ def output_lock(output: Any, command: str) -> Iterator[None]:
         return
     path = Path(output) / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
-    me = {"host": socket.gethostname(), "pid": os.getpid(), "start": _start_time(os.getpid()), "command": command,
-          "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    me = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "start": _start_time(os.getpid()),
+        "command": command,
+        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     # The lock appears whole or not at all: written aside, then hard-linked into place (fails if it exists), so a
     # reader never sees it empty and takes it over (an O_EXCL create is visible before its content).
     mine = path.with_name(f"{LOCK_FILE}.{me['host']}.{me['pid']}")
@@ -136,11 +141,16 @@ def output_lock(output: Any, command: str) -> Iterator[None]:
                 raise OutputInUse(
                     f"{output} is in use by `{holder.get('command')}` (pid {holder.get('pid')} on "
                     f"{holder.get('host')}, since {holder.get('since')}); wait for it to finish or use another "
-                    f"--output (if that process is gone, delete {path})") from None
+                    f"--output (if that process is gone, delete {path})"
+                ) from None
             if _take_over(path, holder):
-                log.warning("%s: taking over the lock of %s, which is no longer running", output,
-                            f"pid {holder.get('pid')} on {holder.get('host')} (`{holder.get('command')}`)"
-                            if holder else "an unreadable lock file")
+                log.warning(
+                    "%s: taking over the lock of %s, which is no longer running",
+                    output,
+                    f"pid {holder.get('pid')} on {holder.get('host')} (`{holder.get('command')}`)"
+                    if holder
+                    else "an unreadable lock file",
+                )
     finally:
         mine.unlink(missing_ok=True)
     try:
@@ -217,8 +227,9 @@ class StageChain:
     def on_slurm(self) -> bool:
         return self.executor == "slurm"
 
-    def add(self, name: str, pipeline: list, tasks: int, logging_dir: str, job_name: str,
-            slurm_logs_dir: str | None = None) -> Any:
+    def add(
+        self, name: str, pipeline: list, tasks: int, logging_dir: str, job_name: str, slurm_logs_dir: str | None = None
+    ) -> Any:
         """Append a stage; returns its datatrove executor. On Slurm it depends (afterok) on the previous one."""
         if self.on_slurm:
             from midtrain.launch.prep import slurm_executor
@@ -228,14 +239,22 @@ class StageChain:
                 # in the submitting directory (the stage's logs and completion markers stay in the bucket).
                 slurm_logs_dir = None
             prev = self.stages[-1].executor if self.stages else None
-            ex = slurm_executor(pipeline, self.site, job_name=job_name, logging_dir=str(logging_dir), tasks=tasks,
-                                depends=prev, slurm_logs_dir=slurm_logs_dir)
+            ex = slurm_executor(
+                pipeline,
+                self.site,
+                job_name=job_name,
+                logging_dir=str(logging_dir),
+                tasks=tasks,
+                depends=prev,
+                slurm_logs_dir=slurm_logs_dir,
+            )
         else:
             from datatrove.executor import LocalPipelineExecutor
 
             # no `depends` locally: the chain runs the stages in order itself (a local `depends` would rerun them)
-            ex = LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=min(self.workers, tasks),
-                                       logging_dir=str(logging_dir))
+            ex = LocalPipelineExecutor(
+                pipeline=pipeline, tasks=tasks, workers=min(self.workers, tasks), logging_dir=str(logging_dir)
+            )
         self.stages.append(Stage(name, ex))
         return ex
 
@@ -261,7 +280,8 @@ def _script(ex: Any) -> str:
     if hasattr(ex, "get_sbatch_args"):
         n = ex.world_size if ex.max_array_size == -1 else min(ex.world_size, ex.max_array_size)
         return ex.get_launch_file_contents(
-            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}")
+            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}"
+        )
     return f"# local: {ex.world_size} tasks, logs in {ex.logging_dir.path}"
 
 

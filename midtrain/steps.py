@@ -42,17 +42,26 @@ class Vocabulary:
     drop_total: str | None = None  # a stat counting every drop of the step
 
 
-READERS = Vocabulary(drop="dropped/{}", skip="skip/{}", change="changed/{}", error="error/{}",
-                     reason_key="filter_reason")
+READERS = Vocabulary(
+    drop="dropped/{}", skip="skip/{}", change="changed/{}", error="error/{}", reason_key="filter_reason"
+)
 # a curation step's error is a drop of the document as error_<ExceptionType> (midtrain.curate.base)
-CURATION = Vocabulary(drop="dropped_{}", skip="removed_{}", change="changed_{}", error="dropped_error_{}",
-                      reason_key="curation_reason", step_key="curation_step", detail_key="curation_detail",
-                      drop_total="dropped")
+CURATION = Vocabulary(
+    drop="dropped_{}",
+    skip="removed_{}",
+    change="changed_{}",
+    error="dropped_error_{}",
+    reason_key="curation_reason",
+    step_key="curation_step",
+    detail_key="curation_detail",
+    drop_total="dropped",
+)
 FAMILIES = (READERS, CURATION)
 
 
 def stat_kinds() -> dict[str, tuple[str, ...]]:
     """{"drops" | "skips" | "changes": the stat name prefixes of that kind, every family's}; errors are drops."""
+
     def prefixes(*fields: str) -> tuple[str, ...]:
         return tuple(getattr(v, f).removesuffix("{}") for v in FAMILIES for f in fields)
 
@@ -90,8 +99,9 @@ class CountedStep(PipelineStep):
         if part is not None and self.exclusion_dir:
             self._write_excluded(part())
 
-    def drop(self, reason: str, document: Document | Callable[[], Document] | None = None,
-             detail: str | None = None) -> None:
+    def drop(
+        self, reason: str, document: Document | Callable[[], Document] | None = None, detail: str | None = None
+    ) -> None:
         """A whole, readable record filtered out on purpose: counted, and written marked with its reason (and
         ``detail``) to the exclusion folder when there is one (``document`` may build it lazily)."""
         v = self.vocabulary

@@ -70,8 +70,7 @@ def get_recipe(name: str) -> Recipe:
     return recipes[name]
 
 
-def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | None = None,
-                   validate: bool = True) -> C:
+def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | None = None, validate: bool = True) -> C:
     """The ``cls`` config NAME stands for, overrides applied (and validated unless ``validate`` is False).
 
     NAME is a registered recipe or a YAML file (``*.yaml``/``*.yml`` or an existing file: a run's saved
@@ -86,8 +85,10 @@ def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | No
         r = get_recipe(name)
         built = r.fn()
         if not isinstance(built, cls):
-            raise ConfigError(f"recipe '{name}' is a recipe of kind {r.kind}, not {kind} "
-                              f"(`midtrain recipes --kind {kind}` lists those)")
+            raise ConfigError(
+                f"recipe '{name}' is a recipe of kind {r.kind}, not {kind} "
+                f"(`midtrain recipes --kind {kind}` lists those)"
+            )
         cfg = built
     cfg = cfg.apply_overrides(list(overrides or []))
     return cfg.validate() if validate else cfg

@@ -36,10 +36,12 @@ def demo_tiny() -> TrainConfig:
 @recipe("train")
 def demo_tiny_moe() -> TrainConfig:
     """demo_tiny as a Qwen3-MoE-shaped model: 4 experts, top-2, load-balancing loss (CPU, minutes)."""
-    return demo_tiny().replace(name="demo_tiny_moe", run_dir=".demo/runs/demo_tiny_moe",
-                               model={"num_experts": 4, "moe_ffn_hidden_size": 96, "moe_router_topk": 2,
-                                      "moe_aux_loss_coeff": 0.01},
-                               # two sequences: expert parallelism over 2 ranks is data-parallel over them;
-                               # a 2-step warmup, so a run of 2 steps (the docs' MoE examples: each step is
-                               # two sequences through one MLP per expert on CPU) is a valid schedule
-                               optim={"global_batch_size": 2, "warmup_steps": 2})
+    return demo_tiny().replace(
+        name="demo_tiny_moe",
+        run_dir=".demo/runs/demo_tiny_moe",
+        model={"num_experts": 4, "moe_ffn_hidden_size": 96, "moe_router_topk": 2, "moe_aux_loss_coeff": 0.01},
+        # two sequences: expert parallelism over 2 ranks is data-parallel over them;
+        # a 2-step warmup, so a run of 2 steps (the docs' MoE examples: each step is
+        # two sequences through one MLP per expert on CPU) is a valid schedule
+        optim={"global_batch_size": 2, "warmup_steps": 2},
+    )

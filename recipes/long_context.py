@@ -30,39 +30,61 @@ def _stage(shape: str, name: str, seq_length: int, init_from: str, **changes: An
 # Token budget: ~16.8M tokens per step at every length (global batch x seq_length is kept constant).
 # Short stages keep a constant LR after warmup (wsd with no decay); only the last stage decays.
 
+
 @recipe("train")
 def qwen3_8b_ctx_stage1_32k_h200() -> TrainConfig:
     """Progression stage 1/3: Qwen3-8B-shaped at 32K (native RoPE base), ~50B tokens, H200."""
-    return _stage("qwen3_8b", "qwen3_8b_ctx_stage1_32k_h200", 32_768, "models/Qwen3-8B-Base",
-                  parallel={"recompute": "full"}, optim={"train_steps": 3000, "wsd_decay_fraction": 0.0})
+    return _stage(
+        "qwen3_8b",
+        "qwen3_8b_ctx_stage1_32k_h200",
+        32_768,
+        "models/Qwen3-8B-Base",
+        parallel={"recompute": "full"},
+        optim={"train_steps": 3000, "wsd_decay_fraction": 0.0},
+    )
 
 
 @recipe("train")
 def qwen3_8b_ctx_stage2_128k_h200() -> TrainConfig:
     """Progression stage 2/3: 128K from stage 1, RoPE base raised (ABF), ~50B tokens, H200."""
-    return _stage("qwen3_8b", "qwen3_8b_ctx_stage2_128k_h200", 131_072, "runs/qwen3_8b_ctx_stage1_32k_h200",
-                  parallel={"tensor": 2, "context": 2, "sequence_parallel": True, "recompute": "full"},
-                  optim={"train_steps": 3000, "wsd_decay_fraction": 0.0})
+    return _stage(
+        "qwen3_8b",
+        "qwen3_8b_ctx_stage2_128k_h200",
+        131_072,
+        "runs/qwen3_8b_ctx_stage1_32k_h200",
+        parallel={"tensor": 2, "context": 2, "sequence_parallel": True, "recompute": "full"},
+        optim={"train_steps": 3000, "wsd_decay_fraction": 0.0},
+    )
 
 
 @recipe("train")
 def qwen3_8b_ctx_stage3_256k_h200() -> TrainConfig:
     """Progression stage 3/3: 256K from stage 2 (the qwen3_8b_256k_h200 recipe), ~400B tokens, decays."""
-    return variant(qwen3_8b_256k_h200(), "qwen3_8b_ctx_stage3_256k_h200",
-                   init_from="runs/qwen3_8b_ctx_stage2_128k_h200", optim={"train_steps": 24000})
+    return variant(
+        qwen3_8b_256k_h200(),
+        "qwen3_8b_ctx_stage3_256k_h200",
+        init_from="runs/qwen3_8b_ctx_stage2_128k_h200",
+        optim={"train_steps": 24000},
+    )
 
 
 @recipe("train")
 def qwen3_8b_256k_yarn_h200() -> TrainConfig:
     """Qwen3-8B-shaped at 256K with YaRN (factor 8 over the native 32K) instead of a RoPE base change."""
-    return variant(qwen3_8b_256k_h200(), "qwen3_8b_256k_yarn_h200",
-                   model={"rotary_base": 1_000_000.0, "rope_scaling": "yarn", "rope_scaling_factor": 8.0,
-                          "rope_original_max_position_embeddings": 32768})
+    return variant(
+        qwen3_8b_256k_h200(),
+        "qwen3_8b_256k_yarn_h200",
+        model={
+            "rotary_base": 1_000_000.0,
+            "rope_scaling": "yarn",
+            "rope_scaling_factor": 8.0,
+            "rope_original_max_position_embeddings": 32768,
+        },
+    )
 
 
 PROGRESSIONS: dict[str, list] = {
-    "qwen3_8b_ctx_h200": [qwen3_8b_ctx_stage1_32k_h200, qwen3_8b_ctx_stage2_128k_h200,
-                          qwen3_8b_ctx_stage3_256k_h200],
+    "qwen3_8b_ctx_h200": [qwen3_8b_ctx_stage1_32k_h200, qwen3_8b_ctx_stage2_128k_h200, qwen3_8b_ctx_stage3_256k_h200],
 }
 
 
@@ -73,8 +95,9 @@ def progression_stages(name: str) -> list[TrainConfig]:
     stages = [fn() for fn in PROGRESSIONS[name]]
     for prev, cur in zip(stages, stages[1:]):
         if cur.init_from != prev.run_dir:
-            raise ConfigError(f"{cur.name}.init_from: {cur.init_from!r} is not the previous stage's run_dir "
-                              f"{prev.run_dir!r}")
+            raise ConfigError(
+                f"{cur.name}.init_from: {cur.init_from!r} is not the previous stage's run_dir {prev.run_dir!r}"
+            )
     if stages[-1].data.seq_length != SEQ_256K:
         raise ConfigError(f"{stages[-1].name}: the last stage must train at {SEQ_256K}")
     return stages

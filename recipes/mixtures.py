@@ -13,9 +13,11 @@ def natural() -> MixtureConfig:
 @recipe("mixture")
 def swe_midtrain() -> MixtureConfig:
     """SWE midtraining: mostly packed repositories, PRs and commits, a little build logs and agent traces."""
-    return MixtureConfig(name="swe_midtrain",
-                         weights={"repo": 0.45, "pr": 0.25, "commit": 0.15, "buildlog": 0.05, "trace": 0.10},
-                         max_repeat=4.0)
+    return MixtureConfig(
+        name="swe_midtrain",
+        weights={"repo": 0.45, "pr": 0.25, "commit": 0.15, "buildlog": 0.05, "trace": 0.10},
+        max_repeat=4.0,
+    )
 
 
 @recipe("mixture")

@@ -22,39 +22,105 @@ SEQ_256K = 262_144
 
 # Published shapes. Everything not listed is ModelConfig's default (RMSNorm eps 1e-6, no biases, SwiGLU).
 SHAPES: dict[str, dict] = {
-    "qwen3_1p7b": dict(family="qwen3", num_layers=28, hidden_size=2048, ffn_hidden_size=6144,
-                       num_attention_heads=16, num_query_groups=8, kv_channels=128, vocab_size=151_936,
-                       tie_embeddings=True, qk_layernorm=True, rotary_base=1_000_000.0,
-                       max_position_embeddings=40_960),
-    "qwen3_8b": dict(family="qwen3", num_layers=36, hidden_size=4096, ffn_hidden_size=12_288,
-                     num_attention_heads=32, num_query_groups=8, kv_channels=128, vocab_size=151_936,
-                     tie_embeddings=False, qk_layernorm=True, rotary_base=1_000_000.0,
-                     max_position_embeddings=40_960),
-    "qwen3_32b": dict(family="qwen3", num_layers=64, hidden_size=5120, ffn_hidden_size=25_600,
-                      num_attention_heads=64, num_query_groups=8, kv_channels=128, vocab_size=151_936,
-                      tie_embeddings=False, qk_layernorm=True, rotary_base=1_000_000.0,
-                      max_position_embeddings=40_960),
+    "qwen3_1p7b": dict(
+        family="qwen3",
+        num_layers=28,
+        hidden_size=2048,
+        ffn_hidden_size=6144,
+        num_attention_heads=16,
+        num_query_groups=8,
+        kv_channels=128,
+        vocab_size=151_936,
+        tie_embeddings=True,
+        qk_layernorm=True,
+        rotary_base=1_000_000.0,
+        max_position_embeddings=40_960,
+    ),
+    "qwen3_8b": dict(
+        family="qwen3",
+        num_layers=36,
+        hidden_size=4096,
+        ffn_hidden_size=12_288,
+        num_attention_heads=32,
+        num_query_groups=8,
+        kv_channels=128,
+        vocab_size=151_936,
+        tie_embeddings=False,
+        qk_layernorm=True,
+        rotary_base=1_000_000.0,
+        max_position_embeddings=40_960,
+    ),
+    "qwen3_32b": dict(
+        family="qwen3",
+        num_layers=64,
+        hidden_size=5120,
+        ffn_hidden_size=25_600,
+        num_attention_heads=64,
+        num_query_groups=8,
+        kv_channels=128,
+        vocab_size=151_936,
+        tie_embeddings=False,
+        qk_layernorm=True,
+        rotary_base=1_000_000.0,
+        max_position_embeddings=40_960,
+    ),
     # Qwen3-MoE: 128 experts of width 768, top-8 with renormalised scores, 30.5B parameters, 3.3B active
-    "qwen3_30b_a3b": dict(family="qwen3", num_layers=48, hidden_size=2048, ffn_hidden_size=6144,
-                          num_attention_heads=32, num_query_groups=4, kv_channels=128, vocab_size=151_936,
-                          tie_embeddings=False, qk_layernorm=True, rotary_base=1_000_000.0,
-                          max_position_embeddings=40_960, num_experts=128, moe_ffn_hidden_size=768,
-                          moe_router_topk=8, moe_router_topk_norm=True, moe_aux_loss_coeff=1e-3),
-    "llama31_8b": dict(family="llama3", num_layers=32, hidden_size=4096, ffn_hidden_size=14_336,
-                       num_attention_heads=32, num_query_groups=8, kv_channels=128, vocab_size=128_256,
-                       tie_embeddings=False, qk_layernorm=False, rotary_base=500_000.0, norm_epsilon=1e-5,
-                       max_position_embeddings=131_072, rope_scaling="llama3", rope_scaling_factor=8.0,
-                       rope_original_max_position_embeddings=8192),
+    "qwen3_30b_a3b": dict(
+        family="qwen3",
+        num_layers=48,
+        hidden_size=2048,
+        ffn_hidden_size=6144,
+        num_attention_heads=32,
+        num_query_groups=4,
+        kv_channels=128,
+        vocab_size=151_936,
+        tie_embeddings=False,
+        qk_layernorm=True,
+        rotary_base=1_000_000.0,
+        max_position_embeddings=40_960,
+        num_experts=128,
+        moe_ffn_hidden_size=768,
+        moe_router_topk=8,
+        moe_router_topk_norm=True,
+        moe_aux_loss_coeff=1e-3,
+    ),
+    "llama31_8b": dict(
+        family="llama3",
+        num_layers=32,
+        hidden_size=4096,
+        ffn_hidden_size=14_336,
+        num_attention_heads=32,
+        num_query_groups=8,
+        kv_channels=128,
+        vocab_size=128_256,
+        tie_embeddings=False,
+        qk_layernorm=False,
+        rotary_base=500_000.0,
+        norm_epsilon=1e-5,
+        max_position_embeddings=131_072,
+        rope_scaling="llama3",
+        rope_scaling_factor=8.0,
+        rope_original_max_position_embeddings=8192,
+    ),
 }
 
 # The context each base model's RoPE was trained at (Qwen3: 32K pretraining, 40,960 positions in config;
 # Llama 3.1: 8K base, scaled x8 to 128K by its llama3 RoPE scaling).
-NATIVE_CONTEXT = {"qwen3_1p7b": 32_768, "qwen3_8b": 32_768, "qwen3_32b": 32_768, "qwen3_30b_a3b": 32_768,
-                  "llama31_8b": 131_072}
+NATIVE_CONTEXT = {
+    "qwen3_1p7b": 32_768,
+    "qwen3_8b": 32_768,
+    "qwen3_32b": 32_768,
+    "qwen3_30b_a3b": 32_768,
+    "llama31_8b": 131_072,
+}
 
-BASE_MODEL_DIRS = {"qwen3_1p7b": "models/Qwen3-1.7B-Base", "qwen3_8b": "models/Qwen3-8B-Base",
-                   "qwen3_32b": "models/Qwen3-32B-Base", "qwen3_30b_a3b": "models/Qwen3-30B-A3B-Base",
-                   "llama31_8b": "models/Llama-3.1-8B"}
+BASE_MODEL_DIRS = {
+    "qwen3_1p7b": "models/Qwen3-1.7B-Base",
+    "qwen3_8b": "models/Qwen3-8B-Base",
+    "qwen3_32b": "models/Qwen3-32B-Base",
+    "qwen3_30b_a3b": "models/Qwen3-30B-A3B-Base",
+    "llama31_8b": "models/Llama-3.1-8B",
+}
 
 
 def model_shape(shape: str) -> ModelConfig:
@@ -117,11 +183,16 @@ def variant(cfg: TrainConfig, name: str, **changes: Any) -> TrainConfig:
 
 # -- Qwen3-1.7B: fits a node as pure context parallelism ------------------------------------------------
 
+
 @recipe("train")
 def qwen3_1p7b_256k_h200() -> TrainConfig:
     """Qwen3-1.7B-shaped midtraining at 256K on H200 nodes (CP=8 per node)."""
-    return variant(midtrain_config("qwen3_1p7b"), "qwen3_1p7b_256k_h200",
-                   parallel={"context": 8, "recompute": "none"}, optim={"global_batch_size": 32})
+    return variant(
+        midtrain_config("qwen3_1p7b"),
+        "qwen3_1p7b_256k_h200",
+        parallel={"context": 8, "recompute": "none"},
+        optim={"global_batch_size": 32},
+    )
 
 
 @recipe("train")
@@ -132,11 +203,15 @@ def qwen3_1p7b_256k_h100() -> TrainConfig:
 
 # -- Qwen3-8B -----------------------------------------------------------------------------------------
 
+
 @recipe("train")
 def qwen3_8b_256k_h200() -> TrainConfig:
     """Qwen3-8B-shaped midtraining at 256K on H200 nodes (TP=2 x CP=4, sequence parallel)."""
-    return variant(midtrain_config("qwen3_8b"), "qwen3_8b_256k_h200",
-                   parallel={"tensor": 2, "context": 4, "sequence_parallel": True, "recompute": "full"})
+    return variant(
+        midtrain_config("qwen3_8b"),
+        "qwen3_8b_256k_h200",
+        parallel={"tensor": 2, "context": 4, "sequence_parallel": True, "recompute": "full"},
+    )
 
 
 @recipe("train")
@@ -147,11 +222,15 @@ def qwen3_8b_256k_h100() -> TrainConfig:
 
 # -- Qwen3-32B ----------------------------------------------------------------------------------------
 
+
 @recipe("train")
 def qwen3_32b_256k_h200() -> TrainConfig:
     """Qwen3-32B-shaped midtraining at 256K on H200 nodes (TP=8 x CP=2 over two nodes)."""
-    return variant(midtrain_config("qwen3_32b"), "qwen3_32b_256k_h200",
-                   parallel={"tensor": 8, "context": 2, "sequence_parallel": True, "recompute": "full"})
+    return variant(
+        midtrain_config("qwen3_32b"),
+        "qwen3_32b_256k_h200",
+        parallel={"tensor": 8, "context": 2, "sequence_parallel": True, "recompute": "full"},
+    )
 
 
 @recipe("train")
@@ -162,27 +241,38 @@ def qwen3_32b_256k_h100() -> TrainConfig:
 
 # -- Qwen3-30B-A3B (mixture of experts) ----------------------------------------------------------------
 
+
 @recipe("train")
 def qwen3_30b_a3b_256k_h200() -> TrainConfig:
     """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H200 nodes (CP=8, EP=8 folded over CP, full recompute)."""
-    return variant(midtrain_config("qwen3_30b_a3b"), "qwen3_30b_a3b_256k_h200",
-                   parallel={"context": 8, "expert": 8, "expert_tensor": 1, "recompute": "full"})
+    return variant(
+        midtrain_config("qwen3_30b_a3b"),
+        "qwen3_30b_a3b_256k_h200",
+        parallel={"context": 8, "expert": 8, "expert_tensor": 1, "recompute": "full"},
+    )
 
 
 @recipe("train")
 def qwen3_30b_a3b_256k_h100() -> TrainConfig:
     """Qwen3-30B-A3B-shaped MoE midtraining at 256K on H100 nodes (TP=2 x CP=8, EP=16 over two nodes)."""
-    return variant(qwen3_30b_a3b_256k_h200(), "qwen3_30b_a3b_256k_h100",
-                   parallel={"tensor": 2, "sequence_parallel": True, "expert": 16})
+    return variant(
+        qwen3_30b_a3b_256k_h200(),
+        "qwen3_30b_a3b_256k_h100",
+        parallel={"tensor": 2, "sequence_parallel": True, "expert": 16},
+    )
 
 
 # -- Llama-3.1-8B -------------------------------------------------------------------------------------
 
+
 @recipe("train")
 def llama31_8b_256k_h200() -> TrainConfig:
     """Llama-3.1-8B-shaped midtraining at 256K on H200 nodes (TP=2 x CP=4; llama3 RoPE factor 16)."""
-    return variant(midtrain_config("llama31_8b"), "llama31_8b_256k_h200",
-                   parallel={"tensor": 2, "context": 4, "sequence_parallel": True, "recompute": "full"})
+    return variant(
+        midtrain_config("llama31_8b"),
+        "llama31_8b_256k_h200",
+        parallel={"tensor": 2, "context": 4, "sequence_parallel": True, "recompute": "full"},
+    )
 
 
 @recipe("train")

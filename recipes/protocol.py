@@ -42,11 +42,21 @@ def sft_probe_qwen3_8b() -> SFTConfig:
     from recipes.models import qwen3_8b_256k_h200
 
     train = qwen3_8b_256k_h200().replace(
-        name="sft_probe_qwen3_8b", run_dir="runs/sft_probe_qwen3_8b", init_from=None, seed=4321,
+        name="sft_probe_qwen3_8b",
+        run_dir="runs/sft_probe_qwen3_8b",
+        init_from=None,
+        seed=4321,
         data={"seed": 4321, "seq_length": 65536},
-        optim={"lr": 1e-5, "min_lr": 1e-6, "decay_style": "cosine", "warmup_steps": 20, "train_steps": 400,
-               "global_batch_size": 32},
-        checkpoint={"save_interval": 100, "keep_last": 1})
+        optim={
+            "lr": 1e-5,
+            "min_lr": 1e-6,
+            "decay_style": "cosine",
+            "warmup_steps": 20,
+            "train_steps": 400,
+            "global_batch_size": 32,
+        },
+        checkpoint={"save_interval": 100, "keep_last": 1},
+    )
     # pieces padded to 2*CP*TP (sequence parallel with context parallelism)
     pad = 2 * train.parallel.context * train.parallel.tensor
     return SFTConfig(name="sft_probe_qwen3_8b", traces=["out/prep/traces"], pad_multiple=pad, train=train)
@@ -63,8 +73,10 @@ def protocol_demo() -> ProtocolConfig:
         sft_recipe="sft_probe_demo",
         evals=["proxy"],
         report_dir=".demo/report",
-        notes={"base": "demo_tiny's step-0 initialisation (the weights midtraining started from)",
-               "midtrained": "demo_tiny after its midtraining run on the demo shards"},
+        notes={
+            "base": "demo_tiny's step-0 initialisation (the weights midtraining started from)",
+            "midtrained": "demo_tiny after its midtraining run on the demo shards",
+        },
     )
     cfg.proxy.shards = ".demo/shards"
     # the demo shards' first held-out sequences: one holding the small sources (build logs, PRs, traces), then

@@ -21,10 +21,21 @@ from recipes import recipe
 
 # The model's config.json as transformers reads it out of the GGUF (midtrain.train.hf_gguf).
 SMOLLM2_135M: dict[str, Any] = dict(
-    family="llama3", num_layers=30, hidden_size=576, ffn_hidden_size=1536, num_attention_heads=9, num_query_groups=3,
-    kv_channels=64, vocab_size=49_152, max_position_embeddings=8192,
-    rotary_base=100_000.0, qk_layernorm=False, tie_embeddings=True, norm_epsilon=9.999999747378752e-06,
-    init_method_std=0.02)
+    family="llama3",
+    num_layers=30,
+    hidden_size=576,
+    ffn_hidden_size=1536,
+    num_attention_heads=9,
+    num_query_groups=3,
+    kv_channels=64,
+    vocab_size=49_152,
+    max_position_embeddings=8192,
+    rotary_base=100_000.0,
+    qk_layernorm=False,
+    tie_embeddings=True,
+    norm_epsilon=9.999999747378752e-06,
+    init_method_std=0.02,
+)
 REAL_WORKDIR = ".demo-real"
 SEQ_LENGTH = 512
 MIDTRAIN_TOKENS = 12 * SEQ_LENGTH  # 12 steps of one sequence; `long` trains 24
@@ -40,8 +51,12 @@ PROBE_STEPS = 6  # 3,072 trace tokens: the same short SFT from every checkpoint
 @recipe("train")
 def smollm2_cpu() -> TrainConfig:
     """SmolLM2-135M-Instruct midtrained on CPU from its converted checkpoint: 512-token sequences, batch 1, lr 1e-4."""
-    cfg = TrainConfig(name="smollm2_cpu", run_dir=f"{REAL_WORKDIR}/runs/smollm2_cpu",
-                      init_from=f"{REAL_WORKDIR}/smollm2", model=ModelConfig(**SMOLLM2_135M))
+    cfg = TrainConfig(
+        name="smollm2_cpu",
+        run_dir=f"{REAL_WORKDIR}/runs/smollm2_cpu",
+        init_from=f"{REAL_WORKDIR}/smollm2",
+        model=ModelConfig(**SMOLLM2_135M),
+    )
     cfg.precision.dtype = "fp32"  # CPU; the GGUF dequantises to fp32
     cfg.precision.transformer_impl = "local"
     cfg.data.path = f"{REAL_WORKDIR}/shards"
@@ -64,15 +79,23 @@ def smollm2_cpu() -> TrainConfig:
 @recipe("sft")
 def sft_probe_smollm2() -> SFTConfig:
     """Fixed SFT probe for SmolLM2-135M checkpoints: vendored agent traces in its own chat template, 512 tokens."""
-    train = smollm2_cpu().replace(name="sft_probe_smollm2", run_dir=f"{REAL_WORKDIR}/runs/sft_probe_smollm2",
-                                  init_from=None, seed=4321, data={"seed": 4321, "seq_length": SEQ_LENGTH},
-                                  optim={"lr": 1e-4, "min_lr": 1e-5, "decay_style": "cosine", "warmup_steps": 1,
-                                         "train_steps": PROBE_STEPS},
-                                  checkpoint={"save_interval": PROBE_STEPS, "keep_last": 1})
+    train = smollm2_cpu().replace(
+        name="sft_probe_smollm2",
+        run_dir=f"{REAL_WORKDIR}/runs/sft_probe_smollm2",
+        init_from=None,
+        seed=4321,
+        data={"seed": 4321, "seq_length": SEQ_LENGTH},
+        optim={"lr": 1e-4, "min_lr": 1e-5, "decay_style": "cosine", "warmup_steps": 1, "train_steps": PROBE_STEPS},
+        checkpoint={"save_interval": PROBE_STEPS, "keep_last": 1},
+    )
     # the tokenizer (and chat template) the traces are rendered with: the converted model's own
-    return SFTConfig(name="sft_probe_smollm2", traces=[f"{REAL_WORKDIR}/prep/traces"],
-                     tokenizer=f"{REAL_WORKDIR}/smollm2/hf_source", valid_fraction=PROBE_HELDOUT_FRACTION,
-                     train=train)
+    return SFTConfig(
+        name="sft_probe_smollm2",
+        traces=[f"{REAL_WORKDIR}/prep/traces"],
+        tokenizer=f"{REAL_WORKDIR}/smollm2/hf_source",
+        valid_fraction=PROBE_HELDOUT_FRACTION,
+        train=train,
+    )
 
 
 @recipe("sweep")
@@ -80,29 +103,42 @@ def sweep_smollm2() -> SweepConfig:
     """The paper's comparison on a real model (CPU, ~30 min): SmolLM2-135M without midtraining vs midtrained on
     code only / all sources / twice as long, each through the same SFT probe over 2 seeds (docs/real_model.md)."""
     w = REAL_WORKDIR
-    cfg = SweepConfig(name="sweep_smollm2", output=f"{w}/sweep", base=f"{w}/smollm2", train_recipe="smollm2_cpu",
-                      inputs={s: f"{w}/prep/{s}" for s in ("repos", "commits", "traces")},
-                      tokens=MIDTRAIN_TOKENS, seed=1234)
+    cfg = SweepConfig(
+        name="sweep_smollm2",
+        output=f"{w}/sweep",
+        base=f"{w}/smollm2",
+        train_recipe="smollm2_cpu",
+        inputs={s: f"{w}/prep/{s}" for s in ("repos", "commits", "traces")},
+        tokens=MIDTRAIN_TOKENS,
+        seed=1234,
+    )
     cfg.pack.seq_length = SEQ_LENGTH
     cfg.pack.tokenizer = f"{w}/smollm2/hf_source"  # the model's own tokenizer, from prep to the served export
     cfg.pack.eos_token = "<|endoftext|>"  # SmolLM2's document separator in pretraining (id 0)
     cfg.pack.valid_fraction = 0.01  # of documents: ~10K held-out tokens each of code and commits, never trained
     cfg.train_overrides = ["checkpoint.save_interval=1000", "log.tensorboard=false"]
     cfg.variants = {
-        "code_only": Variant(about="repository code only (this repository and installed packages' source trees)",
-                             leave_out=["commits", "traces"]),
+        "code_only": Variant(
+            about="repository code only (this repository and installed packages' source trees)",
+            leave_out=["commits", "traces"],
+        ),
         "all_sources": Variant(about="code, this repository's commit history and agent traces (natural mixture)"),
         "long": Variant(about="all sources, twice the midtraining tokens", tokens=2 * MIDTRAIN_TOKENS),
     }
     # the sweep replaces its checkpoints (baseline + variants), output, report dir and notes
-    proto = ProtocolConfig(name="smollm2", checkpoints={"no_midtraining": cfg.base or ""},
-                           sft_recipe="sft_probe_smollm2", evals=["proxy", "swebench"])
+    proto = ProtocolConfig(
+        name="smollm2",
+        checkpoints={"no_midtraining": cfg.base or ""},
+        sft_recipe="sft_probe_smollm2",
+        evals=["proxy", "swebench"],
+    )
     proto.proxy.max_sequences = PROXY_SEQUENCES
     proto.proxy.retrieval.repos = None  # the retrieval probe is left out: its haystacks cost minutes on CPU
     proto.probe_seeds = [4321, 4322]  # the seed band every difference is read against
     # the agent leg: each probe's HF export served on CPU to mini-swe-agent on the embedded tasks
     # (one task, one agent step of at most 64 tokens: a CPU reply to its ~1.2K-token prompt takes ~30 s here)
-    proto.swebench = SweBenchConfig(benchmarks=["local"], instance_slice="0:1", max_steps=1, max_context=8192,
-                                    max_output_tokens=64)
+    proto.swebench = SweBenchConfig(
+        benchmarks=["local"], instance_slice="0:1", max_steps=1, max_context=8192, max_output_tokens=64
+    )
     cfg.protocol = proto
     return cfg

@@ -10,9 +10,15 @@ from recipes.protocol import protocol_demo, protocol_swebench
 def sweep_demo() -> SweepConfig:
     """Demo-scale ablations on CPU (minutes): pull requests without their context, leave commits out, context
     1K vs 2K, 2x tokens."""
-    cfg = SweepConfig(name="sweep_demo", output=".demo/sweep", base=None, train_recipe="demo_tiny",
-                      inputs={s: f".demo/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
-                      tokens=6_144, seed=1234)  # 3 steps of one 2048-token sequence (demo_tiny's batch)
+    cfg = SweepConfig(
+        name="sweep_demo",
+        output=".demo/sweep",
+        base=None,
+        train_recipe="demo_tiny",
+        inputs={s: f".demo/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
+        tokens=6_144,
+        seed=1234,
+    )  # 3 steps of one 2048-token sequence (demo_tiny's batch)
     cfg.pack.seq_length = 2048
     cfg.pack.valid_fraction = 0.1
     # Natural mixture (every source once): the demo's few, very unequal documents cannot meet share targets
@@ -25,9 +31,10 @@ def sweep_demo() -> SweepConfig:
     cfg.raw_inputs = {"pulls": [".demo/prep/_inputs/pulls/records"]}
     cfg.variants = {
         "all": Variant(about="every source once"),
-        "pr_context_none": Variant(about="pull requests without the files read at the base commit",
-                                   prep={"pulls": ["pulls.repos=.demo/prep/_inputs/pulls/repos",
-                                                   "pulls.context=none"]}),
+        "pr_context_none": Variant(
+            about="pull requests without the files read at the base commit",
+            prep={"pulls": ["pulls.repos=.demo/prep/_inputs/pulls/repos", "pulls.context=none"]},
+        ),
         "no_commits": Variant(about="leave commits out", leave_out=["commits"]),
         "ctx_1k": Variant(about="context 1,024 instead of 2,048", pack=["seq_length=1024"]),
         "long": Variant(about="twice the midtraining tokens", tokens=12_288),
@@ -52,11 +59,16 @@ def sweep_demo() -> SweepConfig:
 def sweep_swe_ablations() -> SweepConfig:
     """The paper's ablations for Qwen3-8B at 32K: leave-one-source-out, trace share 0/5/10%, repo file order,
     pull-request context, length, 256K."""
-    cfg = SweepConfig(name="swe_ablations", output="runs/sweep_swe_ablations", base="models/Qwen3-8B-Base",
-                      train_recipe="qwen3_8b_ctx_stage1_32k_h200",
-                      inputs={s: f"out/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
-                      raw_inputs={"repos": ["out/raw/repos"], "pulls": ["out/raw/pulls"]}, tokens=20_000_000_000,
-                      seed=1234)
+    cfg = SweepConfig(
+        name="swe_ablations",
+        output="runs/sweep_swe_ablations",
+        base="models/Qwen3-8B-Base",
+        train_recipe="qwen3_8b_ctx_stage1_32k_h200",
+        inputs={s: f"out/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
+        raw_inputs={"repos": ["out/raw/repos"], "pulls": ["out/raw/pulls"]},
+        tokens=20_000_000_000,
+        seed=1234,
+    )
     cfg.pack.seq_length = 32_768
     cfg.pack.mixture = swe_midtrain()
     cfg.pack.tasks = 256
@@ -65,22 +77,28 @@ def sweep_swe_ablations() -> SweepConfig:
     for source in cfg.inputs:
         cfg.variants[f"no_{source}"] = Variant(about=f"leave {source} out", leave_out=[source])
     for share in (0.0, 0.05):
-        cfg.variants[f"traces_{int(share * 100)}"] = Variant(about=f"{share:.0%} agent traces",
-                                                             pack=[f"mixture.weights.trace={share}"])
+        cfg.variants[f"traces_{int(share * 100)}"] = Variant(
+            about=f"{share:.0%} agent traces", pack=[f"mixture.weights.trace={share}"]
+        )
     # Repository file order: the repos source prepped again with import-dependency ordering off
-    cfg.variants["repo_order_off"] = Variant(about="repository files in path order, not import order",
-                                             prep={"repos": ["repos.file_order=path"]})
+    cfg.variants["repo_order_off"] = Variant(
+        about="repository files in path order, not import order", prep={"repos": ["repos.file_order=path"]}
+    )
     # Pull requests as the work went (pulls prepped with pulls.repos=out/raw/repos, the repositories' clones,
     # reading the changed files at the base commit): without that context, or with their imports read too
-    for name, mode, about in (("pr_context_none", "none", "pull requests without the files read at the base commit"),
-                              ("pr_context_imports", "files+imports", "pull requests reading the changed files' "
-                                                                      "imports too")):
-        cfg.variants[name] = Variant(about=about, prep={"pulls": ["pulls.repos=out/raw/repos",
-                                                                  f"pulls.context={mode}"]})
+    for name, mode, about in (
+        ("pr_context_none", "none", "pull requests without the files read at the base commit"),
+        ("pr_context_imports", "files+imports", "pull requests reading the changed files' imports too"),
+    ):
+        cfg.variants[name] = Variant(
+            about=about, prep={"pulls": ["pulls.repos=out/raw/repos", f"pulls.context={mode}"]}
+        )
     cfg.variants["half_tokens"] = Variant(about="half the midtraining tokens", tokens=10_000_000_000)
-    cfg.variants["ctx_256k"] = Variant(about="256K context instead of 32K (the 256K layout)",
-                                       pack=["seq_length=262144", "pad_multiple=16"],
-                                       train_recipe="qwen3_8b_256k_h200")
+    cfg.variants["ctx_256k"] = Variant(
+        about="256K context instead of 32K (the 256K layout)",
+        pack=["seq_length=262144", "pad_multiple=16"],
+        train_recipe="qwen3_8b_256k_h200",
+    )
     proto = protocol_swebench()  # the sweep replaces its checkpoints, output, report dir and notes
     proto.proxy.shards = None
     proto.probe_seeds = [4321, 4322, 4323]

@@ -112,9 +112,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         say = tr.write_line if tr else print
         if changes:
             shown = "\n  ".join(changes[:50]) + (f"\n  ... and {len(changes) - 50} more" if len(changes) > 50 else "")
-            say(f"\nERROR: the test run changed {len(changes)} file(s) in the checkout {REPO} (tests must "
+            say(
+                f"\nERROR: the test run changed {len(changes)} file(s) in the checkout {REPO} (tests must "
                 f"write only under pytest's tmp_path; MIDTRAIN_CHECKOUT_CHECK=0 turns this off while people edit the "
-                f"tree):\n  {shown}")
+                f"tree):\n  {shown}"
+            )
             session.exitstatus = 1
         else:
             say(f"checkout check: no file under {REPO} changed during the run ({len(before)} files)")
@@ -137,8 +139,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     if not _EXAMPLE_TIMES:
         return
     wall, cpu = sum(t[0] for t in _EXAMPLE_TIMES), sum(t[1] for t in _EXAMPLE_TIMES)
-    terminalreporter.section(f"documented examples: {wall:.0f} s wall, {cpu:.0f} s CPU in {len(_EXAMPLE_TIMES)} "
-                             "runs, slowest 20")
+    terminalreporter.section(
+        f"documented examples: {wall:.0f} s wall, {cpu:.0f} s CPU in {len(_EXAMPLE_TIMES)} runs, slowest 20"
+    )
     for seconds, cpu_s, cmd in sorted(_EXAMPLE_TIMES, reverse=True)[:20]:
         terminalreporter.write_line(f"{seconds:7.1f} s {cpu_s:7.1f} s CPU  {cmd[:140]}")
 

@@ -26,15 +26,29 @@ def repo_row(name: str | None, files: dict[str, str], license: str | None = "MIT
         offsets.append(len(text))
         text += f"<|file_sep|>{path}\n" + (body if body.endswith("\n") else body + "\n")
     doc_id = f"repo:{name}"
-    return {"text": text, "id": doc_id, "metadata": {"source": "repo", "repo": name, "license": license,
-                                                     "id": doc_id, "files": list(files), "file_offsets": offsets,
-                                                     **meta}}
+    return {
+        "text": text,
+        "id": doc_id,
+        "metadata": {
+            "source": "repo",
+            "repo": name,
+            "license": license,
+            "id": doc_id,
+            "files": list(files),
+            "file_offsets": offsets,
+            **meta,
+        },
+    }
 
 
-def doc_row(text, doc_id: str, source: str = "pr", repo: str | None = "acme/app", license: str | None = "MIT",
-            **meta) -> dict:
-    return {"text": text, "id": doc_id, "metadata": {"source": source, "repo": repo, "license": license,
-                                                     "id": doc_id, **meta}}
+def doc_row(
+    text, doc_id: str, source: str = "pr", repo: str | None = "acme/app", license: str | None = "MIT", **meta
+) -> dict:
+    return {
+        "text": text,
+        "id": doc_id,
+        "metadata": {"source": source, "repo": repo, "license": license, "id": doc_id, **meta},
+    }
 
 
 def write_raw(raw: Path, *files: list[dict | str]) -> None:
@@ -67,8 +81,9 @@ def run_curation(cfg: CurationConfig, source: str, raw: Path, prep: Path, tasks:
     return step_totals(stage_stats(logs / st.name) for st in stages)
 
 
-def curate(tmp: Path, cfg: CurationConfig | None = None, tasks: int = 1, source: str = "repo"
-           ) -> tuple[list[dict], dict[str, dict[str, int]], Path]:
+def curate(
+    tmp: Path, cfg: CurationConfig | None = None, tasks: int = 1, source: str = "repo"
+) -> tuple[list[dict], dict[str, dict[str, int]], Path]:
     """Run every curation stage on tmp/raw; returns (output documents, counts by step, prep dir)."""
     prep = tmp / "prep"
     counts = run_curation(cfg or CurationConfig(), source, tmp / "raw", prep, tasks)

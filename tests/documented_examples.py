@@ -13,8 +13,20 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DOCS = ("README.md", "slurm/README.md")
 # a shown command starts with one of these words (prose lines in code blocks do not)
-COMMAND_WORDS = ("midtrain", "torchrun", "sbatch", "make", "python", ".venv/bin/python", "bench/", "tests/",
-                 "pip", "scancel", "scontrol", "aws")
+COMMAND_WORDS = (
+    "midtrain",
+    "torchrun",
+    "sbatch",
+    "make",
+    "python",
+    ".venv/bin/python",
+    "bench/",
+    "tests/",
+    "pip",
+    "scancel",
+    "scontrol",
+    "aws",
+)
 # user_properties key of a documented-examples test: [(wall s, CPU s, command line)] per example it ran, sent
 # to the controller under xdist like any report; tests/conftest.py prints them
 EXAMPLE_TIMES = "documented_example_times"

@@ -15,12 +15,28 @@ def hf_config(family: str, rope: dict | None = None, tied: bool | None = None, *
     ``qwen3_moe``: Qwen3-MoE with 4 experts of width 32, top-2, renormalised top-k scores."""
     from transformers import LlamaConfig, Qwen3Config, Qwen3MoeConfig
 
-    common = dict(vocab_size=256, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
-                  rms_norm_eps=1e-6, initializer_range=0.08, bos_token_id=1, eos_token_id=2)
+    common = dict(
+        vocab_size=256,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+        rms_norm_eps=1e-6,
+        initializer_range=0.08,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     if family == "qwen3_moe":
-        common.update(num_experts=4, moe_intermediate_size=32, num_experts_per_tok=2, norm_topk_prob=True,
-                      router_aux_loss_coef=0.01)
+        common.update(
+            num_experts=4,
+            moe_intermediate_size=32,
+            num_experts_per_tok=2,
+            norm_topk_prob=True,
+            router_aux_loss_coef=0.01,
+        )
     common.update(over)
     if family == "qwen3_moe":
         rope = rope or {"rope_type": "default", "rope_theta": 1_000_000.0}
@@ -32,8 +48,14 @@ def hf_config(family: str, rope: dict | None = None, tied: bool | None = None, *
     return LlamaConfig(**common, rope_parameters=rope, tie_word_embeddings=False if tied is None else tied)
 
 
-def make_hf_model(family: str, out: Path, seed: int = 0, dtype: torch.dtype = torch.float32,
-                  max_shard_size: str | None = None, **cfg_kwargs) -> Path:
+def make_hf_model(
+    family: str,
+    out: Path,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float32,
+    max_shard_size: str | None = None,
+    **cfg_kwargs,
+) -> Path:
     """Random weights (norm gains too, so a swapped norm shows up), saved with save_pretrained."""
     from transformers import AutoModelForCausalLM
 
@@ -54,9 +76,17 @@ def bigram_qwen3(out: Path, chain: list[int], max_position_embeddings: int = 256
     one: greedy decoding walks ``chain`` (token chain[i] -> chain[i + 1]). A reply that is known in advance."""
     from transformers import AutoModelForCausalLM, Qwen3Config
 
-    cfg = Qwen3Config(vocab_size=151669, hidden_size=32, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, head_dim=16, tie_word_embeddings=False,
-                      max_position_embeddings=max_position_embeddings)
+    cfg = Qwen3Config(
+        vocab_size=151669,
+        hidden_size=32,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        tie_word_embeddings=False,
+        max_position_embeddings=max_position_embeddings,
+    )
     model = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -97,8 +127,14 @@ def tp2_worker(rank: int, world: int, port: int, mc_dir: str, hf_dir: str, out_d
     """One of two gloo ranks: load the hf2mcore checkpoint and the HF dir at TP=2, save a TP=2 checkpoint."""
     import os
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
     import torch.distributed as dist
     from megatron.core import parallel_state
 
@@ -109,7 +145,8 @@ def tp2_worker(rank: int, world: int, port: int, mc_dir: str, hf_dir: str, out_d
     from midtrain.train.model import build_gpt_model
 
     cfg = TrainConfig.from_yaml(Path(mc_dir) / "config.yaml").apply_overrides(
-        ["precision.transformer_impl=local", f"run_dir={out_dir}", f"init_from={mc_dir}"])
+        ["precision.transformer_impl=local", f"run_dir={out_dir}", f"init_from={mc_dir}"]
+    )
     assert cfg.parallel.tensor == 2, "hf2mcore --tp 2 records the layout"
     distributed.initialize(tensor=2, seed=11)
     group = parallel_state.get_tensor_model_parallel_group()

@@ -18,11 +18,16 @@ def write_prep(prep_dir: Path, docs: list[Document], files: int = 1) -> Path:
 
 
 def repo_doc(i: int, rng: random.Random, max_files: int = 6, max_lines: int = 200) -> Document:
-    files = "".join(f"<|file_sep|>src/mod{j}.py\n" + "".join(f"value_{k} = {k} * {j}  # line {k}\n"
-                                                              for k in range(rng.randint(3, max_lines)))
-                    for j in range(rng.randint(1, max_files)))
-    return Document(text=f"<|repo_name|>owner/repo{i}\n{files}", id=f"repo-{i}",
-                    metadata={"source": "repo", "repo": f"owner/repo{i}", "license": "MIT"})
+    files = "".join(
+        f"<|file_sep|>src/mod{j}.py\n"
+        + "".join(f"value_{k} = {k} * {j}  # line {k}\n" for k in range(rng.randint(3, max_lines)))
+        for j in range(rng.randint(1, max_files))
+    )
+    return Document(
+        text=f"<|repo_name|>owner/repo{i}\n{files}",
+        id=f"repo-{i}",
+        metadata={"source": "repo", "repo": f"owner/repo{i}", "license": "MIT"},
+    )
 
 
 def trace_doc(i: int) -> tuple[Document, str]:
@@ -32,11 +37,17 @@ def trace_doc(i: int) -> tuple[Document, str]:
     answer = f"I changed line {i} of parser.py to handle empty input.<|im_end|>\n"
     text = user + head + answer
     start = len(user) + len(head)
-    return Document(text=text, id=f"trace-{i}", metadata={"source": "trace", "repo": None, "license": None,
-                                                          "loss_spans": [[start, len(text)]]}), answer
+    return Document(
+        text=text,
+        id=f"trace-{i}",
+        metadata={"source": "trace", "repo": None, "license": None, "loss_spans": [[start, len(text)]]},
+    ), answer
 
 
 def commit_doc(i: int, rng: random.Random) -> Document:
     body = "\n".join(f"-old {k}\n+new {k}" for k in range(rng.randint(2, 40)))
-    return Document(text=f"commit {i}\n\nFix thing {i}\n\n{body}\n", id=f"commit-{i}",
-                    metadata={"source": "commit", "repo": "owner/x", "license": "Apache-2.0"})
+    return Document(
+        text=f"commit {i}\n\nFix thing {i}\n\n{body}\n",
+        id=f"commit-{i}",
+        metadata={"source": "commit", "repo": "owner/x", "license": "Apache-2.0"},
+    )

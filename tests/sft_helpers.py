@@ -28,10 +28,22 @@ def sample_trace_docs() -> list[dict]:
     for path in sorted((SAMPLES / "traces").iterdir()):
         for i, traj in enumerate(load_trajectories(path)):
             doc_id = f"trace:{traj.instance_id}:{path.name}:{i}"  # the reader's trace:{instance}:{where}
-            docs.append({"text": "(plain rendering not used)", "id": doc_id,
-                         "metadata": {"source": "trace", "id": doc_id, "render_format": "plain",
-                                      "instance_id": traj.instance_id, "repo": traj.repo or "acme/minicalc",
-                                      "messages": traj.messages, "tools": traj.tools, "loss_spans": [[0, 1]]}})
+            docs.append(
+                {
+                    "text": "(plain rendering not used)",
+                    "id": doc_id,
+                    "metadata": {
+                        "source": "trace",
+                        "id": doc_id,
+                        "render_format": "plain",
+                        "instance_id": traj.instance_id,
+                        "repo": traj.repo or "acme/minicalc",
+                        "messages": traj.messages,
+                        "tools": traj.tools,
+                        "loss_spans": [[0, 1]],
+                    },
+                }
+            )
     return docs
 
 
@@ -49,8 +61,13 @@ def code_docs(n: int = 6) -> list[dict]:
     for m in mods:
         src = inspect.getsource(m)
         name = m.__name__.replace(".", "/")
-        docs.append({"text": f"<|repo_name|>cpython\n<|file_sep|>Lib/{name}.py\n{src}", "id": f"repo:{name}",
-                     "metadata": {"source": "repo", "repo": "python/cpython", "license": "PSF-2.0", "id": f"repo:{name}"}})
+        docs.append(
+            {
+                "text": f"<|repo_name|>cpython\n<|file_sep|>Lib/{name}.py\n{src}",
+                "id": f"repo:{name}",
+                "metadata": {"source": "repo", "repo": "python/cpython", "license": "PSF-2.0", "id": f"repo:{name}"},
+            }
+        )
     return docs
 
 
@@ -75,6 +92,18 @@ def probe_cfg(traces: Path, *overrides: str):
     """The demo probe recipe on TRACES, two steps at 512 tokens, no HF export (seconds on CPU)."""
     from recipes import get_recipe
 
-    return get_recipe("sft_probe_demo").build([
-        f"traces=[{traces}]", "train.optim.train_steps=2", "train.optim.warmup_steps=1",
-        "train.checkpoint.save_interval=2", "train.data.seq_length=512", "export_hf=false", *overrides]).validate()
+    return (
+        get_recipe("sft_probe_demo")
+        .build(
+            [
+                f"traces=[{traces}]",
+                "train.optim.train_steps=2",
+                "train.optim.warmup_steps=1",
+                "train.checkpoint.save_interval=2",
+                "train.data.seq_length=512",
+                "export_hf=false",
+                *overrides,
+            ]
+        )
+        .validate()
+    )

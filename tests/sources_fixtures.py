@@ -25,11 +25,22 @@ def source_files(root: Path) -> list[Path]:
     return sorted(out)
 
 
-def git(repo: Path, *args: str, author: tuple[str, str] = ("Jane Doe", "jane.doe@example.org"),
-        date: str = "2024-01-01T00:00:00Z") -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": author[0], "GIT_AUTHOR_EMAIL": author[1],
-           "GIT_COMMITTER_NAME": author[0], "GIT_COMMITTER_EMAIL": author[1],
-           "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date, "GIT_CONFIG_GLOBAL": os.devnull}
+def git(
+    repo: Path,
+    *args: str,
+    author: tuple[str, str] = ("Jane Doe", "jane.doe@example.org"),
+    date: str = "2024-01-01T00:00:00Z",
+) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": author[0],
+        "GIT_AUTHOR_EMAIL": author[1],
+        "GIT_COMMITTER_NAME": author[0],
+        "GIT_COMMITTER_EMAIL": author[1],
+        "GIT_AUTHOR_DATE": date,
+        "GIT_COMMITTER_DATE": date,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
     proc = subprocess.run(["git", "-C", str(repo), *args], env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"git {args} failed: {proc.stderr}")
@@ -46,8 +57,12 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
             p.write_text(content)
 
 
-def make_repo(root: Path, files: dict[str, str | bytes], message: str = "initial commit",
-              author: tuple[str, str] = ("Jane Doe", "jane.doe@example.org")) -> Path:
+def make_repo(
+    root: Path,
+    files: dict[str, str | bytes],
+    message: str = "initial commit",
+    author: tuple[str, str] = ("Jane Doe", "jane.doe@example.org"),
+) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     git(root, "init", "-q", "-b", "main")
     write_files(root, files)
@@ -56,8 +71,13 @@ def make_repo(root: Path, files: dict[str, str | bytes], message: str = "initial
     return root
 
 
-def commit(repo: Path, files: dict[str, str | bytes], message: str, author=("Jane Doe", "jane.doe@example.org"),
-           date: str = "2024-01-02T00:00:00Z") -> str:
+def commit(
+    repo: Path,
+    files: dict[str, str | bytes],
+    message: str,
+    author=("Jane Doe", "jane.doe@example.org"),
+    date: str = "2024-01-02T00:00:00Z",
+) -> str:
     write_files(repo, files)
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message, author=author, date=date)

@@ -14,9 +14,26 @@ from sources_fixtures import REPO_ROOT
 from midtrain.cli import main
 from midtrain.launch.plan import DEFAULT_RATES, Size, load_rates, parse_size, plan
 
-README_EXAMPLE = ["--total-tokens", "500e9", "--gpus", "512", "--tokens-per-s-per-gpu", "8000",
-                  "--input", "repos=3TB", "commits=1TB", "pulls=200GB", "traces=50GB", "buildlogs=300GB",
-                  "--mixture", "repos=0.55", "commits=0.15", "pulls=0.1", "traces=0.1", "buildlogs=0.1"]
+README_EXAMPLE = [
+    "--total-tokens",
+    "500e9",
+    "--gpus",
+    "512",
+    "--tokens-per-s-per-gpu",
+    "8000",
+    "--input",
+    "repos=3TB",
+    "commits=1TB",
+    "pulls=200GB",
+    "traces=50GB",
+    "buildlogs=300GB",
+    "--mixture",
+    "repos=0.55",
+    "commits=0.15",
+    "pulls=0.1",
+    "traces=0.1",
+    "buildlogs=0.1",
+]
 
 
 def run_plan(capsys, *args: str) -> tuple[int, str, str]:
@@ -50,9 +67,25 @@ def test_readme_example_is_the_documented_command(capsys):
 def test_figures_follow_from_the_rates(tmp_path, capsys):
     rates = tmp_path / "rates.json"
     rates.write_text(json.dumps({"read": {"repos": 0.5}, "curate": 2.0, "tokenize": 4.0, "pack": 100.0}))
-    rc, out, err = run_plan(capsys, "--total-tokens", "1e9", "--gpus", "1", "--tokens-per-s-per-gpu", "1000",
-                            "--task-hours", "1", "--input", "repos=36GB", "--mixture", "repos=1", "--keep",
-                            "repos=0.5", "--rates", str(rates))
+    rc, out, err = run_plan(
+        capsys,
+        "--total-tokens",
+        "1e9",
+        "--gpus",
+        "1",
+        "--tokens-per-s-per-gpu",
+        "1000",
+        "--task-hours",
+        "1",
+        "--input",
+        "repos=36GB",
+        "--mixture",
+        "repos=1",
+        "--keep",
+        "repos=0.5",
+        "--rates",
+        str(rates),
+    )
     assert rc == 0, err
     rows = stage_rows(out, "repos")
     # read: 36e3 MB / 0.5 MB/s = 72,000 s = 20 core-hours -> 20 one-hour tasks; raw JSONL.gz at 0.3 -> 10.8 GB
@@ -69,12 +102,27 @@ def test_figures_follow_from_the_rates(tmp_path, capsys):
 
 def test_bench_json_outputs_and_single_rates_override_the_defaults(tmp_path):
     prep = tmp_path / "prep.json"  # the shapes bench_prep.py, bench_curate_speed.py and bench_tokenize.py write
-    prep.write_text(json.dumps({"bench": "prep", "rows": [
-        {"source": "repos", "in_MB_per_s": 2.5}, {"source": "traces", "in_MB_per_s": 9.0},
-        {"source": "traces (chat template)", "in_MB_per_s": 1.5}]}))
+    prep.write_text(
+        json.dumps(
+            {
+                "bench": "prep",
+                "rows": [
+                    {"source": "repos", "in_MB_per_s": 2.5},
+                    {"source": "traces", "in_MB_per_s": 9.0},
+                    {"source": "traces (chat template)", "in_MB_per_s": 1.5},
+                ],
+            }
+        )
+    )
     curate = tmp_path / "curate.json"
-    curate.write_text(json.dumps({"repos": {"source": "repos", "full_mb_per_s_core": 3.1, "full_s": 2.0},
-                                  "pulls": {"source": "pulls", "full_mb_per_s_core": 2.2, "full_s": 3.0}}))
+    curate.write_text(
+        json.dumps(
+            {
+                "repos": {"source": "repos", "full_mb_per_s_core": 3.1, "full_s": 2.0},
+                "pulls": {"source": "pulls", "full_mb_per_s_core": 2.2, "full_s": 3.0},
+            }
+        )
+    )
     tokenize = tmp_path / "tokenize.json"
     tokenize.write_text(json.dumps({"code_only": {"ours_mb_per_s": 3.3}}))
     rates = load_rates([str(prep), str(curate), str(tokenize)], {"commits": 7.0, "pack": 80.0})
@@ -93,8 +141,9 @@ def test_sizes_in_tokens_and_the_token_budget():
     assert parse_size("3TB") == Size(3e12) and parse_size("2GiB") == Size(2 * 2**30)
     assert parse_size("100Gtok") == Size(100e9, tokens=True) and parse_size("5e9tokens") == Size(5e9, tokens=True)
     # 7 Gtok of traces at 3.5 bytes/token = 24.5 GB read; 80 % kept = 5.6 Gtok for a 2 Gtok target
-    result = plan({"traces": parse_size("7Gtok")}, {"traces": 1.0}, 2e9, load_rates(), {"traces": 0.8},
-                  bytes_per_token=3.5)
+    result = plan(
+        {"traces": parse_size("7Gtok")}, {"traces": 1.0}, 2e9, load_rates(), {"traces": 0.8}, bytes_per_token=3.5
+    )
     b = result.budget["traces"]
     assert b.input_bytes == pytest.approx(24.5e9) and b.tokens_available == pytest.approx(5.6e9)
     assert b.repeats == pytest.approx(2 / 5.6)
@@ -118,7 +167,11 @@ def test_bad_arguments_name_the_problem(capsys):
 
 
 def test_bench_plan_script_runs_the_command():
-    proc = subprocess.run([sys.executable, str(REPO_ROOT / "bench" / "plan.py"), *README_EXAMPLE],
-                          capture_output=True, text=True, cwd=REPO_ROOT)
+    proc = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "bench" / "plan.py"), *README_EXAMPLE],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "= 33.9 hours" in proc.stdout

@@ -18,11 +18,19 @@ SCRIPTS = sorted(p.stem for p in (ROOT / "bench").glob("bench_*.py"))
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_bench_script_follows_run_all_interface(script: str, tmp_path: Path) -> None:
     out = tmp_path / "results"
-    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--only", script,
-                           "--out", str(out)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run_all.py"), "--smoke", "--only", script, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=600,
+    )
     report = json.loads((out / "results.json").read_text())
-    assert proc.returncode == 0 and not report["failures"], (report["failures"], proc.stdout[-3000:],
-                                                             proc.stderr[-3000:])
+    assert proc.returncode == 0 and not report["failures"], (
+        report["failures"],
+        proc.stdout[-3000:],
+        proc.stderr[-3000:],
+    )
     assert list(report["results"]) == [script]
     figures = report["results"][script]["figures"]
     assert isinstance(figures, dict) and figures

@@ -49,8 +49,9 @@ _RUNNER = textwrap.dedent("""
 
 
 def _run_limited(kind: str, path: Path) -> dict:
-    proc = subprocess.run([sys.executable, "-c", _RUNNER, kind, str(path)], capture_output=True, text=True,
-                          cwd=REPO_ROOT, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-c", _RUNNER, kind, str(path)], capture_output=True, text=True, cwd=REPO_ROOT, timeout=600
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -84,14 +85,25 @@ def test_jsonl_bombs_are_counted_not_held(tmp_path):
 
 
 def test_one_huge_pull_request_record_is_cut_and_the_rest_of_its_file_read(tmp_path):
-    good = [{"repo": "acme/x", "number": i, "title": f"Fix bug {i}", "body": "details", "user": {"login": "ann"},
-             "files": []} for i in range(3)]
+    good = [
+        {
+            "repo": "acme/x",
+            "number": i,
+            "title": f"Fix bug {i}",
+            "body": "details",
+            "user": {"login": "ann"},
+            "files": [],
+        }
+        for i in range(3)
+    ]
     lines = lambda recs: "".join(json.dumps(r) + "\n" for r in recs).encode()  # noqa: E731
     path = tmp_path / "prs.jsonl.gz"
     with open(path, "wb") as f:
         f.write(gzip.compress(lines(good[:1])))
         # a 1 GiB record (a PR whose body is a whole log), then the file goes on
-        f.write(_bomb(tmp_path / "body.gz", b"a" * 4096, prefix=b'{"repo": "acme/x", "number": 99, "body": "').read_bytes())
+        f.write(
+            _bomb(tmp_path / "body.gz", b"a" * 4096, prefix=b'{"repo": "acme/x", "number": 99, "body": "').read_bytes()
+        )
         f.write(gzip.compress(b'"}\n' + lines(good[1:])))
     out = _run_limited("pulls", path)
     assert len(out["docs"]) == 3, out["stats"]  # today: MemoryError, and the records after it are lost

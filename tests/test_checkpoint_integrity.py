@@ -74,13 +74,17 @@ def test_a_resume_onto_another_model_is_refused_from_the_checkpoint_without_conf
     run_dir = tmp_path / "run"
     shutil.copytree(src, run_dir)
     (run_dir / "config.yaml").unlink()
-    with pytest.raises(ConfigError, match=r"model.qk_layernorm: .*iter_0000004 holds another model "
-                                          r"\(model.qk_layernorm: True -> False\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"model.qk_layernorm: .*iter_0000004 holds another model "
+        r"\(model.qk_layernorm: True -> False\)",
+    ):
         _in_process(cfg, run_dir, "model.qk_layernorm=false")
     assert not (run_dir / "config.yaml").exists()
     with pytest.raises(ConfigError, match=r"model.hidden_size: 64 -> 128.*init_from needs the same model shape"):
-        _in_process(cfg, tmp_path / "other", f"init_from={run_dir}", "model.hidden_size=128",
-                    "model.ffn_hidden_size=256")
+        _in_process(
+            cfg, tmp_path / "other", f"init_from={run_dir}", "model.hidden_size=128", "model.ffn_hidden_size=256"
+        )
 
 
 def test_init_from_refuses_tensors_the_model_has_no_place_for_unless_told_to_drop_them(run4, tmp_path):
@@ -128,11 +132,15 @@ def test_shards_of_another_tokenizer_are_refused_after_init_from_and_on_resume(r
     other = _with_tokenizer(Path(cfg.data.path), tmp_path / "shards_b", "bbbb", 256)
     run_dir = tmp_path / "run"
     _in_process(cfg, run_dir, f"data.path={first}", "optim.train_steps=2")
-    both = r"tokenized with /tok/aaaa/tokenizer.json \(hash aaaa0000, 200 tokens\), these shards with " \
-           r"/tok/bbbb/tokenizer.json \(hash bbbb0000, 256 tokens\)"
+    both = (
+        r"tokenized with /tok/aaaa/tokenizer.json \(hash aaaa0000, 200 tokens\), these shards with "
+        r"/tok/bbbb/tokenizer.json \(hash bbbb0000, 256 tokens\)"
+    )
     with pytest.raises(ConfigError, match="data.path: the checkpoint was trained on shards " + both):
         _in_process(cfg, tmp_path / "next", f"init_from={run_dir}", f"data.path={other}", "optim.train_steps=2")
     with pytest.raises(ConfigError, match=both):
         _in_process(cfg, run_dir, f"data.path={other}", "optim.train_steps=2")
-    assert _in_process(cfg, tmp_path / "same", f"init_from={run_dir}", f"data.path={first}",
-                       "optim.train_steps=2")["step"] == 2
+    assert (
+        _in_process(cfg, tmp_path / "same", f"init_from={run_dir}", f"data.path={first}", "optim.train_steps=2")["step"]
+        == 2
+    )

@@ -14,21 +14,40 @@ def _parse(line: str):
     return build_parser().parse_args(line.split())
 
 
-@pytest.mark.parametrize("line, overrides, check", [
-    ("prep commits --input REPO --output DIR commits.max_doc_bytes=500000",
-     ["commits.max_doc_bytes=500000"], {"input": ["REPO"], "output": "DIR"}),
-    ("prep repos redact.enabled=false --input a b dedup.enabled=false --output o quality.enabled=false",
-     ["redact.enabled=false", "dedup.enabled=false", "quality.enabled=false"], {"input": ["a", "b"]}),
-    ("submit train demo_tiny --nodes 2 --dry-run optim.lr=1e-5", ["optim.lr=1e-5"], {"nodes": 2, "dry_run": True}),
-    ("submit protocol protocol_demo checkpoints.base=x --local", ["checkpoints.base=x"], {"local": True}),
-    ("train demo_tiny --print-config optim.lr=1e-3", ["optim.lr=1e-3"], {"print_config": True}),
-    ("pack --input p/a p/b seed=1 --output s pad_multiple=16", ["seed=1", "pad_multiple=16"], {"input": ["p/a", "p/b"]}),
-    ("eval proxy shards=s --checkpoint c --output o retrieval.lengths=[512,1024]",
-     ["shards=s", "retrieval.lengths=[512,1024]"], {"checkpoint": "c"}),
-    ("sft sft_probe_demo a=1 --from x --output y b=2", ["a=1", "b=2"], {"start": "x"}),
-    ("config demo_tiny optim.lr=1e-3 --yaml-only data.seq_length=4096", ["optim.lr=1e-3", "data.seq_length=4096"],
-     {"yaml_only": True}),
-])
+@pytest.mark.parametrize(
+    "line, overrides, check",
+    [
+        (
+            "prep commits --input REPO --output DIR commits.max_doc_bytes=500000",
+            ["commits.max_doc_bytes=500000"],
+            {"input": ["REPO"], "output": "DIR"},
+        ),
+        (
+            "prep repos redact.enabled=false --input a b dedup.enabled=false --output o quality.enabled=false",
+            ["redact.enabled=false", "dedup.enabled=false", "quality.enabled=false"],
+            {"input": ["a", "b"]},
+        ),
+        ("submit train demo_tiny --nodes 2 --dry-run optim.lr=1e-5", ["optim.lr=1e-5"], {"nodes": 2, "dry_run": True}),
+        ("submit protocol protocol_demo checkpoints.base=x --local", ["checkpoints.base=x"], {"local": True}),
+        ("train demo_tiny --print-config optim.lr=1e-3", ["optim.lr=1e-3"], {"print_config": True}),
+        (
+            "pack --input p/a p/b seed=1 --output s pad_multiple=16",
+            ["seed=1", "pad_multiple=16"],
+            {"input": ["p/a", "p/b"]},
+        ),
+        (
+            "eval proxy shards=s --checkpoint c --output o retrieval.lengths=[512,1024]",
+            ["shards=s", "retrieval.lengths=[512,1024]"],
+            {"checkpoint": "c"},
+        ),
+        ("sft sft_probe_demo a=1 --from x --output y b=2", ["a=1", "b=2"], {"start": "x"}),
+        (
+            "config demo_tiny optim.lr=1e-3 --yaml-only data.seq_length=4096",
+            ["optim.lr=1e-3", "data.seq_length=4096"],
+            {"yaml_only": True},
+        ),
+    ],
+)
 def test_overrides_anywhere_for_every_command(line, overrides, check):
     args = _parse(line)
     assert args.overrides == overrides

@@ -20,8 +20,22 @@ def test_config_prep_prints_reader_and_every_curation_field(capsys):
 def test_prep_print_config_matches_config_prep_with_overrides_anywhere(capsys, tmp_path):
     assert main(["config", "prep", "commits", "commits.max_doc_bytes=100000", "dedup.enabled=false"]) == 0
     expected = capsys.readouterr().out
-    assert main(["prep", "commits", "--input", str(tmp_path / "repo"), "commits.max_doc_bytes=100000", "--output",
-                 str(tmp_path / "out"), "--print-config", "dedup.enabled=false"]) == 0
+    assert (
+        main(
+            [
+                "prep",
+                "commits",
+                "--input",
+                str(tmp_path / "repo"),
+                "commits.max_doc_bytes=100000",
+                "--output",
+                str(tmp_path / "out"),
+                "--print-config",
+                "dedup.enabled=false",
+            ]
+        )
+        == 0
+    )
     assert capsys.readouterr().out == expected
     assert not (tmp_path / "out").exists()  # printed, nothing run
 
@@ -37,8 +51,24 @@ def test_config_pack_and_pack_print_config_include_the_mixture(capsys, tmp_path)
     assert main(["config", "pack", "seq_length=4096", "mixture.max_repeat=2"]) == 0
     data = _yaml(capsys)
     assert data["seq_length"] == 4096 and data["mixture"]["max_repeat"] == 2
-    assert main(["pack", "--input", str(tmp_path), "--output", str(tmp_path / "o"), "--mixture", "swe_midtrain",
-                 "--seq-length", "2048", "--print-config", "seed=7"]) == 0
+    assert (
+        main(
+            [
+                "pack",
+                "--input",
+                str(tmp_path),
+                "--output",
+                str(tmp_path / "o"),
+                "--mixture",
+                "swe_midtrain",
+                "--seq-length",
+                "2048",
+                "--print-config",
+                "seed=7",
+            ]
+        )
+        == 0
+    )
     data = _yaml(capsys)
     assert data["seq_length"] == 2048 and data["seed"] == 7 and data["mixture"]["name"] == "swe_midtrain"
 

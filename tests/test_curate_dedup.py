@@ -15,8 +15,9 @@ from sources_fixtures import make_repo
 from midtrain.cli import main
 from midtrain.curate.stages import CurationConfig
 
-BISECT, COLORSYS, SHLEX, TEXTWRAP, JSON_DEC = (stdlib(p) for p in ("bisect.py", "colorsys.py", "shlex.py",
-                                                                    "textwrap.py", "json/decoder.py"))
+BISECT, COLORSYS, SHLEX, TEXTWRAP, JSON_DEC = (
+    stdlib(p) for p in ("bisect.py", "colorsys.py", "shlex.py", "textwrap.py", "json/decoder.py")
+)
 EXACT_ONLY = ["dedup.near=false", "redact.enabled=false"]
 PATCHED_LEXER = SHLEX.replace("class shlex:", "class shlex:  # a locally patched copy\n    patched = True")
 
@@ -26,15 +27,23 @@ def raw_files() -> list[list[dict]]:
     one edited document and one edited file (near duplicates)."""
     return [
         [repo_row("zz/tool", {"lex.py": SHLEX, "wrap.py": TEXTWRAP, "util.py": BISECT})],
-        [doc_row("PR: fix\n" + COLORSYS, "pr-9"), repo_row("aa/other", {"vendor/decoder.py": JSON_DEC,
-                                                                            "enc.py": stdlib("json/encoder.py")})],
+        [
+            doc_row("PR: fix\n" + COLORSYS, "pr-9"),
+            repo_row("aa/other", {"vendor/decoder.py": JSON_DEC, "enc.py": stdlib("json/encoder.py")}),
+        ],
         [repo_row("mm/tool-fork", {"lex.py": SHLEX, "wrap.py": TEXTWRAP, "util.py": BISECT})],
-        [doc_row("PR: fix\n" + COLORSYS.replace("\n\n", "\n  \n"), "pr-1"),
-         doc_row("PR: other\n" + stdlib("fnmatch.py"), "pr-2")],
-        [repo_row("bb/app", {"decoder.py": JSON_DEC, "own.py": stdlib("string.py")}),
-         doc_row("PR: fix\n" + COLORSYS, "pr-5")],
-        [repo_row("cc/vendoring", {"third_party/lex.py": SHLEX, "main.py": stdlib("heapq.py")}),
-         doc_row("PR: fix (v2)\n" + COLORSYS.replace("Return", "Give back"), "pr-0")],
+        [
+            doc_row("PR: fix\n" + COLORSYS.replace("\n\n", "\n  \n"), "pr-1"),
+            doc_row("PR: other\n" + stdlib("fnmatch.py"), "pr-2"),
+        ],
+        [
+            repo_row("bb/app", {"decoder.py": JSON_DEC, "own.py": stdlib("string.py")}),
+            doc_row("PR: fix\n" + COLORSYS, "pr-5"),
+        ],
+        [
+            repo_row("cc/vendoring", {"third_party/lex.py": SHLEX, "main.py": stdlib("heapq.py")}),
+            doc_row("PR: fix (v2)\n" + COLORSYS.replace("Return", "Give back"), "pr-0"),
+        ],
         [repo_row("dd/patched", {"lexer.py": PATCHED_LEXER, "cal.py": stdlib("calendar.py")})],
     ]
 
@@ -88,10 +97,21 @@ def test_a_relaunch_after_a_crashed_finder_task_resumes(tmp_path):
     """Finder task 1 of 2 'crashed' (no completion marker, no output) and nothing after it ran: the relaunch
     reruns that task and the later stages only, and gives the same documents as an uninterrupted run."""
     shared = {"lex.py": SHLEX, "wrap.py": TEXTWRAP}
-    repos = [make_repo(tmp_path / "src" / f"r{i}", {**shared, f"own{i}.py": f"VALUE = {i}\n" + BISECT[:200 * i]})
-             for i in range(4)]
-    args = ["prep", "repos", "license.enabled=false", *EXACT_ONLY, "--input", *map(str, repos), "--tasks", "2",
-            "--output"]
+    repos = [
+        make_repo(tmp_path / "src" / f"r{i}", {**shared, f"own{i}.py": f"VALUE = {i}\n" + BISECT[: 200 * i]})
+        for i in range(4)
+    ]
+    args = [
+        "prep",
+        "repos",
+        "license.enabled=false",
+        *EXACT_ONLY,
+        "--input",
+        *map(str, repos),
+        "--tasks",
+        "2",
+        "--output",
+    ]
     out, fresh = tmp_path / "out", tmp_path / "fresh"
     assert main([*args, str(out)]) == 0 and main([*args, str(fresh)]) == 0
     logs = out / "logs"

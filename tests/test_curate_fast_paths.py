@@ -23,11 +23,18 @@ from midtrain.curate.dedup import CodeMinhashSignature, DedupConfig
 from midtrain.curate.text import alpha_count, simplified_words, word_ngrams
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
-ALPHABET = ("abcXYZ 0129\n\t\r\x0b\x1c.,;!'\"_-éèüßÅﬁİı\u0301\u0300\u0327\u00a0\u2000\u2003\u200b"
-            "٣४Ⅻ🙂‐—«»日本語한"
-            "\u037e\u1fed\ufb2c" + "".join(map(chr, PUNCTUATION_TRANS)))
-NORMS = [TextNormConfig(), TextNormConfig(norm_weekdays=True, norm_monthnames=True), TextNormConfig(lowercase=False),
-         TextNormConfig(norm_unicode_diacritics=False), TextNormConfig(remove_punctuation=False)]
+ALPHABET = (
+    "abcXYZ 0129\n\t\r\x0b\x1c.,;!'\"_-éèüßÅﬁİı\u0301\u0300\u0327\u00a0\u2000\u2003\u200b"
+    "٣४Ⅻ🙂‐—«»日本語한"
+    "\u037e\u1fed\ufb2c" + "".join(map(chr, PUNCTUATION_TRANS))
+)
+NORMS = [
+    TextNormConfig(),
+    TextNormConfig(norm_weekdays=True, norm_monthnames=True),
+    TextNormConfig(lowercase=False),
+    TextNormConfig(norm_unicode_diacritics=False),
+    TextNormConfig(remove_punctuation=False),
+]
 
 
 def random_texts(n: int, seed: int = 0) -> list[str]:
@@ -75,8 +82,13 @@ def test_benchmark_ngram_match_is_the_first_matching_ngram_of_the_document(tmp_p
     for i in range(30):
         words = texts[i % len(texts)].split()
         start = rng.randrange(max(1, len(words) - 40))
-        rows.append({"instance_id": f"o__r-{i}", "problem_statement": " ".join(words[start:start + 30]),
-                     "patch": "+++ b/x.py\n+" + " ".join(words[start + 5:start + 25]) + "\n"})
+        rows.append(
+            {
+                "instance_id": f"o__r-{i}",
+                "problem_statement": " ".join(words[start : start + 30]),
+                "patch": "+++ b/x.py\n+" + " ".join(words[start + 5 : start + 25]) + "\n",
+            }
+        )
     inst = tmp_path / "inst.jsonl"
     inst.write_text("".join(json.dumps(r) + "\n" for r in rows))
     step = SweBenchNgramFilter(DecontamConfig(instances=[str(inst)]))
@@ -104,17 +116,43 @@ def test_redaction_scans_find_what_the_regular_expressions_find():
     from midtrain.curate import secrets as s
 
     rng = random.Random(5)
-    pieces = ["pass", "passecret", "key", "tokenkey", "AUTH", " ", "\n", "1.2.3.4", "10.0.0.255.7", "::", "fe80::1",
-              "2001:db8::ff00:42:8329", "a:b:c", "dead:beef:", ".", ":", "<|file_sep|>", "diff --git a/", "x/y.py",
-              "tests/t.py", "_", "9", "ab", "credential", "signature"]
+    pieces = [
+        "pass",
+        "passecret",
+        "key",
+        "tokenkey",
+        "AUTH",
+        " ",
+        "\n",
+        "1.2.3.4",
+        "10.0.0.255.7",
+        "::",
+        "fe80::1",
+        "2001:db8::ff00:42:8329",
+        "a:b:c",
+        "dead:beef:",
+        ".",
+        ":",
+        "<|file_sep|>",
+        "diff --git a/",
+        "x/y.py",
+        "tests/t.py",
+        "_",
+        "9",
+        "ab",
+        "credential",
+        "signature",
+    ]
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 40))) for _ in range(3000)] + real_texts()
     for text in texts:
         low = text.lower()
         assert s._literal_matches(low, s.KEYWORDS) == [m.span() for m in s.KEYWORD_RE.finditer(low)]
-        assert [m.span() for m in s._runs_matching(s.IPV4_CANDIDATE_RE, text, s._IPV4_HINT, s._IPV4_CHARS, 0)] == \
-            [m.span() for m in s.IPV4_CANDIDATE_RE.finditer(text)]
-        assert [m.span() for m in s._runs_matching(s.IPV6_RE, text, s._IPV6_HINT, s._IPV6_CHARS, 1)] == \
-            [m.span() for m in s.IPV6_RE.finditer(text)]
+        assert [m.span() for m in s._runs_matching(s.IPV4_CANDIDATE_RE, text, s._IPV4_HINT, s._IPV4_CHARS, 0)] == [
+            m.span() for m in s.IPV4_CANDIDATE_RE.finditer(text)
+        ]
+        assert [m.span() for m in s._runs_matching(s.IPV6_RE, text, s._IPV6_HINT, s._IPV6_CHARS, 1)] == [
+            m.span() for m in s.IPV6_RE.finditer(text)
+        ]
         assert s._file_headers(text) == [(m.start(), m.group(1)) for m in s._FILE_HEADER_RE.finditer(text)]
 
 
@@ -136,10 +174,24 @@ def test_document_writer_records_are_datatrove_s(tmp_path):
 
     from midtrain.formats.documents import DocumentWriter
 
-    docs = [Document(text="def f():\n    return 1\n", id="repo:a", metadata={
-                "source": "repo", "files": ["a.py"], "file_offsets": [0], "identity": {"method": "none", "repo": None},
-                "loss_spans": [(0, 3)], "empty": "", "zero": 0, "none": None}),
-            Document(text="", id="", metadata={}), Document(text="x", id="1", metadata={"nested": {"l": [[1, 2]]}})]
+    docs = [
+        Document(
+            text="def f():\n    return 1\n",
+            id="repo:a",
+            metadata={
+                "source": "repo",
+                "files": ["a.py"],
+                "file_offsets": [0],
+                "identity": {"method": "none", "repo": None},
+                "loss_spans": [(0, 3)],
+                "empty": "",
+                "zero": 0,
+                "none": None,
+            },
+        ),
+        Document(text="", id="", metadata={}),
+        Document(text="x", id="1", metadata={"nested": {"l": [[1, 2]]}}),
+    ]
     for expand in (False, True):
         ours = DocumentWriter(str(tmp_path / f"a{expand}"), expand_metadata=expand)
         theirs = JsonlWriter(str(tmp_path / f"b{expand}"), expand_metadata=expand)

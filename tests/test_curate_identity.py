@@ -52,22 +52,30 @@ def world(tmp_path_factory):
     stripped = cases / "tables-src"
     write_files(stripped, {k: v for k, v in bench_files().items() if k.startswith(("benchlib/", "tests/"))})
     # 3. a vendored copy of two benchmark files inside another project
-    own = {f"reportgen/{name}": stdlib(name) for name in ("textwrap.py", "colorsys.py", "fnmatch.py",
-                                                          "bisect.py", "shlex.py", "glob.py")}
-    vendored = make_repo(cases / "reportgen", {
-        "README.md": "# reportgen\n\nMonthly reports for acme.\n", **own,
-        "reportgen/_tables/render.py": (BENCH / "benchlib" / "render.py").read_text(),
-        "reportgen/_tables/util.py": (BENCH / "benchlib" / "util.py").read_text()})
+    own = {
+        f"reportgen/{name}": stdlib(name)
+        for name in ("textwrap.py", "colorsys.py", "fnmatch.py", "bisect.py", "shlex.py", "glob.py")
+    }
+    vendored = make_repo(
+        cases / "reportgen",
+        {
+            "README.md": "# reportgen\n\nMonthly reports for acme.\n",
+            **own,
+            "reportgen/_tables/render.py": (BENCH / "benchlib" / "render.py").read_text(),
+            "reportgen/_tables/util.py": (BENCH / "benchlib" / "util.py").read_text(),
+        },
+    )
     git(vendored, "remote", "add", "origin", "https://github.com/acme/reportgen.git")
     # 4. a dependency that only links to the benchmark repository: kept
     dep_files = {
         "README.md": "# dashboard\n\nBuilt on [benchlib](https://github.com/benchorg/benchlib) "
-                     "(see https://github.com/benchorg/benchlib/issues/12).\n",
+        "(see https://github.com/benchorg/benchlib/issues/12).\n",
         "pyproject.toml": '[project]\nname = "dashboard"\ndependencies = ["benchlib>=1.4"]\n\n'
-                          '[project.urls]\nHomepage = "https://github.com/acme/dashboard"\n',
+        '[project.urls]\nHomepage = "https://github.com/acme/dashboard"\n',
         "dashboard/app.py": "from benchlib.core import Table\nfrom benchlib.render import markdown\n\n\n"
-                            "def page(rows):\n    return markdown(Table(rows).sort_by('score', reverse=True))\n",
-        "dashboard/formats.py": stdlib("string.py")}
+        "def page(rows):\n    return markdown(Table(rows).sort_by('score', reverse=True))\n",
+        "dashboard/formats.py": stdlib("string.py"),
+    }
     dep = make_repo(cases / "dashboard", dep_files)
     git(dep, "remote", "add", "origin", "https://github.com/acme/dashboard.git")
     dep_dir = cases / "dashboard-src"  # the same, as a plain directory: identified by its declared home
@@ -75,8 +83,18 @@ def world(tmp_path_factory):
     # 5. a directory nobody can identify
     anon = cases / "scratch"
     write_files(anon, {"notes.py": stdlib("keyword.py")})
-    return {"tmp": tmp, "index": index, "bench": bench, "mirror": mirror, "tarball": tarball, "stripped": stripped,
-            "vendored": vendored, "dep": dep, "dep_dir": dep_dir, "anon": anon}
+    return {
+        "tmp": tmp,
+        "index": index,
+        "bench": bench,
+        "mirror": mirror,
+        "tarball": tarball,
+        "stripped": stripped,
+        "vendored": vendored,
+        "dep": dep,
+        "dep_dir": dep_dir,
+        "anon": anon,
+    }
 
 
 def prep(world, source: str, inputs: list[Path], name: str, *overrides: str) -> tuple[list, list, dict]:
@@ -87,8 +105,15 @@ def prep(world, source: str, inputs: list[Path], name: str, *overrides: str) -> 
 
 
 def by_case(docs: list[dict], world) -> dict[str, dict]:
-    names = {"tablekit": "mirror", "benchlib-1.4.0-src": "tarball", "tables-src": "stripped",
-             "reportgen": "vendored", "dashboard": "dep", "dashboard-src": "dep_dir", "scratch": "anon"}
+    names = {
+        "tablekit": "mirror",
+        "benchlib-1.4.0-src": "tarball",
+        "tables-src": "stripped",
+        "reportgen": "vendored",
+        "dashboard": "dep",
+        "dashboard-src": "dep_dir",
+        "scratch": "anon",
+    }
     out = {}
     for d in docs:
         for key, case in names.items():
@@ -102,8 +127,11 @@ def test_every_case_is_caught_by_the_right_layer_and_the_dependency_is_kept(worl
     kept, excluded, stats = prep(world, "repos", inputs, "repos", f"decontam.index={world['index']}")
     dropped = {d["metadata"]["curation_reason"]: d for d in excluded if "parent_id" not in d["metadata"]}
     reasons = {by: d["metadata"]["identity"]["method"] for by, d in dropped.items()}
-    assert reasons == {"swebench_root_commit": "root_commit", "swebench_declared": "declared",
-                       "swebench_content": "content"}
+    assert reasons == {
+        "swebench_root_commit": "root_commit",
+        "swebench_declared": "declared",
+        "swebench_content": "content",
+    }
     assert dropped["swebench_root_commit"]["metadata"]["repo"] == "mirrors/tablekit"
     assert "benchlib-1.4.0-src" in dropped["swebench_declared"]["id"]
     assert "tables-src" in dropped["swebench_content"]["id"]
@@ -131,16 +159,18 @@ def test_every_case_is_caught_by_the_right_layer_and_the_dependency_is_kept(worl
 
 
 def test_require_identity_drops_unidentified_repositories(world):
-    kept, excluded, stats = prep(world, "repos", [world["anon"], world["dep_dir"]], "fail_closed",
-                                 "decontam.require_identity=true")
+    kept, excluded, stats = prep(
+        world, "repos", [world["anon"], world["dep_dir"]], "fail_closed", "decontam.require_identity=true"
+    )
     assert [d["id"] for d in kept] == ["repo:dashboard-src"]
     assert [d["metadata"]["curation_reason"] for d in excluded] == ["unidentified_repo"]
     assert any(k.endswith("dropped_unidentified_repo") for k in stats["drops"])
 
 
 def test_mirror_history_is_dropped_by_root_commit_and_own_history_kept(world):
-    kept, excluded, stats = prep(world, "commits", [world["mirror"], world["dep"]], "commits",
-                                 f"decontam.index={world['index']}")
+    kept, excluded, stats = prep(
+        world, "commits", [world["mirror"], world["dep"]], "commits", f"decontam.index={world['index']}"
+    )
     assert {d["metadata"]["repo"] for d in kept} == {"acme/dashboard"}
     assert excluded and {d["metadata"]["curation_reason"] for d in excluded} == {"swebench_root_commit"}
     assert all(d["metadata"]["root_commits"] for d in excluded)
@@ -149,23 +179,47 @@ def test_mirror_history_is_dropped_by_root_commit_and_own_history_kept(world):
 def test_commits_of_an_instance_base_commit_are_dropped(world, tmp_path):
     base = git(world["bench"], "rev-parse", "HEAD").strip()
     inst = tmp_path / "instances.jsonl"
-    inst.write_text(json.dumps({"instance_id": "benchorg__benchlib-7", "repo": "benchorg/benchlib",
-                                "base_commit": base, "problem_statement": "", "patch": ""}) + "\n")
+    inst.write_text(
+        json.dumps(
+            {
+                "instance_id": "benchorg__benchlib-7",
+                "repo": "benchorg/benchlib",
+                "base_commit": base,
+                "problem_statement": "",
+                "patch": "",
+            }
+        )
+        + "\n"
+    )
     f = SweBenchRepoFilter(DecontamConfig(instances=[str(inst)], use_bundled_list=False, use_swebench_package=False))
-    assert f.match_history({"source": "commit", "commits": ["0" * 40, base.upper()]}) == \
-        ("swebench_base_commit", "benchorg__benchlib-7")
+    assert f.match_history({"source": "commit", "commits": ["0" * 40, base.upper()]}) == (
+        "swebench_base_commit",
+        "benchorg__benchlib-7",
+    )
     assert f.match_history({"source": "commit", "commits": ["0" * 40]}) is None
 
 
 def test_pr_touching_only_indexed_files_is_dropped(world, tmp_path):
     def pr(number, repo, files):
-        return {"number": number, "title": "Fix", "body": "", "state": "closed", "repo": repo,
-                "user": {"login": "dev"}, "files": [{"filename": f, "status": "modified", "additions": 1,
-                                                    "deletions": 1, "patch": "@@ -1 +1 @@\n-a\n+b"} for f in files]}
-    rows = [pr(1, "someone/tables-fork", ["benchlib/render.py", "benchlib/util.py"]),
-            pr(2, "acme/dashboard", ["dashboard/app.py", "README.md"]),
-            pr(3, "acme/other", ["README.md"]),  # a path every project has says nothing
-            pr(4, "acme/docs", ["docs/conf.py"])]
+        return {
+            "number": number,
+            "title": "Fix",
+            "body": "",
+            "state": "closed",
+            "repo": repo,
+            "user": {"login": "dev"},
+            "files": [
+                {"filename": f, "status": "modified", "additions": 1, "deletions": 1, "patch": "@@ -1 +1 @@\n-a\n+b"}
+                for f in files
+            ],
+        }
+
+    rows = [
+        pr(1, "someone/tables-fork", ["benchlib/render.py", "benchlib/util.py"]),
+        pr(2, "acme/dashboard", ["dashboard/app.py", "README.md"]),
+        pr(3, "acme/other", ["README.md"]),  # a path every project has says nothing
+        pr(4, "acme/docs", ["docs/conf.py"]),
+    ]
     src = tmp_path / "prs.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     kept, excluded, _ = prep(world, "pulls", [src], "pulls", f"decontam.index={world['index']}")
@@ -203,40 +257,62 @@ def test_fingerprints_ignore_layout_noise_and_boilerplate():
     assert fingerprint("tiny.py", "x = 1\n") is None
 
 
-@pytest.mark.parametrize("files,home", [
-    ({"pyproject.toml": '[project.urls]\nSource = "https://github.com/Psf/Requests"\n'}, "psf/requests"),
-    ({"setup.py": "setup(name='x', url='https://github.com/pallets/flask/')"}, "pallets/flask"),
-    ({"setup.cfg": "[metadata]\nurl = https://github.com/pydata/xarray\n"}, "pydata/xarray"),
-    ({"package.json": '{"repository": {"type": "git", "url": "git+https://github.com/axios/axios.git"}}'},
-     "axios/axios"),
-    ({"Cargo.toml": '[package]\nname = "bat"\nrepository = "https://github.com/sharkdp/bat"\n'}, "sharkdp/bat"),
-    ({"go.mod": "module github.com/gin-gonic/gin\n\ngo 1.21\n"}, "gin-gonic/gin"),
-    ({"pom.xml": "<project><scm><url>https://github.com/google/gson</url></scm></project>"}, "google/gson"),
-    ({"composer.json": '{"support": {"source": "https://github.com/laravel/framework"}}'}, "laravel/framework"),
-    ({"jekyll.gemspec": 's.homepage = "https://github.com/jekyll/jekyll"'}, "jekyll/jekyll"),
-    ({"README.md": "# x\n[![ci](https://github.com/sympy/sympy/actions/workflows/ci.yml/badge.svg)]()\n"},
-     "sympy/sympy"),
-])
+@pytest.mark.parametrize(
+    "files,home",
+    [
+        ({"pyproject.toml": '[project.urls]\nSource = "https://github.com/Psf/Requests"\n'}, "psf/requests"),
+        ({"setup.py": "setup(name='x', url='https://github.com/pallets/flask/')"}, "pallets/flask"),
+        ({"setup.cfg": "[metadata]\nurl = https://github.com/pydata/xarray\n"}, "pydata/xarray"),
+        (
+            {"package.json": '{"repository": {"type": "git", "url": "git+https://github.com/axios/axios.git"}}'},
+            "axios/axios",
+        ),
+        ({"Cargo.toml": '[package]\nname = "bat"\nrepository = "https://github.com/sharkdp/bat"\n'}, "sharkdp/bat"),
+        ({"go.mod": "module github.com/gin-gonic/gin\n\ngo 1.21\n"}, "gin-gonic/gin"),
+        ({"pom.xml": "<project><scm><url>https://github.com/google/gson</url></scm></project>"}, "google/gson"),
+        ({"composer.json": '{"support": {"source": "https://github.com/laravel/framework"}}'}, "laravel/framework"),
+        ({"jekyll.gemspec": 's.homepage = "https://github.com/jekyll/jekyll"'}, "jekyll/jekyll"),
+        (
+            {"README.md": "# x\n[![ci](https://github.com/sympy/sympy/actions/workflows/ci.yml/badge.svg)]()\n"},
+            "sympy/sympy",
+        ),
+    ],
+)
 def test_declared_homes_in_every_manifest(files, home):
     assert declared_homes(files).get(home, 0) >= HOME_SCORE
 
 
-@pytest.mark.parametrize("files", [
-    {"README.md": "# app\nUses [requests](https://github.com/psf/requests) and "
-                  "[flask](https://github.com/pallets/flask).\n"},
-    {"package.json": '{"dependencies": {"axios": "github:axios/axios"}}'},
-    {"Cargo.toml": '[dependencies]\nbat = { git = "https://github.com/sharkdp/bat" }\n'},
-    {"vendor/requests/setup.py": "setup(url='https://github.com/psf/requests')"},  # not the project's root
-    {"pyproject.toml": "this is [not toml"},
-])
+@pytest.mark.parametrize(
+    "files",
+    [
+        {
+            "README.md": "# app\nUses [requests](https://github.com/psf/requests) and "
+            "[flask](https://github.com/pallets/flask).\n"
+        },
+        {"package.json": '{"dependencies": {"axios": "github:axios/axios"}}'},
+        {"Cargo.toml": '[dependencies]\nbat = { git = "https://github.com/sharkdp/bat" }\n'},
+        {"vendor/requests/setup.py": "setup(url='https://github.com/psf/requests')"},  # not the project's root
+        {"pyproject.toml": "this is [not toml"},
+    ],
+)
 def test_links_dependencies_and_nested_manifests_are_not_homes(files):
     assert all(score < HOME_SCORE for score in declared_homes(files).values())
 
 
 def test_bundled_root_commits_name_the_verified_repositories():
     roots = bundled_root_commits()
-    verified = {"astropy/astropy", "django/django", "mwaskom/seaborn", "pallets/flask", "psf/requests",
-                "pydata/xarray", "pylint-dev/pylint", "pytest-dev/pytest", "sphinx-doc/sphinx", "sympy/sympy"}
+    verified = {
+        "astropy/astropy",
+        "django/django",
+        "mwaskom/seaborn",
+        "pallets/flask",
+        "psf/requests",
+        "pydata/xarray",
+        "pylint-dev/pylint",
+        "pytest-dev/pytest",
+        "sphinx-doc/sphinx",
+        "sympy/sympy",
+    }
     assert verified <= set(roots.values())
     # every line says where its sha came from
     for line in (Path(__file__).parents[1] / "midtrain/curate/data/root_commits.tsv").read_text().splitlines():
@@ -248,11 +324,14 @@ def test_bundled_root_commits_name_the_verified_repositories():
     assert f.match_history({"source": "repo", "root_commits": [sha]}) == ("swebench_root_commit", "psf/requests")
 
 
-@pytest.mark.parametrize("meta", [
-    {"source": "trace", "repo": None, "instance_id": "django__django-11099"},
-    {"source": "trace", "repo": None, "instance_id": "psf__requests.a0df2cbb.lm_rewrite__ab12"},  # SWE-smith
-    {"source": "trace", "repo": "https://github.com/sympy/sympy", "instance_id": "x-1"},
-])
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"source": "trace", "repo": None, "instance_id": "django__django-11099"},
+        {"source": "trace", "repo": None, "instance_id": "psf__requests.a0df2cbb.lm_rewrite__ab12"},  # SWE-smith
+        {"source": "trace", "repo": "https://github.com/sympy/sympy", "instance_id": "x-1"},
+    ],
+)
 def test_traces_on_benchmark_instances_or_repositories_are_dropped(meta):
     assert SweBenchRepoFilter(DecontamConfig()).match(meta) is not None
 
@@ -260,8 +339,14 @@ def test_traces_on_benchmark_instances_or_repositories_are_dropped(meta):
 def test_every_part_of_a_split_tarball_is_dropped_by_its_declared_home(world, tmp_path):
     bench_list = tmp_path / "bench.txt"
     bench_list.write_text("benchorg/benchlib\n")
-    kept, excluded, _ = prep(world, "repos", [world["tarball"], world["dep_dir"]], "split",
-                             "repos.max_doc_bytes=1024", f"decontam.repo_list={bench_list}")
+    kept, excluded, _ = prep(
+        world,
+        "repos",
+        [world["tarball"], world["dep_dir"]],
+        "split",
+        "repos.max_doc_bytes=1024",
+        f"decontam.repo_list={bench_list}",
+    )
     assert kept and {d["metadata"]["identity"]["repo"] for d in kept} == {"acme/dashboard"}
     assert len(excluded) >= 3 and {d["metadata"]["curation_reason"] for d in excluded} == {"swebench_declared"}
     assert all(d["metadata"]["root_manifests"]["pyproject.toml"] for d in excluded)
@@ -278,8 +363,8 @@ def test_near_duplicate_files_are_found_and_unrelated_ones_are_not():
     lines = original.splitlines()
     # a vendored copy: imports rewritten, every 5th line changed, a header added
     edited = "# vendored from benchorg/lib 1.0\n" + "\n".join(
-        ln.replace("import re", "from vendor import re") if i % 5 else ln + "  # patched"
-        for i, ln in enumerate(lines))
+        ln.replace("import re", "from vendor import re") if i % 5 else ln + "  # patched" for i, ln in enumerate(lines)
+    )
     assert fingerprint("v.py", edited) not in hashes  # exact fingerprints miss it ...
     assert idx.near(edited) == {"benchorg/lib"}  # ... the near-duplicate keys do not
     for other in ("colorsys.py", "glob.py", "keyword.py", "string.py", "heapq.py", "getopt.py", "calendar.py"):
@@ -311,8 +396,9 @@ def test_a_template_many_benchmark_repositories_share_is_not_a_benchmark_file(tm
     template = stdlib("textwrap.py")  # stands for a generated file (sphinx's doc/Makefile) in many projects
     idx = ContentIndex()
     for i in range(3):
-        paths, hashes, bands = repo_prints({"doc/Makefile": template, f"pkg{i}/core.py": stdlib("shlex.py") + f"#{i}"
-                                            }.items())
+        paths, hashes, bands = repo_prints(
+            {"doc/Makefile": template, f"pkg{i}/core.py": stdlib("shlex.py") + f"#{i}"}.items()
+        )
         idx.add(f"org/bench{i}", RepoPrint("x", None, [], paths, hashes, bands))
     out = tmp_path / "i.json"
     idx.save(out)

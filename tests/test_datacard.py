@@ -12,19 +12,43 @@ from midtrain.pack.datacard import file_kind
 
 
 def test_file_kinds():
-    assert [file_kind(p) for p in ("src/app.py", "tests/test_app.py", "README.md", "pyproject.toml", "uv.lock",
-                                   "docs/logo.svg", "data/rows.csv")] == \
-        ["code", "tests", "docs", "config", "lock", "data", "data"]
+    assert [
+        file_kind(p)
+        for p in (
+            "src/app.py",
+            "tests/test_app.py",
+            "README.md",
+            "pyproject.toml",
+            "uv.lock",
+            "docs/logo.svg",
+            "data/rows.csv",
+        )
+    ] == ["code", "tests", "docs", "config", "lock", "data", "data"]
 
 
 def test_prep_data_card(tmp_path, capsys):
-    repo = make_repo(tmp_path / "proj", {"src/app.py": "def add(a, b):\n    return a + b\n",
-                                         "tests/test_app.py": "from app import add\n\ndef test_add():\n"
-                                                              "    assert add(1, 2) == 3\n"})
-    commit(repo, {"uv.lock": "[[package]]\nname = 'x'\n" * 20, "src/app.py": "def add(a, b):\n    return b + a\n",
-                  "README.md": "# proj\n\nMail maria.garcia7@globex.io\n"}, "swap; lock")
-    commit(repo, {"pyproject.toml": "[project]\nname = 'proj'\n"}, "Bump deps",
-           author=("dependabot[bot]", "49699333+dependabot[bot]@users.noreply.github.com"))
+    repo = make_repo(
+        tmp_path / "proj",
+        {
+            "src/app.py": "def add(a, b):\n    return a + b\n",
+            "tests/test_app.py": "from app import add\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+        },
+    )
+    commit(
+        repo,
+        {
+            "uv.lock": "[[package]]\nname = 'x'\n" * 20,
+            "src/app.py": "def add(a, b):\n    return b + a\n",
+            "README.md": "# proj\n\nMail maria.garcia7@globex.io\n",
+        },
+        "swap; lock",
+    )
+    commit(
+        repo,
+        {"pyproject.toml": "[project]\nname = 'proj'\n"},
+        "Bump deps",
+        author=("dependabot[bot]", "49699333+dependabot[bot]@users.noreply.github.com"),
+    )
     out = tmp_path / "prep"
     assert main(["prep", "commits", "commits.bots=mark", "--input", str(repo), "--output", str(out)]) == 0
     capsys.readouterr()

@@ -181,8 +181,12 @@ def group(cmd: str) -> str:
         return "sweep"
     if cmd == FIRST["train"]:
         return "train"
-    if (sub == "demo" or words[0] == "sbatch" or "protocol" in cmd
-            or any(m in cmd for m in (".demo/", "runs/p/", "runs/probe", "runs/base", "runs/swe/"))):
+    if (
+        sub == "demo"
+        or words[0] == "sbatch"
+        or "protocol" in cmd
+        or any(m in cmd for m in (".demo/", "runs/p/", "runs/probe", "runs/base", "runs/swe/"))
+    ):
         return "demo"
     if sub in ("prep", "pack", "inspect", "decontam") or words[0] == "aws" or "out/shards" in cmd:
         return "data"
@@ -201,7 +205,7 @@ def _midtrain_argv(cmd: str) -> list[str]:
     """The words after `midtrain` (or after `torchrun ... -m midtrain.cli`)."""
     words = shlex.split(cmd.split(" > ")[0])
     if words[0] == "torchrun":
-        words = words[words.index("midtrain.cli") + 1:]
+        words = words[words.index("midtrain.cli") + 1 :]
     else:
         assert words[0] == "midtrain", cmd
         words = words[1:]
@@ -239,8 +243,13 @@ def test_every_midtrain_example_parses_and_resolves_its_config(cmd):
 
 
 def _git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.org",
-           "GIT_COMMITTER_NAME": "Ada", "GIT_COMMITTER_EMAIL": "ada@example.org"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Ada",
+        "GIT_AUTHOR_EMAIL": "ada@example.org",
+        "GIT_COMMITTER_NAME": "Ada",
+        "GIT_COMMITTER_EMAIL": "ada@example.org",
+    }
     subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, env=env)
 
 
@@ -270,8 +279,11 @@ def workspace(tmp_path_factory, request) -> Iterator[tuple[Path, dict[str, str]]
         (repo / "README.md").write_text((repo / "README.md").read_text() + "\nMore docs.\n")
         _git(repo, "commit", "-q", "-am", "docs: more")
     (home / "mirrors").mkdir()
-    subprocess.run(["git", "clone", "-q", "--bare", str(home / "src" / "proj"), str(home / "mirrors" / "other.git")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "clone", "-q", "--bare", str(home / "src" / "proj"), str(home / "mirrors" / "other.git")],
+        check=True,
+        capture_output=True,
+    )
     save_tiny_tokenizer(home / "models" / "Qwen3-8B")
     if which in ("misc", "all"):  # only the conversions read the models
         for model in ("Qwen3-8B-Base", "Qwen3-1.7B-Base"):
@@ -301,18 +313,31 @@ def workspace(tmp_path_factory, request) -> Iterator[tuple[Path, dict[str, str]]
     shutil.copy(REPO / "slurm" / "site.example.yaml", ws / "slurm" / "site.example.yaml")
     (ws / "abs").mkdir()
     (ws / "abs" / "bench_repos.txt").write_text("octo/some-benchmark-repo\n")
-    (ws / "abs" / "verified.jsonl").write_text(json.dumps(
-        {"instance_id": "octo__bench-1", "repo": "octo/bench", "problem_statement": "the parser drops the last "
-         "line of a file when it has no trailing newline and the caller expects every line back",
-         "patch": "--- a/p.py\n+++ b/p.py\n"}) + "\n")
+    (ws / "abs" / "verified.jsonl").write_text(
+        json.dumps(
+            {
+                "instance_id": "octo__bench-1",
+                "repo": "octo/bench",
+                "problem_statement": "the parser drops the last "
+                "line of a file when it has no trailing newline and the caller expects every line back",
+                "patch": "--- a/p.py\n+++ b/p.py\n",
+            }
+        )
+        + "\n"
+    )
     # names the examples use for directories other examples (or the demo) write
     (ws / "lustre" / "prep").mkdir(parents=True)
     for source in ("repos", "pulls", "traces"):
         (ws / "lustre" / "prep" / source).symlink_to(ws / "out" / "prep" / source)
     (runs / "p" / "midtrained").mkdir(parents=True)
-    links = {"runs/base": ".demo/runs/demo_tiny", "runs/p/base": ".demo/runs/protocol/base",
-             "runs/p/mid": ".demo/runs/protocol/midtrained", "runs/p/midtrained/sft": "runs/probe/mid",
-             "runs/qwen3_8b_256k_h200": "ckpt/qwen3-8b", "runs/qwen3_1p7b_256k_h200": "ckpt/qwen3-1.7b"}
+    links = {
+        "runs/base": ".demo/runs/demo_tiny",
+        "runs/p/base": ".demo/runs/protocol/base",
+        "runs/p/mid": ".demo/runs/protocol/midtrained",
+        "runs/p/midtrained/sft": "runs/probe/mid",
+        "runs/qwen3_8b_256k_h200": "ckpt/qwen3-8b",
+        "runs/qwen3_1p7b_256k_h200": "ckpt/qwen3-1.7b",
+    }
     for link, target in links.items():
         (ws / link).symlink_to(ws / target)
     (ws / "runs" / "probe").mkdir()
@@ -323,11 +348,15 @@ def workspace(tmp_path_factory, request) -> Iterator[tuple[Path, dict[str, str]]
     bin_dir = ws / "bin"
     bin_dir.mkdir()
     shim = bin_dir / "midtrain"
-    shim.write_text(f"#!/bin/sh\nexec {sys.executable} -m midtrain.cli \"$@\"\n")
+    shim.write_text(f'#!/bin/sh\nexec {sys.executable} -m midtrain.cli "$@"\n')
     shim.chmod(0o755)
-    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO),
-           "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
-           "MIDTRAIN_CACHE": os.environ.get("MIDTRAIN_CACHE", str(Path.home() / ".cache" / "midtrain"))}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PYTHONPATH": str(REPO),
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "MIDTRAIN_CACHE": os.environ.get("MIDTRAIN_CACHE", str(Path.home() / ".cache" / "midtrain")),
+    }
     env.pop("MIDTRAIN_SITE", None)
     # tests/conftest.py pins one thread for in-process tests. Beside other xdist workers an example keeps that
     # one thread too: two 2-thread trainings on 2 cores spin in each other's OpenMP barriers. Run alone
@@ -342,12 +371,23 @@ def workspace(tmp_path_factory, request) -> Iterator[tuple[Path, dict[str, str]]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    env.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_ENDPOINT_URL": f"http://{host}:{port}"})
+    env.update(
+        {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        }
+    )
     import boto3
 
-    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id="testing",
-                 aws_secret_access_key="testing", region_name="us-east-1").create_bucket(Bucket="my-bucket")
+    boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    ).create_bucket(Bucket="my-bucket")
     yield ws, env
     server.stop()
 
@@ -401,8 +441,9 @@ def test_every_group_runs_something():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("workspace", [pytest.param(g, marks=[pytest.mark.heavy] if g in HEAVY else [])
-                                       for g in GROUPS], indirect=True)
+@pytest.mark.parametrize(
+    "workspace", [pytest.param(g, marks=[pytest.mark.heavy] if g in HEAVY else []) for g in GROUPS], indirect=True
+)
 def test_documented_examples_run(workspace, request):
     """Every `run` and `submit` example of one group in the order the docs show them, sharing one workspace.
     Each one's wall and CPU time go to the terminal summary (tests/conftest.py), slowest first."""
@@ -432,6 +473,9 @@ def test_documented_examples_run(workspace, request):
                     failures.append(f"$ {cmd}\n{r.stderr}")
     assert not failures, f"{len(failures)} documented example(s) failed:\n\n" + "\n\n".join(failures)
     if name == "demo":  # in a checkout too, the oracle endpoint (gold patches) resolves every embedded task
-        oracle = [line for line in (ws / ".demo" / "report" / "report.md").read_text().splitlines()
-                  if line.startswith("| Embedded CPU tasks, oracle endpoint")]
+        oracle = [
+            line
+            for line in (ws / ".demo" / "report" / "report.md").read_text().splitlines()
+            if line.startswith("| Embedded CPU tasks, oracle endpoint")
+        ]
         assert oracle and all(c.strip().startswith("100.0") for c in oracle[0].strip("|").split("|")[1:]), oracle

@@ -21,9 +21,19 @@ def world_of_one():
 
 
 def test_30b_a3b_counts_match_megatron_core(world_of_one):
-    cfg = get_recipe("qwen3_30b_a3b_256k_h200").build(
-        ["precision.transformer_impl=local", "parallel.context=1", "parallel.expert=1",
-         "parallel.distributed_optimizer=false", "model.num_layers=2"]).validate()  # 2 of 48 layers: quick
+    cfg = (
+        get_recipe("qwen3_30b_a3b_256k_h200")
+        .build(
+            [
+                "precision.transformer_impl=local",
+                "parallel.context=1",
+                "parallel.expert=1",
+                "parallel.distributed_optimizer=false",
+                "model.num_layers=2",
+            ]
+        )
+        .validate()
+    )  # 2 of 48 layers: quick
     with torch.device("meta"):
         model = build_gpt_model(cfg)
     named = dict(model.named_parameters())

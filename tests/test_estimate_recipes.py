@@ -17,8 +17,11 @@ from recipes.models import SHAPES, abf_rotary_base
 
 REAL = ["qwen3_1p7b_256k_h200", "qwen3_8b_256k_h200", "qwen3_32b_256k_h200", "llama31_8b_256k_h200"]
 # Parameter counts of the released checkpoints (sum of tensor sizes in their safetensors).
-RELEASED = {"qwen3_1p7b_256k_h200": 1_720_574_976, "qwen3_8b_256k_h200": 8_190_735_360,
-            "llama31_8b_256k_h200": 8_030_261_248}
+RELEASED = {
+    "qwen3_1p7b_256k_h200": 1_720_574_976,
+    "qwen3_8b_256k_h200": 8_190_735_360,
+    "llama31_8b_256k_h200": 8_030_261_248,
+}
 
 
 @pytest.fixture(scope="module")
@@ -30,10 +33,20 @@ def world_of_one():
 
 def _single_gpu_layout(name: str):
     # The same shape on one rank, local spec: megatron-core builds it on the meta device in ~0.1 s.
-    return get_recipe(name).build(["precision.transformer_impl=local", "parallel.tensor=1",
-                                   "parallel.context=1", "parallel.pipeline=1",
-                                   "parallel.sequence_parallel=false",
-                                   "parallel.distributed_optimizer=false"]).validate()
+    return (
+        get_recipe(name)
+        .build(
+            [
+                "precision.transformer_impl=local",
+                "parallel.tensor=1",
+                "parallel.context=1",
+                "parallel.pipeline=1",
+                "parallel.sequence_parallel=false",
+                "parallel.distributed_optimizer=false",
+            ]
+        )
+        .validate()
+    )
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -90,8 +103,9 @@ def test_memory_estimate_responds_to_the_layout():
     assert pp.weights < 0.6 * mem.weights
 
 
-@pytest.mark.parametrize("name", [n for n, r in all_recipes().items()
-                                  if r.kind == "train" and ("_h100" in n or "_h200" in n)])
+@pytest.mark.parametrize(
+    "name", [n for n, r in all_recipes().items() if r.kind == "train" and ("_h100" in n or "_h200" in n)]
+)
 def test_every_real_recipe_fits_its_target_gpu(name):
     cfg = get_recipe(name).build().validate()
     target = GPUS["h100" if "_h100" in name else "h200"]
@@ -135,8 +149,7 @@ def test_rope_scaling_errors_name_the_field():
     with pytest.raises(ConfigError, match="rope_original_max_position_embeddings"):
         cfg.apply_overrides(["model.rope_scaling=yarn", "model.rope_scaling_factor=4.0"]).validate()
     with pytest.raises(ConfigError, match="rope_scaling_factor"):
-        cfg.apply_overrides(["model.rope_scaling=yarn",
-                             "model.rope_original_max_position_embeddings=32768"]).validate()
+        cfg.apply_overrides(["model.rope_scaling=yarn", "model.rope_original_max_position_embeddings=32768"]).validate()
     with pytest.raises(ConfigError, match="rope_high_freq_factor"):
         get_recipe("llama31_8b_256k_h200").build(["model.rope_high_freq_factor=2.0"]).validate()
     assert dataclasses.asdict(cfg.model)["rope_scaling"] == "none"

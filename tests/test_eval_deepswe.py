@@ -49,8 +49,10 @@ def test_decontamination_knows_every_deepswe_repository_and_base_commit():
     step = SweBenchRepoFilter(DecontamConfig(use_swebench_package=False))
     assert step.match({"repo": "https://github.com/abs-lang/abs.git"}) == ("swebench_repo", "abs-lang/abs")
     assert step.match({"repo": "someone/task"}) is None  # go-task/task's name is too generic for a fork match
-    assert step.match_history({"base_commit": "cb1b3b671d0ee9fa9da9f7b02f86967953ffd10a"}) == \
-        ("swebench_base_commit", "deepswe:abs-module-cache-flags")
+    assert step.match_history({"base_commit": "cb1b3b671d0ee9fa9da9f7b02f86967953ffd10a"}) == (
+        "swebench_base_commit",
+        "deepswe:abs-module-cache-flags",
+    )
 
 
 FAKE_PIER = """#!{py}
@@ -79,7 +81,9 @@ for t in sorted(Path(opt("-p")).glob("*/task.toml")):
 
 
 def test_deepswe_job_runs_pier_in_its_own_environment_and_collects(tmp_path):
-    cfg = SweBenchConfig(benchmarks=["deepswe"], instance_slice="0:2", port=80, harnesses=["mini-swe-agent", "swe-agent"])
+    cfg = SweBenchConfig(
+        benchmarks=["deepswe"], instance_slice="0:2", port=80, harnesses=["mini-swe-agent", "swe-agent"]
+    )
     files = write_run(cfg, tmp_path / "hf", tmp_path / "out")
     assert "deepswe/swe-agent/agent" not in files  # Pier drives mini-swe-agent only
     agent = files["deepswe/agent"].read_text()
@@ -92,22 +96,32 @@ def test_deepswe_job_runs_pier_in_its_own_environment_and_collects(tmp_path):
     pier.parent.mkdir(parents=True)
     pier.write_text(FAKE_PIER.format(py=sys.executable, port=80))
     pier.chmod(0o755)
-    env = {**os.environ, "DEEPSWE_DIR": str(TASKS.parent), "MIDTRAIN_SERVER_HOST": "127.0.0.1",
-           "MIDTRAIN_PYTHON": sys.executable}
+    env = {
+        **os.environ,
+        "DEEPSWE_DIR": str(TASKS.parent),
+        "MIDTRAIN_SERVER_HOST": "127.0.0.1",
+        "MIDTRAIN_PYTHON": sys.executable,
+    }
     subprocess.run(["bash", str(files["deepswe/agent"])], check=True, env=env)
     subprocess.run(["bash", str(files["deepswe/grade"])], check=True, env=env)
     layer = yaml.safe_load((tmp_path / "out" / "deepswe" / "pier_agent.yaml").read_text())
     assert layer["agent"]["step_limit"] == cfg.max_steps and layer["model"]["model_name"] == "hosted_vllm/midtrain"
     got = collect_results(tmp_path / "out")["deepswe"]
-    assert (got["resolved"], got["total"], got["errors"], got["error_ids"]) == (1, 2, 1, ["dateutil-rfc5545-timezone-interop"])
+    assert (got["resolved"], got["total"], got["errors"], got["error_ids"]) == (
+        1,
+        2,
+        1,
+        ["dateutil-rfc5545-timezone-interop"],
+    )
     assert got["rate"] == 0.5 and "failures" not in got
 
 
 def test_trials_without_result_or_with_crash_sentinel_are_errors(tmp_path):
     for name, rewards in (("a", {"reward": 0}), ("b", {"reward": -1})):
         (tmp_path / name).mkdir()
-        (tmp_path / name / "result.json").write_text(json.dumps({"task_name": f"datacurve/{name}",
-                                                                 "verifier_result": {"rewards": rewards}}))
+        (tmp_path / name / "result.json").write_text(
+            json.dumps({"task_name": f"datacurve/{name}", "verifier_result": {"rewards": rewards}})
+        )
     r = parse_trials(tmp_path, ["a", "b", "c"])
     assert (r["resolved"], r["failed"], r["errors"], r["error_ids"], r["total"]) == (0, 1, 2, ["b", "c"], 3)
     assert r["rate"] == 0.0  # one task graded (failed): a measured 0

@@ -70,13 +70,15 @@ def test_generation_stops_at_the_end_of_the_turn(tmp_path, qwen_tokenizer):
     ids = torch.tensor([prompt])
     n = len(reply) + len(invented)
     # the tokenizer's own EOS (<|endoftext|>) alone: the reply runs on into an invented user turn
-    before = model.generate(ids, generation_config=GenerationConfig(
-        eos_token_id=tok.eos_token_id, max_new_tokens=n, do_sample=False))[0, len(prompt):].tolist()
+    before = model.generate(
+        ids, generation_config=GenerationConfig(eos_token_id=tok.eos_token_id, max_new_tokens=n, do_sample=False)
+    )[0, len(prompt) :].tolist()
     assert before == reply + invented
     hf_cfg = json.loads((out / "config.json").read_text())
     assert chat_files(out, hf_cfg, None) == [IM_END, ENDOFTEXT]
-    after = model.generate(ids, generation_config=GenerationConfig.from_pretrained(out),
-                           max_new_tokens=n)[0, len(prompt):].tolist()
+    after = model.generate(ids, generation_config=GenerationConfig.from_pretrained(out), max_new_tokens=n)[
+        0, len(prompt) :
+    ].tolist()
     assert after == reply  # ends at <|im_end|>
 
 
@@ -104,8 +106,11 @@ def test_served_export_stops_at_the_end_of_turn(tmp_path, qwen_tokenizer):
     chat_files(out, hf_cfg, None)
     (out / "config.json").write_text(json.dumps(hf_cfg))
     with ChatServer(out, max_new_tokens=len(reply) + len(invented)) as server:
-        req = urllib.request.Request(server.api_base + "/chat/completions", data=json.dumps(
-            {"model": "midtrain", "messages": messages}).encode(), headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            server.api_base + "/chat/completions",
+            data=json.dumps({"model": "midtrain", "messages": messages}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
         got = json.loads(urllib.request.urlopen(req, timeout=120).read())
     choice = got["choices"][0]
     assert got["midtrain"]["stop_token"] == "<|im_end|>" and choice["finish_reason"] == "stop"
@@ -115,8 +120,10 @@ def test_served_export_stops_at_the_end_of_turn(tmp_path, qwen_tokenizer):
 def test_tool_calls_parse_as_hermes_reads_them():
     from midtrain.eval.serve import parse_tool_calls
 
-    text = ('Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>\n'
-            '<tool_call>\nnot json\n</tool_call>')
+    text = (
+        'Let me look.\n<tool_call>\n{"name": "bash", "arguments": {"command": "ls -la"}}\n</tool_call>\n'
+        "<tool_call>\nnot json\n</tool_call>"
+    )
     content, calls = parse_tool_calls(text)
     assert [c["function"]["name"] for c in calls] == ["bash"]
     assert json.loads(calls[0]["function"]["arguments"]) == {"command": "ls -la"}

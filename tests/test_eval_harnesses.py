@@ -30,8 +30,15 @@ ALL = ["mini-swe-agent", "swe-agent", "openhands"]
 
 @pytest.fixture()
 def run(tmp_path):
-    cfg = SweBenchConfig(max_steps=42, max_context=32768, max_output_tokens=2048, port=8123, instance_slice="0:3",
-                         harnesses=ALL, benchmarks=["verified", "pro"])
+    cfg = SweBenchConfig(
+        max_steps=42,
+        max_context=32768,
+        max_output_tokens=2048,
+        port=8123,
+        instance_slice="0:3",
+        harnesses=ALL,
+        benchmarks=["verified", "pro"],
+    )
     return cfg, write_run(cfg, tmp_path / "hf", tmp_path / "swe"), tmp_path / "swe"
 
 
@@ -43,14 +50,22 @@ def test_every_harness_gets_the_same_server_model_and_limits(run):
     m = swe["agent"]["model"]
     assert (m["name"], m["api_base"]) == (mini["model_name"], mini["model_kwargs"]["api_base"])
     assert (m["per_instance_call_limit"], m["max_output_tokens"], m["temperature"]) == (42, 2048, 0.0)
-    assert swe["instances"] == {"type": "swe_bench", "subset": "verified", "split": "test",
-                                "deployment": {"type": "docker"}, "slice": "0:3"}
+    assert swe["instances"] == {
+        "type": "swe_bench",
+        "subset": "verified",
+        "split": "test",
+        "deployment": {"type": "docker"},
+        "slice": "0:3",
+    }
     pro = yaml.safe_load((out / "pro" / "swe-agent" / "swe_agent.yaml").read_text())
     assert pro["instances"]["type"] == "file" and pro["instances"]["path"].endswith("pro/dataset/test.jsonl")
     oh = check_openhands((out / "verified" / "openhands" / "config.toml").read_text(), "midtrain")
     llm = oh["llm"]["midtrain"]
-    assert (llm["model"], llm["base_url"], llm["max_output_tokens"]) == (mini["model_name"],
-                                                                         mini["model_kwargs"]["api_base"], 2048)
+    assert (llm["model"], llm["base_url"], llm["max_output_tokens"]) == (
+        mini["model_name"],
+        mini["model_kwargs"]["api_base"],
+        2048,
+    )
     assert oh["core"]["max_iterations"] == 42
     assert "pro/openhands/agent" not in files  # OpenHands' runner has no Pro instances
 
@@ -62,8 +77,12 @@ def test_scripts_run_all_agents_on_one_server_then_grade_each(run):
             subprocess.run(["bash", "-n", str(path)], check=True)
     text = files["run"].read_text()
     kill = text.index("kill $SERVER 2>/dev/null; wait")
-    for agent in ("verified/agent.sh", "verified/swe-agent/agent.sh", "verified/openhands/agent.sh",
-                  "pro/swe-agent/agent.sh"):
+    for agent in (
+        "verified/agent.sh",
+        "verified/swe-agent/agent.sh",
+        "verified/openhands/agent.sh",
+        "pro/swe-agent/agent.sh",
+    ):
         assert text.index(agent) < kill
     for grade in ("verified/grade.sh", "verified/swe-agent/grade.sh", "verified/openhands/grade.sh"):
         assert text.index(grade) > kill
@@ -72,13 +91,16 @@ def test_scripts_run_all_agents_on_one_server_then_grade_each(run):
     assert "--run_id midtrain-verified-swe-agent" in files["verified/swe-agent/grade"].read_text()
 
 
-@pytest.mark.parametrize("mutate,field", [
-    (lambda c: c["agent"]["model"].update(bogus=1), "swe-agent.agent.model.bogus"),
-    (lambda c: c["agent"]["model"].update(temperature="hot"), "swe-agent.agent.model.temperature"),
-    (lambda c: c["instances"].update(subset="pro"), "swe-agent.instances.subset"),
-    (lambda c: c["instances"].update(type="hub"), "swe-agent.instances.type"),
-    (lambda c: c.update(workers=3), "swe-agent.workers"),
-])
+@pytest.mark.parametrize(
+    "mutate,field",
+    [
+        (lambda c: c["agent"]["model"].update(bogus=1), "swe-agent.agent.model.bogus"),
+        (lambda c: c["agent"]["model"].update(temperature="hot"), "swe-agent.agent.model.temperature"),
+        (lambda c: c["instances"].update(subset="pro"), "swe-agent.instances.subset"),
+        (lambda c: c["instances"].update(type="hub"), "swe-agent.instances.type"),
+        (lambda c: c.update(workers=3), "swe-agent.workers"),
+    ],
+)
 def test_swe_agent_schema_rejects_what_swe_agent_would(run, mutate, field):
     _, _, out = run
     conf = yaml.safe_load((out / "verified" / "swe-agent" / "swe_agent.yaml").read_text())
@@ -112,8 +134,9 @@ def test_harness_results_and_report_rows(tmp_path):
             grading = out / bench / harness / "grading" if harness else out / bench / "grading"
             grading.mkdir(parents=True)
             run_name = f"{bench}-{harness}" if harness else bench
-            (grading / f"midtrain.midtrain-{run_name}.json").write_text(json.dumps(
-                {"total_instances": 10, "resolved_instances": resolved}))
+            (grading / f"midtrain.midtrain-{run_name}.json").write_text(
+                json.dumps({"total_instances": 10, "resolved_instances": resolved})
+            )
         return collect_results(out)
 
     got = checkpoint("base", {"verified": 5, "verified/swe-agent": 3, "verified/openhands": 2})
@@ -127,10 +150,16 @@ def test_harness_results_and_report_rows(tmp_path):
 def test_openhands_output_converts_to_harness_predictions(tmp_path):
     d = tmp_path / "agent" / "SWE-bench_Verified-test" / "CodeActAgent" / "m_maxiter_42"
     d.mkdir(parents=True)
-    (d / "output.jsonl").write_text("\n".join([
-        json.dumps({"instance_id": "a__b-1", "test_result": {"git_patch": "diff --git a/x b/x\n"}}),
-        json.dumps({"instance_id": "a__b-2", "test_result": {}}),
-        "not json"]) + "\n")
+    (d / "output.jsonl").write_text(
+        "\n".join(
+            [
+                json.dumps({"instance_id": "a__b-1", "test_result": {"git_patch": "diff --git a/x b/x\n"}}),
+                json.dumps({"instance_id": "a__b-2", "test_result": {}}),
+                "not json",
+            ]
+        )
+        + "\n"
+    )
     counts = openhands_predictions(tmp_path / "agent", tmp_path / "preds.jsonl")
     assert counts == {"predictions": 2, "empty_patch": 1, "dropped_unreadable": 1}
     rows = [json.loads(line) for line in (tmp_path / "preds.jsonl").read_text().splitlines()]

@@ -37,7 +37,7 @@ def test_lm_eval_on_demo_checkpoint_matches_own_likelihoods(tmp_path):
         scores = []
         for choice in d["choices"]:
             whole = tok(d["context"] + choice)["input_ids"]
-            cont = whole[len(ctx):]
+            cont = whole[len(ctx) :]
             with torch.no_grad():
                 logp = model(torch.tensor([whole])).logits[0].log_softmax(-1)
             scores.append(sum(logp[len(ctx) - 1 + i, t].item() for i, t in enumerate(cont)))

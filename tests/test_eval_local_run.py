@@ -17,8 +17,7 @@ from midtrain.eval.local_run import BUGS, _test_outcomes, build_tasks
 
 IM_END = 151645
 STEPS, MAX_TOKENS = 2, 16
-LOCAL = ["benchmarks=[local,local_oracle]", f"max_steps={STEPS}", "max_context=4096",
-         f"max_output_tokens={MAX_TOKENS}"]
+LOCAL = ["benchmarks=[local,local_oracle]", f"max_steps={STEPS}", "max_context=4096", f"max_output_tokens={MAX_TOKENS}"]
 
 
 def test_tasks_fail_at_base_and_pass_with_the_gold_patch(tmp_path):
@@ -39,14 +38,15 @@ def test_tasks_fail_at_base_and_pass_with_the_gold_patch(tmp_path):
             assert all(got[t] == gold for t in f2p), (row["instance_id"], gold, got)
 
 
-
 def test_grading_is_isolated_from_an_enclosing_project(tmp_path, monkeypatch):
     """A testbed inside a checkout (the demo's .demo/ under the repository) is graded as SWE-bench grades it, in
     isolation: the enclosing pyproject.toml's addopts, its conftest.py and the caller's PYTEST_ADDOPTS change
     nothing (they used to make pytest name every test from the checkout's rootdir, so all read as failed)."""
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\naddopts = "-k nothing_matches"\n')
-    (tmp_path / "conftest.py").write_text("import pytest\n\n@pytest.fixture(autouse=True)\n"
-                                          "def _hostile():\n    raise RuntimeError('conftest from above')\n")
+    (tmp_path / "conftest.py").write_text(
+        "import pytest\n\n@pytest.fixture(autouse=True)\n"
+        "def _hostile():\n    raise RuntimeError('conftest from above')\n"
+    )
     monkeypatch.setenv("PYTEST_ADDOPTS", "-x --deselect tests")
     repo, tasks = build_tasks(tmp_path / "data")
     row = json.loads((tasks / "test.jsonl").read_text().splitlines()[0])
@@ -60,7 +60,6 @@ def test_grading_is_isolated_from_an_enclosing_project(tmp_path, monkeypatch):
     assert got == dict.fromkeys(ids, True)
 
 
-
 def test_a_slice_is_graded_as_the_instances_asked_for(tmp_path):
     """instance_slice=0:1 asks for one instance: the run report counts 1 of 1, not 1 of every task row."""
     from midtrain.eval.local_run import grade
@@ -68,11 +67,15 @@ def test_a_slice_is_graded_as_the_instances_asked_for(tmp_path):
     repo, tasks = build_tasks(tmp_path / "data")
     row = json.loads((tasks / "test.jsonl").read_text().splitlines()[0])
     preds = tmp_path / "preds.jsonl"
-    preds.write_text(json.dumps({"instance_id": row["instance_id"], "model_name_or_path": "oracle",
-                                 "model_patch": row["patch"]}) + "\n")
-    report = json.loads(grade(preds, tasks, repo, tmp_path / "grading", "t", instance_ids=[row["instance_id"]])
-                        .read_text())
+    preds.write_text(
+        json.dumps({"instance_id": row["instance_id"], "model_name_or_path": "oracle", "model_patch": row["patch"]})
+        + "\n"
+    )
+    report = json.loads(
+        grade(preds, tasks, repo, tmp_path / "grading", "t", instance_ids=[row["instance_id"]]).read_text()
+    )
     assert (report["total_instances"], report["resolved_instances"]) == (1, 1), report
+
 
 def test_junit_testcases_map_to_node_ids_through_classes_and_parameters():
     from midtrain.eval.local_run import _node_ids
@@ -80,6 +83,7 @@ def test_junit_testcases_map_to_node_ids_through_classes_and_parameters():
     assert "tests/test_x.py::TestY::test_z[a.b-1]" in _node_ids("tests.test_x.TestY", "test_z[a.b-1]")
     assert _node_ids("test_top", "test_a") == ["test_top.py::test_a"]
     assert _node_ids("", "test_a") == []
+
 
 def _tiny_export(out: Path) -> Path:
     """A tiny Qwen3 export with the export's chat files (Qwen tokenizer, generation config): its blocks are
@@ -136,7 +140,8 @@ def test_served_tiny_model_is_graded_and_collected(local_runs, capsys):
     replies = [json.loads(line) for line in (out / "local" / "server.jsonl").read_text().splitlines()]
     assert len(replies) == STEPS * len(BUGS)  # the step limit bounds the run
     assert {(r["stop_token"], r["finish_reason"], r["completion_tokens"]) for r in replies} == {
-        ("<|im_end|>", "stop", 3)}  # 'Done', '.', <|im_end|>: never the token limit, never an invented turn
+        ("<|im_end|>", "stop", 3)
+    }  # 'Done', '.', <|im_end|>: never the token limit, never an invented turn
     assert (out / "local" / "instances.txt").read_text().split() == [b.id for b in BUGS]
     report = json.loads(next((out / "local" / "grading").glob("*.midtrain-local.json")).read_text())
     assert report["total_instances"] == 3 and report["empty_patch_instances"] == 3
@@ -158,8 +163,9 @@ def test_a_rerun_on_the_same_checkpoint_reuses_the_results(local_runs, tmp_path)
     next(broken.glob("*.safetensors")).write_bytes(b"not weights")
     work = tmp_path / "out"
     shutil.copytree(out, work)
-    rc = cli_main(["eval", "swebench", "benchmarks=[local]", *LOCAL[1:], "--checkpoint", str(broken),
-                   "--output", str(work)])
+    rc = cli_main(
+        ["eval", "swebench", "benchmarks=[local]", *LOCAL[1:], "--checkpoint", str(broken), "--output", str(work)]
+    )
     assert rc == 1
     local = json.loads((work / "swebench_results.json").read_text())["local"]
     assert local["failures"][0]["step"] == "agent" and local["total"] == 3  # graded: every instance unresolved

@@ -19,7 +19,7 @@ def test_spread_is_mean_and_sample_sd():
 def test_marks_a_difference_only_beyond_the_spread(k):
     a = [1.0 + 0.1 * i for i in range(k)]  # spread 0.1 steps
     sa = spread(a)
-    se = math.sqrt(2 * sa.sd ** 2 / k)  # b below has the same spread
+    se = math.sqrt(2 * sa.sd**2 / k)  # b below has the same spread
     threshold = Z * se
     for factor, expected in [(0.5, False), (0.99, False), (1.01, True), (3.0, True)]:
         b = [x + factor * threshold for x in a]

@@ -22,8 +22,10 @@ def test_demo_protocol_chains_sft_then_evals_with_the_same_probe():
         assert sft[sft.index("--from") + 1] == cfg.checkpoints[name]
         assert sft[sft.index("--output") + 1].endswith(f"{name}/sft")
     # identical probe settings: the sft argv differs only in --from and --output
-    strip = [[a for i, a in enumerate(c[0].argv) if i == 0 or c[0].argv[i - 1] not in ("--from", "--output")]
-             for c in steps.values()]
+    strip = [
+        [a for i, a in enumerate(c[0].argv) if i == 0 or c[0].argv[i - 1] not in ("--from", "--output")]
+        for c in steps.values()
+    ]
     assert strip[0] == strip[1] == strip[2]
     parsed = build_parser().parse_args(steps["base"][0].argv)
     assert (parsed.recipe, parsed.start) == ("sft_probe_demo", cfg.checkpoints["base"])
@@ -54,15 +56,18 @@ def test_eval_overrides_rebuild_the_exact_config():
     assert ProxyConfig().to_overrides() == []
 
 
-@pytest.mark.parametrize("override,field", [
-    (["checkpoints={}"], "checkpoints"),
-    (["baseline=nope"], "baseline"),
-    (["checkpoints={'a b': x}", "baseline=null"], "checkpoints"),
-    (["evals=[proxy, proxy]"], "evals"),
-    (["sft_overrides=[train.init_from=x]"], "sft_overrides"),
-    (["evals=[mmlu]"], "evals"),
-    (["swebench.benchmarks=[lite]"], "swebench.benchmarks"),
-])
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        (["checkpoints={}"], "checkpoints"),
+        (["baseline=nope"], "baseline"),
+        (["checkpoints={'a b': x}", "baseline=null"], "checkpoints"),
+        (["evals=[proxy, proxy]"], "evals"),
+        (["sft_overrides=[train.init_from=x]"], "sft_overrides"),
+        (["evals=[mmlu]"], "evals"),
+        (["swebench.benchmarks=[lite]"], "swebench.benchmarks"),
+    ],
+)
 def test_bad_protocols_name_the_field(override, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         get_recipe("protocol_demo").build(override).validate()
@@ -74,8 +79,9 @@ def test_protocol_yaml_round_trip():
 
 
 def test_overrides_after_the_options_are_accepted():
-    args = build_parser().parse_args(["eval", "proxy", "--checkpoint", "c", "--output", "o", "shards=s",
-                                      "retrieval.samples=3"])
+    args = build_parser().parse_args(
+        ["eval", "proxy", "--checkpoint", "c", "--output", "o", "shards=s", "retrieval.samples=3"]
+    )
     assert args.overrides == ["shards=s", "retrieval.samples=3"]
     args = build_parser().parse_args(["sft", "sft_probe_demo", "a=1", "--from", "x", "--output", "y", "b=2"])
     assert args.overrides == ["a=1", "b=2"]
@@ -93,8 +99,13 @@ def test_seeds_repeat_the_probe_and_the_retrieval_draws():
     assert {"train.seed=8", "train.data.seed=8"} <= set(second.overrides) and second.output.endswith("base/sft-s8")
     # each seed has its own shared data dir, the same for every checkpoint
     data = {o for o in second.overrides if o.startswith("data_dir=")}
-    assert data == {o for o in parser.parse_args(next(s.argv for s in protocol_steps(cfg)["midtrained"] if s.name == "sft-s8")).overrides
-                    if o.startswith("data_dir=")} and data != {o for o in first.overrides if o.startswith("data_dir=")}
+    assert data == {
+        o
+        for o in parser.parse_args(
+            next(s.argv for s in protocol_steps(cfg)["midtrained"] if s.name == "sft-s8")
+        ).overrides
+        if o.startswith("data_dir=")
+    } and data != {o for o in first.overrides if o.startswith("data_dir=")}
     redraw = ProxyConfig().apply_overrides(parser.parse_args(chain["eval_proxy-s1"]).overrides)
     assert redraw.retrieval.seed == 1 and redraw.shards is None  # held-out loss is deterministic: scored once
     with pytest.raises(ConfigError, match="proxy_seeds"):

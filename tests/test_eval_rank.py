@@ -64,8 +64,10 @@ def test_proxy_agreement_per_metric_with_a_seed_interval():
 
 def test_one_seed_gives_no_interval_and_two_checkpoints_no_correlation():
     rows = build_rows(_results()[:2])
-    a = agreement(next(r for r in rows if f"{r.group}/{r.metric}" == PROBE),
-                  next(r for r in rows if f"{r.group}/{r.metric}" == HELDOUT))
+    a = agreement(
+        next(r for r in rows if f"{r.group}/{r.metric}" == PROBE),
+        next(r for r in rows if f"{r.group}/{r.metric}" == HELDOUT),
+    )
     assert a.spearman is None and "needs >= 3 checkpoints" in a.note
     single = _results()
     for r in single:
@@ -90,9 +92,14 @@ def test_sweep_report_has_the_correlation_table(tmp_path):
         for i, acc in enumerate(RETRIEVAL_ACC[name]):
             d = tmp_path / ck / ("proxy" if i == 0 else f"proxy-s{4321 + i}")
             d.mkdir(parents=True)
-            (d / "proxy_results.json").write_text(json.dumps({
-                "heldout": {"all": {"loss": PROXY_LOSS[name]}, "per_source": {}},
-                "retrieval": {"accuracy": acc, "answer_nll": 1.0}}))
+            (d / "proxy_results.json").write_text(
+                json.dumps(
+                    {
+                        "heldout": {"all": {"loss": PROXY_LOSS[name]}, "per_source": {}},
+                        "retrieval": {"accuracy": acc, "answer_nll": 1.0},
+                    }
+                )
+            )
     md = write_sweep_report(cfg).read_text()
     assert "## Do the proxies rank like the probe?" in md
     assert f"| {HELDOUT} | 4 | +1.00 [" in md

@@ -13,29 +13,67 @@ from midtrain.eval.report import write_report
 def _checkpoint(root, *, heldout, sources, acc, nll, swe=None, curve=(3.0, 2.0, 1.5), probe_sha="abc"):
     (root / "sft" / "run").mkdir(parents=True)
     (root / "sft" / "run" / "metrics.jsonl").write_text(
-        "".join(json.dumps({"step": i + 1, "loss": v}) + "\n" for i, v in enumerate(curve)) + "garbage\n")
-    (root / "sft" / "sft_result.json").write_text(json.dumps({
-        "recipe": "sft_probe_demo", "probe_sha": probe_sha, "from": f"runs/{root.name}",
-        "run_dir": str(root / "sft" / "run"), "heldout_loss": heldout, "final_train_loss": curve[-1]}))
+        "".join(json.dumps({"step": i + 1, "loss": v}) + "\n" for i, v in enumerate(curve)) + "garbage\n"
+    )
+    (root / "sft" / "sft_result.json").write_text(
+        json.dumps(
+            {
+                "recipe": "sft_probe_demo",
+                "probe_sha": probe_sha,
+                "from": f"runs/{root.name}",
+                "run_dir": str(root / "sft" / "run"),
+                "heldout_loss": heldout,
+                "final_train_loss": curve[-1],
+            }
+        )
+    )
     (root / "proxy").mkdir()
-    cells = [{"task": "function", "length": n, "depth": d, "n": 2, "accuracy": acc, "answer_nll": nll}
-             for n in (256, 512) for d in (0.0, 0.5, 1.0)]
-    (root / "proxy" / "proxy_results.json").write_text(json.dumps({
-        "heldout": {"per_source": {s: {"loss": v, "tokens": 100} for s, v in sources.items()},
-                    "all": {"loss": sum(sources.values()) / len(sources), "tokens": 100 * len(sources)}},
-        "retrieval": {"lengths": [256, 512], "depths": [0.0, 0.5, 1.0], "cells": cells, "accuracy": acc,
-                      "answer_nll": nll}}))
+    cells = [
+        {"task": "function", "length": n, "depth": d, "n": 2, "accuracy": acc, "answer_nll": nll}
+        for n in (256, 512)
+        for d in (0.0, 0.5, 1.0)
+    ]
+    (root / "proxy" / "proxy_results.json").write_text(
+        json.dumps(
+            {
+                "heldout": {
+                    "per_source": {s: {"loss": v, "tokens": 100} for s, v in sources.items()},
+                    "all": {"loss": sum(sources.values()) / len(sources), "tokens": 100 * len(sources)},
+                },
+                "retrieval": {
+                    "lengths": [256, 512],
+                    "depths": [0.0, 0.5, 1.0],
+                    "cells": cells,
+                    "accuracy": acc,
+                    "answer_nll": nll,
+                },
+            }
+        )
+    )
     if swe is not None:
         (root / "swebench").mkdir()
-        (root / "swebench" / "swebench_results.json").write_text(json.dumps(
-            {b: {"resolved": r, "total": 100, "rate": r / 100} for b, r in swe.items()}))
+        (root / "swebench" / "swebench_results.json").write_text(
+            json.dumps({b: {"resolved": r, "total": 100, "rate": r / 100} for b, r in swe.items()})
+        )
 
 
 def test_report_table_deltas_and_figures(tmp_path):
-    _checkpoint(tmp_path / "base", heldout=2.0, sources={"repo": 3.0, "pr": 4.0}, acc=0.25, nll=5.0,
-                swe={"verified": 60, "pro": 32})
-    _checkpoint(tmp_path / "mid", heldout=1.5, sources={"repo": 2.5, "pr": 4.5}, acc=0.5, nll=4.0,
-                swe={"verified": 64, "pro": 35})
+    _checkpoint(
+        tmp_path / "base",
+        heldout=2.0,
+        sources={"repo": 3.0, "pr": 4.0},
+        acc=0.25,
+        nll=5.0,
+        swe={"verified": 60, "pro": 32},
+    )
+    _checkpoint(
+        tmp_path / "mid",
+        heldout=1.5,
+        sources={"repo": 2.5, "pr": 4.5},
+        acc=0.5,
+        nll=4.0,
+        swe={"verified": 64, "pro": 35},
+    )
     md = write_report({"base": tmp_path / "base", "mid": tmp_path / "mid"}, tmp_path / "report", "base").read_text()
     assert "| SWE-bench Verified | 60.0 | 64.0 (+4.0 ▲) |" in md
     assert "| SWE-bench Pro | 32.0 | 35.0 (+3.0 ▲) |" in md
@@ -83,8 +121,20 @@ def test_report_lists_missing_results_and_flags_different_probes(tmp_path):
 
 def test_report_command(tmp_path, capsys):
     _checkpoint(tmp_path / "x", heldout=2.0, sources={"repo": 3.0}, acc=0.5, nll=1.0)
-    assert main(["report", f"first={tmp_path / 'x'}", str(tmp_path / "x"), "--output", str(tmp_path / "out"),
-                 "--title", "T"]) == 0
+    assert (
+        main(
+            [
+                "report",
+                f"first={tmp_path / 'x'}",
+                str(tmp_path / "x"),
+                "--output",
+                str(tmp_path / "out"),
+                "--title",
+                "T",
+            ]
+        )
+        == 0
+    )
     md = (tmp_path / "out" / "report.md").read_text()
     assert md.startswith("# T") and "| metric | first (baseline) | x |" in md
     assert main(["report"]) == 2

@@ -26,7 +26,7 @@ def test_samples_have_exact_length_depth_and_a_findable_answer(tmp_path, tok):
         assert len(s.ids) == s.length
         assert abs(s.actual_depth - s.depth) < 0.1  # line boundaries: close to the requested depth
         text = tok.decode(s.ids)
-        answer = tok.decode(s.ids[-s.answer_len:])
+        answer = tok.decode(s.ids[-s.answer_len :])
         assert answer.isdigit() and len(answer) == 6
         context = tok.decode(s.ids[: -s.answer_len])
         assert context.endswith("== ") and context.count(answer) == 1  # planted once, asked at the end
@@ -45,8 +45,9 @@ def test_samples_have_exact_length_depth_and_a_findable_answer(tmp_path, tok):
 def test_lengths_beyond_the_model_are_skipped_with_a_reason(tmp_path, tok):
     repos = write_documents(tmp_path / "repos", code_docs(1))
     hay = Haystack(read_documents(repos, 50_000), tok)
-    samples, skipped = build_samples(RetrievalConfig(lengths=[256, 8192], depths=[0.5], samples=1), tok, hay,
-                                     max_positions=2048)
+    samples, skipped = build_samples(
+        RetrievalConfig(lengths=[256, 8192], depths=[0.5], samples=1), tok, hay, max_positions=2048
+    )
     assert {s.length for s in samples} == {256}
     assert skipped == ["length 8192 > the model's 2048 positions"]
 

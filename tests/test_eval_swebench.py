@@ -96,8 +96,18 @@ def _harness_report(tmp_path, monkeypatch, outcomes: dict[str, bool | None]):
         preds[iid] = {"instance_id": iid, "model_name_or_path": model, "model_patch": "diff --git a/f b/f"}
         d = RUN_EVALUATION_LOG_DIR / "midtrain-verified" / model.replace("/", "__") / iid
         d.mkdir(parents=True)
-        (d / LOG_REPORT).write_text(json.dumps({iid: {"patch_is_None": False, "patch_exists": True,
-                                                      "patch_successfully_applied": True, "resolved": resolved}}))
+        (d / LOG_REPORT).write_text(
+            json.dumps(
+                {
+                    iid: {
+                        "patch_is_None": False,
+                        "patch_exists": True,
+                        "patch_successfully_applied": True,
+                        "resolved": resolved,
+                    }
+                }
+            )
+        )
     dataset = [{"instance_id": iid} for iid in outcomes]
     return make_run_report(preds, dataset, "midtrain-verified", None, str(grading))
 
@@ -112,7 +122,10 @@ def test_harness_report_parses_into_resolved_rate(tmp_path, monkeypatch):
     pro.mkdir(parents=True)
     (pro / "eval_results.json").write_text(json.dumps({"instance_x": True, "instance_y": False}))
     (tmp_path / "swebench" / "pro" / "preds.jsonl").write_text(
-        "".join(json.dumps({"instance_id": i, "model_patch": ""}) + "\n" for i in ("instance_x", "instance_y", "instance_z")))
+        "".join(
+            json.dumps({"instance_id": i, "model_patch": ""}) + "\n" for i in ("instance_x", "instance_y", "instance_z")
+        )
+    )
     for iid in ("instance_x", "instance_y"):  # both graded: the grader wrote their test reports
         (pro / iid).mkdir()
         (pro / iid / "_output.json").write_text(json.dumps({"tests": []}))
@@ -142,10 +155,17 @@ def test_bad_reports_are_rejected_with_the_path(tmp_path):
 
 def test_helper_cli_converts_predictions(tmp_path):
     preds = tmp_path / "preds.json"
-    preds.write_text(json.dumps({"i1": {"instance_id": "i1", "model_name_or_path": "m", "model_patch": "p"},
-                                 "bad": {"model_patch": "p"}}))
-    out = subprocess.run([sys.executable, "-m", "midtrain.eval.swebench", "predictions", str(preds),
-                          str(tmp_path / "p.jsonl")], capture_output=True, text=True, check=True)
+    preds.write_text(
+        json.dumps(
+            {"i1": {"instance_id": "i1", "model_name_or_path": "m", "model_patch": "p"}, "bad": {"model_patch": "p"}}
+        )
+    )
+    out = subprocess.run(
+        [sys.executable, "-m", "midtrain.eval.swebench", "predictions", str(preds), str(tmp_path / "p.jsonl")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(out.stdout.strip().splitlines()[-1])["dropped_no_instance_id"] == 1
     assert (tmp_path / "p.jsonl").read_text().count("\n") == 1
 
@@ -158,8 +178,21 @@ def test_eval_swebench_command(tmp_path, capsys):
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "config.json").write_text("{}")
-    assert main(["eval", "swebench", "--checkpoint", str(hf), "--output", str(tmp_path / "o"),
-                 "benchmarks=[verified]", "max_steps=7"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "swebench",
+                "--checkpoint",
+                str(hf),
+                "--output",
+                str(tmp_path / "o"),
+                "benchmarks=[verified]",
+                "max_steps=7",
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "o" / "verified" / "agent.yaml").exists() and not (tmp_path / "o" / "pro").exists()
     assert "step_limit: 7" in (tmp_path / "o" / "verified" / "agent.yaml").read_text()
     assert main(["eval", "swebench", "--collect", "--output", str(tmp_path / "o")]) == 0
@@ -183,7 +216,6 @@ def test_pro_grader_errors_are_errors_not_failures(tmp_path):
     assert r["error_ids"] == ["c", "d"] and r["completed"] == 2
 
 
-
 def test_a_unit_that_graded_nothing_has_no_rate_and_mostly_empty_patches_are_flagged(tmp_path, monkeypatch):
     """Nothing graded (no Docker for any instance) is rate null, never a measured 0; a unit whose patches are
     mostly empty (a model server that died mid-run) is flagged in its results and said in the report."""
@@ -202,6 +234,7 @@ def test_a_unit_that_graded_nothing_has_no_rate_and_mostly_empty_patches_are_fla
     said = swebench_problems(results | {"pro": r}, tmp_path)
     assert any("mostly empty patches" in p for p in said) and any("pro" in p and "unknown" in p for p in said)
 
+
 def _fake_pro_checkout(root):
     """A stand-in for scaleapi/SWE-bench_Pro-os: its layout (helper_code/, run_scripts/, dockerfiles/) and a
     swe_bench_pro_eval.py that records how it was called and checks its relative paths resolve."""
@@ -216,7 +249,8 @@ def _fake_pro_checkout(root):
         "    assert os.path.exists(args[k]), k\n"
         "assert os.path.isdir('dockerfiles/base_dockerfile')  # Scale's grader opens these relative to cwd\n"
         "json.dump(args, open(os.path.join(args['output_dir'], 'args.json'), 'w'))\n"
-        "json.dump({}, open(os.path.join(args['output_dir'], 'eval_results.json'), 'w'))\n")
+        "json.dump({}, open(os.path.join(args['output_dir'], 'eval_results.json'), 'w'))\n"
+    )
 
 
 def test_pro_grade_step_uses_local_docker_and_scales_instance_table(tmp_path):
@@ -225,8 +259,17 @@ def test_pro_grade_step_uses_local_docker_and_scales_instance_table(tmp_path):
     pro_dir = tmp_path / "SWE-bench_Pro-os"
     _fake_pro_checkout(pro_dir)
     (tmp_path / "out" / "pro" / "agent").mkdir()
-    (tmp_path / "out" / "pro" / "agent" / "preds.json").write_text(json.dumps({"instance_a": {
-        "instance_id": "instance_a", "model_name_or_path": "m", "model_patch": "diff --git a/x b/x\n"}}))
+    (tmp_path / "out" / "pro" / "agent" / "preds.json").write_text(
+        json.dumps(
+            {
+                "instance_a": {
+                    "instance_id": "instance_a",
+                    "model_name_or_path": "m",
+                    "model_patch": "diff --git a/x b/x\n",
+                }
+            }
+        )
+    )
     (tmp_path / "out" / "pro" / "instances.txt").write_text("instance_a\ninstance_b\n")  # b: no prediction
     env = {**os.environ, "SWEBENCH_PRO_DIR": str(pro_dir), "MIDTRAIN_PYTHON": sys.executable}
     subprocess.run(["bash", str(files["pro/grade"])], check=True, env=env, cwd=tmp_path)
@@ -235,8 +278,10 @@ def test_pro_grade_step_uses_local_docker_and_scales_instance_table(tmp_path):
     assert args["raw_sample_path"] == "helper_code/sweap_eval_full_v2.jsonl"
     assert args["dockerhub_username"] == "jefzda" and args["num_workers"] == "3"
     patches = json.loads((tmp_path / "out" / "pro" / "patches.json").read_text())
-    assert patches == [{"instance_id": "instance_a", "patch": "diff --git a/x b/x\n", "prefix": ""},
-                       {"instance_id": "instance_b", "patch": "", "prefix": ""}]  # graded as unresolved
+    assert patches == [
+        {"instance_id": "instance_a", "patch": "diff --git a/x b/x\n", "prefix": ""},
+        {"instance_id": "instance_b", "patch": "", "prefix": ""},
+    ]  # graded as unresolved
 
 
 def test_pro_agent_container_overrides_the_image_entrypoint(tmp_path, monkeypatch):
@@ -257,34 +302,63 @@ def test_pro_agent_container_overrides_the_image_entrypoint(tmp_path, monkeypatc
         mdocker.DockerEnvironment(image="jefzda/sweap-images:x", **env)
     pro, verified = started
     image = pro.index("jefzda/sweap-images:x")
-    assert pro[image - 2:image] == ["--entrypoint", ""] and pro[image + 1] == "sleep"
+    assert pro[image - 2 : image] == ["--entrypoint", ""] and pro[image + 1] == "sleep"
     assert "--entrypoint" not in verified  # SWE-bench's own images keep theirs
 
 
 def test_pro_prompt_appends_requirements_and_interface(tmp_path):
     from midtrain.eval.swebench import write_pro_rows
 
-    row = {"instance_id": "instance_a__b-1", "problem_statement": "Title: crash on empty input",
-           "requirements": "- `parse('')` must return an empty list", "interface": "No new interfaces are introduced.",
-           "dockerhub_tag": "a.b-1"}
+    row = {
+        "instance_id": "instance_a__b-1",
+        "problem_statement": "Title: crash on empty input",
+        "requirements": "- `parse('')` must return an empty list",
+        "interface": "No new interfaces are introduced.",
+        "dockerhub_tag": "a.b-1",
+    }
     assert write_pro_rows([row], tmp_path, "test") == 1
     out = json.loads((tmp_path / "test.jsonl").read_text())
     assert out["image_name"] == "jefzda/sweap-images:a.b-1"
-    assert out["problem_statement"] == ("Title: crash on empty input\n\nRequirements:\n- `parse('')` must return an "
-                                        "empty list\n\nNew interfaces introduced:\nNo new interfaces are introduced.")
+    assert out["problem_statement"] == (
+        "Title: crash on empty input\n\nRequirements:\n- `parse('')` must return an "
+        "empty list\n\nNew interfaces introduced:\nNo new interfaces are introduced."
+    )
     with pytest.raises(ValueError, match="instance_a__b-1.*interface"):
         write_pro_rows([{k: v for k, v in row.items() if k != "interface"}], tmp_path, "test")
 
 
-@pytest.mark.parametrize("hf,max_context,ok", [
-    # YaRN: vLLM's limit is original_max_position_embeddings x factor, whatever max_position_embeddings says
-    ({"max_position_embeddings": 262144, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-                                                          "original_max_position_embeddings": 32768}}, 131072, True),
-    ({"max_position_embeddings": 262144, "rope_scaling": {"rope_type": "yarn", "factor": 4.0,
-                                                          "original_max_position_embeddings": 32768}}, 262144, False),
-    ({"max_position_embeddings": 40960, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}, 32768, True),
-    ({"max_position_embeddings": 40960, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}}, 131072, False),
-])
+@pytest.mark.parametrize(
+    "hf,max_context,ok",
+    [
+        # YaRN: vLLM's limit is original_max_position_embeddings x factor, whatever max_position_embeddings says
+        (
+            {
+                "max_position_embeddings": 262144,
+                "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+            },
+            131072,
+            True,
+        ),
+        (
+            {
+                "max_position_embeddings": 262144,
+                "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+            },
+            262144,
+            False,
+        ),
+        (
+            {"max_position_embeddings": 40960, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+            32768,
+            True,
+        ),
+        (
+            {"max_position_embeddings": 40960, "rope_parameters": {"rope_type": "default", "rope_theta": 1e6}},
+            131072,
+            False,
+        ),
+    ],
+)
 def test_max_context_is_checked_against_the_checkpoint(tmp_path, hf, max_context, ok):
     from midtrain.config import ConfigError
 
@@ -332,7 +406,7 @@ def test_agent_submits_on_images_whose_bashrc_prints_an_error(tmp_path):
     docker = tmp_path / "docker"
     docker.write_text(FAKE_DOCKER.format(py=sys.executable, root=str(root)))
     docker.chmod(0o755)
-    submit = {"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo \"$ACTIVATED\""}
+    submit = {"command": 'echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && echo "$ACTIVATED"'}
 
     def env_of(conf):
         env = {k: v for k, v in conf["environment"].items() if k != "environment_class"}
@@ -359,18 +433,46 @@ def test_standalone_sbatch_takes_the_site_config(tmp_path, capsys):
     hf = tmp_path / "hf"
     hf.mkdir()
     (hf / "config.json").write_text(json.dumps({"max_position_embeddings": 131072}))
-    assert main(["eval", "swebench", "--checkpoint", str(hf), "--output", str(tmp_path / "o"), "--site", str(example),
-                 "--site-set", "protocol.eval_swebench.partition=gpu-long", "benchmarks=[verified]"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "swebench",
+                "--checkpoint",
+                str(hf),
+                "--output",
+                str(tmp_path / "o"),
+                "--site",
+                str(example),
+                "--site-set",
+                "protocol.eval_swebench.partition=gpu-long",
+                "benchmarks=[verified]",
+            ]
+        )
+        == 0
+    )
     sbatch = (tmp_path / "o" / "swebench.sbatch").read_text()
-    for line in ("--partition=gpu-long", "--account=my-project", "--time=1-00:00:00", "--cpus-per-task=16", "--mem=0",
-                 "--gpus-per-node=8", "--exclusive"):
+    for line in (
+        "--partition=gpu-long",
+        "--account=my-project",
+        "--time=1-00:00:00",
+        "--cpus-per-task=16",
+        "--mem=0",
+        "--gpus-per-node=8",
+        "--exclusive",
+    ):
         assert f"#SBATCH {line}\n" in sbatch
     assert "NCCL_SOCKET_IFNAME" in sbatch and sbatch.rstrip().endswith(f"bash {tmp_path / 'o' / 'run.sh'}")
     subprocess.run(["bash", "-n", str(tmp_path / "o" / "swebench.sbatch")], check=True)
     with pytest.raises(Exception, match="tensor_parallel=8.*4 GPUs"):
         from midtrain.launch.site import load_site
-        write_run(SweBenchConfig(benchmarks=["verified"]), hf, tmp_path / "o2",
-                  load_site(example, ["protocol.eval_swebench.gpus_per_node=4"]))
+
+        write_run(
+            SweBenchConfig(benchmarks=["verified"]),
+            hf,
+            tmp_path / "o2",
+            load_site(example, ["protocol.eval_swebench.gpus_per_node=4"]),
+        )
 
 
 def test_report_says_which_units_failed_and_which_instances_were_not_graded(tmp_path):
@@ -378,10 +480,19 @@ def test_report_says_which_units_failed_and_which_instances_were_not_graded(tmp_
 
     sw = tmp_path / "ck" / "swebench"
     sw.mkdir(parents=True)
-    (sw / "swebench_results.json").write_text(json.dumps({
-        "verified": {"resolved": 0, "total": 3, "rate": None,
-                     "failures": [{"step": "grade", "cause": "docker: permission denied"}]},
-        "pro": {"resolved": 1, "total": 4, "rate": 0.25, "errors": 2, "error_ids": ["a", "b"]}}))
+    (sw / "swebench_results.json").write_text(
+        json.dumps(
+            {
+                "verified": {
+                    "resolved": 0,
+                    "total": 3,
+                    "rate": None,
+                    "failures": [{"step": "grade", "cause": "docker: permission denied"}],
+                },
+                "pro": {"resolved": 1, "total": 4, "rate": 0.25, "errors": 2, "error_ids": ["a", "b"]},
+            }
+        )
+    )
     probs = load_checkpoint_results("ck", tmp_path / "ck").problems
     assert any("swebench verified" in p and "grade failed: docker: permission denied" in p for p in probs)
     assert any("swebench pro" in p and "2 of 4 instances not graded" in p for p in probs)

@@ -71,8 +71,10 @@ def _free_port() -> int:
 
 def _datasets(root: Path) -> None:
     """Local datasets under the hub ids (load_dataset, and our instance listing, read a local dir first)."""
-    for name, ids in (("SWE-bench_Verified", ["v__v-1", "v__v-2", "v__v-3", "v__v-4"]),
-                      ("SWE-bench_Multilingual", ["m__m-1", "m__m-2"])):
+    for name, ids in (
+        ("SWE-bench_Verified", ["v__v-1", "v__v-2", "v__v-3", "v__v-4"]),
+        ("SWE-bench_Multilingual", ["m__m-1", "m__m-2"]),
+    ):
         d = root / "SWE-bench" / name
         d.mkdir(parents=True)
         (d / "test.jsonl").write_text("".join(json.dumps({"instance_id": i}) + "\n" for i in ids))
@@ -90,8 +92,9 @@ def _run(tmp_path: Path, vllm: str, **cfg_kw) -> tuple[subprocess.CompletedProce
     cfg = SweBenchConfig(benchmarks=["verified", "multilingual"], instance_slice="0:3", port=_free_port(), **cfg_kw)
     files = write_run(cfg, tmp_path / "hf", tmp_path / "out")
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "MIDTRAIN_PYTHON": str(bin_dir / "python-wrapper")}
-    proc = subprocess.run(["bash", str(files["run"])], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        ["bash", str(files["run"])], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     return proc, json.loads((tmp_path / "out" / "swebench_results.json").read_text())
 
 
@@ -102,8 +105,11 @@ def test_one_failure_loses_nothing(tmp_path):
     v = results["verified"]
     assert (v["resolved"], v["total"], v["asked"], v["rate"]) == (0, 3, 3, 0.0)
     assert v["failures"][0]["step"] == "agent" and "agent crashed" in v["failures"][0]["cause"]
-    assert [json.loads(line)["instance_id"] for line in (tmp_path / "out" / "verified" / "preds.jsonl").open()] == \
-        ["v__v-1", "v__v-2", "v__v-3"]
+    assert [json.loads(line)["instance_id"] for line in (tmp_path / "out" / "verified" / "preds.jsonl").open()] == [
+        "v__v-1",
+        "v__v-2",
+        "v__v-3",
+    ]
     # Multilingual: the agent finished, its grader failed: no rate (unknown, not 0), the cause recorded
     m = results["multilingual"]
     assert m["rate"] is None and m["total"] == 2 and m["asked"] == 2
@@ -112,8 +118,9 @@ def test_one_failure_loses_nothing(tmp_path):
     assert "verified/agent.sh failed (exit 1)" in proc.stderr
 
 
-@pytest.mark.parametrize("vllm,why,kw", [(DEAD_VLLM, "exited", {}),
-                                         (HUNG_VLLM, "did not answer within 1s", {"server_wait_s": 1})])
+@pytest.mark.parametrize(
+    "vllm,why,kw", [(DEAD_VLLM, "exited", {}), (HUNG_VLLM, "did not answer within 1s", {"server_wait_s": 1})]
+)
 def test_server_that_never_came_up_fails_the_run_and_says_why(tmp_path, vllm, why, kw):
     proc, results = _run(tmp_path, vllm, **kw)
     assert proc.returncode == 1
@@ -139,8 +146,12 @@ def test_a_rerun_after_a_new_checkpoint_removes_the_old_outputs_the_tools_would_
     assert any("midtrain.eval.swebench claim" in line for line in files["run"].read_text().splitlines()[:5])
     claim = [sys.executable, "-m", "midtrain.eval.swebench", "claim", str(out), str(hf)]
     subprocess.run(claim, check=True, capture_output=True)
-    left = [out / "verified" / "agent" / "preds.json", out / "verified" / "grading" / "logs" / "report.json",
-            out / "pro" / "grading" / "x" / "_output.json", out / "swebench_results.json"]
+    left = [
+        out / "verified" / "agent" / "preds.json",
+        out / "verified" / "grading" / "logs" / "report.json",
+        out / "pro" / "grading" / "x" / "_output.json",
+        out / "swebench_results.json",
+    ]
     for f in left:
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("{}")

@@ -43,8 +43,9 @@ def _kill_point(reference: Path, seed: int) -> int:
 
 def _kill_when(args: list[str], ready, timeout: float = 600) -> None:
     """Start a midtrain command and SIGKILL its process group as soon as ``ready()`` holds."""
-    proc = subprocess.Popen(MIDTRAIN + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        MIDTRAIN + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     deadline = time.time() + timeout
     while proc.poll() is None and time.time() < deadline and not ready():
         time.sleep(0.05)
@@ -126,14 +127,20 @@ def _limit_file_size(limit: int):
     def apply() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return apply
 
 
 @pytest.mark.slow
 def test_pack_on_a_full_disk_fails_clearly_and_leaves_no_readable_shards(tmp_path, pack_inputs):
     out = tmp_path / "full"
-    proc = subprocess.run(MIDTRAIN + _pack_args(pack_inputs, out), capture_output=True, text=True, cwd=REPO,
-                          preexec_fn=_limit_file_size(2048))  # smaller than one packed sequence
+    proc = subprocess.run(
+        MIDTRAIN + _pack_args(pack_inputs, out),
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        preexec_fn=_limit_file_size(2048),
+    )  # smaller than one packed sequence
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("midtrain pack: I/O error: File too large") and "disk full" in last, last
@@ -148,8 +155,13 @@ def test_pack_on_a_full_disk_fails_clearly_and_leaves_no_readable_shards(tmp_pat
 
 def test_prep_on_a_full_disk_names_the_output(tmp_path):
     out = tmp_path / "full"
-    proc = subprocess.run(MIDTRAIN + PREP_ARGS + ["--output", str(out)], capture_output=True, text=True, cwd=REPO,
-                          preexec_fn=_limit_file_size(2048))
+    proc = subprocess.run(
+        MIDTRAIN + PREP_ARGS + ["--output", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        preexec_fn=_limit_file_size(2048),
+    )
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("midtrain prep: I/O error: File too large") and str(out) in last, last
@@ -181,8 +193,15 @@ def test_train_killed_at_random_point_then_rerun_gives_identical_losses(tmp_path
     kill_at = random.Random(3).randint(4, 12)  # a step between checkpoints (every 3 steps)
 
     def config(name: str):
-        return tiny_config(**{"data.path": str(shards), "run_dir": str(tmp_path / name), "optim.train_steps": 16,
-                              "checkpoint.save_interval": 3, "model.num_layers": 3})
+        return tiny_config(
+            **{
+                "data.path": str(shards),
+                "run_dir": str(tmp_path / name),
+                "optim.train_steps": 16,
+                "checkpoint.save_interval": 3,
+                "model.num_layers": 3,
+            }
+        )
 
     # the uninterrupted run in this process (one Python start-up fewer; one thread, as the CLI runs below)
     assert train(config("straight"))["exit_code"] == 0
@@ -209,20 +228,34 @@ def test_job_wide_sigterm_checkpoints_and_exits_75(tmp_path):
 
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
     run_dir = tmp_path / "run"
-    cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "optim.train_steps": 400,
-                         "checkpoint.save_interval": 2, "model.num_layers": 3})
+    cfg = tiny_config(
+        **{
+            "data.path": str(shards),
+            "run_dir": str(run_dir),
+            "optim.train_steps": 400,
+            "checkpoint.save_interval": 2,
+            "model.num_layers": 3,
+        }
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
-    proc = subprocess.Popen(MIDTRAIN + ["train", str(cfg_path)], cwd=REPO, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        MIDTRAIN + ["train", str(cfg_path)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     metrics = run_dir / "metrics.jsonl"
     deadline = time.time() + 600  # a loaded machine may take minutes to import and reach step 5
     while proc.poll() is None and time.time() < deadline:
         if metrics.exists() and len(metrics.read_text().splitlines()) >= 5:  # past the first checkpoint save
             break
         time.sleep(0.05)
-    assert proc.poll() is None and len(metrics.read_text().splitlines()) >= 5, \
+    assert proc.poll() is None and len(metrics.read_text().splitlines()) >= 5, (
         "training ended or never reached step 5 before the signal"
+    )
     os.killpg(proc.pid, signal.SIGTERM)  # the whole process group, as a job-wide signal does
     _, err = proc.communicate(timeout=600)
     assert proc.returncode == 75, err[-3000:]
@@ -290,13 +323,21 @@ def _group(pgid: int) -> dict[int, str]:
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
 def test_killing_only_the_main_prep_process_leaves_no_helper_running(tmp_path):
-    proc = subprocess.Popen(MIDTRAIN + PREP_ARGS + ["--workers", "2", "--output", str(tmp_path / "pulls")], cwd=REPO,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        MIDTRAIN + PREP_ARGS + ["--workers", "2", "--output", str(tmp_path / "pulls")],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 300
         # the kill point: datatrove's Manager server and the Pool's forkserver are running beside the main process
-        while proc.poll() is None and time.time() < deadline and not any(
-                "forkserver" in c for c in _group(proc.pid).values()):
+        while (
+            proc.poll() is None
+            and time.time() < deadline
+            and not any("forkserver" in c for c in _group(proc.pid).values())
+        ):
             time.sleep(0.05)
         assert proc.poll() is None, "the run finished before the kill point: the test would prove nothing"
         assert len(_group(proc.pid)) >= 3, _group(proc.pid)
@@ -314,14 +355,18 @@ def test_killing_only_the_main_prep_process_leaves_no_helper_running(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_second_prep_into_an_output_in_use_is_refused_and_a_dead_holders_lock_taken_over(tmp_path, capsys,
-                                                                                           caplog):
+def test_a_second_prep_into_an_output_in_use_is_refused_and_a_dead_holders_lock_taken_over(tmp_path, capsys, caplog):
     from midtrain.cli import main
 
     out = tmp_path / "pulls"
     lock = out / ".midtrain.lock"
-    first = subprocess.Popen(MIDTRAIN + PREP_ARGS + ["--output", str(out)], cwd=REPO, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+    first = subprocess.Popen(
+        MIDTRAIN + PREP_ARGS + ["--output", str(out)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.time() + 300
         while first.poll() is None and time.time() < deadline and not (lock.exists() and lock.read_text()):
@@ -356,14 +401,23 @@ def test_pack_refuses_a_prep_killed_after_some_tasks_wrote_documents(tmp_path):
     r = _run(_pack_args([str(out)], tmp_path / "shards"))
     assert r.returncode == 1, r.stderr[-2000:]  # today: packs the documents written so far, exit 0
     last = r.stderr.strip().splitlines()[-1]
-    assert str(out) in last and "unfinished" in last and f"midtrain prep pulls --input {SAMPLES / 'pulls'}" in last, last
+    assert str(out) in last and "unfinished" in last and f"midtrain prep pulls --input {SAMPLES / 'pulls'}" in last, (
+        last
+    )
     assert not (tmp_path / "shards" / "manifest.json").exists()
 
 
 def _interrupt_when(args: list[str], ready, timeout: float = 600) -> subprocess.CompletedProcess:
     """Start a midtrain command and send its process group SIGINT (a terminal's Ctrl-C) once ``ready()`` holds."""
-    proc = subprocess.Popen(MIDTRAIN + args, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    proc = subprocess.Popen(
+        MIDTRAIN + args,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     deadline = time.time() + timeout
     while proc.poll() is None and time.time() < deadline and not ready():
         time.sleep(0.01)
@@ -391,8 +445,16 @@ def test_ctrl_c_exits_130_in_pack_and_train_and_a_rerun_continues(tmp_path, prep
 
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
     cfg_path = tmp_path / "cfg.yaml"
-    tiny_config(**{"data.path": str(shards), "run_dir": str(tmp_path / "run"), "optim.train_steps": 400,
-                   "checkpoint.save_interval": 2}).save_yaml(cfg_path)
+    tiny_config(
+        **{
+            "data.path": str(shards),
+            "run_dir": str(tmp_path / "run"),
+            "optim.train_steps": 400,
+            "checkpoint.save_interval": 2,
+        }
+    ).save_yaml(cfg_path)
     metrics = tmp_path / "run" / "metrics.jsonl"
-    r = _interrupt_when(["train", str(cfg_path)], lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 3)
+    r = _interrupt_when(
+        ["train", str(cfg_path)], lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 3
+    )
     assert r.returncode == 130 and "midtrain train: interrupted" in r.stderr, r.stderr[-2000:]

@@ -52,11 +52,14 @@ def _fuzzed_copies(src: Path, dst: Path, rng: random.Random, n: int) -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("source,sample", [
-    ("pulls", SAMPLES / "pulls" / "sample_prs.jsonl"),
-    ("traces", SAMPLES / "traces" / "openhands_sample.jsonl"),
-    ("traces", SAMPLES / "traces" / "acme__minicalc-14.traj.json"),
-])
+@pytest.mark.parametrize(
+    "source,sample",
+    [
+        ("pulls", SAMPLES / "pulls" / "sample_prs.jsonl"),
+        ("traces", SAMPLES / "traces" / "openhands_sample.jsonl"),
+        ("traces", SAMPLES / "traces" / "acme__minicalc-14.traj.json"),
+    ],
+)
 def test_prep_readers_survive_fuzzed_inputs(tmp_path, source, sample):
     rng = random.Random(f"{source}-{sample.name}")
     inputs = tmp_path / "in"

@@ -38,8 +38,9 @@ def world(tmp_path_factory):
     sets = [_prep("traces", DATA / s, tmp / "prep" / s) for s in ("set_a", "set_b")]
     pulls = _prep("pulls", DATA / "pulls", tmp / "prep" / "pulls")
     # valid_fraction=0: only held-out instances go to validation, so every other document must train
-    manifest = pack(PackConfig(seq_length=1024, valid_fraction=0.0, tokenize_tasks=1), [*sets, pulls],
-                    tmp / "shards").manifest
+    manifest = pack(
+        PackConfig(seq_length=1024, valid_fraction=0.0, tokenize_tasks=1), [*sets, pulls], tmp / "shards"
+    ).manifest
     return {"tmp": tmp, "sets": sets, "pulls": pulls, "manifest": manifest, "shards": tmp / "shards"}
 
 
@@ -77,7 +78,11 @@ def test_no_heldout_instance_reaches_a_midtraining_training_shard(world):
     assert held_ids == shard_doc_ids(world["shards"], "valid")
     assert shard_doc_ids(world["shards"], "train") == {d["id"] for d in docs} - held_ids
     ex = world["manifest"]["heldout_excluded"]
-    assert ex["reason"] == "dropped_heldout_instance" and ex["instances"] == len(held) and ex["instance_ids"] == sorted(held)
+    assert (
+        ex["reason"] == "dropped_heldout_instance"
+        and ex["instances"] == len(held)
+        and ex["instance_ids"] == sorted(held)
+    )
     assert ex["documents"] == len(held_ids) == sum(ex["documents_by_source"].values())
     assert ex["documents_by_source"]["pr"] == sum(1 for d in docs if d["id"] in held_ids and d["id"].startswith("pr:"))
     assert ex["documents_by_source"]["pr"] >= len(held)  # task rows and pull requests of held-out tasks
@@ -112,13 +117,20 @@ def test_the_instance_check_counts_a_leaked_attempt_in_another_spelling(world, t
     from midtrain.pack.pipeline import pack
 
     held = sorted(_heldout())[0]
-    leak = {"text": "attempt", "id": f"trace:{held.replace('acme/calc#', 'Acme__Calc-')}:elsewhere.traj",
-            "metadata": {"source": "trace"}}
+    leak = {
+        "text": "attempt",
+        "id": f"trace:{held.replace('acme/calc#', 'Acme__Calc-')}:elsewhere.traj",
+        "metadata": {"source": "trace"},
+    }
     leaky = write_documents(tmp_path / "leaky", [leak])
-    (leaky / "heldout.json").write_text(json.dumps({"version": 2, "fraction": None, "by": "instance",
-                                                    "heldout_groups": []}))  # as if split already: nothing held out
-    pack(PackConfig(seq_length=256, valid_fraction=0.0, heldout_fraction=0.0, tokenize_tasks=1), [leaky],
-         tmp_path / "shards")
+    (leaky / "heldout.json").write_text(
+        json.dumps({"version": 2, "fraction": None, "by": "instance", "heldout_groups": []})
+    )  # as if split already: nothing held out
+    pack(
+        PackConfig(seq_length=256, valid_fraction=0.0, heldout_fraction=0.0, tokenize_tasks=1),
+        [leaky],
+        tmp_path / "shards",
+    )
     assert shard_doc_ids(tmp_path / "shards", "train") == {leak["id"]}  # a document id no held-out list holds
     assert instance_heldout(held, DEFAULT_FRACTION) and held in shard_instances(tmp_path / "shards", "train")
 
@@ -147,14 +159,18 @@ def test_repositories_and_commits_validate_by_repository(tmp_path):
     from midtrain.pack.pipeline import pack
 
     def doc(kind: str, repo: str, i: int) -> dict:
-        text = (f"<|repo_name|>{repo}\n<|file_sep|>m{i}.py\ndef f{i}(x):\n    return x + {i}\n" if kind == "repo" else
-                f"commit {i:012x}\n\nfix {i}\n\ndiff --git a/m.py b/m.py\n+x = {i}\n")
+        text = (
+            f"<|repo_name|>{repo}\n<|file_sep|>m{i}.py\ndef f{i}(x):\n    return x + {i}\n"
+            if kind == "repo"
+            else f"commit {i:012x}\n\nfix {i}\n\ndiff --git a/m.py b/m.py\n+x = {i}\n"
+        )
         return {"text": text, "id": f"{kind}:{repo}:{i}", "metadata": {"source": kind, "repo": repo}}
 
     repos = write_documents(tmp_path / "repos", [doc("repo", f"Org/R{r}", i) for r in range(8) for i in range(2)])
     commits = write_documents(tmp_path / "commits", [doc("commit", "one/repo", i) for i in range(10)])
-    manifest = pack(PackConfig(seq_length=256, valid_fraction=0.2, tokenize_tasks=1), [repos, commits],
-                    tmp_path / "shards").manifest
+    manifest = pack(
+        PackConfig(seq_length=256, valid_fraction=0.2, tokenize_tasks=1), [repos, commits], tmp_path / "shards"
+    ).manifest
     train, valid = (shard_doc_ids(tmp_path / "shards", s) for s in ("train", "valid"))
     side = {}
     for d in train | valid:
@@ -162,7 +178,14 @@ def test_repositories_and_commits_validate_by_repository(tmp_path):
             side.setdefault(d.split(":")[1], set()).add(d in valid)
     assert all(len(s) == 1 for s in side.values()) and len(side) == 8  # a repository is on one side only
     assert {True, False} == {next(iter(s)) for s in side.values()}  # some repositories validate, some train
-    assert manifest["valid_split"]["repo"]["by"] == "repository" and manifest["valid_split"]["repo"]["repositories"] == 8
-    assert manifest["valid_split"]["commit"] == {"by": "document", "repositories": 1, "forced": None, "kept": None,
-                                                 "why": "fewer than 2 repositories"}
+    assert (
+        manifest["valid_split"]["repo"]["by"] == "repository" and manifest["valid_split"]["repo"]["repositories"] == 8
+    )
+    assert manifest["valid_split"]["commit"] == {
+        "by": "document",
+        "repositories": 1,
+        "forced": None,
+        "kept": None,
+        "why": "fewer than 2 repositories",
+    }
     assert any(d.startswith("commit:") for d in valid) and any(d.startswith("commit:") for d in train)

@@ -19,10 +19,15 @@ from midtrain.train.model import build_gpt_model
 
 # Context-extension variants: YaRN on Qwen3, Llama-3.1's own llama3 scaling (needs 8K < max positions).
 ROPE_VARIANTS = {
-    "qwen3": {"rope_type": "yarn", "rope_theta": 1_000_000.0, "factor": 4.0,
-              "original_max_position_embeddings": 128},
-    "llama3": {"rope_type": "llama3", "rope_theta": 500_000.0, "factor": 8.0, "low_freq_factor": 1.0,
-               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+    "qwen3": {"rope_type": "yarn", "rope_theta": 1_000_000.0, "factor": 4.0, "original_max_position_embeddings": 128},
+    "llama3": {
+        "rope_type": "llama3",
+        "rope_theta": 500_000.0,
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+    },
 }
 
 
@@ -100,9 +105,14 @@ def test_round_trip_is_exact_and_loads_in_transformers(tmp_path, family, monkeyp
 
     # Qwen3: fp32, one file. Llama: bf16 as released, sharded safetensors in and out (with an index).
     bf16 = family == "llama3"
-    src = make_hf_model(family, tmp_path / "hf", rope=ROPE_VARIANTS[family],
-                        max_position_embeddings=32_768 if family == "llama3" else 512,
-                        dtype=torch.bfloat16 if bf16 else torch.float32, max_shard_size="40KB" if bf16 else None)
+    src = make_hf_model(
+        family,
+        tmp_path / "hf",
+        rope=ROPE_VARIANTS[family],
+        max_position_embeddings=32_768 if family == "llama3" else 512,
+        dtype=torch.bfloat16 if bf16 else torch.float32,
+        max_shard_size="40KB" if bf16 else None,
+    )
     if bf16:
         assert len(list(src.glob("*.safetensors"))) > 1
         monkeypatch.setattr(hf_export, "SHARD_BYTES", 40_000)
@@ -123,8 +133,11 @@ def test_round_trip_is_exact_and_loads_in_transformers(tmp_path, family, monkeyp
     toks = tokens(32)
     assert torch.equal(hf_logits(src, toks), hf_logits(back, toks))
     exported = json.loads((back / "config.json").read_text())
-    assert exported["rope_parameters"] == {**ROPE_VARIANTS[family], "beta_fast": 32.0, "beta_slow": 1.0} \
-        if family == "qwen3" else exported["rope_parameters"] == ROPE_VARIANTS[family]
+    assert (
+        exported["rope_parameters"] == {**ROPE_VARIANTS[family], "beta_fast": 32.0, "beta_slow": 1.0}
+        if family == "qwen3"
+        else exported["rope_parameters"] == ROPE_VARIANTS[family]
+    )
     assert exported["rope_scaling"]["rope_type"] == ROPE_VARIANTS[family]["rope_type"]  # legacy key
     assert exported["rope_theta"] == ROPE_VARIANTS[family]["rope_theta"]
     assert exported["eos_token_id"] == 2  # carried over from the source config.json
@@ -193,15 +206,25 @@ def test_bad_inputs_name_the_problem(world_of_one, tmp_path):
 
 
 def test_te_names_and_qkv_helpers_round_trip():
-    s = hf_mapping.Shape(num_layers=1, num_attention_heads=8, num_query_groups=2, head_dim=4, hidden_size=16,
-                         qk_layernorm=True, tie_embeddings=True)
+    s = hf_mapping.Shape(
+        num_layers=1,
+        num_attention_heads=8,
+        num_query_groups=2,
+        head_dim=4,
+        hidden_size=16,
+        qk_layernorm=True,
+        tie_embeddings=True,
+    )
     q, k, v = torch.randn(32, 16), torch.randn(8, 16), torch.randn(8, 16)
     fused = hf_mapping.fuse_qkv(q, k, v, s)
     # group 0 = rows of q heads 0-3, then k head 0, then v head 0
     assert torch.equal(fused[:16], q[:16]) and torch.equal(fused[16:20], k[:4]) and torch.equal(fused[20:24], v[:4])
     assert all(torch.equal(x, y) for x, y in zip(hf_mapping.split_qkv(fused, s), (q, k, v)))
-    local = {"decoder.layers.3.input_layernorm.weight": 1, "decoder.layers.3.pre_mlp_layernorm.weight": 2,
-             "decoder.layers.3.mlp.linear_fc1.weight": 3}
+    local = {
+        "decoder.layers.3.input_layernorm.weight": 1,
+        "decoder.layers.3.pre_mlp_layernorm.weight": 2,
+        "decoder.layers.3.mlp.linear_fc1.weight": 3,
+    }
     te = hf_mapping.to_te_names(local)
     assert "decoder.layers.3.self_attention.linear_qkv.layer_norm_weight" in te and hf_mapping.uses_te_names(te)
     assert hf_mapping.from_te_names(te) == local
@@ -231,7 +254,9 @@ def test_tokenizer_sources_in_order(tmp_path):
     for d in (out1, out2, out3):
         d.mkdir()
     # --tokenizer wins over the run's source; a bare tokenizer.json is enough
-    assert copy_tokenizer(out1, tok_dir / "tokenizer.json", tmp_path / "nothing", "llama3") == str(tok_dir / "tokenizer.json")
+    assert copy_tokenizer(out1, tok_dir / "tokenizer.json", tmp_path / "nothing", "llama3") == str(
+        tok_dir / "tokenizer.json"
+    )
     assert (out1 / "tokenizer.json").is_file()
     assert copy_tokenizer(out2, None, tok_dir, "llama3") == str(tok_dir)
     assert (out2 / "tokenizer_config.json").is_file()
@@ -261,8 +286,11 @@ def give_te_extra_state(model: torch.nn.Module) -> list[str]:
         norm = leaf in ("q_layernorm", "k_layernorm", "final_layernorm") and any(True for _ in module.parameters())
         if name.startswith("decoder.") and (norm or leaf.startswith("linear_") or leaf == "core_attention"):
             cls = module.__class__
-            module.__class__ = type(f"TE{cls.__name__}", (cls,), {"get_extra_state": _empty_extra_state,
-                                                                 "set_extra_state": _set_extra_state})
+            module.__class__ = type(
+                f"TE{cls.__name__}",
+                (cls,),
+                {"get_extra_state": _empty_extra_state, "set_extra_state": _set_extra_state},
+            )
             changed.append(name)
     return changed
 
@@ -278,8 +306,9 @@ def test_converted_checkpoint_loads_into_a_model_with_te_extra_state(world_of_on
     src = make_hf_model("qwen3", tmp_path / "hf", seed=4)
     mc = tmp_path / "mc"
     convert_hf_to_mcore(src, mc)
-    cfg = TrainConfig.from_yaml(mc / "config.yaml").apply_overrides(["precision.transformer_impl=local",
-                                                                    "precision.dtype=fp32"])
+    cfg = TrainConfig.from_yaml(mc / "config.yaml").apply_overrides(
+        ["precision.transformer_impl=local", "precision.dtype=fp32"]
+    )
     local = build_gpt_model(cfg).eval()
     ckpt.load_weights(mc, local)
     te_like = build_gpt_model(cfg).eval()

@@ -29,7 +29,7 @@ def test_script_is_valid_bash_and_prints_its_plan():
 def test_missing_dependency_without_a_wheel_stops_with_a_clear_message(tmp_path):
     # a python without site-packages stands in for the bare GPU machine (no megatron-core installed)
     bare = tmp_path / "python"
-    bare.write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     bare.chmod(0o755)
     env = {**os.environ, "PYTHON": str(bare), "WHEELS": str(tmp_path / "nowheels"), "OUT": str(tmp_path / "out")}
     r = subprocess.run([str(SCRIPT), "--cpu"], capture_output=True, text=True, env=env, timeout=120)
@@ -59,8 +59,12 @@ def test_throughput_bench_cpu_mode_writes_the_table(tmp_path, capsys):
     assert gpu_throughput.main(["--cpu", "--seq", "128", "256", "--mean-doc-tokens", "30", "--rows", str(out)]) == 0
     header, rows = gpu_summary.read_rows(out)
     assert header["impl"] == "local" and "not measured" in header["fp8"]
-    assert [(r["seq_length"], r["mode"]) for r in rows] == [(128, "documents"), (128, "causal"),
-                                                             (256, "documents"), (256, "causal")]
+    assert [(r["seq_length"], r["mode"]) for r in rows] == [
+        (128, "documents"),
+        (128, "causal"),
+        (256, "documents"),
+        (256, "causal"),
+    ]
     assert {r["backend"] for r in rows} == {"per_document"}  # no varlen kernel on the CPU
     for masked, causal in zip(rows[::2], rows[1::2]):
         assert causal["documents"] == 1 and masked["documents"] > 1
@@ -114,32 +118,59 @@ def test_a_failed_row_is_a_row_and_a_killed_run_keeps_its_rows(tmp_path):
         model = build_gpt_model(cfg, pre_process=True, post_process=True)
         opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
         lengths = [20, 44]
-        rows = [gpu_throughput.run_row(lambda _: (model, opt), "none", backend, cfg, lengths, 1, 0,
-                                       torch.device("cpu"), "local", 0.0) for backend in ("varlen", "per_document")]
+        rows = [
+            gpu_throughput.run_row(
+                lambda _: (model, opt), "none", backend, cfg, lengths, 1, 0, torch.device("cpu"), "local", 0.0
+            )
+            for backend in ("varlen", "per_document")
+        ]
     finally:
         distributed.destroy()
     assert rows[0]["error"].startswith("ValueError: precision.portable_attention=varlen cannot run here")
     assert rows[1]["error"] is None and rows[1]["timed_steps"] == 1 and rows[1]["loss"] > 0
     path = tmp_path / gpu_summary.THROUGHPUT_ROWS
     with path.open("w") as f:
-        gpu_throughput.write_row(f, {"kind": "header", "device": "CPU", "torch": torch.__version__, "impl": "local",
-                                     "params": 1e6, "peak_tflops": None, "fp8": "not measured"})
+        gpu_throughput.write_row(
+            f,
+            {
+                "kind": "header",
+                "device": "CPU",
+                "torch": torch.__version__,
+                "impl": "local",
+                "params": 1e6,
+                "peak_tflops": None,
+                "fp8": "not measured",
+            },
+        )
         for backend, r in zip(("varlen", "per_document"), rows):
-            gpu_throughput.write_row(f, {**r, "kind": "row", "seq_length": 64, "mode": "documents",
-                                         "backend": backend, "documents": 2, "flops_per_token": 1e6,
-                                         "tflops": 1.0})
+            gpu_throughput.write_row(
+                f,
+                {
+                    **r,
+                    "kind": "row",
+                    "seq_length": 64,
+                    "mode": "documents",
+                    "backend": backend,
+                    "documents": 2,
+                    "flops_per_token": 1e6,
+                    "tflops": 1.0,
+                },
+            )
         f.write('{"kind": "row", "seq_length": 128, "mo')  # killed mid-line
     table = gpu_summary.summary(tmp_path)
     assert "attention" in table and "varlen cannot run here" in table and "per_document" in table
     assert "   128 " not in table and len(gpu_summary.read_rows(path)[1]) == 2
 
 
-@pytest.mark.parametrize("left, warmup, expected", [
-    (None, 2, 2),  # no budget: as asked
-    (100.0, 1, 1),  # warmup and a step fit (1.3 x 10 s each)
-    (20.0, 1, 0),  # only the timed step fits: the warmup goes
-    (10.0, 1, None),  # not even one step: skipped
-])
+@pytest.mark.parametrize(
+    "left, warmup, expected",
+    [
+        (None, 2, 2),  # no budget: as asked
+        (100.0, 1, 1),  # warmup and a step fit (1.3 x 10 s each)
+        (20.0, 1, 0),  # only the timed step fits: the warmup goes
+        (10.0, 1, None),  # not even one step: skipped
+    ],
+)
 def test_rows_are_planned_within_the_budget(left, warmup, expected):
     import gpu_throughput
 

@@ -61,8 +61,16 @@ def test_swapped_experts_are_caught_by_the_parity_test(world_of_one, tmp_path, m
 
     def swapped(n: int):
         rows = real(n)
-        return [(mc.replace("local_experts.0.", "local_experts.X.").replace("local_experts.1.", "local_experts.0.")
-                 .replace("local_experts.X.", "local_experts.1."), hf, how) for mc, hf, how in rows]
+        return [
+            (
+                mc.replace("local_experts.0.", "local_experts.X.")
+                .replace("local_experts.1.", "local_experts.0.")
+                .replace("local_experts.X.", "local_experts.1."),
+                hf,
+                how,
+            )
+            for mc, hf, how in rows
+        ]
 
     monkeypatch.setattr(hf_mapping, "moe_entries", swapped)
     toks = tokens(16)
@@ -105,8 +113,9 @@ def test_moe_configs_the_tables_cannot_hold_are_refused(tmp_path):
     shape = hf_mapping.Shape.of(m)
     sd = dict(load_hf_state_dict(src).items())
     with pytest.raises(KeyError, match="lack 'model.layers.1.mlp.experts.3.up_proj.weight'"):
-        hf_mapping.hf_to_mcore({k: v for k, v in sd.items() if k != "model.layers.1.mlp.experts.3.up_proj.weight"},
-                               shape)
+        hf_mapping.hf_to_mcore(
+            {k: v for k, v in sd.items() if k != "model.layers.1.mlp.experts.3.up_proj.weight"}, shape
+        )
     with pytest.raises(KeyError, match="does not map"):  # a fifth expert the config does not declare
         hf_mapping.hf_to_mcore({**sd, "model.layers.0.mlp.experts.4.down_proj.weight": torch.zeros(64, 32)}, shape)
 
@@ -127,8 +136,10 @@ def test_expert_names_are_numbered_globally_in_either_spec():
     from midtrain.train.hf_import import global_expert_name
 
     # expert-parallel rank 1 of 2 with 4 experts holds experts 2 and 3 as its local 0 and 1
-    assert global_expert_name("mlp.experts.local_experts.1.linear_fc2.weight", 2) == \
-        "mlp.experts.local_experts.3.linear_fc2.weight"
+    assert (
+        global_expert_name("mlp.experts.local_experts.1.linear_fc2.weight", 2)
+        == "mlp.experts.local_experts.3.linear_fc2.weight"
+    )
     assert global_expert_name("mlp.experts.linear_fc1.weight0", 2) == "mlp.experts.local_experts.2.linear_fc1.weight"
     assert global_expert_name("mlp.router.weight", 2) == "mlp.router.weight"
     assert global_expert_name("self_attention.linear_qkv.weight", 0) == "self_attention.linear_qkv.weight"

@@ -23,16 +23,27 @@ def _megatron_inv_freq(m) -> tuple[torch.Tensor, float]:
     dim = m.kv_channels
     if kw["position_embedding_type"] == "yarn":
         a = hf_rope.transformer_config_attrs(m)
-        rot = YarnRotaryEmbedding(kv_channels=dim, rotary_base=kw["rotary_base"], use_cpu_initialization=True,
-                                  scaling_factor=a["yarn_rotary_scaling_factor"],
-                                  original_max_position_embeddings=a["yarn_original_max_position_embeddings"],
-                                  beta_fast=a["yarn_beta_fast"], beta_slow=a["yarn_beta_slow"],
-                                  mscale=a["yarn_mscale"], mscale_all_dim=a["yarn_mscale_all_dim"])
+        rot = YarnRotaryEmbedding(
+            kv_channels=dim,
+            rotary_base=kw["rotary_base"],
+            use_cpu_initialization=True,
+            scaling_factor=a["yarn_rotary_scaling_factor"],
+            original_max_position_embeddings=a["yarn_original_max_position_embeddings"],
+            beta_fast=a["yarn_beta_fast"],
+            beta_slow=a["yarn_beta_slow"],
+            mscale=a["yarn_mscale"],
+            mscale_all_dim=a["yarn_mscale_all_dim"],
+        )
         emb, mscale = rot.get_emb(2)
         return emb[1, 0, 0, : dim // 2].float(), float(mscale)  # position 1's angles = inv_freq
-    rot = RotaryEmbedding(kv_channels=dim, rotary_percent=1.0, rotary_base=kw["rotary_base"],
-                          rope_scaling=kw.get("rope_scaling", False),
-                          rope_scaling_factor=kw.get("rope_scaling_factor", 8.0), use_cpu_initialization=True)
+    rot = RotaryEmbedding(
+        kv_channels=dim,
+        rotary_percent=1.0,
+        rotary_base=kw["rotary_base"],
+        rope_scaling=kw.get("rope_scaling", False),
+        rope_scaling_factor=kw.get("rope_scaling_factor", 8.0),
+        use_cpu_initialization=True,
+    )
     return rot.inv_freq.float(), 1.0
 
 
@@ -75,13 +86,28 @@ def test_the_three_extension_methods_really_differ():
     assert hf_mapping.hf_config_dict(llama)["rope_scaling"]["factor"] == 16.0
 
 
-@pytest.mark.parametrize("params", [
-    {"rope_type": "default", "rope_theta": 1e6},
-    {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 32768,
-     "beta_fast": 32.0, "beta_slow": 1.0},
-    {"rope_type": "llama3", "rope_theta": 5e5, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-     "original_max_position_embeddings": 8192},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"rope_type": "default", "rope_theta": 1e6},
+        {
+            "rope_type": "yarn",
+            "rope_theta": 1e6,
+            "factor": 4.0,
+            "original_max_position_embeddings": 32768,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+        },
+        {
+            "rope_type": "llama3",
+            "rope_theta": 5e5,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+    ],
+)
 def test_hf_rope_parameters_round_trip(params):
     from midtrain.train.config import ModelConfig
 
@@ -92,7 +118,14 @@ def test_hf_rope_parameters_round_trip(params):
 
 def test_unsupported_rope_is_refused():
     with pytest.raises(ConfigError, match="attention_factor"):
-        hf_rope.from_hf_rope_parameters({"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0,
-                                         "original_max_position_embeddings": 4096, "attention_factor": 0.8})
+        hf_rope.from_hf_rope_parameters(
+            {
+                "rope_type": "yarn",
+                "rope_theta": 1e6,
+                "factor": 4.0,
+                "original_max_position_embeddings": 4096,
+                "attention_factor": 0.8,
+            }
+        )
     with pytest.raises(ConfigError, match="partial_rotary_factor"):
         hf_rope.from_hf_rope_parameters({"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5})

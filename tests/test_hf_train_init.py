@@ -28,8 +28,16 @@ def test_init_from_hf_dir_and_from_its_conversion_train_the_same(tmp_path):
     convert_hf_to_mcore(src, mc)
 
     def run(name: str, init_from: Path | None) -> Path:
-        cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(tmp_path / name), "optim.train_steps": 1,
-                             "optim.warmup_steps": 0, "optim.lr": 1e-9, "optim.min_lr": 1e-9})
+        cfg = tiny_config(
+            **{
+                "data.path": str(shards),
+                "run_dir": str(tmp_path / name),
+                "optim.train_steps": 1,
+                "optim.warmup_steps": 0,
+                "optim.lr": 1e-9,
+                "optim.min_lr": 1e-9,
+            }
+        )
         cfg.model = model_config_from_hf(src)
         cfg.init_from = str(init_from) if init_from else None
         assert train(cfg.validate())["exit_code"] == 0

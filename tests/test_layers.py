@@ -11,8 +11,10 @@ Every import counts, also one inside a function (it is a dependency all the same
 ``if TYPE_CHECKING:`` are annotations only and do not count. An exception needs an entry in ALLOWED with
 its reason; an entry that no longer matches an import fails the test, so the list only shrinks.
 No two modules import each other in a loop, and no two stage packages either (shared low-level helpers such
-as the tokenizer and repository-file classification live in ``midtrain/formats/``). No function runs past
-MAX_FUNCTION_LINES lines without an entry in LONG_FUNCTIONS saying why.
+as the tokenizer and repository-file classification live in ``midtrain/formats/``). No function holds more
+than MAX_FUNCTION_LINES statement lines (lines where a statement starts: the formatter spreads one call over many
+physical lines, so this counts what a function does, not how its calls wrap) without an entry in LONG_FUNCTIONS
+saying why.
 """
 
 from __future__ import annotations
@@ -36,27 +38,28 @@ APPLICATION_PACKAGES = ("recipes", "midtrain.commands", "midtrain.sweep", "midtr
 ALLOWED: dict[tuple[str, str], str] = {}
 
 
-MAX_FUNCTION_LINES = 80
+MAX_FUNCTION_LINES = 60
 # "path::function": why it is longer than MAX_FUNCTION_LINES. An entry must name a function that is still long.
 LONG_FUNCTIONS = {
-    "midtrain/sources/pull_context.py::base_context":
-        "one budgeted pass over the context in relevance order (changed source, tests, other changed files, "
-        "imports, changelogs) with the windowed fallback; split up, the budget and counts would be threaded "
-        "through every piece",
-    "bench/bench_eval.py::main":
-        "a linear benchmark script (build the tiny checkpoint, score each way, print the side-by-side table); "
-        "split up it would only pass its dozen locals around",
-    "bench/gpu_throughput.py::main":
-        "argument parsing with per-device defaults, then one loop over sequence lengths printing each row; "
-        "the measurement itself is in its own functions",
+    # measured on statement lines since the tree was formatted; #48 splits these four
+    "midtrain/pack/pipeline.py::_pack": "to split (#48)",
+    "midtrain/sources/ordering.py::file_dependencies": "to split (#48)",
+    "midtrain/sources/pulls.py::PullReader._render_workflow": "to split (#48)",
+    "midtrain/sources/pulls.py::PullReader.render": "to split (#48)",
+    "midtrain/sources/pull_context.py::base_context": "one budgeted pass over the context in relevance order (changed source, tests, other changed files, "
+    "imports, changelogs) with the windowed fallback; split up, the budget and counts would be threaded "
+    "through every piece",
+    "bench/bench_eval.py::main": "a linear benchmark script (build the tiny checkpoint, score each way, print the side-by-side table); "
+    "split up it would only pass its dozen locals around",
+    "bench/gpu_throughput.py::main": "argument parsing with per-device defaults, then one loop over sequence lengths printing each row; "
+    "the measurement itself is in its own functions",
 }
 
 
 def layer(module: str) -> int:
     if module.startswith("midtrain.formats") or module in FOUNDATION:
         return FORMATS
-    if (module in APPLICATION_MODULES
-            or any(module == p or module.startswith(p + ".") for p in APPLICATION_PACKAGES)):
+    if module in APPLICATION_MODULES or any(module == p or module.startswith(p + ".") for p in APPLICATION_PACKAGES):
         return APPLICATION
     return STAGES
 
@@ -76,7 +79,8 @@ def _modules() -> dict[str, Path]:
 def _is_type_checking(node: ast.If) -> bool:
     t = node.test
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (
-        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
+        isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING"
+    )
 
 
 def _imported_names(module: str, path: Path) -> set[str]:
@@ -139,8 +143,10 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_imports_only_go_down_the_layers():
     graph = _graph()
     up = [(a, b) for a in sorted(graph) for b in sorted(graph[a]) if layer(b) > layer(a) and (a, b) not in ALLOWED]
-    assert not up, "imports from a lower layer up to a higher one (fix, or add to ALLOWED with the reason):\n" + \
-        "\n".join(f"  {a} ({LAYER_NAMES[layer(a)]}) -> {b} ({LAYER_NAMES[layer(b)]})" for a, b in up)
+    assert not up, (
+        "imports from a lower layer up to a higher one (fix, or add to ALLOWED with the reason):\n"
+        + "\n".join(f"  {a} ({LAYER_NAMES[layer(a)]}) -> {b} ({LAYER_NAMES[layer(b)]})" for a, b in up)
+    )
 
 
 def test_every_allowed_exception_is_still_needed():
@@ -159,6 +165,7 @@ def _package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
     Only stage-layer modules count (application code such as midtrain/commands/ sits on top of all stages).
     """
+
     def package(module: str) -> str:
         return ".".join(module.split(".")[:2])
 
@@ -174,7 +181,8 @@ def test_no_import_cycles_among_stage_packages():
     """Stage packages import each other one way only (shared low-level helpers live in midtrain/formats/)."""
     cycles = _cycles(_package_graph(_graph()))
     assert not cycles, "stage packages importing each other in a loop:\n" + "\n".join(
-        "  " + " <-> ".join(c) for c in cycles)
+        "  " + " <-> ".join(c) for c in cycles
+    )
 
 
 def test_the_checker_sees_what_it_must():
@@ -200,8 +208,10 @@ def test_the_train_config_imports_no_stage_module_back():
     assert graph["midtrain.train.model_config"] <= FOUNDATION
     # TrainConfig.summary prints the estimate (`midtrain config`); validation never calls it
     assert graph["midtrain.train.config"] <= FOUNDATION | {"midtrain.train.model_config", "midtrain.train.estimate"}
-    code = ("import sys\nfrom recipes import all_recipes\nfor r in all_recipes().values(): r.build().validate()\n"
-            "print(sorted(m for m in ('torch', 'megatron') if m in sys.modules))")
+    code = (
+        "import sys\nfrom recipes import all_recipes\nfor r in all_recipes().values(): r.build().validate()\n"
+        "print(sorted(m for m in ('torch', 'megatron') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
@@ -210,11 +220,20 @@ def test_commands_only_parse():
     """Nothing imports a command module but the CLI: what commands share (resolving a train recipe, the pack
     config, the step chains and their runner) lives below them, so the sweep and the demo never reach up."""
     graph = _graph()
-    users = sorted(a for a, targets in graph.items() for b in targets
-                   if b.startswith("midtrain.commands") and not a.startswith("midtrain.commands") and a != "midtrain.cli")
+    users = sorted(
+        a
+        for a, targets in graph.items()
+        for b in targets
+        if b.startswith("midtrain.commands") and not a.startswith("midtrain.commands") and a != "midtrain.cli"
+    )
     assert not users, f"modules importing command modules: {users}"
-    inner = sorted((a, b) for a, targets in graph.items() if a.startswith("midtrain.commands.") for b in targets
-                   if b.startswith("midtrain.commands."))
+    inner = sorted(
+        (a, b)
+        for a, targets in graph.items()
+        if a.startswith("midtrain.commands.")
+        for b in targets
+        if b.startswith("midtrain.commands.")
+    )
     assert not inner, f"command modules importing each other: {inner}"
 
 
@@ -233,15 +252,19 @@ def test_no_import_cycles_among_application_packages():
                 packages[_app_package(a)].add(_app_package(b))
     cycles = _cycles(packages)
     assert not cycles, "application packages importing each other in a loop:\n" + "\n".join(
-        "  " + " <-> ".join(c) for c in cycles)
+        "  " + " <-> ".join(c) for c in cycles
+    )
 
 
 def _private_imports(path: Path) -> list[str]:
     out = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(("midtrain", "recipes")):
-            out += [f"{path.relative_to(REPO)}: from {node.module} import {a.name}" for a in node.names
-                    if a.name.startswith("_") and not a.name.startswith("__")]
+            out += [
+                f"{path.relative_to(REPO)}: from {node.module} import {a.name}"
+                for a in node.names
+                if a.name.startswith("_") and not a.name.startswith("__")
+            ]
     return out
 
 
@@ -252,7 +275,8 @@ def test_bench_and_recipes_use_public_names_only():
 
 
 def _function_lengths() -> dict[str, int]:
-    """``path::qualified.name`` -> lines from ``def`` to the function's last line, for midtrain/, recipes/, bench/."""
+    """``path::qualified.name`` -> the function's statement lines (nested ones included), for midtrain/, recipes/,
+    bench/."""
     files = [f for d in ("midtrain", "recipes", "bench") for f in sorted((REPO / d).rglob("*.py"))]
     out: dict[str, int] = {}
 
@@ -261,7 +285,7 @@ def _function_lengths() -> dict[str, int]:
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = f"{prefix}{child.name}"
                 if not isinstance(child, ast.ClassDef):
-                    out[f"{rel}::{name}"] = child.end_lineno - child.lineno + 1
+                    out[f"{rel}::{name}"] = len({s.lineno for s in ast.walk(child) if isinstance(s, ast.stmt)})
                 visit(child, rel, name + ".")
             else:
                 visit(child, rel, prefix)
@@ -274,11 +298,13 @@ def _function_lengths() -> dict[str, int]:
 def test_no_function_is_long_without_a_reason():
     lengths = _function_lengths()
     long = {name: n for name, n in lengths.items() if n > MAX_FUNCTION_LINES and name not in LONG_FUNCTIONS}
-    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them, or add to LONG_FUNCTIONS with the " \
+    assert not long, (
+        f"functions over {MAX_FUNCTION_LINES} statement lines (split them, or add to LONG_FUNCTIONS with the "
         "reason):\n" + "\n".join(f"  {name}: {n} lines" for name, n in sorted(long.items()))
+    )
     stale = [name for name in LONG_FUNCTIONS if lengths.get(name, 0) <= MAX_FUNCTION_LINES]
     assert not stale, f"LONG_FUNCTIONS entries that are no longer long (remove them): {stale}"
     assert all(reason.strip() for reason in LONG_FUNCTIONS.values())
     # the measure is real: nested functions and methods are found under their qualified names
     assert lengths["midtrain/demo/__init__.py::run"] > 5
-    assert lengths["midtrain/launch/train_job.py::TrainJob.write"] == 9  # def line to return, docstring included
+    assert lengths["midtrain/launch/train_job.py::TrainJob.write"] == 8  # the def, its docstring, six statements

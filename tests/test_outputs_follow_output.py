@@ -25,8 +25,17 @@ def test_protocol_report_lands_under_output(tmp_path, monkeypatch):
     for name in ("a", "b"):
         out = tmp_path / name
         # checkpoints that do not exist: each probe fails at once, the report step still runs (after every chain)
-        rc = main(["submit", "protocol", "protocol_demo", f"output={out}", f"checkpoints.base={tmp_path}/none",
-                   f"checkpoints.midtrained={tmp_path}/none2", "--local"])
+        rc = main(
+            [
+                "submit",
+                "protocol",
+                "protocol_demo",
+                f"output={out}",
+                f"checkpoints.base={tmp_path}/none",
+                f"checkpoints.midtrained={tmp_path}/none2",
+                "--local",
+            ]
+        )
         assert rc == 1  # the failed probes
         report = out / "report" / "report.md"
         assert report.is_file(), _files(tmp_path)
@@ -43,18 +52,22 @@ def test_protocol_report_dir_follows_output_in_the_submitted_jobs(tmp_path, caps
     assert "report_dir: null" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("overrides, expected", [
-    ([], ".demo/report"),  # the recipe's own output: its own report dir (the demo's layout)
-    (["output=elsewhere"], None),  # None: OUTPUT/report
-    (["output=elsewhere", "report_dir=mine"], "mine"),  # set by the user: kept
-    (["report_dir=mine"], "mine"),
-])
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ([], ".demo/report"),  # the recipe's own output: its own report dir (the demo's layout)
+        (["output=elsewhere"], None),  # None: OUTPUT/report
+        (["output=elsewhere", "report_dir=mine"], "mine"),  # set by the user: kept
+        (["report_dir=mine"], "mine"),
+    ],
+)
 def test_follow_output_rule(overrides, expected):
     from midtrain.protocol import ProtocolConfig, follow_output, report_argv
     from recipes import resolve_config
 
-    cfg = follow_output(resolve_config("protocol_demo", ProtocolConfig, "protocol", overrides, validate=False),
-                        overrides).validate()
+    cfg = follow_output(
+        resolve_config("protocol_demo", ProtocolConfig, "protocol", overrides, validate=False), overrides
+    ).validate()
     assert cfg.report_dir == expected
     argv = report_argv(cfg)
     assert argv[argv.index("--output") + 1] == (expected or str(Path(cfg.output) / "report"))

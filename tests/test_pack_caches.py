@@ -56,7 +56,8 @@ def _interrupted_after(prep: Path, tasks: int, finished: int) -> None:
 
 @pytest.mark.parametrize(("before", "finished", "after"), [(8, 4, 4), (4, 2, 8)])
 def test_another_tokenize_tasks_after_an_interrupted_tokenize_loses_and_duplicates_nothing(
-        tmp_path, before, finished, after):
+    tmp_path, before, finished, after
+):
     reference = write_prep(tmp_path / "ref" / "commits", _docs(), files=8)
     ref = pack(_cfg(after), [reference], tmp_path / "ref" / "out").manifest
     prep = write_prep(tmp_path / "run" / "commits", _docs(), files=8)
@@ -78,8 +79,18 @@ def test_a_read_only_prep_packs_with_its_cache_elsewhere(tmp_path):
 
     prep = write_prep(tmp_path / "commits", _docs(), files=2)
     before = _tree(prep)
-    argv = ["pack", "--input", str(prep), "--output", str(tmp_path / "out"), "--seq-length", str(S),
-            "valid_fraction=0.0", "--cache-dir", str(tmp_path / "cache")]
+    argv = [
+        "pack",
+        "--input",
+        str(prep),
+        "--output",
+        str(tmp_path / "out"),
+        "--seq-length",
+        str(S),
+        "valid_fraction=0.0",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
     assert main(argv) == 0
     assert _tree(prep) == before and not (prep / "tokenized").exists()
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
@@ -99,9 +110,26 @@ def test_a_full_disk_under_the_cache_names_the_cache(tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (30_000, 30_000))  # below the tokenized tokens of 192 documents
 
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "pack", "--input", str(prep), "--output",
-                        str(tmp_path / "out"), "--seq-length", str(S)], cwd=REPO, capture_output=True, text=True,
-                       preexec_fn=limit, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            "pack",
+            "--input",
+            str(prep),
+            "--output",
+            str(tmp_path / "out"),
+            "--seq-length",
+            str(S),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        preexec_fn=limit,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert r.returncode == 1
     last = r.stderr.strip().splitlines()[-1]
     assert last.startswith("midtrain pack: I/O error: File too large: " + str(prep / "tokenized")), last
@@ -153,10 +181,22 @@ def test_two_packs_of_one_input_share_its_cache_under_a_lock(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
 
     def start(name: str, log: Path) -> subprocess.Popen:
-        argv = [sys.executable, "-m", "midtrain.cli", "pack", "--input", str(prep), "--output", str(tmp_path / name),
-                "--seq-length", str(S), "valid_fraction=0.0"]
-        return subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"),
-                                start_new_session=True)
+        argv = [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            "pack",
+            "--input",
+            str(prep),
+            "--output",
+            str(tmp_path / name),
+            "--seq-length",
+            str(S),
+            "valid_fraction=0.0",
+        ]
+        return subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"), start_new_session=True
+        )
 
     def wait_for(ready, proc: subprocess.Popen) -> None:
         deadline = time.time() + 300

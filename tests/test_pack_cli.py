@@ -20,8 +20,22 @@ def packed_cli(tmp_path_factory):
     rng = random.Random(1)
     write_prep(root / "prep" / "commits", [commit_doc(i, rng) for i in range(30)])
     write_prep(root / "prep" / "traces", [trace_doc(i)[0] for i in range(6)])
-    rc = main(["pack", "--input", str(root / "prep" / "commits"), str(root / "prep" / "traces"), "seed=3",
-               "--output", str(root / "shards"), "--seq-length", "512", "--mixture", "natural", "valid_fraction=0.2"])
+    rc = main(
+        [
+            "pack",
+            "--input",
+            str(root / "prep" / "commits"),
+            str(root / "prep" / "traces"),
+            "seed=3",
+            "--output",
+            str(root / "shards"),
+            "--seq-length",
+            "512",
+            "--mixture",
+            "natural",
+            "valid_fraction=0.2",
+        ]
+    )
     assert rc == 0
     return root / "shards"
 
@@ -62,8 +76,20 @@ def test_pack_errors(tmp_path, capsys):
 
 def test_pack_checks_inputs_before_the_tokenizer(tmp_path, capsys):
     # the tokenizer does not exist either: the missing input is what is reported, on stderr
-    assert main(["pack", "--input", str(tmp_path / "nothing"), "--output", str(tmp_path / "o"),
-                 "--tokenizer", str(tmp_path / "no_tokenizer.json")]) == 1
+    assert (
+        main(
+            [
+                "pack",
+                "--input",
+                str(tmp_path / "nothing"),
+                "--output",
+                str(tmp_path / "o"),
+                "--tokenizer",
+                str(tmp_path / "no_tokenizer.json"),
+            ]
+        )
+        == 1
+    )
     captured = capsys.readouterr()
     assert "nothing" in captured.err and "no documents" in captured.err and not captured.out
 
@@ -118,8 +144,23 @@ def test_slurm_dry_run_prints_chained_job_arrays(tmp_path, capsys):
     site = tmp_path / "site.yaml"
     site.write_text("partition: cpu\naccount: proj\nprep:\n  time: '01:00:00'\n")
     # --site-config: the deprecated spelling of --site still works
-    rc = main(["pack", "--input", str(tmp_path / "prep" / "commits"), "--output", str(tmp_path / "shards"),
-               "--seq-length", "4096", "tasks=3", "--executor", "slurm", "--site-config", str(site), "--dry-run"])
+    rc = main(
+        [
+            "pack",
+            "--input",
+            str(tmp_path / "prep" / "commits"),
+            "--output",
+            str(tmp_path / "shards"),
+            "--seq-length",
+            "4096",
+            "tasks=3",
+            "--executor",
+            "slurm",
+            "--site-config",
+            str(site),
+            "--dry-run",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert out.count("# ---- stage") == 4  # tokenize, its cache stamp, pack, manifest
@@ -140,7 +181,9 @@ def test_inspect_card_of_shards_covers_their_inputs(packed_cli, capsys):
     assert {Path(c["prep_dir"]).name for c in card["inputs"]} == {"commits", "traces"}
     # the tokenize cache pack wrote under each prep dir makes the input cards' token counts exact
     assert all(c["tokens_exact"] for c in card["inputs"])
-    packed = card["by_source"]["commit"]["tokens"] + json.loads((packed_cli / "manifest.json").read_text())[
-        "sources"]["commit"]["valid_tokens"]
+    packed = (
+        card["by_source"]["commit"]["tokens"]
+        + json.loads((packed_cli / "manifest.json").read_text())["sources"]["commit"]["valid_tokens"]
+    )
     assert sum(c["tokens"] for c in card["inputs"] if Path(c["prep_dir"]).name == "commits") == packed
     assert (packed_cli / "datacard.png").read_bytes()[:4] == b"\x89PNG"

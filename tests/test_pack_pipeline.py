@@ -25,9 +25,11 @@ def prep(tmp_path_factory):
     repos = [repo_doc(i, rng) for i in range(24)]
     traces = [trace_doc(i) for i in range(12)]
     commits = [commit_doc(i, rng) for i in range(40)]
-    dirs = {"repos": write_prep(root / "repos", repos, files=2),
-            "traces": write_prep(root / "traces", [d for d, _ in traces]),
-            "commits": write_prep(root / "commits", commits, files=3)}
+    dirs = {
+        "repos": write_prep(root / "repos", repos, files=2),
+        "traces": write_prep(root / "traces", [d for d, _ in traces]),
+        "commits": write_prep(root / "commits", commits, files=3),
+    }
     texts = {d.id: d.text for d in repos + commits + [t for t, _ in traces]}
     answers = {d.id: a for d, a in traces}
     return dirs, texts, answers
@@ -69,7 +71,8 @@ def test_nothing_lost_and_exact_lengths(prep, packed):
         assert real == sp["tokens"]
     assert set(m["sources"]) == {"commit", "repo", "trace"}
     assert m["sources"]["repo"]["tokens"] + m["sources"]["repo"]["valid_tokens"] - repeated == sum(
-        len(tok.encode(t, add_special_tokens=False)) + 1 for k, t in texts.items() if k.startswith("repo"))
+        len(tok.encode(t, add_special_tokens=False)) + 1 for k, t in texts.items() if k.startswith("repo")
+    )
     assert m["masks"] is True and m["tokenizer"]["hash"] and m["config"]["seq_length"] == S
 
 
@@ -93,7 +96,7 @@ def test_split_only_overlong_at_boundaries_and_docs_roundtrip(prep, packed):
                 if row["source"] < 0:
                     continue
                 doc_id = docs[str(shard.prefix)][row["doc"]]
-                piece = x["tokens"][start:start + row["tokens"]].tolist()
+                piece = x["tokens"][start : start + row["tokens"]].tolist()
                 seen.setdefault(doc_id, []).append((split, int(row["part"]), int(row["parts"]), piece))
     assert set(seen) == set(texts)
     for doc_id, parts in seen.items():
@@ -103,17 +106,21 @@ def test_split_only_overlong_at_boundaries_and_docs_roundtrip(prep, packed):
         assert [p[1] for p in parts] == list(range(n_parts))
         assert (n_parts > 1) == (lengths[doc_id] > S)
         if doc_id.startswith("repo") and n_parts > 1:  # later pieces repeat the repository header
-            header = tok.encode(texts[doc_id][:texts[doc_id].index("<|file_sep|>")], add_special_tokens=False)
+            header = tok.encode(texts[doc_id][: texts[doc_id].index("<|file_sep|>")], add_special_tokens=False)
             for p in parts[1:]:
-                assert p[3][:len(header)] == header
-                p[3][:len(header)] = []
+                assert p[3][: len(header)] == header
+                p[3][: len(header)] = []
         ids = [t for p in parts for t in p[3]]
         assert tok.decode(ids[:-1]) == texts[doc_id] and ids[-1] == tok.eos_token_id
         for p in parts[1:]:  # each later piece starts a file or a commit (or a file's diff), else a line
             first = tok.decode(p[3][:3])
             prev = tok.decode(parts[p[1] - 1][3][-1:])
-            assert first.startswith(("<|file_sep|>", "commit ", "diff --git")) or prev.endswith("\n"), \
-                (doc_id, p[1], prev, first)
+            assert first.startswith(("<|file_sep|>", "commit ", "diff --git")) or prev.endswith("\n"), (
+                doc_id,
+                p[1],
+                prev,
+                first,
+            )
 
 
 def test_trace_loss_mask_covers_assistant_answer_only(prep, packed):
@@ -132,7 +139,7 @@ def test_trace_loss_mask_covers_assistant_answer_only(prep, packed):
                 a, b = int(x["cu_seqlens"][k]), int(x["cu_seqlens"][k + 1])
                 if int(src[a]) != trace_source:
                     if int(src[a]) >= 0:
-                        assert on[a:b - 1].all() and not on[b - 1]
+                        assert on[a : b - 1].all() and not on[b - 1]
                     continue
                 trained = x["labels"][a:b][on[a:b]].tolist()
                 text = tok.decode(trained)
@@ -149,8 +156,9 @@ def test_deterministic_and_seeded(prep, packed, tmp_path):
     pack(cfg, list(dirs.values()), tmp_path / "again")
     for name in ("train/00000.bin", "train/00001.bin", "valid/00000.bin", "train/00000.mask.bin"):
         assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
-    other = pack(PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=8), list(dirs.values()),
-                 tmp_path / "other").manifest
+    other = pack(
+        PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=8), list(dirs.values()), tmp_path / "other"
+    ).manifest
     assert (out / "train/00000.bin").read_bytes() != (tmp_path / "other" / "train/00000.bin").read_bytes()
     assert other["input_tokens"] == m["input_tokens"]
     # A rerun with the same configuration and inputs does nothing.
@@ -168,7 +176,9 @@ def test_mixture_targets_repeats_and_cap(prep, tmp_path):
     assert src["trace"]["tokens"] == 0 and src["trace"]["target_tokens"] == 0
     # equal weights: both get the same target; the smaller source (commit) is repeated up to the cap
     assert src["repo"]["target_tokens"] == src["commit"]["target_tokens"]
-    assert src["commit"]["rate"] == pytest.approx(2.0) and src["commit"]["tokens"] == 2 * src["commit"]["available_tokens"]
+    assert (
+        src["commit"]["rate"] == pytest.approx(2.0) and src["commit"]["tokens"] == 2 * src["commit"]["available_tokens"]
+    )
     assert 0.7 < src["repo"]["tokens"] / src["repo"]["target_tokens"] < 1.3
     assert m["splits"]["train"]["selected_tokens"] == m["tokens"]
 
@@ -195,13 +205,21 @@ def test_small_vocab_tokenizer_file_packs_uint16(prep, tmp_path):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(list(texts.values()), trainers.BpeTrainer(
-        vocab_size=600, special_tokens=["<|endoftext|>", "<|file_sep|>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        list(texts.values()),
+        trainers.BpeTrainer(
+            vocab_size=600,
+            special_tokens=["<|endoftext|>", "<|file_sep|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
     path = tmp_path / "tokenizer.json"
     tok.save(str(path))
-    m = pack(PackConfig(seq_length=S, tasks=1, tokenizer=str(path), valid_fraction=0.0), [dirs["commits"]],
-             tmp_path / "small").manifest
+    m = pack(
+        PackConfig(seq_length=S, tasks=1, tokenizer=str(path), valid_fraction=0.0),
+        [dirs["commits"]],
+        tmp_path / "small",
+    ).manifest
     assert m["dtype"] == "uint16" and m["eos_id"] == tok.token_to_id("<|endoftext|>")
     assert m["tokenizer"]["file"] == str(path)
     ds = PackedDataset(tmp_path / "small")

@@ -16,11 +16,24 @@ S = 16
 
 
 def _write(tmp_path, sequences_by_split, *, masks=False, pad_multiple=1, dtype=np.int32):
-    manifest = {"seq_length": S, "pad_id": PAD, "pad_multiple": pad_multiple, "masks": masks,
-                "sources": {"repo": {}, "trace": {}}, "splits": {}}
+    manifest = {
+        "seq_length": S,
+        "pad_id": PAD,
+        "pad_multiple": pad_multiple,
+        "masks": masks,
+        "sources": {"repo": {}, "trace": {}},
+        "splits": {},
+    }
     for split, sequences in sequences_by_split.items():
-        w = PackedShardWriter(shard_prefix(tmp_path, split, 0), seq_length=S, pad_id=PAD, dtype=dtype,
-                              pad_multiple=pad_multiple, with_masks=masks, sources=["repo", "trace"])
+        w = PackedShardWriter(
+            shard_prefix(tmp_path, split, 0),
+            seq_length=S,
+            pad_id=PAD,
+            dtype=dtype,
+            pad_multiple=pad_multiple,
+            with_masks=masks,
+            sources=["repo", "trace"],
+        )
         for pieces in sequences:
             w.add(pieces)
         stats = w.finalize()

@@ -17,8 +17,18 @@ from midtrain.formats.shard_reader import PackedDataset
 
 
 def _pack_argv(inputs: list[Path], out: Path, *extra: str) -> list[str]:
-    return ["pack", "--input", *map(str, inputs), "--output", str(out), "--seq-length", "256", "tasks=2",
-            "valid_fraction=0.0", *extra]
+    return [
+        "pack",
+        "--input",
+        *map(str, inputs),
+        "--output",
+        str(out),
+        "--seq-length",
+        "256",
+        "tasks=2",
+        "valid_fraction=0.0",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +41,11 @@ def packed(tmp_path_factory):
 
 
 def _files(out: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()
-            and "logs" not in p.relative_to(out).parts}
+    return {
+        str(p.relative_to(out)): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and "logs" not in p.relative_to(out).parts
+    }
 
 
 def test_pack_with_other_settings_is_refused_unless_overwrite(packed, tmp_path, capsys):

@@ -20,13 +20,18 @@ PACK = ["--seq-length", "256", "tasks=2", "tokenize_tasks=2", "valid_fraction=0.
 
 def repo_files(i: int) -> dict[str, str]:
     """A repository of a few Python files, one longer than a 256-token sequence (it is split)."""
-    return {f"pkg{i}/mod{j}.py": "".join(f"def f_{i}_{j}_{k}(x):\n    return x * {k} + {j}\n\n" for k in range(4 + 9 * j))
-            for j in range(3)}
+    return {
+        f"pkg{i}/mod{j}.py": "".join(f"def f_{i}_{j}_{k}(x):\n    return x * {k} + {j}\n\n" for k in range(4 + 9 * j))
+        for j in range(3)
+    }
 
 
 def shard_files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.glob("*/*"))
-            if p.name.endswith((".bin", ".idx"))}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.glob("*/*"))
+        if p.name.endswith((".bin", ".idx"))
+    }
 
 
 def stamps(fs, prefix: str) -> dict[str, object]:
@@ -40,8 +45,10 @@ def test_pack_reads_a_bucket_writes_shards_to_a_bucket_and_resumes_there(s3, tmp
     for name in ("tables", "prepared", "shards"):
         s3.mkdir(name)
     put_parquet(s3, "tables/stack/train-00000.parquet", rows)
-    assert prep("repos", *NO_CURATION, "--input", "s3://tables/stack", "--output", "s3://prepared/repos",
-                "--tasks", 2) == 0
+    assert (
+        prep("repos", *NO_CURATION, "--input", "s3://tables/stack", "--output", "s3://prepared/repos", "--tasks", 2)
+        == 0
+    )
     local_prep = tmp_path / "prep" / "repos"  # the same documents on disk
     s3.get("prepared/repos/documents", str(local_prep / "documents"), recursive=True)
     s3.get("prepared/repos/stats.json", str(local_prep / "stats.json"))

@@ -32,8 +32,11 @@ def test_tokens_masks_bounds_and_drops(tmp_path, tok_file):
     repo = "<|repo_name|>o/r\n<|file_sep|>a.py\nx = 1\n<|file_sep|>b.py\ny = 2\n"
     docs = [
         Document(text=text, id="t", metadata={"source": "trace", "loss_spans": [[len(user), len(text)]]}),
-        Document(text=repo, id="r", metadata={"source": "repo", "file_offsets": [repo.index("<|file_sep|>"),
-                                                                               repo.index("<|file_sep|>b")]}),
+        Document(
+            text=repo,
+            id="r",
+            metadata={"source": "repo", "file_offsets": [repo.index("<|file_sep|>"), repo.index("<|file_sep|>b")]},
+        ),
         Document(text="plain text, no source", id="p", metadata={}),
         Document(text="bad spans", id="bad", metadata={"source": "trace", "loss_spans": [[5, 900]]}),
         Document(text="", id="empty", metadata={"source": "trace"}),
@@ -47,7 +50,7 @@ def test_tokens_masks_bounds_and_drops(tmp_path, tok_file):
     mask = shard.mask(0).astype(bool)
     assert tok.decode(np.array(ids)[mask].tolist()) == answer + EOS_TOKEN  # the answer and the EOS after it
     rid = shard.tokens(1).tolist()
-    assert [tok.decode(rid[b:b + 1]) for b in shard.docs[1]["bounds"]] == ["<|file_sep|>", "<|file_sep|>"]
+    assert [tok.decode(rid[b : b + 1]) for b in shard.docs[1]["bounds"]] == ["<|file_sep|>", "<|file_sep|>"]
     assert shard.mask(1).all() and shard.docs[1]["spans"] is False
     info = json.loads((tmp_path / "00000.json").read_text())
     assert info["with_loss_spans"] == 1 and info["dtype"] == "int32"
@@ -55,8 +58,9 @@ def test_tokens_masks_bounds_and_drops(tmp_path, tok_file):
 
 def test_boundary_regex_when_no_offsets(tmp_path, tok_file):
     text = "<|repo_name|>o/r\n<|file_sep|>a.py\nx = 1\n<|file_sep|>b.py\ny = 2\n"
-    shard = _run(tmp_path, [Document(text=text, id="r", metadata={"source": "repo"})], tok_file,
-                 {"repo": r"^<\|file_sep\|>"})
+    shard = _run(
+        tmp_path, [Document(text=text, id="r", metadata={"source": "repo"})], tok_file, {"repo": r"^<\|file_sep\|>"}
+    )
     assert len(shard.docs[0]["bounds"]) == 2
 
 

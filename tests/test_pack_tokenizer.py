@@ -64,16 +64,21 @@ def test_chat_template_renders_qwen3_format(fresh_tokenizer_file):
     msgs = [
         {"role": "system", "content": "You fix bugs."},
         {"role": "user", "content": "Fix it"},
-        {"role": "assistant", "content": "Looking.",
-         "tool_calls": [{"type": "function", "function": {"name": "bash", "arguments": {"cmd": "ls"}}}]},
+        {
+            "role": "assistant",
+            "content": "Looking.",
+            "tool_calls": [{"type": "function", "function": {"name": "bash", "arguments": {"cmd": "ls"}}}],
+        },
         {"role": "tool", "content": "a.py"},
         {"role": "assistant", "content": "Done."},
     ]
     text = tok.apply_chat_template(msgs, tools=tools, tokenize=False)
     assert text.startswith("<|im_start|>system\nYou fix bugs.\n\n# Tools\n")
     assert json.dumps(tools[0]) in text
-    assert ('<|im_start|>assistant\nLooking.\n<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n'
-            "</tool_call><|im_end|>\n") in text
+    assert (
+        '<|im_start|>assistant\nLooking.\n<tool_call>\n{"name": "bash", "arguments": {"cmd": "ls"}}\n'
+        "</tool_call><|im_end|>\n"
+    ) in text
     assert "<|im_start|>user\n<tool_response>\na.py\n</tool_response><|im_end|>\n" in text
     assert text.endswith("Done.<|im_end|>\n")
     prompt = tok.apply_chat_template(msgs[:2], tokenize=False, add_generation_prompt=True)

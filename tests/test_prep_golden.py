@@ -34,20 +34,27 @@ EXPECTED = {
 }
 # what the inputs must make each step do (so the digest pins real work, not pass-through)
 EXERCISED = {
-    "repos": ["swebench_declared", "removed_long_lines", "redacted_email", "dropped_duplicate_repo",
-              "removed_near_duplicate_file"],
+    "repos": [
+        "swebench_declared",
+        "removed_long_lines",
+        "redacted_email",
+        "dropped_duplicate_repo",
+        "removed_near_duplicate_file",
+    ],
     "commits": ["redacted_aws_access_key", "redacted_url_password"],
     "pulls": ["dropped_swebench_ngram", "dropped_license_not_allowed", "redacted_ip_address"],
     "buildlogs": [],
     "traces": ["redacted_slack_webhook", "dropped_near_duplicate"],
 }
-BENCH_ISSUE = ("the parser drops the last line of a file when it has no trailing newline and the caller expects "
-               "every line back")
+BENCH_ISSUE = (
+    "the parser drops the last line of a file when it has no trailing newline and the caller expects every line back"
+)
 
 
 def _sample_texts() -> list[tuple[str, str]]:
-    return [(str(p.relative_to(SAMPLES)), p.read_text()) for p in source_files(SAMPLES / "repo")
-            if p.stat().st_size > 200]
+    return [
+        (str(p.relative_to(SAMPLES)), p.read_text()) for p in source_files(SAMPLES / "repo") if p.stat().st_size > 200
+    ]
 
 
 def _planted(n: int, seed: int) -> list[str]:
@@ -70,14 +77,23 @@ def golden_inputs(root: Path) -> dict[str, list[str]]:
     shutil.copytree(SAMPLES / "repo", repos / "minicalc-fork", ignore=NOT_SAMPLES)
     bench = repos / "benchlike"
     shutil.copytree(SAMPLES / "repo", bench, ignore=NOT_SAMPLES)
-    (bench / "pyproject.toml").write_text('[project]\nname = "benchlike"\n\n[project.urls]\n'
-                                          'Source = "https://github.com/django/django"\n')
+    (bench / "pyproject.toml").write_text(
+        '[project]\nname = "benchlike"\n\n[project.urls]\nSource = "https://github.com/django/django"\n'
+    )
 
-    history = make_repo(root / "history", {p: (SAMPLES / "repo" / p).read_text()
-                                           for p in ("README.md", "LICENSE", "minicalc/ops.py")})
+    history = make_repo(
+        root / "history", {p: (SAMPLES / "repo" / p).read_text() for p in ("README.md", "LICENSE", "minicalc/ops.py")}
+    )
     commit(history, {"minicalc/settings.py": planted[1]}, "Add settings")
-    commit(history, {"minicalc/ops.py": (SAMPLES / "repo" / "minicalc" / "ops.py").read_text() + "\n# tuned\n",
-                     "deploy.log": planted[2]}, "Tune ops, keep the deploy log", date="2024-01-03T00:00:00Z")
+    commit(
+        history,
+        {
+            "minicalc/ops.py": (SAMPLES / "repo" / "minicalc" / "ops.py").read_text() + "\n# tuned\n",
+            "deploy.log": planted[2],
+        },
+        "Tune ops, keep the deploy log",
+        date="2024-01-03T00:00:00Z",
+    )
 
     rows = [json.loads(line) for line in (SAMPLES / "pulls" / "sample_prs.jsonl").read_text().splitlines()]
     more = [dict(rows[0], number=100 + i, body=text) for i, text in enumerate(planted[4:7])]
@@ -99,11 +115,25 @@ def golden_inputs(root: Path) -> dict[str, list[str]]:
     (traces / "planted.jsonl").write_text(json.dumps(rec) + "\n")
 
     instances = root / "verified.jsonl"
-    instances.write_text(json.dumps({"instance_id": "octo__bench-1", "repo": "octo/bench",
-                                     "problem_statement": BENCH_ISSUE, "patch": "--- a/p.py\n+++ b/p.py\n"}) + "\n")
-    return {"repos": [str(repos / "minicalc"), str(repos / "minicalc-fork"), str(bench)],
-            "commits": [str(history)], "pulls": [str(pulls)], "buildlogs": [str(logs)], "traces": [str(traces)],
-            "instances": [str(instances)]}
+    instances.write_text(
+        json.dumps(
+            {
+                "instance_id": "octo__bench-1",
+                "repo": "octo/bench",
+                "problem_statement": BENCH_ISSUE,
+                "patch": "--- a/p.py\n+++ b/p.py\n",
+            }
+        )
+        + "\n"
+    )
+    return {
+        "repos": [str(repos / "minicalc"), str(repos / "minicalc-fork"), str(bench)],
+        "commits": [str(history)],
+        "pulls": [str(pulls)],
+        "buildlogs": [str(logs)],
+        "traces": [str(traces)],
+        "instances": [str(instances)],
+    }
 
 
 def output_digest(out: Path, root: Path) -> str:

@@ -16,8 +16,19 @@ def test_prep_reports_each_input_with_its_counts(tmp_path, caplog):
     empty = tmp_path / "empty_dir"
     empty.mkdir()
     with caplog.at_level(logging.INFO, logger="midtrain.sources"):
-        main(["prep", "repos", "--input", str(SAMPLES / "repo"), str(good), str(empty), "--output",
-              str(tmp_path / "out"), "dedup.enabled=false"])
+        main(
+            [
+                "prep",
+                "repos",
+                "--input",
+                str(SAMPLES / "repo"),
+                str(good),
+                str(empty),
+                "--output",
+                str(tmp_path / "out"),
+                "dedup.enabled=false",
+            ]
+        )
     lines = [r.getMessage() for r in caplog.records if r.name == "midtrain.sources" and ": input " in r.getMessage()]
     assert len(lines) == 3, lines
     assert any(f"/3 {good}: 1 documents, 0 errors" in line for line in lines)
@@ -48,4 +59,3 @@ def test_tensorboard_off_is_said_and_durations_read_well(tmp_path, caplog):
         RunLogger(tmp_path, tiny_config(), enabled=True).close()
     assert "TensorBoard off" in caplog.records[0].getMessage()
     assert _duration(59.6) == "0:01:00" and _duration(3 * 86400 + 3723) == "3d 1:02:03"
-

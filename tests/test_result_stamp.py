@@ -15,8 +15,15 @@ def _checkpoint(run, step: int, payload: bytes):
     d = run / "checkpoints" / checkpoint_name(step)
     d.mkdir(parents=True)
     (d / "weights.distcp").write_bytes(payload)
-    (d / MARKER).write_text(json.dumps({"step": step, "files": {"weights.distcp": len(payload)},
-                                        "sha256": {"weights.distcp": hashlib.sha256(payload).hexdigest()}}))
+    (d / MARKER).write_text(
+        json.dumps(
+            {
+                "step": step,
+                "files": {"weights.distcp": len(payload)},
+                "sha256": {"weights.distcp": hashlib.sha256(payload).hexdigest()},
+            }
+        )
+    )
     return d
 
 

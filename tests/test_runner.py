@@ -88,9 +88,21 @@ def test_slurm_logs_of_a_stage_in_object_storage_go_to_a_filesystem(tmp_path):
     from midtrain.launch.site import SiteConfig
 
     chain = StageChain("slurm", SiteConfig(partition="cpu"), label="test")
-    ex = chain.add("a", [AppendLine(str(tmp_path / "x"), "a")], 2, "s3://bucket/out/logs/a", "a",
-                   slurm_logs_dir="s3://bucket/out/logs/slurm/a")
+    ex = chain.add(
+        "a",
+        [AppendLine(str(tmp_path / "x"), "a")],
+        2,
+        "s3://bucket/out/logs/a",
+        "a",
+        slurm_logs_dir="s3://bucket/out/logs/slurm/a",
+    )
     assert ex.slurm_logs_folder.startswith("slurm_logs/a/")
-    ex = chain.add("b", [AppendLine(str(tmp_path / "x"), "b")], 2, str(tmp_path / "logs" / "b"), "b",
-                   slurm_logs_dir=str(tmp_path / "logs" / "slurm" / "b"))
+    ex = chain.add(
+        "b",
+        [AppendLine(str(tmp_path / "x"), "b")],
+        2,
+        str(tmp_path / "logs" / "b"),
+        "b",
+        slurm_logs_dir=str(tmp_path / "logs" / "slurm" / "b"),
+    )
     assert ex.slurm_logs_folder == str(tmp_path / "logs" / "slurm" / "b")

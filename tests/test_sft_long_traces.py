@@ -10,21 +10,51 @@ from sft_helpers import probe_cfg, sample_trace_docs, write_documents
 
 pytestmark = pytest.mark.slow
 
-TOOLS = [{"type": "function", "function": {"name": "bash", "description": "Run a shell command.",
-                                           "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "bash",
+            "description": "Run a shell command.",
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
+    }
+]
 
 
 def _long_trajectory() -> dict:
-    msgs = [{"role": "system", "content": "You are a careful software engineering agent working in /repo."},
-            {"role": "user", "content": "Issue: calc.add(1, '2') raises TypeError; make it coerce numeric strings."}]
+    msgs = [
+        {"role": "system", "content": "You are a careful software engineering agent working in /repo."},
+        {"role": "user", "content": "Issue: calc.add(1, '2') raises TypeError; make it coerce numeric strings."},
+    ]
     for i in range(48):
-        msgs.append({"role": "assistant", "content": f"Step {i}: inspect the next part of calc.py.",
-                     "tool_calls": [{"type": "function", "function": {"name": "bash", "arguments": {"cmd": f"sed -n {i}p calc.py"}}}]})
-        msgs.append({"role": "tool", "content": "\n".join(f"line {i}.{k}: def add(a, b): return a + b" for k in range(4))})
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": f"Step {i}: inspect the next part of calc.py.",
+                "tool_calls": [
+                    {"type": "function", "function": {"name": "bash", "arguments": {"cmd": f"sed -n {i}p calc.py"}}}
+                ],
+            }
+        )
+        msgs.append(
+            {"role": "tool", "content": "\n".join(f"line {i}.{k}: def add(a, b): return a + b" for k in range(4))}
+        )
     doc_id = "trace:acme__minicalc-99:long.traj"
-    return {"text": "(plain rendering not used)", "id": doc_id,
-            "metadata": {"source": "trace", "id": doc_id, "render_format": "plain", "instance_id": "acme__minicalc-99",
-                         "repo": "acme/minicalc", "messages": msgs, "tools": TOOLS, "loss_spans": [[0, 1]]}}
+    return {
+        "text": "(plain rendering not used)",
+        "id": doc_id,
+        "metadata": {
+            "source": "trace",
+            "id": doc_id,
+            "render_format": "plain",
+            "instance_id": "acme__minicalc-99",
+            "repo": "acme/minicalc",
+            "messages": msgs,
+            "tools": TOOLS,
+            "loss_spans": [[0, 1]],
+        },
+    }
 
 
 def test_long_trajectory_pieces_start_at_turns_and_repeat_the_head(tmp_path):
@@ -53,8 +83,14 @@ def test_long_trajectory_pieces_start_at_turns_and_repeat_the_head(tmp_path):
             for row in rows:
                 n = int(row["tokens"])
                 if row["source"] >= 0 and docs[str(shard.prefix)][row["doc"]] == long["id"]:
-                    pieces.append((int(row["part"]), int(row["parts"]), x["tokens"][offset:offset + n].tolist(),
-                                   x["loss_mask"][offset:offset + n].tolist()))
+                    pieces.append(
+                        (
+                            int(row["part"]),
+                            int(row["parts"]),
+                            x["tokens"][offset : offset + n].tolist(),
+                            x["loss_mask"][offset : offset + n].tolist(),
+                        )
+                    )
                 offset += n  # pad_multiple=1: no padding between pieces
     pieces.sort(key=lambda p: p[0])
     assert len(pieces) == pieces[0][1] >= 3 and [p[0] for p in pieces] == list(range(len(pieces)))
@@ -62,6 +98,6 @@ def test_long_trajectory_pieces_start_at_turns_and_repeat_the_head(tmp_path):
         assert ids[: len(head_ids)] == head_ids  # the head again: system prompt, tools, task
         # no loss on the repeated head (the loss mask shifts by one: position p trains token p+1)
         assert not any(mask[: len(head_ids) - 1])
-        rest = tok.decode(ids[len(head_ids):len(head_ids) + 8])
+        rest = tok.decode(ids[len(head_ids) : len(head_ids) + 8])
         assert rest.startswith(("<|im_start|>assistant\n", "<|im_start|>user\n<tool_response>")), (part, rest)
     assert json.loads((tmp_path / "data" / "sft_data.json").read_text())["train_docs"] >= 1

@@ -13,8 +13,11 @@ def _cfg(**kw) -> SFTConfig:
 
 
 def _docs(n: int, attempts: int = 1) -> list[dict]:
-    return [{"id": f"trace:inst-{i}:try{a}.traj", "text": "x", "metadata": {"repo": f"o/r{i % 3}"}, "_set": "set"}
-            for i in range(n) for a in range(attempts)]
+    return [
+        {"id": f"trace:inst-{i}:try{a}.traj", "text": "x", "metadata": {"repo": f"o/r{i % 3}"}, "_set": "set"}
+        for i in range(n)
+        for a in range(attempts)
+    ]
 
 
 def test_split_is_by_instance_and_no_seed_or_order_moves_it():
@@ -60,6 +63,9 @@ def test_render_reasons_without_a_tokenizer_call():
     assert render({"id": "r", "text": "x", "metadata": {"source": "repo"}}, None) == "not_a_trace"
     plain = {"id": "p", "text": "x", "metadata": {"source": "trace", "render_format": "plain"}}
     assert render(plain, None) == "plain_render_without_messages"
-    reused = {"id": "c", "text": "<|im_start|>assistant\nhi<|im_end|>",
-              "metadata": {"source": "trace", "render_format": "chat_template", "loss_spans": [[22, 34]]}}
+    reused = {
+        "id": "c",
+        "text": "<|im_start|>assistant\nhi<|im_end|>",
+        "metadata": {"source": "trace", "render_format": "chat_template", "loss_spans": [[22, 34]]},
+    }
     assert render(reused, None) == (reused["text"], [[22, 34]])

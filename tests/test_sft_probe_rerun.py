@@ -49,8 +49,9 @@ def test_copy_run_from_another_start_is_refused_then_overwritten(base_probe):
     assert f"init_from: {other}" in (copy / "run" / "config.yaml").read_text()
 
 
-@pytest.mark.parametrize("overrides", [["train.optim.lr=1e-2"],
-                                       ["train.optim.train_steps=3", "train.checkpoint.save_interval=3"]])
+@pytest.mark.parametrize(
+    "overrides", [["train.optim.lr=1e-2"], ["train.optim.train_steps=3", "train.checkpoint.save_interval=3"]]
+)
 def test_other_settings_are_refused(base_probe, overrides):
     from midtrain.sft.probe import run_probe
     from midtrain.sft.run_stamp import ProbeRunMismatch

@@ -11,8 +11,11 @@ from sft_helpers import code_docs, sample_trace_docs, write_documents
 pytestmark = pytest.mark.slow
 
 NOT_FOR_THE_PROBE = [  # trace documents the probe must leave out, counted by reason
-    {"text": "### User\nhi\n", "id": "trace:plain", "metadata": {"source": "trace", "render_format": "plain",
-                                                                   "loss_spans": [[0, 3]]}},
+    {
+        "text": "### User\nhi\n",
+        "id": "trace:plain",
+        "metadata": {"source": "trace", "render_format": "plain", "loss_spans": [[0, 3]]},
+    },
     {"text": "def f(): pass\n", "id": "repo:x", "metadata": {"source": "repo"}},
 ]
 
@@ -48,8 +51,9 @@ def protocol_run(tmp_path_factory):
     repos = write_documents(tmp / "prep" / "repos", code_docs())
     traces = write_documents(tmp / "prep" / "traces", sample_trace_docs() + NOT_FOR_THE_PROBE)
     # midtraining packs the trace set too: its held-out traces (the probe's eval set) must stay out
-    manifest = pack(PackConfig(seq_length=512, valid_fraction=0.3, seed=3, tokenize_tasks=1), [repos, traces],
-                    tmp / "shards").manifest
+    manifest = pack(
+        PackConfig(seq_length=512, valid_fraction=0.3, seed=3, tokenize_tasks=1), [repos, traces], tmp / "shards"
+    ).manifest
     assert manifest["heldout_excluded"]["documents"] >= 1
     assert manifest["splits"]["valid"]["sequences"] > 0
     cfg = _tiny(tmp / "runs" / "mid", tmp / "shards")
@@ -62,8 +66,12 @@ def protocol_run(tmp_path_factory):
     proto.output = str(tmp / "protocol")
     proto.report_dir = str(tmp / "report")
     proto.checkpoints = {"base": str(tmp / "runs" / "base"), "midtrained": str(tmp / "runs" / "mid")}
-    proto.sft_overrides = [f"traces=[{traces}]", "train.optim.train_steps=3", "train.checkpoint.save_interval=3",
-                           "train.data.seq_length=512"]
+    proto.sft_overrides = [
+        f"traces=[{traces}]",
+        "train.optim.train_steps=3",
+        "train.checkpoint.save_interval=3",
+        "train.data.seq_length=512",
+    ]
     proto.proxy.shards = str(tmp / "shards")
     proto.proxy.retrieval.repos = str(repos)
     proto.proxy.retrieval.lengths = [128, 256]
@@ -79,7 +87,9 @@ def test_identical_probe_from_both_checkpoints(protocol_run):
     from midtrain.sft.probe import final_loss_steps
 
     tmp, proto, _ = protocol_run
-    res = {n: json.loads((tmp / "protocol" / n / "sft" / "sft_result.json").read_text()) for n in ("base", "midtrained")}
+    res = {
+        n: json.loads((tmp / "protocol" / n / "sft" / "sft_result.json").read_text()) for n in ("base", "midtrained")
+    }
     assert res["base"]["probe_sha"] == res["midtrained"]["probe_sha"]
     assert res["base"]["data_sha"] == res["midtrained"]["data_sha"]
     assert res["base"]["from"] != res["midtrained"]["from"]
@@ -91,9 +101,12 @@ def test_identical_probe_from_both_checkpoints(protocol_run):
         cfgs[n] = c
     assert cfgs["base"] == cfgs["midtrained"]  # same data, steps, LR schedule, batch, seed, model shape
     for n, r in res.items():
-        metrics = [json.loads(line) for line in (tmp / "protocol" / n / "sft" / "run" / "metrics.jsonl").read_text().splitlines()]
+        metrics = [
+            json.loads(line)
+            for line in (tmp / "protocol" / n / "sft" / "run" / "metrics.jsonl").read_text().splitlines()
+        ]
         assert [m["step"] for m in metrics] == [1, 2, 3]
-        tail = metrics[-final_loss_steps(len(metrics)):]
+        tail = metrics[-final_loss_steps(len(metrics)) :]
         assert r["final_train_loss"] == sum(m["loss"] for m in tail) / len(tail) and r["final_train_loss_steps"] == 1
         assert r["heldout_tokens"] > 0 and 0 < r["heldout_loss"] < 20
     # different starting weights -> different probe results (the comparison measures something)
@@ -102,21 +115,29 @@ def test_identical_probe_from_both_checkpoints(protocol_run):
 
 def test_proxy_metrics_and_report_come_from_the_runs(protocol_run):
     tmp, proto, _ = protocol_run
-    proxy = {n: json.loads((tmp / "protocol" / n / "proxy" / "proxy_results.json").read_text())
-             for n in ("base", "midtrained")}
+    proxy = {
+        n: json.loads((tmp / "protocol" / n / "proxy" / "proxy_results.json").read_text())
+        for n in ("base", "midtrained")
+    }
     for p in proxy.values():
         assert p["heldout"]["per_source"]["repo"]["tokens"] > 0
         cells = p["retrieval"]["cells"]
         assert {(c["task"], c["length"], c["depth"]) for c in cells} == {
-            (t, n, d) for t in ("function", "file_constant") for n in (128, 256) for d in (0.0, 0.5, 1.0)}
+            (t, n, d) for t in ("function", "file_constant") for n in (128, 256) for d in (0.0, 0.5, 1.0)
+        }
         assert all(0 <= c["accuracy"] <= 1 and c["answer_nll"] > 0 for c in cells)
     # midtraining on this code lowered its held-out loss (6 steps at lr 3e-3 from the same init)
-    assert proxy["midtrained"]["heldout"]["per_source"]["repo"]["loss"] < proxy["base"]["heldout"]["per_source"]["repo"]["loss"]
+    assert (
+        proxy["midtrained"]["heldout"]["per_source"]["repo"]["loss"]
+        < proxy["base"]["heldout"]["per_source"]["repo"]["loss"]
+    )
 
     md = (tmp / "report" / "report.md").read_text()
     summary = json.loads((tmp / "report" / "results.json").read_text())
     rows = {r["metric"]: r["values"] for r in summary["rows"]}
-    sft = {n: json.loads((tmp / "protocol" / n / "sft" / "sft_result.json").read_text()) for n in ("base", "midtrained")}
+    sft = {
+        n: json.loads((tmp / "protocol" / n / "sft" / "sft_result.json").read_text()) for n in ("base", "midtrained")
+    }
     assert rows["held-out loss, assistant tokens"] == {n: sft[n]["heldout_loss"] for n in sft}
     assert rows["repo"] == {n: proxy[n]["heldout"]["per_source"]["repo"]["loss"] for n in proxy}
     assert rows["answer NLL per token, mean"] == {n: proxy[n]["retrieval"]["answer_nll"] for n in proxy}
@@ -124,14 +145,21 @@ def test_proxy_metrics_and_report_come_from_the_runs(protocol_run):
     assert f"| held-out loss, assistant tokens | {b:.3f} | {m:.3f} ({m - b:+.3f}" in md
     assert "identical settings for every checkpoint" in md
     held = sft["base"]["heldout"]
-    assert held == {**sft["midtrained"]["heldout"], "tokens": held["tokens"]} and held["tokens"] == sft["base"]["heldout_tokens"]
+    assert (
+        held == {**sft["midtrained"]["heldout"], "tokens": held["tokens"]}
+        and held["tokens"] == sft["base"]["heldout_tokens"]
+    )
     assert held["in_training_shards"] == 0 and held["counted"] == "instances"
     kept = held["excluded_from_pack"][str(tmp / "shards")]
     assert kept["instances"] == held["instances"] and kept["documents"] == held["documents"]
-    assert (f"Held-out traces: {held['instances']} instances ({held['documents']} documents, {held['tokens']} "
-            "assistant tokens scored), split by instance") in md
-    assert (f"Kept out of training by the midtraining packs (validation split only): {held['instances']} instances "
-            f"({held['documents']} documents)") in md
+    assert (
+        f"Held-out traces: {held['instances']} instances ({held['documents']} documents, {held['tokens']} "
+        "assistant tokens scored), split by instance"
+    ) in md
+    assert (
+        f"Kept out of training by the midtraining packs (validation split only): {held['instances']} instances "
+        f"({held['documents']} documents)"
+    ) in md
     assert "No held-out instance is in any training shard (counted by instances" in md
     for png in ("curves.png", "heldout_loss.png", "retrieval_heatmap.png"):
         assert (tmp / "report" / png).stat().st_size > 5000

@@ -13,20 +13,48 @@ BOB = ("Bob Stone", "bob@stone.example")
 
 @pytest.fixture
 def history(tmp_path):
-    repo = make_repo(tmp_path / "hist", {"a.py": "x = 1\n", "LICENSE": "Apache License\nVersion 2.0\n"},
-                     message="first: add a.py", author=ALICE)
+    repo = make_repo(
+        tmp_path / "hist",
+        {"a.py": "x = 1\n", "LICENSE": "Apache License\nVersion 2.0\n"},
+        message="first: add a.py",
+        author=ALICE,
+    )
     shas = [git(repo, "rev-parse", "HEAD").strip()]
-    shas.append(commit(repo, {"a.py": "x = 2\n"}, "second: bump x\n\nSigned-off-by: Bob Stone <bob@stone.example>\n"
-                       "Reviewed-by: Carol Unknown <carol@elsewhere.example>", author=BOB, date="2024-01-02T00:00:00Z"))
+    shas.append(
+        commit(
+            repo,
+            {"a.py": "x = 2\n"},
+            "second: bump x\n\nSigned-off-by: Bob Stone <bob@stone.example>\n"
+            "Reviewed-by: Carol Unknown <carol@elsewhere.example>",
+            author=BOB,
+            date="2024-01-02T00:00:00Z",
+        )
+    )
     git(repo, "checkout", "-q", "-b", "feature")
-    shas.append(commit(repo, {"b.py": "y = 1\n", "logo.bin": b"\x00\x01\x02" * 100}, "third: feature with binary",
-                       author=ALICE, date="2024-01-03T00:00:00Z"))
+    shas.append(
+        commit(
+            repo,
+            {"b.py": "y = 1\n", "logo.bin": b"\x00\x01\x02" * 100},
+            "third: feature with binary",
+            author=ALICE,
+            date="2024-01-03T00:00:00Z",
+        )
+    )
     git(repo, "checkout", "-q", "main")
     shas.append(commit(repo, {"c.py": "z = 1\n"}, "fourth: on main", author=BOB, date="2024-01-04T00:00:00Z"))
-    git(repo, "merge", "-q", "--no-ff", "feature", "-m", "Merge branch feature", author=BOB, date="2024-01-05T00:00:00Z")
+    git(
+        repo, "merge", "-q", "--no-ff", "feature", "-m", "Merge branch feature", author=BOB, date="2024-01-05T00:00:00Z"
+    )
     shas.append(git(repo, "rev-parse", "HEAD").strip())
-    shas.append(commit(repo, {"big.py": "".join(f"line_{i} = {i}\n" for i in range(20_000))}, "sixth: huge file",
-                       author=ALICE, date="2024-01-06T00:00:00Z"))
+    shas.append(
+        commit(
+            repo,
+            {"big.py": "".join(f"line_{i} = {i}\n" for i in range(20_000))},
+            "sixth: huge file",
+            author=ALICE,
+            date="2024-01-06T00:00:00Z",
+        )
+    )
     return repo, shas
 
 
@@ -49,8 +77,10 @@ def test_chronological_anonymised_and_explicit_policies(history):
     # is skipped, and both paths are listed with their reasons
     assert "logo.bin" not in text and "Binary files" not in text and "b/b.py" in text
     assert "line_1" not in text and f"commit {shas[5][:12]}" not in text
-    assert doc.metadata["removed_files"] == [{"path": "logo.bin", "reason": "binary"},
-                                             {"path": "big.py", "reason": "huge_file_diff (commit skipped)"}]
+    assert doc.metadata["removed_files"] == [
+        {"path": "logo.bin", "reason": "binary"},
+        {"path": "big.py", "reason": "huge_file_diff (commit skipped)"},
+    ]
     stats = {k: v.total for k, v in reader.stats.stats.items()}
     assert stats["skip/merge_commit"] == 1 and stats["skip/file_binary"] == 1
     assert stats["skip/file_huge_file_diff"] == 1 and stats["skip/only_removed_files"] == 1 and stats["records"] == 6
@@ -59,8 +89,9 @@ def test_chronological_anonymised_and_explicit_policies(history):
 
 def test_merge_message_policy_and_bounded_groups(history):
     repo, shas = history
-    docs = run_reader(CommitReader([str(repo)], CommitsConfig(merges="message", max_doc_bytes=1_024,
-                                                              max_diff_bytes=400_000)))
+    docs = run_reader(
+        CommitReader([str(repo)], CommitsConfig(merges="message", max_doc_bytes=1_024, max_diff_bytes=400_000))
+    )
     assert len(docs) > 1
     all_commits = [c for d in docs for c in d.metadata["commits"]]
     assert all_commits == shas  # merge kept as a message-only entry, order preserved across documents
@@ -99,16 +130,34 @@ def test_this_projects_history():
 def test_diff_files_go_through_the_repository_filters(tmp_path):
     repo = make_repo(tmp_path / "lib", {"src/core.py": "def f(a, b):\n    return a + b\n", "README.md": "# lib\n"})
     shas = {}
-    shas["lock"] = commit(repo, {"uv.lock": "[[package]]\nname = 'x'\n" * 50, "src/core.py": "def f(a, b):\n    return a - b\n",
-                                 "docs/logo.svg": "<svg><path d='M0 0 L10 10'/></svg>\n",
-                                 "requirements.txt": "numpy==2.0.1\nrequests==2.32.0\nrich==13.7.1\n"}, "fix f; bump deps")
+    shas["lock"] = commit(
+        repo,
+        {
+            "uv.lock": "[[package]]\nname = 'x'\n" * 50,
+            "src/core.py": "def f(a, b):\n    return a - b\n",
+            "docs/logo.svg": "<svg><path d='M0 0 L10 10'/></svg>\n",
+            "requirements.txt": "numpy==2.0.1\nrequests==2.32.0\nrich==13.7.1\n",
+        },
+        "fix f; bump deps",
+    )
     shas["only_lock"] = commit(repo, {"uv.lock": "[[package]]\nname = 'y'\n" * 50}, "update uv.lock")
     git(repo, "mv", "src/core.py", "src/ops.py")
     shas["rename"] = commit(repo, {}, "rename core to ops")
     shas["format"] = commit(repo, {"src/ops.py": "def f(a,b):\n    return a-b\n"}, "apply black")
-    shas["bot"] = commit(repo, {"README.md": "# lib\n\nbadge\n"}, "Bump x", author=("dependabot[bot]", "49699333+dependabot[bot]@users.noreply.github.com"))
-    shas["key"] = commit(repo, {"deploy/id_rsa": "-----BEGIN RSA PRIVATE KEY-----\n" + "QUJD" * 16 + "\n-----END RSA PRIVATE KEY-----\n",
-                                "src/ops.py": "def f(a, b):\n    return a * b\n"}, "deploy key")
+    shas["bot"] = commit(
+        repo,
+        {"README.md": "# lib\n\nbadge\n"},
+        "Bump x",
+        author=("dependabot[bot]", "49699333+dependabot[bot]@users.noreply.github.com"),
+    )
+    shas["key"] = commit(
+        repo,
+        {
+            "deploy/id_rsa": "-----BEGIN RSA PRIVATE KEY-----\n" + "QUJD" * 16 + "\n-----END RSA PRIVATE KEY-----\n",
+            "src/ops.py": "def f(a, b):\n    return a * b\n",
+        },
+        "deploy key",
+    )
     reader = CommitReader([str(repo)])
     [doc] = run_reader(reader)
     text = doc.text
@@ -120,8 +169,13 @@ def test_diff_files_go_through_the_repository_filters(tmp_path):
     assert "rename from src/core.py\nrename to src/ops.py" in text and "deleted file mode" not in text
     assert text.startswith("commit ") and "return a * b" in text
     reasons = {(r["path"], r["reason"]) for r in doc.metadata["removed_files"]}
-    assert {("uv.lock", "lock_file"), ("docs/logo.svg", "svg"), ("requirements.txt", "lock_file"),
-            ("deploy/id_rsa", "private_key"), ("uv.lock", "lock_file (commit skipped)")} <= reasons
+    assert {
+        ("uv.lock", "lock_file"),
+        ("docs/logo.svg", "svg"),
+        ("requirements.txt", "lock_file"),
+        ("deploy/id_rsa", "private_key"),
+        ("uv.lock", "lock_file (commit skipped)"),
+    } <= reasons
     stats = {k: v.total for k, v in reader.stats.stats.items()}
     assert stats["skip/bot_commit"] == 1 and stats["skip/formatting_only_commit"] == 1
     assert stats["skip/only_removed_files"] == 1 and stats["skip/file_lock_file"] == 3 and stats["skip/file_svg"] == 1

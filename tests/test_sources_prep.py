@@ -14,6 +14,7 @@ from midtrain.curate.stages import CurationConfig
 PULLS = SAMPLES / "pulls" / "sample_prs.jsonl"
 try:  # every curation step off, for tests about the source stage only (curation has its own tests)
     from midtrain.curate.stages import STEP_NAMES
+
     NO_CURATION = [f"{s}.enabled=false" for s in STEP_NAMES]
 except ImportError:
     NO_CURATION = []
@@ -76,8 +77,19 @@ def test_deterministic_output_resume_and_changed_settings(tmp_path, capsys):
     capsys.readouterr()
     assert prep("traces", "traces.only_resolved=true", "--input", SAMPLES / "traces", "--output", a) == 2
     assert "source_config" in capsys.readouterr().err
-    assert prep("traces", "traces.only_resolved=true", *NO_CURATION, "--input", SAMPLES / "traces", "--output", a,
-                "--overwrite") == 0
+    assert (
+        prep(
+            "traces",
+            "traces.only_resolved=true",
+            *NO_CURATION,
+            "--input",
+            SAMPLES / "traces",
+            "--output",
+            a,
+            "--overwrite",
+        )
+        == 0
+    )
     docs = read_documents(a / "raw")
     # the canonical instance id (midtrain/formats/instance_id.py), the spelling as written kept beside it
     assert sorted(d["metadata"]["instance_id"] for d in docs) == ["acme/minicalc#16"]
@@ -88,8 +100,13 @@ def test_deterministic_output_resume_and_changed_settings(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_multi_task_local_run_matches_single_task(tmp_path):
-    repos = [make_repo(tmp_path / f"r{i}", {"README.md": f"repo {i}\n", f"pkg{i}/__init__.py": "",
-                                            f"pkg{i}/core.py": f"VALUE = {i}\n"}) for i in range(3)]
+    repos = [
+        make_repo(
+            tmp_path / f"r{i}",
+            {"README.md": f"repo {i}\n", f"pkg{i}/__init__.py": "", f"pkg{i}/core.py": f"VALUE = {i}\n"},
+        )
+        for i in range(3)
+    ]
     one, many = tmp_path / "one", tmp_path / "many"
     assert prep("repos", *NO_CURATION, "--input", *repos, "--output", one) == 0
     assert prep("repos", *NO_CURATION, "--input", *repos, "--output", many, "--tasks", "2", "--workers", "2") == 0
@@ -99,7 +116,6 @@ def test_multi_task_local_run_matches_single_task(tmp_path):
     assert len(read_documents(many / "raw")) == 3
     stats = json.loads((many / "stats.json").read_text())
     assert stats["documents_in"] == 3 and stats["documents_read"] == 3 and stats["documents_out"] == 3
-
 
 
 def test_a_pipeline_file_given_as_source_is_the_one_that_runs(tmp_path, capsys):
@@ -112,7 +128,8 @@ def test_a_pipeline_file_given_as_source_is_the_one_that_runs(tmp_path, capsys):
         "from data_prep.pulls import pipeline as builtin\n\n"
         "def pipeline(inputs, cfg, raw_dir, report_dir, exclusion_dir=None):\n"
         "    reader, writer = builtin(inputs, cfg, raw_dir, report_dir, exclusion_dir)\n"
-        "    return [reader, LambdaFilter(lambda doc: 'ZeroDivisionError' not in doc.text), writer]\n")
+        "    return [reader, LambdaFilter(lambda doc: 'ZeroDivisionError' not in doc.text), writer]\n"
+    )
     out = tmp_path / "out"
     assert prep(pipes / "pulls.py", "--input", PULLS, "--output", out, *NO_CURATION) == 0
     builtin_out = tmp_path / "builtin"
@@ -123,6 +140,7 @@ def test_a_pipeline_file_given_as_source_is_the_one_that_runs(tmp_path, capsys):
     capsys.readouterr()
     assert prep(tmp_path / "nothere" / "pulls.py", "--input", PULLS, "--output", tmp_path / "x") != 0
     assert f"pipeline file {tmp_path / 'nothere' / 'pulls.py'} does not exist" in capsys.readouterr().err
+
 
 def test_unreadable_inputs_fail_with_a_message_naming_them(tmp_path, capsys):
     logs = tmp_path / "logs"
@@ -161,18 +179,40 @@ def test_overrides_reach_the_reader_and_bad_ones_name_the_field(tmp_path, capsys
 
 def test_slurm_executor_wiring_dry_run(tmp_path, capsys):
     site = tmp_path / "site.yaml"
-    site.write_text("prep:\n  partition: cpu-small\n  time: '02:00:00'\n  cpus_per_task: 2\n  mem_per_cpu_gb: 3\n"
-                    "  tasks: 8\n")
+    site.write_text(
+        "prep:\n  partition: cpu-small\n  time: '02:00:00'\n  cpus_per_task: 2\n  mem_per_cpu_gb: 3\n  tasks: 8\n"
+    )
     out = tmp_path / "o"
-    assert prep("pulls", "--input", PULLS, "--output", out, "--executor", "slurm", "--site", site,
-                "--time", "00:30:00", "--dry-run") == 0
+    assert (
+        prep(
+            "pulls",
+            "--input",
+            PULLS,
+            "--output",
+            out,
+            "--executor",
+            "slurm",
+            "--site",
+            site,
+            "--time",
+            "00:30:00",
+            "--dry-run",
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     stages = text.split("# ---- stage ")[1:]
     names = [s.split(" ", 1)[0] for s in stages]
     assert names[0] == "source" and names[-1] == "stats" and all(n.startswith("curate_") for n in names[1:-1])
     src = stages[0]
-    for line in ["#SBATCH --partition=cpu-small", "#SBATCH --time=00:30:00", "#SBATCH --cpus-per-task=2",
-                 "#SBATCH --mem-per-cpu=3G", "#SBATCH --array=0-7", "launch_pickled_pipeline"]:
+    for line in [
+        "#SBATCH --partition=cpu-small",
+        "#SBATCH --time=00:30:00",
+        "#SBATCH --cpus-per-task=2",
+        "#SBATCH --mem-per-cpu=3G",
+        "#SBATCH --array=0-7",
+        "launch_pickled_pipeline",
+    ]:
         assert line in src, line
     assert "#SBATCH --array=0-0" in stages[-1]  # the stats stage is a single task
     assert not (out / "documents").exists()  # nothing ran
@@ -227,8 +267,7 @@ def test_curation_dropping_every_document_is_a_warning_not_a_failure(tmp_path, c
     bench = tmp_path / "bench_repos.txt"
     bench.write_text("acme/minicalc\n")
     out = tmp_path / "pulls"
-    assert prep("pulls", "--input", PULLS, "--output", out, f"decontam.repo_list={bench}",
-                "dedup.enabled=false") == 0
+    assert prep("pulls", "--input", PULLS, "--output", out, f"decontam.repo_list={bench}", "dedup.enabled=false") == 0
     err = capsys.readouterr().err
     assert "warning: curation dropped every document" in err and "dropped_swebench_repo" in err
     stats = json.loads((out / "stats.json").read_text())
@@ -241,8 +280,10 @@ def test_curation_dropping_every_document_is_a_warning_not_a_failure(tmp_path, c
     from pack_helpers import repo_doc, write_prep
 
     other = write_prep(tmp_path / "repos", [repo_doc(i, random.Random(i)) for i in range(3)])
-    assert main(["pack", "--input", str(out), str(other), "--output", str(tmp_path / "shards"),
-                 "--seq-length", "1024"]) == 0
+    assert (
+        main(["pack", "--input", str(out), str(other), "--output", str(tmp_path / "shards"), "--seq-length", "1024"])
+        == 0
+    )
     manifest = json.loads((tmp_path / "shards" / "manifest.json").read_text())
     assert list(manifest["sources"]) == ["repo"]
 

@@ -21,56 +21,98 @@ HEADER = re.compile(r"^\[read at base commit (\w+): (\S+) \((.*)\)\]$", re.MULTI
 
 
 def _eval(div: str) -> str:
-    return ("from calc.errors import CalcError\nfrom calc.ops import OPS\n\n\n"
-            "def evaluate(expr):\n    left, op, right = expr.split()\n"
-            f"{div}    return OPS[op](float(left), float(right))\n")
+    return (
+        "from calc.errors import CalcError\nfrom calc.ops import OPS\n\n\n"
+        "def evaluate(expr):\n    left, op, right = expr.split()\n"
+        f"{div}    return OPS[op](float(left), float(right))\n"
+    )
 
 
 def build_calc(root: Path, origin: str = "https://github.com/acme/calc.git") -> dict[str, str]:
     """A small real repository: main moves on while two pull requests are worked on, then both are merged
     (a GitHub merge-button merge and a titled merge); returns the interesting shas."""
-    make_repo(root, {
-        "LICENSE": MIT,
-        "README.md": "# calc\n",
-        "calc/__init__.py": "from calc.eval import evaluate\n",
-        "calc/errors.py": "class CalcError(Exception):\n    \"\"\"A bad expression.\"\"\"\n",
-        "calc/ops.py": "import operator\n\nOPS = {'+': operator.add, '-': operator.sub, '/': operator.truediv}\n",
-        "calc/eval.py": _eval(""),
-        "calc/unused.py": "UNUSED = 1\n",
-        "tests/test_eval.py": "from calc.eval import evaluate\n\n\ndef test_add():\n"
-                              "    assert evaluate('1 + 2') == 3\n",
-    }, author=BOB)
+    make_repo(
+        root,
+        {
+            "LICENSE": MIT,
+            "README.md": "# calc\n",
+            "calc/__init__.py": "from calc.eval import evaluate\n",
+            "calc/errors.py": 'class CalcError(Exception):\n    """A bad expression."""\n',
+            "calc/ops.py": "import operator\n\nOPS = {'+': operator.add, '-': operator.sub, '/': operator.truediv}\n",
+            "calc/eval.py": _eval(""),
+            "calc/unused.py": "UNUSED = 1\n",
+            "tests/test_eval.py": "from calc.eval import evaluate\n\n\ndef test_add():\n"
+            "    assert evaluate('1 + 2') == 3\n",
+        },
+        author=BOB,
+    )
     git(root, "remote", "add", "origin", origin)
     sha = {"root": git(root, "rev-parse", "HEAD").strip()}
     git(root, "checkout", "-q", "-b", "fix-div")
-    sha["c1"] = commit(root, {"calc/eval.py": _eval("    if op == '/' and float(right) == 0:\n"
-                                                     "        raise CalcError('division by zero')\n")},
-                       "Raise CalcError on division by zero\n\nFixes #5", author=ALICE, date="2024-02-01T10:00:00Z")
-    sha["c2"] = commit(root, {"tests/test_eval.py": "from calc.eval import evaluate\nimport pytest\n\n\n"
-                                                    "def test_div0():\n    with pytest.raises(Exception):\n"
-                                                    "        evaluate('1 / 0')\n",
-                              "poetry.lock": "[[package]]\nname = \"pytest\"\n"},
-                       "Test the division by zero", author=ALICE, date="2024-02-02T10:00:00Z")
+    sha["c1"] = commit(
+        root,
+        {
+            "calc/eval.py": _eval(
+                "    if op == '/' and float(right) == 0:\n        raise CalcError('division by zero')\n"
+            )
+        },
+        "Raise CalcError on division by zero\n\nFixes #5",
+        author=ALICE,
+        date="2024-02-01T10:00:00Z",
+    )
+    sha["c2"] = commit(
+        root,
+        {
+            "tests/test_eval.py": "from calc.eval import evaluate\nimport pytest\n\n\n"
+            "def test_div0():\n    with pytest.raises(Exception):\n"
+            "        evaluate('1 / 0')\n",
+            "poetry.lock": '[[package]]\nname = "pytest"\n',
+        },
+        "Test the division by zero",
+        author=ALICE,
+        date="2024-02-02T10:00:00Z",
+    )
     git(root, "checkout", "-q", "main")
-    sha["main2"] = commit(root, {"README.md": "# calc\n\nA calculator.\n"}, "Describe the project", author=BOB,
-                          date="2024-02-01T12:00:00Z")
-    git(root, "merge", "-q", "--no-ff", "fix-div", "-m", "Merge pull request #7 from alice/fix-div\n\n"
-        "Raise CalcError on division by zero", author=BOB, date="2024-02-03T10:00:00Z")
+    sha["main2"] = commit(
+        root,
+        {"README.md": "# calc\n\nA calculator.\n"},
+        "Describe the project",
+        author=BOB,
+        date="2024-02-01T12:00:00Z",
+    )
+    git(
+        root,
+        "merge",
+        "-q",
+        "--no-ff",
+        "fix-div",
+        "-m",
+        "Merge pull request #7 from alice/fix-div\n\nRaise CalcError on division by zero",
+        author=BOB,
+        date="2024-02-03T10:00:00Z",
+    )
     sha["m7"] = git(root, "rev-parse", "HEAD").strip()
     git(root, "checkout", "-q", "-b", "pow")
-    sha["c3"] = commit(root, {"calc/ops.py": "import operator\n\nOPS = {'+': operator.add, '-': operator.sub, "
-                                             "'/': operator.truediv, '**': operator.pow}\n"},
-                       "Add the power operator", author=BOB, date="2024-02-04T10:00:00Z")
+    sha["c3"] = commit(
+        root,
+        {
+            "calc/ops.py": "import operator\n\nOPS = {'+': operator.add, '-': operator.sub, "
+            "'/': operator.truediv, '**': operator.pow}\n"
+        },
+        "Add the power operator",
+        author=BOB,
+        date="2024-02-04T10:00:00Z",
+    )
     git(root, "checkout", "-q", "main")
-    git(root, "merge", "-q", "--no-ff", "pow", "-m", "Add power operator (#8)", author=BOB,
-        date="2024-02-05T10:00:00Z")
+    git(root, "merge", "-q", "--no-ff", "pow", "-m", "Add power operator (#8)", author=BOB, date="2024-02-05T10:00:00Z")
     sha["m8"] = git(root, "rev-parse", "HEAD").strip()
     return sha
 
 
 def show(repo: Path, rev: str, path: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, text=True,
-                          check=True).stdout
+    return subprocess.run(
+        ["git", "-C", str(repo), "show", f"{rev}:{path}"], capture_output=True, text=True, check=True
+    ).stdout
 
 
 def read_blocks(text: str) -> list[tuple[str, str, str, str]]:
@@ -78,10 +120,12 @@ def read_blocks(text: str) -> list[tuple[str, str, str, str]]:
     section starts: another read file, a commit, the changed files, a comment or the final state)."""
     out = []
     for m in HEADER.finditer(text):
-        ends = [text.find(s, m.end()) for s in ("\n\n[read at", "\n\nCommit ", "\n\nFiles changed:",
-                                                  "\n\nuser_", "\n\nFinal state")]
+        ends = [
+            text.find(s, m.end())
+            for s in ("\n\n[read at", "\n\nCommit ", "\n\nFiles changed:", "\n\nuser_", "\n\nFinal state")
+        ]
         end = min(e for e in ends + [len(text)] if e >= 0)
-        out.append((m.group(1), m.group(2), m.group(3), text[m.end() + 1:end]))
+        out.append((m.group(1), m.group(2), m.group(3), text[m.end() + 1 : end]))
     return out
 
 
@@ -101,33 +145,44 @@ def test_merged_pull_requests_from_history_read_at_base_commit_then_commits_in_o
     base = sha["root"]  # main moved on (README) while the PR was worked on: the merge base, not the first parent
     assert meta["base_commit"] == base and meta["commits"] == [sha["c1"], sha["c2"]]
     assert meta["license"] == "MIT" and meta["repo"] == "acme/calc"
-    assert text.startswith("Title: Raise CalcError on division by zero\nRepository: acme/calc\n"
-                           f"Base: main at commit {base[:12]}\n")
+    assert text.startswith(
+        f"Title: Raise CalcError on division by zero\nRepository: acme/calc\nBase: main at commit {base[:12]}\n"
+    )
     # the issue the commits close, then what was read, then each commit in order, then the outcome
     blocks = read_blocks(text)
     assert [(p, why) for _, p, why, _ in blocks] == [
-        ("calc/eval.py", "changed by this pull request"), ("tests/test_eval.py", "changed by this pull request"),
-        ("calc/errors.py", "imported by calc/eval.py"), ("calc/ops.py", "imported by calc/eval.py")]
+        ("calc/eval.py", "changed by this pull request"),
+        ("tests/test_eval.py", "changed by this pull request"),
+        ("calc/errors.py", "imported by calc/eval.py"),
+        ("calc/ops.py", "imported by calc/eval.py"),
+    ]
     for short, path, _, body in blocks:  # the base commit's contents, exactly
         assert short == base[:12]
         assert body == show(repo, base, path).rstrip("\n")
     assert "calc/unused.py" not in text and "poetry.lock\n" not in text.split("Commit 1/2")[0]
     assert "Issue #5" not in text and "not in the input" not in text  # no text for it: no placeholder line
-    order = [text.index(s) for s in ["user_1 opened this pull request",
-                                     "[read at base commit", f"Commit 1/2 {sha['c1'][:12]} by user_1:",
-                                     "Raise CalcError on division by zero\n\nFixes #5",
-                                     "+        raise CalcError('division by zero')",
-                                     f"Commit 2/2 {sha['c2'][:12]}", "[diff of poetry.lock left out: lock_file]",
-                                     "+def test_div0():",
-                                     f"Final state: merged (main <- fix-div), merge commit {sha['m7'][:12]}"]]
+    order = [
+        text.index(s)
+        for s in [
+            "user_1 opened this pull request",
+            "[read at base commit",
+            f"Commit 1/2 {sha['c1'][:12]} by user_1:",
+            "Raise CalcError on division by zero\n\nFixes #5",
+            "+        raise CalcError('division by zero')",
+            f"Commit 2/2 {sha['c2'][:12]}",
+            "[diff of poetry.lock left out: lock_file]",
+            "+def test_div0():",
+            f"Final state: merged (main <- fix-div), merge commit {sha['m7'][:12]}",
+        ]
+    ]
     assert order == sorted(order)
     for ident in ALICE + BOB:
         assert ident not in text
     stats = {k: v.total for k, v in reader.stats.stats.items()}
     assert stats["skip/file_lock_file"] == 1 and stats["records"] == 2 and stats["documents"] == 2
     # context vs edits: bytes of the read files and of the commits, as the document holds them
-    read_part = text[text.index("\n[read at"):text.index("\nCommit 1/2")]
-    edit_part = text[text.index("\nCommit 1/2"):text.index("\nFinal state")]
+    read_part = text[text.index("\n[read at") : text.index("\nCommit 1/2")]
+    edit_part = text[text.index("\nCommit 1/2") : text.index("\nFinal state")]
     assert meta["context_bytes"] == len(read_part.encode()) and meta["edit_bytes"] == len(edit_part.encode())
     start, end = meta["context_span"]  # the read files' chars, which dedup leaves out of the PR's signature
     assert text[start:end] == read_part and stats["skip/issue_without_text"] == 1
@@ -143,19 +198,51 @@ def test_records_joined_with_clones_reviews_after_the_commit_they_were_made_on(c
     (clones / "acme").mkdir(parents=True)
     git(clones / "acme", "clone", "-q", "--bare", str(repo), "calc.git")  # a bare mirror found by owner/name
     (_, rec7), (_, rec8) = history_pulls(repo, "acme/calc")
-    rec7.update(body="Fixes #5 too.", user={"login": "alice-w"},
-                issues=[{"number": 5, "title": "Division by zero crashes", "body": "evaluate('1 / 0') raises "
-                         "ZeroDivisionError"}, {"number": 6, "title": "unrelated", "body": "not linked"}],
-                reviews=[{"id": 1, "user": {"login": "bob-k"}, "state": "CHANGES_REQUESTED", "body": "Needs a test.",
-                          "commit_id": sha["c1"], "submitted_at": "2024-02-01T11:00:00Z"},
-                         {"id": 2, "user": {"login": "bob-k"}, "state": "APPROVED", "body": "Thanks @alice-w",
-                          "commit_id": sha["c2"], "submitted_at": "2024-02-02T12:00:00Z"}],
-                review_comments=[{"user": {"login": "bob-k"}, "body": "and for 1 // 0?", "path": "calc/eval.py",
-                                  "line": 7, "pull_request_review_id": 1, "original_commit_id": sha["c1"],
-                                  "created_at": "2024-02-01T11:00:00Z"}],
-                comments=[{"user": {"login": "carol"}, "body": "LGTM once green", "created_at": "2024-02-02T13:00:00Z"},
-                          {"user": {"login": "codecov[bot]", "type": "Bot"}, "body": "coverage",
-                           "created_at": "2024-02-02T13:00:00Z"}])
+    rec7.update(
+        body="Fixes #5 too.",
+        user={"login": "alice-w"},
+        issues=[
+            {"number": 5, "title": "Division by zero crashes", "body": "evaluate('1 / 0') raises ZeroDivisionError"},
+            {"number": 6, "title": "unrelated", "body": "not linked"},
+        ],
+        reviews=[
+            {
+                "id": 1,
+                "user": {"login": "bob-k"},
+                "state": "CHANGES_REQUESTED",
+                "body": "Needs a test.",
+                "commit_id": sha["c1"],
+                "submitted_at": "2024-02-01T11:00:00Z",
+            },
+            {
+                "id": 2,
+                "user": {"login": "bob-k"},
+                "state": "APPROVED",
+                "body": "Thanks @alice-w",
+                "commit_id": sha["c2"],
+                "submitted_at": "2024-02-02T12:00:00Z",
+            },
+        ],
+        review_comments=[
+            {
+                "user": {"login": "bob-k"},
+                "body": "and for 1 // 0?",
+                "path": "calc/eval.py",
+                "line": 7,
+                "pull_request_review_id": 1,
+                "original_commit_id": sha["c1"],
+                "created_at": "2024-02-01T11:00:00Z",
+            }
+        ],
+        comments=[
+            {"user": {"login": "carol"}, "body": "LGTM once green", "created_at": "2024-02-02T13:00:00Z"},
+            {
+                "user": {"login": "codecov[bot]", "type": "Bot"},
+                "body": "coverage",
+                "created_at": "2024-02-02T13:00:00Z",
+            },
+        ],
+    )
     missing = dict(rec8, number=9, base={"sha": "f" * 40, "ref": "main"})  # base commit not in the clone
     elsewhere = dict(rec8, repo="acme/other", number=10)  # no clone of that repository
     records = tmp_path / "prs.jsonl"
@@ -163,10 +250,22 @@ def test_records_joined_with_clones_reviews_after_the_commit_they_were_made_on(c
     reader = PullReader([str(records)], PullsConfig(repos=str(clones), context="files+imports"))
     docs = {d.id: d for d in run_reader(reader)}
     text = docs["pr:acme/calc#7"].text
-    order = [text.index(s) for s in ["Issue #5: Division by zero crashes\nevaluate('1 / 0') raises", "user_1 opened",
-                                     "[read at base commit", "Commit 1/2", "user_3 reviewed (CHANGES_REQUESTED):",
-                                     "on calc/eval.py line 7:", "Commit 2/2", "user_3 reviewed (APPROVED):",
-                                     "Thanks user_1", "user_2 commented:\nLGTM once green", "Final state: merged"]]
+    order = [
+        text.index(s)
+        for s in [
+            "Issue #5: Division by zero crashes\nevaluate('1 / 0') raises",
+            "user_1 opened",
+            "[read at base commit",
+            "Commit 1/2",
+            "user_3 reviewed (CHANGES_REQUESTED):",
+            "on calc/eval.py line 7:",
+            "Commit 2/2",
+            "user_3 reviewed (APPROVED):",
+            "Thanks user_1",
+            "user_2 commented:\nLGTM once green",
+            "Final state: merged",
+        ]
+    ]
     assert order == sorted(order)
     assert "not linked" not in text and "coverage" not in text and "alice-w" not in text
     assert [p for _, p, _, _ in read_blocks(text)][:2] == ["calc/eval.py", "tests/test_eval.py"]
@@ -216,13 +315,23 @@ def test_context_modes_and_token_budget_nearest_first(calc):
 
 def test_swebench_style_task_row_renders_issue_context_and_patch(calc, tmp_path):
     repo, sha = calc
-    patch = subprocess.run(["git", "-C", str(repo), "diff", sha["root"], sha["c1"]], capture_output=True, text=True,
-                           check=True).stdout
-    row = {"repo": "acme/calc", "instance_id": "acme__calc-7", "base_commit": sha["root"], "patch": patch,
-           "test_patch": "", "problem_statement": "Division by zero crashes\nevaluate('1 / 0') raises",
-           "hints_text": "Maybe check the divisor in @carol's evaluate?", "created_at": "2024-02-01T00:00:00Z",
-           "version": "1.0", "FAIL_TO_PASS": json.dumps(["tests/test_eval.py::test_div0"]),
-           "PASS_TO_PASS": "[]", "environment_setup_commit": sha["root"]}
+    patch = subprocess.run(
+        ["git", "-C", str(repo), "diff", sha["root"], sha["c1"]], capture_output=True, text=True, check=True
+    ).stdout
+    row = {
+        "repo": "acme/calc",
+        "instance_id": "acme__calc-7",
+        "base_commit": sha["root"],
+        "patch": patch,
+        "test_patch": "",
+        "problem_statement": "Division by zero crashes\nevaluate('1 / 0') raises",
+        "hints_text": "Maybe check the divisor in @carol's evaluate?",
+        "created_at": "2024-02-01T00:00:00Z",
+        "version": "1.0",
+        "FAIL_TO_PASS": json.dumps(["tests/test_eval.py::test_div0"]),
+        "PASS_TO_PASS": "[]",
+        "environment_setup_commit": sha["root"],
+    }
     clones = tmp_path / "clones"
     (clones / "acme").mkdir(parents=True)
     (clones / "acme" / "calc").symlink_to(repo)
@@ -232,15 +341,21 @@ def test_swebench_style_task_row_renders_issue_context_and_patch(calc, tmp_path)
     assert doc.id == "pr:acme/calc#7" and doc.metadata["instance_id"] == "acme/calc#7"
     assert doc.metadata["instance_id_original"] == "acme__calc-7"
     # the issue and its hints (a non-participant's login scrubbed), what was read, the patch, the tests to pass
-    marks = ["Issue:\nDivision by zero crashes", "Hints (the issue's discussion before the fix):\n"
-             "Maybe check the divisor in user_1's evaluate?", "[read at base commit", "Files changed:",
-             "--- calc/eval.py (modified, +2 -0)", "Tests that must pass after the change:\n"
-             "- tests/test_eval.py::test_div0"]
+    marks = [
+        "Issue:\nDivision by zero crashes",
+        "Hints (the issue's discussion before the fix):\nMaybe check the divisor in user_1's evaluate?",
+        "[read at base commit",
+        "Files changed:",
+        "--- calc/eval.py (modified, +2 -0)",
+        "Tests that must pass after the change:\n- tests/test_eval.py::test_div0",
+    ]
     order = [doc.text.index(s) for s in marks]
     assert order == sorted(order)
     assert "carol" not in doc.text and "opened this pull request" not in doc.text  # no author, no description
     flat = run_reader(PullReader([str(rows)]))[0].text  # no clone: flat, the same order
-    assert [flat.index(s) for s in marks if "[read" not in s] == sorted(flat.index(s) for s in marks if "[read" not in s)
+    assert [flat.index(s) for s in marks if "[read" not in s] == sorted(
+        flat.index(s) for s in marks if "[read" not in s
+    )
 
 
 @pytest.mark.slow
@@ -272,8 +387,9 @@ def test_prep_same_documents_for_1_and_n_tasks_and_a_benchmark_clone_dropped_wha
     assert [d["id"] for d in docs] == ["pr:acme/calc#7", "pr:acme/calc#8", "pr:acme/calc#9"]
     assert docs[0]["metadata"]["context_files"] == ["calc/eval.py", "tests/test_eval.py"]  # the default: files
     excluded = read_documents(out / "excluded" / "decontam")
-    assert [(d["id"], d["metadata"]["curation_reason"]) for d in excluded] == [("pr:someone/calc-fork#70",
-                                                                                 "swebench_repo")]
+    assert [(d["id"], d["metadata"]["curation_reason"]) for d in excluded] == [
+        ("pr:someone/calc-fork#70", "swebench_repo")
+    ]
     assert stats["skips"]["source/skip/no_base_commit"] == 1
     # the join ran as stages partitioned by repository: records to their repository's bucket, then rendered
     from midtrain.sources.buckets import bucket_of
@@ -287,8 +403,10 @@ def test_prep_same_documents_for_1_and_n_tasks_and_a_benchmark_clone_dropped_wha
     card = prep_card(out)
     parts = card["pull_request_parts"]
     per_byte = [round(len(d["text"].encode()) / BYTES_PER_TOKEN) / len(d["text"].encode()) for d in docs]
-    for key, field in (("context (files read at the base commit)", "context_bytes"),
-                       ("edits (commits: messages and diffs)", "edit_bytes")):
+    for key, field in (
+        ("context (files read at the base commit)", "context_bytes"),
+        ("edits (commits: messages and diffs)", "edit_bytes"),
+    ):
         want = sum(d["metadata"].get(field, 0) * pb for d, pb in zip(docs, per_byte))
         assert parts[key]["tokens"] == round(want) and want > 0
     assert sum(p["tokens"] for p in parts.values()) in range(card["tokens"] - 2, card["tokens"] + 3)
@@ -305,8 +423,12 @@ def test_swe_ablations_sweep_preps_pulls_again_without_and_with_more_context():
         plan = variant_plan(cfg, name)
         [step] = plan.prep
         argv = step.argv
-        assert step.name == "prep_pulls" and argv[:4] == ["prep", "pulls", "pulls.repos=out/raw/repos",
-                                                     f"pulls.context={mode}"]
+        assert step.name == "prep_pulls" and argv[:4] == [
+            "prep",
+            "pulls",
+            "pulls.repos=out/raw/repos",
+            f"pulls.context={mode}",
+        ]
         assert argv[argv.index("--input") + 1] == "out/raw/pulls"
         assert any(p.endswith(f"{name}/prep/pulls") for p in plan.inputs)
     assert not variant_plan(cfg, "full").prep  # the full mixture packs the pulls prepped with their context
@@ -323,8 +445,10 @@ def test_commit_diffs_past_the_document_size_are_not_held(tmp_path):
     text = run_reader(reader)[0].text
     assert "[diff left out: past pulls.max_doc_bytes=2048]" in text and "Add a big module" in text  # message kept
     assert "+A = 2" in text  # a later diff that fits is kept
-    assert "+B399 = 399" not in text and {k: v.total for k, v in reader.stats.stats.items()}[
-        "skip/commit_diff_over_cap"] == 1
+    assert (
+        "+B399 = 399" not in text
+        and {k: v.total for k, v in reader.stats.stats.items()}["skip/commit_diff_over_cap"] == 1
+    )
 
 
 def test_demo_pulls_read_their_clone_at_the_base_commit(tmp_path):
@@ -337,10 +461,13 @@ def test_demo_pulls_read_their_clone_at_the_base_commit(tmp_path):
     assert sample_pulls(tmp_path / "pulls") == (records, repos)  # built once
     shipped = [json.loads(line) for line in (SAMPLES / "pulls" / "sample_prs.jsonl").read_text().splitlines()]
     joined = [json.loads(line) for line in (records / "sample_prs.jsonl").read_text().splitlines()]
+
     # only the commit ids GitHub's API gives are set; everything else is the shipped record
     def no_ids(r: dict) -> dict:
-        return {**{k: v for k, v in r.items() if k != "merge_commit_sha"},
-                **{side: {k: v for k, v in r[side].items() if k != "sha"} for side in ("base", "head")}}
+        return {
+            **{k: v for k, v in r.items() if k != "merge_commit_sha"},
+            **{side: {k: v for k, v in r[side].items() if k != "sha"} for side in ("base", "head")},
+        }
 
     assert [no_ids(j) for j in joined] == [no_ids(s) for s in shipped]
     assert [bool(j["head"].get("sha")) for j in joined] == [True, False, True]  # #13's branch is not in the clone
@@ -362,10 +489,18 @@ def test_demo_pulls_read_their_clone_at_the_base_commit(tmp_path):
             assert body == show(clone, base, path).rstrip("\n")
     assert "raise CalcError" not in read_blocks(pr12.text)[0][3]  # read before the fix, which its commit makes
     text = pr12.text
-    order = [text.index(s) for s in ["Issue #11: evaluate('1/0') crashes", "[read at base commit",
-                                     "Commit 1/2", "reviewed (CHANGES_REQUESTED)", "Commit 2/2",
-                                     "reviewed (APPROVED)", f"Final state: merged (main <- fix-div0), merge commit "
-                                     f"{merge[:12]}"]]
+    order = [
+        text.index(s)
+        for s in [
+            "Issue #11: evaluate('1/0') crashes",
+            "[read at base commit",
+            "Commit 1/2",
+            "reviewed (CHANGES_REQUESTED)",
+            "Commit 2/2",
+            "reviewed (APPROVED)",
+            f"Final state: merged (main <- fix-div0), merge commit {merge[:12]}",
+        ]
+    ]
     assert order == sorted(order)
     assert "[diff of docs/logo.png left out: binary]" in pr14.text and "alice-w" not in text
 
@@ -378,8 +513,12 @@ def test_demo_sweep_preps_the_demo_pulls_again_without_their_context(tmp_path, m
     cfg = sweep_demo().validate()
     [step] = variant_plan(cfg, "pr_context_none").prep
     argv = step.argv
-    assert step.name == "prep_pulls" and argv[:4] == ["prep", "pulls", "pulls.repos=.demo/prep/_inputs/pulls/repos",
-                                                 "pulls.context=none"]
+    assert step.name == "prep_pulls" and argv[:4] == [
+        "prep",
+        "pulls",
+        "pulls.repos=.demo/prep/_inputs/pulls/repos",
+        "pulls.context=none",
+    ]
     assert not variant_plan(cfg, "all").prep and cfg.inputs["pulls"] == ".demo/prep/pulls"  # `all`: the demo's
     # the records and clone it names are the demo's (midtrain.demo.stages builds them in WORKDIR/prep/_inputs)
     monkeypatch.chdir(tmp_path)

@@ -14,8 +14,11 @@ from midtrain.curate.stages import CurationConfig
 from midtrain.sources.pull_context import base_context, history_pulls
 from midtrain.sources.pulls import PullReader, PullsConfig
 
-ALICE, BOB, CAROL = ("Alice Walker", "alice@example.org"), ("Bob Stone", "bob@example.org"), \
-    ("Carol Diaz", "carol@example.org")
+ALICE, BOB, CAROL = (
+    ("Alice Walker", "alice@example.org"),
+    ("Bob Stone", "bob@example.org"),
+    ("Carol Diaz", "carol@example.org"),
+)
 CORE = stdlib("textwrap.py")  # a large real module every PR reads whole before its edit
 
 
@@ -27,23 +30,48 @@ def build_history(root: Path) -> Path:
     git(repo, "checkout", "-q", "-b", "8.1.x")
     git(repo, "checkout", "-q", "main")
     git(repo, "checkout", "-q", "-b", "alice-w-patch-1")
-    commit(repo, {"lib/core.py": CORE.replace("def dedent(text):", "def dedent(text: str) -> str:")},
-           "Type dedent's argument and result", author=ALICE)
+    commit(
+        repo,
+        {"lib/core.py": CORE.replace("def dedent(text):", "def dedent(text: str) -> str:")},
+        "Type dedent's argument and result",
+        author=ALICE,
+    )
     git(repo, "checkout", "-q", "main")
     git(repo, "merge", "-q", "--no-ff", "alice-w-patch-1", "-m", "Merge pull request #1 from alice-w/alice-w-patch-1")
     git(repo, "checkout", "-q", "-b", "fix-width", "8.1.x")
-    commit(repo, {"lib/core.py": CORE.replace("        if self.width <= 0:",
-                                              "        if self.width is None or self.width <= 0:")},
-           "Refuse a missing width", author=BOB)
+    commit(
+        repo,
+        {
+            "lib/core.py": CORE.replace(
+                "        if self.width <= 0:", "        if self.width is None or self.width <= 0:"
+            )
+        },
+        "Refuse a missing width",
+        author=BOB,
+    )
     git(repo, "checkout", "-q", "8.1.x")
-    git(repo, "merge", "-q", "--no-ff", "fix-width", "-m",
-        "Merge pull request #2 from bobstone/fix-width\n\nRefuse a missing width\n\nAs @dave-x asked in the forum.")
+    git(
+        repo,
+        "merge",
+        "-q",
+        "--no-ff",
+        "fix-width",
+        "-m",
+        "Merge pull request #2 from bobstone/fix-width\n\nRefuse a missing width\n\nAs @dave-x asked in the forum.",
+    )
     git(repo, "checkout", "-q", "main")
     git(repo, "merge", "-q", "--no-ff", "8.1.x", "-m", "Merge branch '8.1.x'")
     core_now = (repo / "lib" / "core.py").read_text()
-    commit(repo, {"lib/core.py": core_now.replace("def indent(text, prefix, predicate=None):",
-                                                  "def indent(text, prefix, predicate=None):  # noqa: D401")},
-           "Mark indent's docstring style (#3)\n\nThanks @eve-q for the report.", author=CAROL)
+    commit(
+        repo,
+        {
+            "lib/core.py": core_now.replace(
+                "def indent(text, prefix, predicate=None):", "def indent(text, prefix, predicate=None):  # noqa: D401"
+            )
+        },
+        "Mark indent's docstring style (#3)\n\nThanks @eve-q for the report.",
+        author=CAROL,
+    )
     git(repo, "checkout", "-q", "8.1.x")
     commit(repo, {"NOTES.md": "indent\n"}, "Mark indent's docstring style (#3)", author=CAROL)  # a backport
     git(repo, "checkout", "-q", "main")
@@ -96,16 +124,22 @@ def test_dedup_compares_the_pull_requests_own_text(history, tmp_path):
 
 def test_context_by_relevance_windows_around_the_edit_and_changelogs_last(tmp_path):
     big = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(1500))  # ~35 KB: over the budget
-    repo = make_repo(tmp_path / "r", {"CHANGES.rst": "Version 1\n" + "- a change\n" * 800, "lib/big.py": big,
-                                      "lib/small.py": "def g(x):\n    return x\n",
-                                      "tests/test_small.py": "from lib.small import g\n\n\ndef test_g():\n"
-                                                             "    assert g(1) == 1\n"})
+    repo = make_repo(
+        tmp_path / "r",
+        {
+            "CHANGES.rst": "Version 1\n" + "- a change\n" * 800,
+            "lib/big.py": big,
+            "lib/small.py": "def g(x):\n    return x\n",
+            "tests/test_small.py": "from lib.small import g\n\n\ndef test_g():\n    assert g(1) == 1\n",
+        },
+    )
     base = git(repo, "rev-parse", "HEAD").strip()
     changed = ["CHANGES.rst", "tests/test_small.py", "lib/big.py", "lib/small.py"]  # diff (alphabetical) order
     budget = PullsConfig(seq_length=4096).context_budget()
     assert budget == 2048 and PullsConfig(context_tokens=100, seq_length=4096).context_budget() == 100
-    read, skipped = base_context(repo, base, changed, "files", budget, PullsConfig().read_header,
-                                 hunks={"lib/big.py": [(3001, 3003)]})
+    read, skipped = base_context(
+        repo, base, changed, "files", budget, PullsConfig().read_header, hunks={"lib/big.py": [(3001, 3003)]}
+    )
     assert [r.path for r in read] == ["lib/big.py", "lib/small.py", "tests/test_small.py"]  # source, tests
     assert skipped == {"context_windowed": 1, "context_budget": 1}  # the changelog, last, did not fit
     window = read[0].block
@@ -115,21 +149,38 @@ def test_context_by_relevance_windows_around_the_edit_and_changelogs_last(tmp_pa
     roomy, _ = base_context(repo, base, changed, "files", 40_000, PullsConfig().read_header)
     assert [r.path for r in roomy][-1] == "CHANGES.rst" and "lines" not in roomy[0].block.splitlines()[1]
     tested, _ = base_context(repo, base, ["lib/small.py"], "files+imports", 40_000, PullsConfig().read_header)
-    assert [(r.path, r.why) for r in tested] == [("lib/small.py", "changed by this pull request"),
-                                                 ("tests/test_small.py", "tests lib/small.py")]
+    assert [(r.path, r.why) for r in tested] == [
+        ("lib/small.py", "changed by this pull request"),
+        ("tests/test_small.py", "tests lib/small.py"),
+    ]
 
 
 def test_issue_text_joined_from_an_issues_table_for_a_git_input(tmp_path):
     repo = make_repo(tmp_path / "calc", {"calc.py": "def div(a, b):\n    return a / b\n"})
     git(repo, "remote", "add", "origin", "https://github.com/acme/calc.git")
-    commit(repo, {"calc.py": "def div(a, b):\n    if b == 0:\n        raise ZeroDivisionError(b)\n    return a / b\n"},
-           "Guard the divisor (#5)\n\nFixes #9", author=ALICE)
+    commit(
+        repo,
+        {"calc.py": "def div(a, b):\n    if b == 0:\n        raise ZeroDivisionError(b)\n    return a / b\n"},
+        "Guard the divisor (#5)\n\nFixes #9",
+        author=ALICE,
+    )
     issues = tmp_path / "issues.jsonl"
-    issues.write_text("\n".join(json.dumps(r) for r in [
-        {"number": 9, "title": "Crash on zero", "body": "div(1, 0) crashes, cc @frank-z",
-         "repository_url": "https://api.github.com/repos/acme/calc"},
-        {"number": 5, "title": "Guard the divisor", "pull_request": {"url": "..."}},  # a PR, not an issue
-        {"title": "no number"}]) + "\n")
+    issues.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {
+                    "number": 9,
+                    "title": "Crash on zero",
+                    "body": "div(1, 0) crashes, cc @frank-z",
+                    "repository_url": "https://api.github.com/repos/acme/calc",
+                },
+                {"number": 5, "title": "Guard the divisor", "pull_request": {"url": "..."}},  # a PR, not an issue
+                {"title": "no number"},
+            ]
+        )
+        + "\n"
+    )
     reader = PullReader([str(repo)], PullsConfig(issues=str(issues)))
     (doc,) = run_reader(reader)
     assert "\nIssue #9: Crash on zero\ndiv(1, 0) crashes, cc user_2\n" in doc.text and "frank" not in doc.text

@@ -94,16 +94,41 @@ def test_skips_are_counted_by_reason(pkg_repo):
     reader = RepoReader([str(pkg_repo)], ReposConfig(max_file_bytes=500_000))
     [doc] = run_reader(reader)
     kept = set(_paths(doc))
-    for skipped in ["vendor/lib/thing.py", "node_modules/pkg/index.js", "package-lock.json", "static/app.min.js",
-                    "static/bundle.js", "proto/api_pb2.py", "gen/types.go", "assets/logo.png", "data/blob.dat",
-                    "data/latin1.txt", "data/huge.py", "escape.txt", "util_link.py", "docs/diagram.svg",
-                    "static/icon.svg", "deploy/server.pem", "requirements.txt"]:
+    for skipped in [
+        "vendor/lib/thing.py",
+        "node_modules/pkg/index.js",
+        "package-lock.json",
+        "static/app.min.js",
+        "static/bundle.js",
+        "proto/api_pb2.py",
+        "gen/types.go",
+        "assets/logo.png",
+        "data/blob.dat",
+        "data/latin1.txt",
+        "data/huge.py",
+        "escape.txt",
+        "util_link.py",
+        "docs/diagram.svg",
+        "static/icon.svg",
+        "deploy/server.pem",
+        "requirements.txt",
+    ]:
         assert skipped not in kept, skipped
     assert "PRIVATE KEY" not in doc.text  # a key file is dropped whole, not kept as a stub
     counts = {k: v.total for k, v in reader.stats.stats.items() if k.startswith("skip/")}
-    assert counts == {"skip/vendored": 2, "skip/lock_file": 2, "skip/minified": 2, "skip/generated": 2,
-                      "skip/binary": 2, "skip/not_utf8": 1, "skip/too_large": 1, "skip/symlink_outside_repo": 1,
-                      "skip/symlink": 1, "skip/svg": 2, "skip/private_key": 1}
+    assert counts == {
+        "skip/vendored": 2,
+        "skip/lock_file": 2,
+        "skip/minified": 2,
+        "skip/generated": 2,
+        "skip/binary": 2,
+        "skip/not_utf8": 1,
+        "skip/too_large": 1,
+        "skip/symlink_outside_repo": 1,
+        "skip/symlink": 1,
+        "skip/svg": 2,
+        "skip/private_key": 1,
+    }
     # every skipped path is listed with its reason, so a user can audit what was left out
     removed = {r["path"]: r["reason"] for r in doc.metadata["removed_files"]}
     assert removed["docs/diagram.svg"] == removed["static/icon.svg"] == "svg"
@@ -146,7 +171,9 @@ def test_plain_directory_and_split_at_file_boundaries(tmp_path):
     assert len(docs) > 1
     assert all(len(d.text.encode()) <= 8_000 for d in docs)
     assert [d.metadata["part"] for d in docs] == list(range(1, len(docs) + 1))
-    assert [p for d in docs for p in d.metadata["files"]] == ["README.md"] + sorted(f for f in files if f != "README.md")
+    assert [p for d in docs for p in d.metadata["files"]] == ["README.md"] + sorted(
+        f for f in files if f != "README.md"
+    )
     assert all(d.text.startswith("<|repo_name|>plain\n<|file_sep|>") for d in docs)  # split only between files
     assert reader.stats["skip/symlink_outside_repo"].total == 1
 
@@ -194,13 +221,14 @@ def test_ordering_uses_module_level_imports_and_puts_tests_and_examples_last():
     files = {
         # core imports api only inside a function and under TYPE_CHECKING: no cycle, core goes first
         "pkg/core.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.api import Api\n\n"
-                       "def make():\n    from pkg.api import Api\n    return Api()\n",
+        "def make():\n    from pkg.api import Api\n    return Api()\n",
         "pkg/api.py": "from .core import make\n\nclass Api:\n    pass\n\nif __name__ == '__main__':\n"
-                      "    from pkg import zz_util\n",
+        "    from pkg import zz_util\n",
         "pkg/__init__.py": "from .api import Api\nfrom .core import make\n",
         "pkg/zz_util.py": "try:\n    import pkg.core\nexcept ImportError:\n    pass\n",
         # a real module-level cycle: broken inside its own component only
-        "pkg/cyc_a.py": "from . import cyc_b\n", "pkg/cyc_b.py": "from . import cyc_a\n",
+        "pkg/cyc_a.py": "from . import cyc_b\n",
+        "pkg/cyc_b.py": "from . import cyc_a\n",
         "tests/test_api.py": "from pkg.api import Api\n",
         "tests/conftest.py": "import pytest\n",
         "examples/demo.py": "import pkg\n",
@@ -218,16 +246,21 @@ def test_ordering_uses_module_level_imports_and_puts_tests_and_examples_last():
     assert order[-1] == "examples/demo.py" and {order[-3], order[-2]} == {"tests/test_api.py", "tests/conftest.py"}
 
 
-@pytest.mark.parametrize("text,spdx", [
-    (MIT, "MIT"),
-    ("Apache License\nVersion 2.0, January 2004\nhttp://www.apache.org/licenses/", "Apache-2.0"),
-    ("GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007", "GPL-3.0-only"),
-    ("Redistribution and use in source and binary forms, with or without modification... Neither the name of",
-     "BSD-3-Clause"),
-    ("Redistribution and use in source and binary forms, with or without modification", "BSD-2-Clause"),
-    ("This is free and unencumbered software released into the public domain.", "Unlicense"),
-    ("All rights reserved. Do not copy.", None),
-])
+@pytest.mark.parametrize(
+    "text,spdx",
+    [
+        (MIT, "MIT"),
+        ("Apache License\nVersion 2.0, January 2004\nhttp://www.apache.org/licenses/", "Apache-2.0"),
+        ("GNU GENERAL PUBLIC LICENSE\nVersion 3, 29 June 2007", "GPL-3.0-only"),
+        (
+            "Redistribution and use in source and binary forms, with or without modification... Neither the name of",
+            "BSD-3-Clause",
+        ),
+        ("Redistribution and use in source and binary forms, with or without modification", "BSD-2-Clause"),
+        ("This is free and unencumbered software released into the public domain.", "Unlicense"),
+        ("All rights reserved. Do not copy.", None),
+    ],
+)
 def test_license_detection(text, spdx):
     assert detect_spdx(text) == spdx
 

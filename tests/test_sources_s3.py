@@ -26,8 +26,12 @@ def s3(monkeypatch):
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    for key, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://{host}:{port}"}.items():
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }.items():
         monkeypatch.setenv(key, value)
     urllib.request.urlopen(urllib.request.Request(f"http://{host}:{port}/moto-api/reset", method="POST"))
     # fsspec caches filesystems by their arguments, not the endpoint: forget those of an earlier server
@@ -64,7 +68,9 @@ def test_prep_reads_a_parquet_table_from_a_bucket(s3, tmp_path):
     assert set(from_s3) == {"repo:acme/proj@aaaaaaaaaaaa", "repo:zed/o@bbbbbbbbbbbb"}
     stats = json.loads((out / "stats.json").read_text())
     assert stats["settings"]["inputs"] == ["s3://tables/stack/data"]  # the URL is kept, not made a local path
-    assert set(stats["inputs"]) == {"s3://tables/stack/data"} and stats["inputs"]["s3://tables/stack/data"]["errors"] == 0
+    assert (
+        set(stats["inputs"]) == {"s3://tables/stack/data"} and stats["inputs"]["s3://tables/stack/data"]["errors"] == 0
+    )
 
     # a prefix without tables is named in stats.json, and the command fails
     assert prep("repos", *NO_CURATION, "--input", "s3://tables/nothing-here", "--output", tmp_path / "none") == 1
@@ -95,10 +101,32 @@ def test_prep_writes_documents_to_a_bucket_and_resumes_there(s3, tmp_path):
     put_parquet(s3, "tables/stack/train-00000.parquet", rows)
     write_parquet(tmp_path / "local" / "train-00000.parquet", rows)
 
-    assert prep("repos", "redact.enabled=false", "--input", "s3://tables/stack", "--output", "s3://prepared/repos",
-                "--tasks", 2) == 0
-    assert prep("repos", "redact.enabled=false", "--input", tmp_path / "local", "--output", tmp_path / "local_out",
-                "--tasks", 2) == 0
+    assert (
+        prep(
+            "repos",
+            "redact.enabled=false",
+            "--input",
+            "s3://tables/stack",
+            "--output",
+            "s3://prepared/repos",
+            "--tasks",
+            2,
+        )
+        == 0
+    )
+    assert (
+        prep(
+            "repos",
+            "redact.enabled=false",
+            "--input",
+            tmp_path / "local",
+            "--output",
+            tmp_path / "local_out",
+            "--tasks",
+            2,
+        )
+        == 0
+    )
     in_bucket = bucket_documents(s3, "prepared/repos/documents")
     local = read_documents(tmp_path / "local_out")
     assert docs_by_id(in_bucket) == docs_by_id(local) and len(in_bucket) == 2  # one of the two copies is gone
@@ -110,13 +138,28 @@ def test_prep_writes_documents_to_a_bucket_and_resumes_there(s3, tmp_path):
     # objects are compared by modification time: a rewrite would give the same bytes (reproducible gzip)
     def stamps() -> dict:  # prep.json (the settings marker) is rewritten on every launch by design
         s3.invalidate_cache()
-        return {k: s3.info(k)["LastModified"] for k in s3.find("prepared/repos")
-                if "/logs/" not in k and not k.endswith("prep.json")}
+        return {
+            k: s3.info(k)["LastModified"]
+            for k in s3.find("prepared/repos")
+            if "/logs/" not in k and not k.endswith("prep.json")
+        }
+
     before = stamps()
     assert len(before) > 10
     time.sleep(1.5)
-    assert prep("repos", "redact.enabled=false", "--input", "s3://tables/stack", "--output", "s3://prepared/repos",
-                "--tasks", 2) == 0
+    assert (
+        prep(
+            "repos",
+            "redact.enabled=false",
+            "--input",
+            "s3://tables/stack",
+            "--output",
+            "s3://prepared/repos",
+            "--tasks",
+            2,
+        )
+        == 0
+    )
     assert stamps() == before  # nothing rewritten: every stage found its completion markers in the bucket
 
 

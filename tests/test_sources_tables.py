@@ -56,15 +56,28 @@ def write_parquet(path: Path, rows: list[dict]) -> Path:
 
 def stack_rows(repo: str, files: dict[str, str], sha: str, licenses: list[str]) -> list[dict]:
     """The Stack v1 file rows (columns as on its dataset card)."""
-    return [{"hexsha": f"{i:040x}", "size": len(c.encode()), "ext": p.rsplit(".", 1)[-1], "lang": "Python",
-             "max_stars_repo_path": p, "max_stars_repo_name": repo, "max_stars_repo_head_hexsha": sha,
-             "max_stars_repo_licenses": licenses, "max_stars_count": 3, "content": c}
-            for i, (p, c) in enumerate(files.items())]
+    return [
+        {
+            "hexsha": f"{i:040x}",
+            "size": len(c.encode()),
+            "ext": p.rsplit(".", 1)[-1],
+            "lang": "Python",
+            "max_stars_repo_path": p,
+            "max_stars_repo_name": repo,
+            "max_stars_repo_head_hexsha": sha,
+            "max_stars_repo_licenses": licenses,
+            "max_stars_count": 3,
+            "content": c,
+        }
+        for i, (p, c) in enumerate(files.items())
+    ]
 
 
 def docs_by_id(docs: list[dict]) -> dict[str, dict]:
-    return {d["id"]: {"text": d["text"], "metadata": {k: v for k, v in d["metadata"].items() if k != "file_path"}}
-            for d in docs}
+    return {
+        d["id"]: {"text": d["text"], "metadata": {k: v for k, v in d["metadata"].items() if k != "file_path"}}
+        for d in docs
+    }
 
 
 def test_stack_file_rows_give_the_git_readers_documents_for_1_and_4_tasks(tmp_path):
@@ -84,8 +97,10 @@ def test_stack_file_rows_give_the_git_readers_documents_for_1_and_4_tasks(tmp_pa
     outs = {}
     for tasks in (1, 4):
         out = tmp_path / f"out{tasks}"
-        assert prep("repos", "repos.input_format=table", *NO_CURATION, "--input", table, "--output", out,
-                    "--tasks", tasks) == 0
+        assert (
+            prep("repos", "repos.input_format=table", *NO_CURATION, "--input", table, "--output", out, "--tasks", tasks)
+            == 0
+        )
         outs[tasks] = docs_by_id(read_documents(out / "raw"))
     assert outs[1] == outs[4]  # the same documents whatever the number of tasks
     assert set(outs[1]) == {f"repo:acme/proj@{sha[:12]}", "repo:zed/other@bbbbbbbbbbbb"}
@@ -104,11 +119,18 @@ def test_stack_file_rows_give_the_git_readers_documents_for_1_and_4_tasks(tmp_pa
 
 def test_github_code_rows_with_a_column_mapping_and_bad_rows(tmp_path):
     """codeparrot/github-code columns (code, repo_name, path, license), one renamed; bad rows are counted."""
-    rows = [{"code": "print(1)\n", "repo_name": "a/b", "path": "x.py", "language": "Python", "license": "mit",
-             "size": 9},
-            {"code": "def g():\n    pass\n", "repo_name": "a/b", "path": "y.py", "language": "Python",
-             "license": "mit", "size": 18},
-            {"code": None, "repo_name": "a/b", "path": "z.py", "language": "Python", "license": "mit", "size": 0}]
+    rows = [
+        {"code": "print(1)\n", "repo_name": "a/b", "path": "x.py", "language": "Python", "license": "mit", "size": 9},
+        {
+            "code": "def g():\n    pass\n",
+            "repo_name": "a/b",
+            "path": "y.py",
+            "language": "Python",
+            "license": "mit",
+            "size": 18,
+        },
+        {"code": None, "repo_name": "a/b", "path": "z.py", "language": "Python", "license": "mit", "size": 0},
+    ]
     renamed = [{("source_file" if k == "path" else k): v for k, v in r.items()} for r in rows]
     table = tmp_path / "gh.jsonl"
     table.write_text("".join(json.dumps(r) + "\n" for r in renamed) + "{not json\n")
@@ -126,10 +148,14 @@ def test_github_code_rows_with_a_column_mapping_and_bad_rows(tmp_path):
 def test_repository_rows(tmp_path):
     """One row per repository with its file list gives the same document as its file rows."""
     files = {"README.md": "# r\n", "pkg/__init__.py": "", "pkg/a.py": "from pkg.b import x\n", "pkg/b.py": "x = 1\n"}
-    by_repo = write_parquet(tmp_path / "repo_rows.parquet", [
-        {"repo_name": "o/r", "license": "MIT", "files": [{"path": p, "content": c} for p, c in files.items()]}])
-    by_file = write_parquet(tmp_path / "file_rows.parquet", [
-        {"repo_name": "o/r", "license": "MIT", "path": p, "code": c} for p, c in files.items()])
+    by_repo = write_parquet(
+        tmp_path / "repo_rows.parquet",
+        [{"repo_name": "o/r", "license": "MIT", "files": [{"path": p, "content": c} for p, c in files.items()]}],
+    )
+    by_file = write_parquet(
+        tmp_path / "file_rows.parquet",
+        [{"repo_name": "o/r", "license": "MIT", "path": p, "code": c} for p, c in files.items()],
+    )
     docs = {}
     for name, table in (("repo", by_repo), ("file", by_file)):
         assert prep("repos", *NO_CURATION, "--input", table, "--output", tmp_path / name) == 0
@@ -153,13 +179,24 @@ def commitpack_rows(repo: Path, name: str) -> list[dict]:
                 return git(repo, "show", f"{rev}:{path}")
             except RuntimeError:
                 return ""
+
         for line in changed:
             status, *paths = line.split("\t")
             old, new = (paths[0], paths[-1])
-            rows.append({"commit": sha, "old_file": old, "new_file": new,
-                         "old_contents": contents(parent[0], old) if parent else "",
-                         "new_contents": contents(sha, new), "subject": message.splitlines()[0],
-                         "message": message, "lang": "Python", "license": "mit", "repos": f"{name},fork/{name}"})
+            rows.append(
+                {
+                    "commit": sha,
+                    "old_file": old,
+                    "new_file": new,
+                    "old_contents": contents(parent[0], old) if parent else "",
+                    "new_contents": contents(sha, new),
+                    "subject": message.splitlines()[0],
+                    "message": message,
+                    "lang": "Python",
+                    "license": "mit",
+                    "repos": f"{name},fork/{name}",
+                }
+            )
     return rows
 
 
@@ -173,7 +210,9 @@ def test_commitpack_rows_become_one_document_per_commit_for_1_and_4_tasks(tmp_pa
 
     repo = make_repo(tmp_path / "r", {"a.py": "x = 1\n", "b.py": "y = 2\n"}, message="start")
     for i in range(4):
-        commit(repo, {"a.py": f"x = {i + 2}\n", f"m{i}.py": f"def f{i}():\n    return {i}\n"}, f"change {i}\n\nbody {i}")
+        commit(
+            repo, {"a.py": f"x = {i + 2}\n", f"m{i}.py": f"def f{i}():\n    return {i}\n"}, f"change {i}\n\nbody {i}"
+        )
     git(repo, "mv", "b.py", "pkg_b.py")
     git(repo, "commit", "-q", "-m", "Move b\n\nSigned-off-by: Jane Doe <jane.doe@example.org>")
     other = make_repo(tmp_path / "o", {"README.md": "# o\n"}, message="readme")
@@ -195,8 +234,10 @@ def test_commitpack_rows_become_one_document_per_commit_for_1_and_4_tasks(tmp_pa
         assert d["text"].startswith(f"commit {sha[:12]}\n\n    ") and "Author:" not in d["text"]
         assert d["metadata"]["first_timestamp"] is None and d["metadata"]["license"] == "MIT"
     head = git(repo, "rev-parse", "HEAD").strip()
-    assert docs[head]["text"] == (f"commit {head[:12]}\n\n    Move b\n\n    Signed-off-by: author_1\n\n"
-                                  "diff --git a/b.py b/pkg_b.py\nrename from b.py\nrename to pkg_b.py\n")
+    assert docs[head]["text"] == (
+        f"commit {head[:12]}\n\n    Move b\n\n    Signed-off-by: author_1\n\n"
+        "diff --git a/b.py b/pkg_b.py\nrename from b.py\nrename to pkg_b.py\n"
+    )
     first = git(repo, "rev-parse", "HEAD~4").strip()
     assert "    change 0\n\n    body 0\n" in docs[first]["text"]
     assert "new file mode 100644\n--- /dev/null\n+++ b/m0.py\n" in docs[first]["text"]
@@ -204,8 +245,11 @@ def test_commitpack_rows_become_one_document_per_commit_for_1_and_4_tasks(tmp_pa
     # the per-file diffs are real patches: applied to the parent they give the commit's tree (renames too)
     for rev in ("HEAD~2", "HEAD"):
         sha = git(repo, "rev-parse", rev).strip()
-        patch = "".join(file_diff(r["old_file"], r["new_file"], r["old_contents"], r["new_contents"])
-                        for r in rows if r["commit"] == sha)
+        patch = "".join(
+            file_diff(r["old_file"], r["new_file"], r["old_contents"], r["new_contents"])
+            for r in rows
+            if r["commit"] == sha
+        )
         git(repo, "checkout", "-q", f"{sha}~1")
         (tmp_path / "p.diff").write_text(patch)
         git(repo, "apply", "--index", str(tmp_path / "p.diff"))
@@ -216,11 +260,16 @@ def test_commitpack_rows_become_one_document_per_commit_for_1_and_4_tasks(tmp_pa
 def test_commitpackft_as_published(tmp_path):
     docs, stats = prep_docs(tmp_path, "commits", "bigcode__commitpackft")
     assert stats["documents_in"] == 3 and stats["errors"] == []
-    assert sorted(docs) == ["commit:tern/pyqueue@0c17311f7fd5", "commit:tern/pyqueue@7d1e4c3c8f0e",
-                            "commit:tern/pyqueue@b6a9ea6a6a5c"]
+    assert sorted(docs) == [
+        "commit:tern/pyqueue@0c17311f7fd5",
+        "commit:tern/pyqueue@7d1e4c3c8f0e",
+        "commit:tern/pyqueue@b6a9ea6a6a5c",
+    ]
     rename = docs["commit:tern/pyqueue@0c17311f7fd5"]["text"]
-    assert rename.endswith("    Move util into the package\n\ndiff --git a/util.py b/pyqueue/util.py\n"
-                           "rename from util.py\nrename to pyqueue/util.py\n")
+    assert rename.endswith(
+        "    Move util into the package\n\ndiff --git a/util.py b/pyqueue/util.py\n"
+        "rename from util.py\nrename to pyqueue/util.py\n"
+    )
     moved = docs["commit:tern/pyqueue@7d1e4c3c8f0e"]["text"]
     assert "rename from cli.py\nrename to pyqueue/cli.py\n--- a/cli.py\n+++ b/pyqueue/cli.py\n" in moved
     push = docs["commit:tern/pyqueue@b6a9ea6a6a5c"]["text"]
@@ -230,35 +279,115 @@ def test_commitpackft_as_published(tmp_path):
 def test_trajectory_tables_of_the_public_sets(tmp_path):
     """SWE-rebench-openhands (tool_calls), nebius SWE-agent (role/text, target), SWE-smith (messages as JSON)."""
     table = tmp_path / "traces"
-    write_parquet(table / "swe_rebench.parquet", [{
-        "instance_id": "acme__calc-1", "repo": "acme/calc", "license": "MIT", "resolved": 1, "exit_status": "submit",
-        "model_patch": "diff --git a/x b/x\n",
-        "tools": json.dumps([{"type": "function", "function": {"name": "str_replace_editor", "parameters": {}}}]),
-        "trajectory": [
-            {"role": "system", "content": "You are a coding agent.", "tool_calls": None, "name": None, "tool_call_id": None},
-            {"role": "user", "content": "Fix the bug.", "tool_calls": None, "name": None, "tool_call_id": None},
-            {"role": "assistant", "content": "Let me look.", "name": None, "tool_call_id": None,
-             "tool_calls": [{"id": "c1", "type": "function",
-                             "function": {"name": "str_replace_editor", "arguments": "{\"command\": \"view\"}"}}]},
-            {"role": "tool", "content": "file contents", "tool_calls": None, "name": "str_replace_editor",
-             "tool_call_id": "c1"},
-            {"role": "assistant", "content": "Done.", "tool_calls": None, "name": None, "tool_call_id": None}]}])
-    write_parquet(table / "nebius.parquet", [
-        {"instance_id": f"org__p-{i}", "model_name": "m", "target": i == 0, "exit_status": "submitted",
-         "generated_patch": "", "eval_logs": "",
-         "trajectory": [{"role": "system", "text": "sys", "system_prompt": "sys", "mask": True},
-                        {"role": "user", "text": f"task {i}", "system_prompt": None, "mask": True},
-                        {"role": "ai", "text": f"answer {i}\n```\nls\n```", "system_prompt": None, "mask": False}]}
-        for i in range(2)])
-    write_parquet(table / "swe_smith.parquet", [
-        {"instance_id": "o__r.abc.func_pm__1", "resolved": True, "model": "m", "patch": "", "traj_id": "t1",
-         "messages": json.dumps([{"role": "system", "content": "s"}, {"role": "user", "content": "u"},
-                                 {"role": "assistant", "content": "smith answer\n```\npytest\n```"}])},
-        {"instance_id": "broken", "resolved": True, "model": "m", "patch": "", "traj_id": "t2",
-         "messages": json.dumps([{"role": "user", "content": "no answer"}])}])
+    write_parquet(
+        table / "swe_rebench.parquet",
+        [
+            {
+                "instance_id": "acme__calc-1",
+                "repo": "acme/calc",
+                "license": "MIT",
+                "resolved": 1,
+                "exit_status": "submit",
+                "model_patch": "diff --git a/x b/x\n",
+                "tools": json.dumps(
+                    [{"type": "function", "function": {"name": "str_replace_editor", "parameters": {}}}]
+                ),
+                "trajectory": [
+                    {
+                        "role": "system",
+                        "content": "You are a coding agent.",
+                        "tool_calls": None,
+                        "name": None,
+                        "tool_call_id": None,
+                    },
+                    {"role": "user", "content": "Fix the bug.", "tool_calls": None, "name": None, "tool_call_id": None},
+                    {
+                        "role": "assistant",
+                        "content": "Let me look.",
+                        "name": None,
+                        "tool_call_id": None,
+                        "tool_calls": [
+                            {
+                                "id": "c1",
+                                "type": "function",
+                                "function": {"name": "str_replace_editor", "arguments": '{"command": "view"}'},
+                            }
+                        ],
+                    },
+                    {
+                        "role": "tool",
+                        "content": "file contents",
+                        "tool_calls": None,
+                        "name": "str_replace_editor",
+                        "tool_call_id": "c1",
+                    },
+                    {"role": "assistant", "content": "Done.", "tool_calls": None, "name": None, "tool_call_id": None},
+                ],
+            }
+        ],
+    )
+    write_parquet(
+        table / "nebius.parquet",
+        [
+            {
+                "instance_id": f"org__p-{i}",
+                "model_name": "m",
+                "target": i == 0,
+                "exit_status": "submitted",
+                "generated_patch": "",
+                "eval_logs": "",
+                "trajectory": [
+                    {"role": "system", "text": "sys", "system_prompt": "sys", "mask": True},
+                    {"role": "user", "text": f"task {i}", "system_prompt": None, "mask": True},
+                    {"role": "ai", "text": f"answer {i}\n```\nls\n```", "system_prompt": None, "mask": False},
+                ],
+            }
+            for i in range(2)
+        ],
+    )
+    write_parquet(
+        table / "swe_smith.parquet",
+        [
+            {
+                "instance_id": "o__r.abc.func_pm__1",
+                "resolved": True,
+                "model": "m",
+                "patch": "",
+                "traj_id": "t1",
+                "messages": json.dumps(
+                    [
+                        {"role": "system", "content": "s"},
+                        {"role": "user", "content": "u"},
+                        {"role": "assistant", "content": "smith answer\n```\npytest\n```"},
+                    ]
+                ),
+            },
+            {
+                "instance_id": "broken",
+                "resolved": True,
+                "model": "m",
+                "patch": "",
+                "traj_id": "t2",
+                "messages": json.dumps([{"role": "user", "content": "no answer"}]),
+            },
+        ],
+    )
     out = tmp_path / "out"
-    assert prep("traces", "traces.format=plain", "traces.only_resolved=true", *NO_CURATION,
-                "--input", table, "--output", out, "--tasks", 2) == 0
+    assert (
+        prep(
+            "traces",
+            "traces.format=plain",
+            "traces.only_resolved=true",
+            *NO_CURATION,
+            "--input",
+            table,
+            "--output",
+            out,
+            "--tasks",
+            2,
+        )
+        == 0
+    )
     docs = {d["metadata"]["instance_id_original"]: d for d in read_documents(out / "raw")}
     assert set(docs) == {"acme__calc-1", "org__p-0", "o__r.abc.func_pm__1"}
     # the canonical instance (owner/name#N; a dataset's own id otherwise) is the instance_id, the spelling kept
@@ -288,9 +417,14 @@ def test_parquet_rows_are_read_without_starting_arrow_threads(tmp_path):
         "folder = get_datafolder(sys.argv[1])  # fsspec's IO thread (Python's, harmless) starts here\n"
         "before = threads()\n"
         "rows = list(iter_table_rows(folder, 't.parquet'))\n"
-        "print(len(rows), threads() - before)\n")
-    r = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[1])
+        "print(len(rows), threads() - before)\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     rows, new_threads = map(int, r.stdout.split())
     assert (rows, new_threads) == (len(FILES), 0)
@@ -326,13 +460,24 @@ def test_the_cards_configs_choose_the_files_of_a_config_and_split(tmp_path, caps
     card does not have exits 1 naming the configs it has."""
     _, stats = prep_docs(tmp_path, "traces", "SWE-bench__SWE-smith-trajectories", "traces.format=plain")
     assert stats["documents_in"] == 4
-    docs, stats = prep_docs(tmp_path, "traces", "SWE-bench__SWE-smith-trajectories", "traces.format=plain",
-                            "traces.split=xml", name="xml")
+    docs, stats = prep_docs(
+        tmp_path, "traces", "SWE-bench__SWE-smith-trajectories", "traces.format=plain", "traces.split=xml", name="xml"
+    )
     assert stats["documents_in"] == 1
     assert [d["metadata"]["instance_id"] for d in docs.values()] == ["pallets__click.fde47b4b.func_pm_op_swap__3"]
     out = tmp_path / "nope"
-    assert prep("traces", *NO_CURATION, "traces.dataset_config=python", "--input",
-                DATASETS / "SWE-bench__SWE-smith-trajectories", "--output", out) == 1
+    assert (
+        prep(
+            "traces",
+            *NO_CURATION,
+            "traces.dataset_config=python",
+            "--input",
+            DATASETS / "SWE-bench__SWE-smith-trajectories",
+            "--output",
+            out,
+        )
+        == 1
+    )
     err = capsys.readouterr().err
     assert "no config 'python' in the dataset card (configs: default)" in err
 
@@ -345,23 +490,34 @@ def test_card_data_files_and_revisions():
     assert card_data_files(meta, files) == (files[:2], "")
     assert card_data_files(meta, files, split="tool") == (files[:1], "")
     assert "splits: tool, xml, ticks" in card_data_files(meta, files, split="test")[1]
-    two = {"configs": [{"config_name": "python", "data_dir": "data/python"}, {"config_name": "go", "data_dir": "data/go"}]}
+    two = {
+        "configs": [{"config_name": "python", "data_dir": "data/python"}, {"config_name": "go", "data_dir": "data/go"}]
+    }
     assert "several configs (python, go)" in card_data_files(two, ["data/go/a.json"])[1]
     assert card_data_files(two, ["data/go/a.json", "data/python/b.json"], config="go") == (["data/go/a.json"], "")
     assert card_data_files(None, files) == (files, "")  # no configs: every table file
     # a card without configs: its data/ folder, without the loading scripts' metadata files
     assert card_data_files({"license": "mit"}, ["paths.json", "data/a.jsonl", "x.parquet"]) == (["data/a.jsonl"], "")
-    assert with_revision("hf://datasets/bigcode/the-stack-smol/data/python", "v1.0") == \
-        "hf://datasets/bigcode/the-stack-smol@v1.0/data/python"
-    assert with_revision("hf://datasets/o/n@main", "refs/convert/parquet") == "hf://datasets/o/n@refs%2Fconvert%2Fparquet"
+    assert (
+        with_revision("hf://datasets/bigcode/the-stack-smol/data/python", "v1.0")
+        == "hf://datasets/bigcode/the-stack-smol@v1.0/data/python"
+    )
+    assert (
+        with_revision("hf://datasets/o/n@main", "refs/convert/parquet") == "hf://datasets/o/n@refs%2Fconvert%2Fparquet"
+    )
     assert with_revision("s3://bucket/prefix", "v1") == "s3://bucket/prefix"
 
 
 def test_a_schema_matching_nothing_exits_1_naming_input_columns_and_override(tmp_path, capsys):
     """Every row unusable is not a curation result: exit 1, saying what was expected, what was found, and
     which override maps it. (Old code: exit 0 with 'curation dropped every document'.)"""
-    table = write_parquet(tmp_path / "code.parquet", [
-        {"reponame": "a/b", "filepath": "x.py", "code": "print(1)\n"}, {"reponame": "a/b", "filepath": "y.py", "code": ""}])
+    table = write_parquet(
+        tmp_path / "code.parquet",
+        [
+            {"reponame": "a/b", "filepath": "x.py", "code": "print(1)\n"},
+            {"reponame": "a/b", "filepath": "y.py", "code": ""},
+        ],
+    )
     out = tmp_path / "out"
     assert prep("repos", *NO_CURATION, "--input", table, "--output", out) == 1
     err = capsys.readouterr().err
@@ -371,23 +527,40 @@ def test_a_schema_matching_nothing_exits_1_naming_input_columns_and_override(tmp
     stats = json.loads((out / "stats.json").read_text())
     assert stats["unreadable_inputs"] == [str(table)] and [e["reason"] for e in stats["errors"]] == ["schema_mismatch"]
     # the suggested overrides read it
-    assert prep("repos", *NO_CURATION, "repos.columns.repo=reponame", "repos.columns.path=filepath", "--input", table,
-                "--output", tmp_path / "mapped") == 0
+    assert (
+        prep(
+            "repos",
+            *NO_CURATION,
+            "repos.columns.repo=reponame",
+            "repos.columns.path=filepath",
+            "--input",
+            table,
+            "--output",
+            tmp_path / "mapped",
+        )
+        == 0
+    )
     assert [d["id"] for d in read_documents(tmp_path / "mapped")] == ["repo:a/b"]
     # commits and traces say the same
-    assert prep("commits", *NO_CURATION, "--input", DATASETS / "bigcode__the-stack-smol", "--output",
-                tmp_path / "c") == 1
-    assert "no column for repo, commit, new_file (expected repo: repos | repo | repo_name; commit: commit | sha" \
+    assert (
+        prep("commits", *NO_CURATION, "--input", DATASETS / "bigcode__the-stack-smol", "--output", tmp_path / "c") == 1
+    )
+    assert (
+        "no column for repo, commit, new_file (expected repo: repos | repo | repo_name; commit: commit | sha"
         in capsys.readouterr().err
-    assert prep("traces", *NO_CURATION, "--input", DATASETS / "bigcode__the-stack-dedup", "--output",
-                tmp_path / "t") == 1
+    )
+    assert (
+        prep("traces", *NO_CURATION, "--input", DATASETS / "bigcode__the-stack-dedup", "--output", tmp_path / "t") == 1
+    )
     assert "no column for messages (expected messages: messages)" in capsys.readouterr().err
 
 
 def test_rows_of_one_input_that_all_fail_make_it_unreadable(tmp_path):
     """Bad rows are counted against the input they came from (old code: recorded without the input's name)."""
     table = tmp_path / "rows.jsonl"
-    table.write_text("".join(json.dumps({"repo_name": None, "path": f"{i}.py", "content": "x"}) + "\n" for i in range(3)))
+    table.write_text(
+        "".join(json.dumps({"repo_name": None, "path": f"{i}.py", "content": "x"}) + "\n" for i in range(3))
+    )
     out = tmp_path / "out"
     assert prep("repos", *NO_CURATION, "--input", table, "--output", out) == 1
     stats = json.loads((out / "stats.json").read_text())
@@ -406,7 +579,10 @@ def test_licenses_and_paths_of_file_tables(tmp_path):
     assert stats["skips"]["source_rows/partition rows/skip/path_control_chars"] == 1
     docs, _ = prep_docs(tmp_path, "repos", "codeparrot__github-code", name="gh")
     assert {d["metadata"]["repo"]: d["metadata"]["license"] for d in docs.values()} == {
-        "octo/bsd-tool": "BSD-3-Clause", "octo/mit-lib": "MIT", "octo/gpl-app": "GPL-3.0-only"}
+        "octo/bsd-tool": "BSD-3-Clause",
+        "octo/mit-lib": "MIT",
+        "octo/gpl-app": "GPL-3.0-only",
+    }
     docs, _ = prep_docs(tmp_path, "repos", "bigcode__the-stack-v2-train-smol-ids", name="v2")
     [doc] = docs.values()
     assert doc["metadata"]["license"] == "Apache-2.0 AND MIT"  # old code: null
@@ -415,8 +591,20 @@ def test_licenses_and_paths_of_file_tables(tmp_path):
     assert docs["repo:kpn/dual-licensed"]["metadata"]["license"] == "Apache-2.0 AND MIT"
     # the license step reads the expression: one entry off the allow-list drops the repository
     out = tmp_path / "curated"
-    assert prep("repos", "decontam.enabled=false", "quality.enabled=false", "redact.enabled=false",
-                "dedup.enabled=false", "--input", DATASETS / "codeparrot__github-code", "--output", out) == 0
+    assert (
+        prep(
+            "repos",
+            "decontam.enabled=false",
+            "quality.enabled=false",
+            "redact.enabled=false",
+            "dedup.enabled=false",
+            "--input",
+            DATASETS / "codeparrot__github-code",
+            "--output",
+            out,
+        )
+        == 0
+    )
     assert sorted(d["metadata"]["repo"] for d in read_documents(out)) == ["octo/bsd-tool", "octo/mit-lib"]
 
 
@@ -448,8 +636,9 @@ def readme_dataset_commands() -> list[tuple[str, str]]:
 
 def test_the_readme_names_a_command_for_every_fixture_dataset():
     shown = {cmd.split("--input ")[1].split()[0] for _, cmd in readme_dataset_commands()}
-    assert {_fixture_input(s).split("/data/datasets/")[1].split("/")[0] for s in shown} == \
-        {p.name for p in DATASETS.iterdir() if p.is_dir()}
+    assert {_fixture_input(s).split("/data/datasets/")[1].split("/")[0] for s in shown} == {
+        p.name for p in DATASETS.iterdir() if p.is_dir()
+    }
 
 
 def _fixture_input(arg: str) -> str:

@@ -27,16 +27,30 @@ def test_every_sample_format_parses_to_normalized_messages():
         assert all(set(m) <= {"role", "content", "tool_calls", "name", "tool_call_id"} for m in t.messages)
         assert {m["role"] for m in t.messages} <= {"system", "user", "assistant", "tool"}
     swe = trajs["acme__minicalc-11"]
-    assert [m["role"] for m in swe.messages] == ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert [m["role"] for m in swe.messages] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     assert swe.exit_status == "submitted" and swe.resolved is None
     oa = trajs["acme__minicalc-16"]
     assert oa.resolved is True and oa.repo == "acme/minicalc" and oa.tools and len(oa.tools) == 3
     call = oa.messages[2]["tool_calls"][0]
-    assert call["function"] == {"name": "str_replace_editor",
-                                "arguments": {"command": "view", "path": "/repo/minicalc/parse.py"}}
+    assert call["function"] == {
+        "name": "str_replace_editor",
+        "arguments": {"command": "view", "path": "/repo/minicalc/parse.py"},
+    }
     assert oa.messages[1]["content"].startswith("Whitespace around operators")  # content parts joined
-    assert oa.messages[3] == {"role": "tool", "content": oa.messages[3]["content"], "name": "str_replace_editor",
-                              "tool_call_id": "call_1"}
+    assert oa.messages[3] == {
+        "role": "tool",
+        "content": oa.messages[3]["content"],
+        "name": "str_replace_editor",
+        "tool_call_id": "call_1",
+    }
 
 
 def test_swe_agent_steps_without_history_and_nebius_rows():
@@ -45,8 +59,15 @@ def test_swe_agent_steps_without_history_and_nebius_rows():
     t = parse_trajectory(steps, name="x/acme__minicalc-11.traj")
     assert t.instance_id == "acme__minicalc-11" and [m["role"] for m in t.messages] == ["assistant", "user"] * 3
     assert t.messages[0]["content"].startswith("Let me find the division.")
-    nebius = {"instance_id": "i-1", "target": False, "trajectory": [
-        {"role": "system", "text": "sys"}, {"role": "user", "text": "task"}, {"role": "ai", "text": "answer"}]}
+    nebius = {
+        "instance_id": "i-1",
+        "target": False,
+        "trajectory": [
+            {"role": "system", "text": "sys"},
+            {"role": "user", "text": "task"},
+            {"role": "ai", "text": "answer"},
+        ],
+    }
     t = parse_trajectory(nebius)
     assert t.resolved is False and [m["role"] for m in t.messages] == ["system", "user", "assistant"]
 
@@ -56,9 +77,11 @@ def test_plain_rendering_and_loss_spans():
     text, spans = render_plain(t.messages)
     assistant = [m for m in t.messages if m["role"] == "assistant"]
     assert len(spans) == len(assistant)
-    first = text[spans[0][0]:spans[0][1]]
-    assert first.startswith("Let me look at the parser.\n<tool_call>\n<function=str_replace_editor>\n"
-                            "<parameter=command>\nview\n</parameter>")
+    first = text[spans[0][0] : spans[0][1]]
+    assert first.startswith(
+        "Let me look at the parser.\n<tool_call>\n<function=str_replace_editor>\n"
+        "<parameter=command>\nview\n</parameter>"
+    )
     for (s, e), m in zip(spans, assistant):
         assert text[s:e].startswith(m["content"]) and text[:s].endswith("### Assistant\n")
     assert "### Tool (str_replace_editor)\n" in text
@@ -78,8 +101,7 @@ def test_reader_plain_only_resolved_and_bad_records(tmp_path):
     (inputs / "latin.jsonl").write_bytes(b'{"messages": "caf\xe9"}\n')
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"resolved_ids": ["acme__minicalc-11"], "unresolved_ids": ["acme__minicalc-14"]}))
-    reader = TraceReader([str(inputs)], TracesConfig(format="plain", only_resolved=True,
-                                                       resolved_report=str(report)))
+    reader = TraceReader([str(inputs)], TracesConfig(format="plain", only_resolved=True, resolved_report=str(report)))
     docs = run_reader(reader)
     assert sorted(d.metadata["instance_id"] for d in docs) == ["acme/minicalc#11", "acme/minicalc#16"]  # canonical
     assert sorted(d.metadata["instance_id_original"] for d in docs) == ["acme__minicalc-11", "acme__minicalc-16"]
@@ -115,7 +137,7 @@ def test_chat_template_rendering_with_loss_spans():
     assert len(spans) == 3
     for s, e in spans:
         assert d.text[:s].endswith("<|im_start|>assistant\n") and d.text[s:e].endswith("<|im_end|>")
-    assert '{"name": "str_replace_editor", "arguments": {"command": "view"' in d.text[spans[0][0]:spans[0][1]]
+    assert '{"name": "str_replace_editor", "arguments": {"command": "view"' in d.text[spans[0][0] : spans[0][1]]
     assert "<tool_response>" not in "".join(d.text[s:e] for s, e in spans)
 
 
@@ -125,24 +147,42 @@ def test_auto_format_falls_back_to_plain_when_the_tokenizer_is_unusable(tmp_path
     docs = run_reader(TraceReader([str(TRACES / "acme__minicalc-15.traj.json")], TracesConfig(tokenizer=str(bad))))
     assert [d.metadata["render_format"] for d in docs] == ["plain"]
     with pytest.raises(Exception, match="key must be a string"):  # explicit chat_template: fail loudly
-        run_reader(TraceReader([str(TRACES / "acme__minicalc-15.traj.json")],
-                               TracesConfig(format="chat_template", tokenizer=str(bad))))
+        run_reader(
+            TraceReader(
+                [str(TRACES / "acme__minicalc-15.traj.json")], TracesConfig(format="chat_template", tokenizer=str(bad))
+            )
+        )
 
 
 def test_cleaning_cuts_long_outputs_drops_dummies_and_hides_home_paths(tmp_path):
     long_output = "".join(f"line {i}\n" for i in range(5000))  # ~44K characters
-    good = {"instance_id": "good", "messages": [
-        {"role": "user", "content": "Fix the parser in /home/jdoe/proj/minicalc/parse.py"},
-        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "bash", "arguments":
-                                                                          {"command": "cat /Users/Jane.Doe/proj/log.txt"}}}]},
-        {"role": "tool", "name": "bash", "content": long_output},
-        {"role": "assistant", "content": "Done.\n```\nsubmit\n```"},
-        {"role": "user", "content": "   "},  # an empty final turn
-    ]}
-    dummy = {"instance_id": "dummy", "messages": [
-        {"role": "user", "content": "Blah blah blah"}, {"role": "assistant", "content": "```\nls\n```"}]}
-    idle = {"instance_id": "idle", "messages": [
-        {"role": "user", "content": "Fix the bug"}, {"role": "assistant", "content": "I think it is fine as is."}]}
+    good = {
+        "instance_id": "good",
+        "messages": [
+            {"role": "user", "content": "Fix the parser in /home/jdoe/proj/minicalc/parse.py"},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"function": {"name": "bash", "arguments": {"command": "cat /Users/Jane.Doe/proj/log.txt"}}}
+                ],
+            },
+            {"role": "tool", "name": "bash", "content": long_output},
+            {"role": "assistant", "content": "Done.\n```\nsubmit\n```"},
+            {"role": "user", "content": "   "},  # an empty final turn
+        ],
+    }
+    dummy = {
+        "instance_id": "dummy",
+        "messages": [{"role": "user", "content": "Blah blah blah"}, {"role": "assistant", "content": "```\nls\n```"}],
+    }
+    idle = {
+        "instance_id": "idle",
+        "messages": [
+            {"role": "user", "content": "Fix the bug"},
+            {"role": "assistant", "content": "I think it is fine as is."},
+        ],
+    }
     f = tmp_path / "t.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in (good, dummy, idle)) + "\n")
     reader = TraceReader([str(f)], TracesConfig(format="plain", max_tool_output_chars=2000, tool_output_tail_chars=500))
@@ -181,9 +221,13 @@ def _fixture_module():
 
 def prep_traces(tmp_path, dataset, *overrides, name="out"):
     out = tmp_path / name
-    assert main(["prep", "traces", *NO_CURATION, *overrides, "--input", str(DATASETS / dataset),
-                 "--output", str(out)]) == 0
-    return {d["metadata"]["instance_id_original"]: d for d in read_documents(out)}, json.loads((out / "stats.json").read_text())
+    assert (
+        main(["prep", "traces", *NO_CURATION, *overrides, "--input", str(DATASETS / dataset), "--output", str(out)])
+        == 0
+    )
+    return {d["metadata"]["instance_id_original"]: d for d in read_documents(out)}, json.loads(
+        (out / "stats.json").read_text()
+    )
 
 
 def test_open_swe_traces_tools_as_json_strings_and_resolved_minus_one(tmp_path):
@@ -193,12 +237,21 @@ def test_open_swe_traces_tools_as_json_strings_and_resolved_minus_one(tmp_path):
     docs, stats = prep_traces(tmp_path, "nvidia__Open-SWE-Traces", "traces.keep_messages=true")
     assert stats["errors"] == [] and len(docs) == 3
     resolved = {i: d["metadata"]["resolved"] for i, d in docs.items()}
-    assert resolved == {"python-attrs__attrs-700": True, "altair-viz__altair-701": False,
-                        "open-telemetry__opentelemetry-python-702": None}
+    assert resolved == {
+        "python-attrs__attrs-700": True,
+        "altair-viz__altair-701": False,
+        "open-telemetry__opentelemetry-python-702": None,
+    }
     doc = docs["python-attrs__attrs-700"]
     assert doc["metadata"]["render_format"] == "chat_template" and doc["metadata"]["tools"] == [tools[0], tools[2]]
-    assert "<tools>\n" + json.dumps(tools[0], ensure_ascii=False) + "\n" + json.dumps(tools[2], ensure_ascii=False) \
-        + "\n</tools>" in doc["text"]
+    assert (
+        "<tools>\n"
+        + json.dumps(tools[0], ensure_ascii=False)
+        + "\n"
+        + json.dumps(tools[2], ensure_ascii=False)
+        + "\n</tools>"
+        in doc["text"]
+    )
     assert doc["metadata"]["license"] == "MIT" and doc["metadata"]["repo"] == "python-attrs/attrs"
     _, stats = prep_traces(tmp_path, "nvidia__Open-SWE-Traces", "traces.only_resolved=true", name="resolved")
     assert stats["documents_out"] == 1
@@ -214,19 +267,41 @@ def test_a_row_that_fails_to_render_costs_only_itself(tmp_path):
     tok.chat_template = (
         "{%- for m in messages %}{%- if loop.index0 > 0 and m.role == messages[loop.index0 - 1].role %}"
         "{{- raise_exception('Conversation roles must alternate') }}{%- endif %}"
-        "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}")
+        "{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}"
+    )
     tok.save_pretrained(str(tmp_path / "tok"))
     turns = lambda *roles: [{"role": r, "content": f"{r} turn\n```\nls\n```"} for r in roles]  # noqa: E731
     import pyarrow as pa
+
     table = tmp_path / "t" / "rows.parquet"
     table.parent.mkdir()
-    pq.write_table(pa.Table.from_pylist([
-        {"instance_id": "a", "messages": turns("user", "assistant")},
-        {"instance_id": "b", "messages": turns("user", "assistant", "assistant")},
-        {"instance_id": "c", "messages": turns("user", "assistant")}]), table)
+    pq.write_table(
+        pa.Table.from_pylist(
+            [
+                {"instance_id": "a", "messages": turns("user", "assistant")},
+                {"instance_id": "b", "messages": turns("user", "assistant", "assistant")},
+                {"instance_id": "c", "messages": turns("user", "assistant")},
+            ]
+        ),
+        table,
+    )
     out = tmp_path / "out"
-    assert main(["prep", "traces", *NO_CURATION, "traces.format=chat_template", f"traces.tokenizer={tmp_path / 'tok'}",
-                 "--input", str(table), "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "prep",
+                "traces",
+                *NO_CURATION,
+                "traces.format=chat_template",
+                f"traces.tokenizer={tmp_path / 'tok'}",
+                "--input",
+                str(table),
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     assert sorted(d["metadata"]["instance_id"] for d in read_documents(out)) == ["a", "c"]
     stats = json.loads((out / "stats.json").read_text())
     [err] = stats["errors"]
@@ -237,7 +312,9 @@ def test_a_row_that_fails_to_render_costs_only_itself(tmp_path):
 def test_nebius_system_prompt_and_masked_turns(tmp_path):
     """nebius/SWE-agent-trajectories: the system turn's text is null and its prompt (the command documentation)
     is in system_prompt; an assistant turn with mask=true is context without a loss span."""
-    docs, _ = prep_traces(tmp_path, "nebius__SWE-agent-trajectories", "traces.format=plain", "traces.keep_messages=true")
+    docs, _ = prep_traces(
+        tmp_path, "nebius__SWE-agent-trajectories", "traces.format=plain", "traces.keep_messages=true"
+    )
     system = _fixture_module().NEBIUS_SYSTEM
     doc = docs["tobymao__sqlglot-1000"]
     assert doc["metadata"]["messages"][0] == {"role": "system", "content": system}  # old code: ""
@@ -265,8 +342,16 @@ def test_openhands_tool_schemas_are_the_producers_json(tmp_path):
         assert json.dumps(tool, ensure_ascii=False) in doc["text"]
     assert "null" not in doc["text"].split("</tools>")[0]
     assert len(doc["metadata"]["loss_spans"]) == 3
-    assert doc["metadata"]["messages"][2]["tool_calls"] == [{"type": "function", "id": "toolu_01", "function": {
-        "name": "str_replace_editor", "arguments": {"command": "view", "path": "/workspace/PyPSA__linopy"}}}]
+    assert doc["metadata"]["messages"][2]["tool_calls"] == [
+        {
+            "type": "function",
+            "id": "toolu_01",
+            "function": {
+                "name": "str_replace_editor",
+                "arguments": {"command": "view", "path": "/workspace/PyPSA__linopy"},
+            },
+        }
+    ]
 
 
 def test_truncated_swe_smith_messages_are_reported_as_malformed(tmp_path):
@@ -277,8 +362,13 @@ def test_truncated_swe_smith_messages_are_reported_as_malformed(tmp_path):
 
 
 def test_resolved_values_and_tools_as_json_strings():
-    t = parse_trajectory({"messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
-                          "resolved": -1, "tools": ['{"type": "function", "function": {"name": "f"}}']})
+    t = parse_trajectory(
+        {
+            "messages": [{"role": "user", "content": "u"}, {"role": "assistant", "content": "a"}],
+            "resolved": -1,
+            "tools": ['{"type": "function", "function": {"name": "f"}}'],
+        }
+    )
     assert t.resolved is None and t.tools == [{"type": "function", "function": {"name": "f"}}]
     assert parse_trajectory({"messages": [{"role": "assistant", "content": "a"}], "resolved": 1}).resolved is True
     assert parse_trajectory({"messages": [{"role": "assistant", "content": "a"}], "resolved": 0}).resolved is False
@@ -288,8 +378,16 @@ def test_resolved_values_and_tools_as_json_strings():
 
 def test_a_json_trace_file_holding_json_lines(tmp_path):
     """A .json file that holds JSON Lines (one trajectory a line) is read line by line (old: malformed_json)."""
-    rec = lambda i: {"instance_id": f"i-{i}", "messages": [  # noqa: E731
-        {"role": "user", "content": "fix it"}, {"role": "assistant", "content": f"done {i}\n```\nls\n```"}]}
+
+    def rec(i):
+        return {
+            "instance_id": f"i-{i}",
+            "messages": [
+                {"role": "user", "content": "fix it"},
+                {"role": "assistant", "content": f"done {i}\n```\nls\n```"},
+            ],
+        }
+
     f = tmp_path / "traces.json"
     f.write_text(json.dumps(rec(1)) + "\n" + json.dumps(rec(2)) + "\n")
     docs = run_reader(TraceReader([str(f)], TracesConfig(format="plain")))

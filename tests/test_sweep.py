@@ -17,8 +17,11 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     from midtrain.sweep.plan import setup_steps, sweep_chains, variant_plan
 
     shares = "variants.traces_5={about: 5% traces, pack: [mixture.weights.trace=0.05]}"
-    cfg = get_recipe("sweep_demo").build([f"output={tmp_path}", "pack.mixture.weights={repo: 0.5, commit: 0.3, "
-                                          "trace: 0.2}", shares]).validate()
+    cfg = (
+        get_recipe("sweep_demo")
+        .build([f"output={tmp_path}", "pack.mixture.weights={repo: 0.5, commit: 0.3, trace: 0.2}", shares])
+        .validate()
+    )
     plans, chains = sweep_chains(cfg)
     assert list(chains)[0] == "no_midtraining" and chains["no_midtraining"][0].name == "sft"
     parser = build_parser()
@@ -43,15 +46,18 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     assert variant_plan(cfg, "all").stamp() == mix.stamp()
 
 
-@pytest.mark.parametrize("override,field", [
-    (["variants={}"], "variants"),
-    (["variants={x: {leave_out: [nope]}}"], "variants.x"),
-    (["variants={base: {}}"], "variants"),
-    (["variants={x: {prep: {repos: [repos.a=1]}}}"], "variants.x.prep"),
-    (["variants={x: {pack: [seq_length=7]}}"], "variants.x.pack"),
-    (["inputs={bogus: d}"], "inputs"),
-    (["tokens=0"], "tokens"),
-])
+@pytest.mark.parametrize(
+    "override,field",
+    [
+        (["variants={}"], "variants"),
+        (["variants={x: {leave_out: [nope]}}"], "variants.x"),
+        (["variants={base: {}}"], "variants"),
+        (["variants={x: {prep: {repos: [repos.a=1]}}}"], "variants.x.prep"),
+        (["variants={x: {pack: [seq_length=7]}}"], "variants.x.pack"),
+        (["inputs={bogus: d}"], "inputs"),
+        (["tokens=0"], "tokens"),
+    ],
+)
 def test_bad_sweeps_name_the_field(override, field):
     from midtrain.sweep.plan import sweep_chains
 
@@ -71,8 +77,20 @@ def test_changed_variant_is_refused_on_rerun(tmp_path):
 
 
 def test_submit_dry_run_prints_every_script(tmp_path, capsys):
-    assert main(["sweep", "sweep_demo", f"output={tmp_path}", "--submit", "--dry-run",
-                 "--site-set", "train.gpus_per_node=0"]) == 0
+    assert (
+        main(
+            [
+                "sweep",
+                "sweep_demo",
+                f"output={tmp_path}",
+                "--submit",
+                "--dry-run",
+                "--site-set",
+                "train.gpus_per_node=0",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     # setup 2; probe x2 + proxy; 5 x (pack, train, probe x2, proxy); pr_context_none's prep; report
     assert out.count("#!/bin/bash") == 2 + 3 + 5 * 5 + 1 + 1
@@ -84,14 +102,21 @@ def tiny_sweep(tmp_path) -> list[str]:
     """sweep_demo at a tiny size on generated prep dirs: two variants, two probe seeds."""
     repos = write_documents(tmp_path / "prep" / "repos", code_docs())
     traces = write_documents(tmp_path / "prep" / "traces", sample_trace_docs())
-    return [f"output={tmp_path / 'sweep'}", f"inputs={{repos: {repos}, traces: {traces}}}",
-            "pack.seq_length=512", "pack.valid_fraction=0.3", "pack.tokenize_tasks=1", "tokens=1024",
-            "pack.mixture={name: natural}",  # tiny inputs: every source once (weights would be capped by traces)
-            "variants={mix: {about: repos and traces}, no_traces: {about: leave traces out, leave_out: [traces]}}",
-            "protocol.sft_overrides=[export_hf=false, train.optim.train_steps=2, train.optim.warmup_steps=1, "
-            "train.checkpoint.save_interval=2, train.data.seq_length=512]",
-            "protocol.proxy.max_sequences=4", "protocol.proxy.retrieval.lengths=[128]",
-            "protocol.proxy.retrieval.depths=[0.0, 1.0]"]
+    return [
+        f"output={tmp_path / 'sweep'}",
+        f"inputs={{repos: {repos}, traces: {traces}}}",
+        "pack.seq_length=512",
+        "pack.valid_fraction=0.3",
+        "pack.tokenize_tasks=1",
+        "tokens=1024",
+        "pack.mixture={name: natural}",  # tiny inputs: every source once (weights would be capped by traces)
+        "variants={mix: {about: repos and traces}, no_traces: {about: leave traces out, leave_out: [traces]}}",
+        "protocol.sft_overrides=[export_hf=false, train.optim.train_steps=2, train.optim.warmup_steps=1, "
+        "train.checkpoint.save_interval=2, train.data.seq_length=512]",
+        "protocol.proxy.max_sequences=4",
+        "protocol.proxy.retrieval.lengths=[128]",
+        "protocol.proxy.retrieval.depths=[0.0, 1.0]",
+    ]
 
 
 @pytest.mark.slow
@@ -104,11 +129,15 @@ def test_sweep_demo_end_to_end_ranks_variants_from_their_runs(tmp_path, caplog):
     res = json.loads((out / "report" / "sweep.json").read_text())
     assert [r["variant"] for r in res["ranking"]] and {r["variant"] for r in res["ranking"]} == {"mix", "no_traces"}
     for r in res["ranking"]:
-        losses = [json.loads((out / r["variant"] / d / "sft_result.json").read_text())["heldout_loss"]
-                  for d in ("sft", "sft-s4322")]
+        losses = [
+            json.loads((out / r["variant"] / d / "sft_result.json").read_text())["heldout_loss"]
+            for d in ("sft", "sft-s4322")
+        ]
         assert r["samples"] == losses and r["value"] == pytest.approx(sum(losses) / 2)
-        base = [json.loads((out / "no_midtraining" / d / "sft_result.json").read_text())["heldout_loss"]
-                for d in ("sft", "sft-s4322")]
+        base = [
+            json.loads((out / "no_midtraining" / d / "sft_result.json").read_text())["heldout_loss"]
+            for d in ("sft", "sft-s4322")
+        ]
         assert r["delta_vs_baseline"] == pytest.approx(r["value"] - sum(base) / 2)
         assert (r["steps"], r["tokens_trained"]) == (2, 1024)  # the budget: 2 steps x 1 sequence x 512
     values = [r["value"] for r in res["ranking"]]
@@ -119,7 +148,9 @@ def test_sweep_demo_end_to_end_ranks_variants_from_their_runs(tmp_path, caplog):
     for name in ("mix", "no_traces"):
         rows = [json.loads(line) for line in (out / name / "run" / "metrics.jsonl").read_text().splitlines()]
         assert len(rows) == 2 and all(r["trained_tokens"] > 0 for r in rows)
-    packed = {n: json.dumps(json.loads((out / n / "shards" / "manifest.json").read_text())) for n in ("mix", "no_traces")}
+    packed = {
+        n: json.dumps(json.loads((out / n / "shards" / "manifest.json").read_text())) for n in ("mix", "no_traces")
+    }
     assert '"trace"' in packed["mix"] and '"trace"' not in packed["no_traces"]
     # a rerun reuses every finished chain
     stamp = (out / "mix" / "sft" / "sft_result.json").stat().st_mtime

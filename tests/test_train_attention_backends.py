@@ -31,8 +31,9 @@ from midtrain.train.model import build_gpt_model
 def _thd(lengths: list[int], device: str) -> tuple[torch.Tensor, PackedSeqParams]:
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
     pos = torch.cat([torch.arange(n) for n in lengths])[None].to(device)
-    return pos, PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
-                                max_seqlen_q=max(lengths), max_seqlen_kv=max(lengths))
+    return pos, PackedSeqParams(
+        qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=max(lengths), max_seqlen_kv=max(lengths)
+    )
 
 
 @pytest.fixture
@@ -81,9 +82,12 @@ def test_varlen_on_cpu_stops_the_forward_instead_of_silently_changing_kernel(mod
 def _documents_sdpa(query, key, value, cu, scale, causal, enable_gqa=False):
     """What varlen_attn computes: [t, h, d] per document, each document's tokens attending within it."""
     bounds = cu.tolist()
-    outs = [F.scaled_dot_product_attention(*(x[s:e].transpose(0, 1) for x in (query, key, value)),
-                                           is_causal=causal, scale=scale, enable_gqa=enable_gqa).transpose(0, 1)
-            for s, e in zip(bounds[:-1], bounds[1:])]
+    outs = [
+        F.scaled_dot_product_attention(
+            *(x[s:e].transpose(0, 1) for x in (query, key, value)), is_causal=causal, scale=scale, enable_gqa=enable_gqa
+        ).transpose(0, 1)
+        for s, e in zip(bounds[:-1], bounds[1:])
+    ]
     return torch.cat(outs)
 
 
@@ -97,14 +101,30 @@ def varlen_attn_2_10(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, is_cau
     return _documents_sdpa(query, key, value, cu_seq_q, None, is_causal)  # the kernel's 1/sqrt(d)
 
 
-def varlen_attn_2_11(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
-                     window_size=(-1, -1)):
+def varlen_attn_2_11(
+    query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None, window_size=(-1, -1)
+):
     _same_heads(query, key)
     return _documents_sdpa(query, key, value, cu_seq_q, scale, tuple(window_size) == (-1, 0))
 
 
-def varlen_attn_2_12(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
-                     window_size=(-1, -1), enable_gqa=False, seqused_k=None, block_table=None, num_splits=None):
+def varlen_attn_2_12(
+    query,
+    key,
+    value,
+    cu_seq_q,
+    cu_seq_k,
+    max_q,
+    max_k,
+    *,
+    return_aux=None,
+    scale=None,
+    window_size=(-1, -1),
+    enable_gqa=False,
+    seqused_k=None,
+    block_table=None,
+    num_splits=None,
+):
     if not enable_gqa:
         _same_heads(query, key)
     return _documents_sdpa(query, key, value, cu_seq_q, scale, tuple(window_size) == (-1, 0), enable_gqa)
@@ -133,10 +153,17 @@ def fake_varlen(monkeypatch):
 
 
 def _core_attention(heads: int, groups: int, head_dim: int, softmax_scale: float | None):
-    tc = TransformerConfig(num_layers=1, hidden_size=heads * head_dim, num_attention_heads=heads,
-                           num_query_groups=groups, kv_channels=head_dim, attention_dropout=0.0)
-    return PortableDocumentAttention(tc, layer_number=1, attn_mask_type=AttnMaskType.causal,
-                                     attention_type="self", softmax_scale=softmax_scale)
+    tc = TransformerConfig(
+        num_layers=1,
+        hidden_size=heads * head_dim,
+        num_attention_heads=heads,
+        num_query_groups=groups,
+        kv_channels=head_dim,
+        attention_dropout=0.0,
+    )
+    return PortableDocumentAttention(
+        tc, layer_number=1, attn_mask_type=AttnMaskType.causal, attention_type="self", softmax_scale=softmax_scale
+    )
 
 
 def _run(layer, backend, q, k, v, psp, grad_out):
@@ -202,8 +229,9 @@ def test_a_signature_without_a_causal_keyword_falls_back_with_one_log_line(model
     q = torch.zeros(8, 4, 16)
     with caplog.at_level(logging.WARNING, logger="midtrain.train.attention"):
         assert [choose_backend("auto", q, 0.0) for _ in range(3)] == ["per_document"] * 3
-        with pytest.raises(ValueError, match="portable_attention=varlen cannot run here: .*neither window_size "
-                                             "nor is_causal"):
+        with pytest.raises(
+            ValueError, match="portable_attention=varlen cannot run here: .*neither window_size nor is_causal"
+        ):
             choose_backend("varlen", q, 0.0)
     lines = [r.getMessage() for r in caplog.records if r.name == "midtrain.train.attention"]
     assert len(lines) == 1 and "neither window_size nor is_causal" in lines[0] and "per-document" in lines[0]
@@ -243,8 +271,12 @@ def test_gpu_varlen_kernel_matches_per_document_sdpa_and_does_not_leak(model_par
     grad_out = torch.randn(sum(lengths), 8 * 128, generator=g, device="cuda")
     reference = _run(layer, "per_document", q, k, v, psp, grad_out)  # fp32
     bf16 = [x.bfloat16() for x in (q, k, v, grad_out)]
-    for name, varlen, per_doc, ref in zip(("output", "dq", "dk", "dv"), _run(layer, "varlen", *bf16[:3], psp, bf16[3]),
-                                          _run(layer, "per_document", *bf16[:3], psp, bf16[3]), reference):
+    for name, varlen, per_doc, ref in zip(
+        ("output", "dq", "dk", "dv"),
+        _run(layer, "varlen", *bf16[:3], psp, bf16[3]),
+        _run(layer, "per_document", *bf16[:3], psp, bf16[3]),
+        reference,
+    ):
         err_varlen = ((varlen.float() - ref).abs().max() / ref.abs().max()).item()
         err_sdpa = ((per_doc.float() - ref).abs().max() / ref.abs().max()).item()
         assert err_varlen < 2 * err_sdpa + 4e-3 and err_varlen < 2e-2, (name, err_varlen, err_sdpa)
@@ -270,12 +302,20 @@ def test_gpu_varlen_equals_per_document_and_does_not_leak():
         pytest.skip(varlen_unsupported(torch.zeros(1, 1, 16, device="cuda", dtype=torch.bfloat16), 0.0))
     distributed.initialize(seed=3)
     try:
-        cfg = tiny_config(**{"precision.transformer_impl": "local", "precision.dtype": "bf16",
-                             "model.hidden_size": 128, "model.ffn_hidden_size": 256, "model.init_method_std": 0.2})
+        cfg = tiny_config(
+            **{
+                "precision.transformer_impl": "local",
+                "precision.dtype": "bf16",
+                "model.hidden_size": 128,
+                "model.ffn_hidden_size": 256,
+                "model.init_method_std": 0.2,
+            }
+        )
         model = build_gpt_model(cfg).eval()
         lengths = [64, 128, 32, 32]
-        toks = torch.randint(0, cfg.model.vocab_size, (1, sum(lengths)),
-                             generator=torch.Generator().manual_seed(0)).cuda()
+        toks = torch.randint(
+            0, cfg.model.vocab_size, (1, sum(lengths)), generator=torch.Generator().manual_seed(0)
+        ).cuda()
         labels = torch.roll(toks, -1, dims=1)[0]
         pos, psp = _thd(lengths, "cuda")
         losses, grads = {}, {}

@@ -32,8 +32,16 @@ RANDOM_LOSS = math.log(256)  # a random model on the tiny vocabulary
 
 
 def _config(shards: Path, run_dir: Path, **overrides):
-    return tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "precision.dtype": "bf16",
-                          "optim.lr": 1e-2, "optim.min_lr": 1e-3, **overrides})
+    return tiny_config(
+        **{
+            "data.path": str(shards),
+            "run_dir": str(run_dir),
+            "precision.dtype": "bf16",
+            "optim.lr": 1e-2,
+            "optim.min_lr": 1e-3,
+            **overrides,
+        }
+    )
 
 
 def _run(shards: Path, run_dir: Path, **overrides) -> list[dict]:
@@ -120,8 +128,15 @@ def test_bf16_resume_after_kill_is_bitwise_exact(trained, shards, tmp_path):
     cfg.save_yaml(cfg_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     # its own process group: the kill takes the trainer and megatron's checkpoint-writer helper together
-    proc = subprocess.Popen([sys.executable, "-m", "midtrain.cli", "train", str(cfg_path)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "midtrain.cli", "train", str(cfg_path)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     marker = run_dir / "checkpoints" / "iter_0000004" / MARKER
     deadline = time.time() + 180
     while time.time() < deadline and proc.poll() is None and not marker.exists():
@@ -148,8 +163,18 @@ def _free_port() -> int:
 
 def _torchrun(cfg_path: Path, nproc: int, *overrides: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [str(TORCHRUN), "--nproc-per-node", str(nproc), "--master-port", str(_free_port()),
-           "-m", "midtrain.cli", "train", str(cfg_path), *overrides]
+    cmd = [
+        str(TORCHRUN),
+        "--nproc-per-node",
+        str(nproc),
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "midtrain.cli",
+        "train",
+        str(cfg_path),
+        *overrides,
+    ]
     out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
 
@@ -160,9 +185,19 @@ def test_bf16_distributed_optimizer_dp2_keeps_init_weights_and_resumes_exactly(t
     init_from weights survive; a resume from its (dp_reshardable) checkpoint repeats the steps bit for bit."""
     src, trained_rows = trained
     run_dir = tmp_path / "dopt"
-    cfg = _config(shards, run_dir, init_from=str(src), **{
-        "optim.train_steps": 6, "optim.global_batch_size": 4, "parallel.data": 2,
-        "parallel.distributed_optimizer": True, "checkpoint.save_interval": 3, "checkpoint.keep_last": 2})
+    cfg = _config(
+        shards,
+        run_dir,
+        init_from=str(src),
+        **{
+            "optim.train_steps": 6,
+            "optim.global_batch_size": 4,
+            "parallel.data": 2,
+            "parallel.distributed_optimizer": True,
+            "checkpoint.save_interval": 3,
+            "checkpoint.keep_last": 2,
+        },
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     _torchrun(cfg_path, 2)
@@ -176,8 +211,9 @@ def test_bf16_distributed_optimizer_dp2_keeps_init_weights_and_resumes_exactly(t
     assert _losses(again) == _losses(first)
     # it resumed at step 3 (steps 4-6 of the first run set aside), not restarted from init_from: a restart
     # gives the same losses, which is how a failing load went unnoticed
-    assert [json.loads(line)["step"] for line in
-            (run_dir / "metrics.after_step_0000003.jsonl").read_text().splitlines()] == [4, 5, 6]
+    assert [
+        json.loads(line)["step"] for line in (run_dir / "metrics.after_step_0000003.jsonl").read_text().splitlines()
+    ] == [4, 5, 6]
 
 
 def test_async_checkpoint_saves_complete_and_resume_bitwise(trained, shards, tmp_path):

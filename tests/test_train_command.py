@@ -55,8 +55,9 @@ def test_distributed_env_torchrun_then_slurm():
     assert read_env({}).world_size == 1
     tr = read_env({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "n1", "MASTER_PORT": "29500"})
     assert (tr.rank, tr.world_size, tr.local_rank, tr.master_addr, tr.master_port) == (3, 8, 1, "n1", 29500)
-    sl = read_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "MASTER_ADDR": "n2",
-                   "MASTER_PORT": "6000"})
+    sl = read_env(
+        {"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5", "MASTER_ADDR": "n2", "MASTER_PORT": "6000"}
+    )
     assert (sl.rank, sl.world_size, sl.local_rank) == (5, 16, 5)
     with pytest.raises(RuntimeError, match="MASTER_PORT"):
         read_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
@@ -67,8 +68,9 @@ def test_missing_shards_is_a_message_not_a_traceback(tmp_path, capsys):
 
     try:
         # renamed, so `midtrain train` does not build the demo's data: the trainer itself must refuse
-        rc = main(["train", "demo_tiny", f"data.path={tmp_path / 'none'}", "name=not_the_demo",
-                   f"run_dir={tmp_path / 'run'}"])
+        rc = main(
+            ["train", "demo_tiny", f"data.path={tmp_path / 'none'}", "name=not_the_demo", f"run_dir={tmp_path / 'run'}"]
+        )
     finally:
         distributed.destroy()
     assert rc == 2

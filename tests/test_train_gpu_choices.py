@@ -11,13 +11,16 @@ from midtrain.train.config import TrainConfig
 from midtrain.train.gpu_choices import TE_MIN_FOR_FP8_RECIPE, choose_impl, pick_cuda_device, te_version_problem
 
 
-@pytest.mark.parametrize("requested, te, dtype, expected", [
-    ("auto", True, "bf16", "transformer_engine"),
-    ("auto", True, "fp32", "local"),  # TE's packed attention kernels take bf16/fp16 only
-    ("auto", False, "bf16", "local"),
-    ("local", True, "bf16", "local"),
-    ("transformer_engine", True, "bf16", "transformer_engine"),
-])
+@pytest.mark.parametrize(
+    "requested, te, dtype, expected",
+    [
+        ("auto", True, "bf16", "transformer_engine"),
+        ("auto", True, "fp32", "local"),  # TE's packed attention kernels take bf16/fp16 only
+        ("auto", False, "bf16", "local"),
+        ("local", True, "bf16", "local"),
+        ("transformer_engine", True, "bf16", "transformer_engine"),
+    ],
+)
 def test_layer_implementation_choice(requested, te, dtype, expected):
     assert choose_impl(requested, te, dtype) == expected
 
@@ -33,17 +36,25 @@ def test_fp32_auto_with_context_parallel_names_the_dtype_here():
     """CPU: auto + fp32 + CP gives the local spec, whose refusal names the field."""
     from midtrain.train.model import resolve_impl
 
-    cfg = TrainConfig().apply_overrides(["parallel.context=2", "precision.dtype=fp32",
-                                         "model.num_layers=4"]).validate()
+    cfg = TrainConfig().apply_overrides(["parallel.context=2", "precision.dtype=fp32", "model.num_layers=4"]).validate()
     with pytest.raises(ConfigError, match="parallel.context: needs Transformer Engine"):
         resolve_impl(cfg)
 
 
-@pytest.mark.parametrize("recipe, version, ok", [
-    ("tensorwise", "2.1.0", False), ("tensorwise", "2.2.0", True), ("tensorwise", "2.2.0.dev0+abc", True),
-    ("blockwise", "2.2.1", False), ("blockwise", "2.3.0", True), ("blockwise", "2.8.0+cu12", True),
-    ("delayed", "2.0.0", False), ("delayed", "2.1.0", True), ("mxfp8", "2.4.0", True),
-])
+@pytest.mark.parametrize(
+    "recipe, version, ok",
+    [
+        ("tensorwise", "2.1.0", False),
+        ("tensorwise", "2.2.0", True),
+        ("tensorwise", "2.2.0.dev0+abc", True),
+        ("blockwise", "2.2.1", False),
+        ("blockwise", "2.3.0", True),
+        ("blockwise", "2.8.0+cu12", True),
+        ("delayed", "2.0.0", False),
+        ("delayed", "2.1.0", True),
+        ("mxfp8", "2.4.0", True),
+    ],
+)
 def test_fp8_recipe_needs_its_transformer_engine(recipe, version, ok):
     problem = te_version_problem("hybrid", recipe, version)
     assert (problem is None) == ok, problem
@@ -70,11 +81,16 @@ def test_gpu_extra_pins_the_newest_fp8_floor_within_megatron_cores_range():
     assert (floor, ceiling) == ("2.9", "2.12")
 
 
-@pytest.mark.parametrize("local_rank, visible, device", [
-    (0, 8, 0), (5, 8, 5),  # torchrun / srun with the node's GPUs visible to every task
-    (3, 1, 0), (7, 1, 0),  # --gpus-per-task=1 / --gpu-bind: each task sees only its own GPU
-    (5, 4, 1),  # a socket's 4 GPUs visible to local ranks 4-7
-])
+@pytest.mark.parametrize(
+    "local_rank, visible, device",
+    [
+        (0, 8, 0),
+        (5, 8, 5),  # torchrun / srun with the node's GPUs visible to every task
+        (3, 1, 0),
+        (7, 1, 0),  # --gpus-per-task=1 / --gpu-bind: each task sees only its own GPU
+        (5, 4, 1),  # a socket's 4 GPUs visible to local ranks 4-7
+    ],
+)
 def test_cuda_device_is_picked_among_the_visible_ones(local_rank, visible, device):
     assert pick_cuda_device(local_rank, visible) == device
 
@@ -100,14 +116,32 @@ def test_pipeline_activations_are_this_ranks_share_of_the_sequence(cp, tp, sp):
 
     from midtrain.train.trainer import schedule_seq_length
 
-    cfg = TrainConfig().apply_overrides([f"parallel.context={cp}", f"parallel.tensor={tp}",
-                                         f"parallel.sequence_parallel={str(sp).lower()}",
-                                         "data.seq_length=4096", "model.num_layers=4", "parallel.pipeline=2",
-                                         "model.num_attention_heads=8", "model.num_query_groups=2",
-                                         "model.hidden_size=128"]).validate()
+    cfg = (
+        TrainConfig()
+        .apply_overrides(
+            [
+                f"parallel.context={cp}",
+                f"parallel.tensor={tp}",
+                f"parallel.sequence_parallel={str(sp).lower()}",
+                "data.seq_length=4096",
+                "model.num_layers=4",
+                "parallel.pipeline=2",
+                "model.num_attention_heads=8",
+                "model.num_query_groups=2",
+                "model.hidden_size=128",
+            ]
+        )
+        .validate()
+    )
     tc = type("TC", (), {"sequence_parallel": sp, "hidden_size": 128})()
-    shapes = get_tensor_shapes(seq_length=schedule_seq_length(cfg), micro_batch_size=1, decoder_seq_length=None,
-                               config=tc, tp_group=_Group(tp), cp_group=_Group(cp))
+    shapes = get_tensor_shapes(
+        seq_length=schedule_seq_length(cfg),
+        micro_batch_size=1,
+        decoder_seq_length=None,
+        config=tc,
+        tp_group=_Group(tp),
+        cp_group=_Group(cp),
+    )
     local_tokens = 4096 // cp // (tp if sp else 1)
     assert shapes == [(local_tokens, 1, 128)]
 
@@ -127,8 +161,11 @@ def test_attention_flops_add_up_over_ranks():
     """Σl² of the global batch is the sum over ranks' documents, not one rank's times the DP size."""
     from midtrain.train.flops import flops_from_sums, step_flops
 
-    cfg = TrainConfig().apply_overrides(["model.vocab_size=256", "model.max_position_embeddings=65536",
-                                         "data.seq_length=32768"]).validate()
+    cfg = (
+        TrainConfig()
+        .apply_overrides(["model.vocab_size=256", "model.max_position_embeddings=65536", "data.seq_length=32768"])
+        .validate()
+    )
     rank0, rank1 = [[32768]], [[4096] * 8]  # one long document vs eight short ones
     together = step_flops(cfg, rank0 + rank1)
     summed = flops_from_sums(cfg, 2 * 32768, 32768**2 + 8 * 4096**2)
@@ -163,8 +200,15 @@ def test_gpu_fusion_flags_make_a_valid_transformer_config():
     for impl in ("local", "transformer_engine"):
         flags = fusion_flags(impl, cuda=True, rope_scaling="none", apex_wgrad=False)
         flags.pop("apply_rope_fusion")  # its check imports TE's fused RoPE
-        TransformerConfig(num_layers=2, hidden_size=64, num_attention_heads=4, gated_linear_unit=True,
-                          activation_func=F.silu, add_bias_linear=False, **flags)
+        TransformerConfig(
+            num_layers=2,
+            hidden_size=64,
+            num_attention_heads=4,
+            gated_linear_unit=True,
+            activation_func=F.silu,
+            add_bias_linear=False,
+            **flags,
+        )
 
 
 def test_distributed_optimizer_overlaps_communication():
@@ -211,24 +255,31 @@ def test_selective_recompute_picks_modules_that_save_memory_with_te():
     assert build_transformer_config(ungrouped, "transformer_engine", on_cpu=True).recompute_modules == ["moe"]
 
 
-@pytest.mark.parametrize("overrides, field", [
-    (["data.seq_length=4100"], "data.seq_length"),  # not a multiple of 8 tokens
-    (["parallel.context=2", "data.seq_length=4104"], "data.seq_length"),  # 2052 tokens per CP rank
-    (["model.hidden_size=72", "model.kv_channels=18"], "model.hidden_size"),  # not a multiple of 16
-    # the weights TE asserts on (transformer_engine.pytorch.utils.assert_dim_for_fp8_exec)
-    (["model.ffn_hidden_size=200"], "model.ffn_hidden_size"),  # fc2's input width
-    (["parallel.tensor=2", "model.ffn_hidden_size=208"], "model.ffn_hidden_size"),  # 104 per TP rank
-    (["model.kv_channels=10"], "model.num_attention_heads"),  # proj's input width: 4 x 10
-    (["model.num_attention_heads=8", "model.num_query_groups=1", "model.kv_channels=2"],
-     "model.num_query_groups"),  # the fused QKV's width: (8 + 2) x 2
-    (["model.num_experts=4", "model.moe_ffn_hidden_size=40", "model.ffn_hidden_size=200"],
-     "model.moe_ffn_hidden_size"),  # an MoE model's MLPs are its experts (the unused dense width is not checked)
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (["data.seq_length=4100"], "data.seq_length"),  # not a multiple of 8 tokens
+        (["parallel.context=2", "data.seq_length=4104"], "data.seq_length"),  # 2052 tokens per CP rank
+        (["model.hidden_size=72", "model.kv_channels=18"], "model.hidden_size"),  # not a multiple of 16
+        # the weights TE asserts on (transformer_engine.pytorch.utils.assert_dim_for_fp8_exec)
+        (["model.ffn_hidden_size=200"], "model.ffn_hidden_size"),  # fc2's input width
+        (["parallel.tensor=2", "model.ffn_hidden_size=208"], "model.ffn_hidden_size"),  # 104 per TP rank
+        (["model.kv_channels=10"], "model.num_attention_heads"),  # proj's input width: 4 x 10
+        (
+            ["model.num_attention_heads=8", "model.num_query_groups=1", "model.kv_channels=2"],
+            "model.num_query_groups",
+        ),  # the fused QKV's width: (8 + 2) x 2
+        (
+            ["model.num_experts=4", "model.moe_ffn_hidden_size=40", "model.ffn_hidden_size=200"],
+            "model.moe_ffn_hidden_size",
+        ),  # an MoE model's MLPs are its experts (the unused dense width is not checked)
+    ],
+)
 def test_fp8_shape_rules_are_checked_in_validate(overrides, field):
     base = ["precision.fp8=hybrid", "model.num_layers=4", "model.max_position_embeddings=8192"]
     TrainConfig().apply_overrides([*base, "data.seq_length=4096"]).validate()  # a shape FP8 takes
     with pytest.raises(ConfigError, match=rf"^{field}: .*(multiple of 8|multiple of 16)"):
         TrainConfig().apply_overrides([*base, *overrides]).validate()
-    TrainConfig().apply_overrides([*overrides, "model.num_layers=4", "model.max_position_embeddings=8192"]
-                                  ).validate()  # without FP8 the same shape is fine
-
+    TrainConfig().apply_overrides(
+        [*overrides, "model.num_layers=4", "model.max_position_embeddings=8192"]
+    ).validate()  # without FP8 the same shape is fine

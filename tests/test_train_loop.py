@@ -33,8 +33,7 @@ def _run(shards, run_dir, **overrides):
 def straight_run(shards, tmp_path_factory):
     """12 straight steps (checkpoints at 4, 8, 12), shared by several tests."""
     run_dir = tmp_path_factory.mktemp("straight")
-    result = _run(shards, run_dir, **{"optim.train_steps": 12, "checkpoint.keep_last": 3,
-                                      "log.tensorboard": True})
+    result = _run(shards, run_dir, **{"optim.train_steps": 12, "checkpoint.keep_last": 3, "log.tensorboard": True})
     return run_dir, result
 
 
@@ -93,8 +92,11 @@ def test_corrupt_or_partial_checkpoint_falls_back(straight_run, shards, tmp_path
     ck8 = run_dir / "checkpoints" / "iter_0000008"
     big = max((f for f in ck8.rglob("*.distcp")), key=lambda f: f.stat().st_size)
     big.write_bytes(b"\0" * big.stat().st_size)
-    result = _run(shards, run_dir, **{"optim.train_steps": 6, "checkpoint.save_interval": 100,
-                                      "optim.schedule_on_resume": "checkpoint"})  # a 12-step run cut to 6
+    result = _run(
+        shards,
+        run_dir,
+        **{"optim.train_steps": 6, "checkpoint.save_interval": 100, "optim.schedule_on_resume": "checkpoint"},
+    )  # a 12-step run cut to 6
     assert result["step"] == 6 and result["exit_code"] == 0
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == list(range(1, 7))  # resumed from step 4, ran 5 and 6
@@ -102,15 +104,28 @@ def test_corrupt_or_partial_checkpoint_falls_back(straight_run, shards, tmp_path
 
 def test_nonfinite_loss_stops_naming_step_and_batch(shards, tmp_path):
     with pytest.raises(NonFiniteError, match=r"at step \d+ .*packed sequences \[\d+"):
-        _run(shards, tmp_path / "nan", **{"optim.lr": 1e30, "optim.min_lr": 0.0, "optim.clip_grad": 0.0,
-                                          "optim.warmup_steps": 0})
+        _run(
+            shards,
+            tmp_path / "nan",
+            **{"optim.lr": 1e30, "optim.min_lr": 0.0, "optim.clip_grad": 0.0, "optim.warmup_steps": 0},
+        )
 
 
 def test_nonfinite_skip_mode_skips_then_gives_up(shards, tmp_path):
     run_dir = tmp_path / "skip"
     with pytest.raises(NonFiniteError, match="3 skipped steps in a row"):
-        _run(shards, run_dir, **{"optim.lr": 1e30, "optim.min_lr": 0.0, "optim.clip_grad": 0.0,
-                                 "optim.warmup_steps": 0, "guard.on_nonfinite": "skip", "guard.max_skipped": 2})
+        _run(
+            shards,
+            run_dir,
+            **{
+                "optim.lr": 1e30,
+                "optim.min_lr": 0.0,
+                "optim.clip_grad": 0.0,
+                "optim.warmup_steps": 0,
+                "guard.on_nonfinite": "skip",
+                "guard.max_skipped": 2,
+            },
+        )
     rows = metrics(run_dir)
     assert sum(r["skipped"] for r in rows) == 2 and not rows[0]["skipped"]
 
@@ -120,10 +135,21 @@ def test_a_run_stopping_on_nonfinite_values_completes_its_background_checkpoint_
     step 5) is completed, not left as an ignored .tmp directory: it holds a step that finished."""
     run_dir = tmp_path / "async_nan"
     with pytest.raises(NonFiniteError, match="4 skipped steps in a row"):
-        _run(shards, run_dir, **{"optim.lr": 1e30, "optim.min_lr": 0.0, "optim.clip_grad": 0.0,
-                                 "optim.warmup_steps": 0, "guard.on_nonfinite": "skip", "guard.max_skipped": 3,
-                                 "checkpoint.async_save": True, "checkpoint.save_interval": 2,
-                                 "checkpoint.keep_last": 5})
+        _run(
+            shards,
+            run_dir,
+            **{
+                "optim.lr": 1e30,
+                "optim.min_lr": 0.0,
+                "optim.clip_grad": 0.0,
+                "optim.warmup_steps": 0,
+                "guard.on_nonfinite": "skip",
+                "guard.max_skipped": 3,
+                "checkpoint.async_save": True,
+                "checkpoint.save_interval": 2,
+                "checkpoint.keep_last": 5,
+            },
+        )
     assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3, 4]
     assert [step for step, _ in list_checkpoints(run_dir)] == [2, 4]
     assert not list((run_dir / "checkpoints").glob("*.tmp"))
@@ -154,8 +180,15 @@ def test_seq_length_mismatch_names_the_field(shards, tmp_path):
 @pytest.mark.slow
 def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     run_dir = tmp_path / "sig"
-    cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run_dir), "optim.train_steps": 400,
-                         "checkpoint.save_interval": 1000, "model.num_layers": 4})
+    cfg = tiny_config(
+        **{
+            "data.path": str(shards),
+            "run_dir": str(run_dir),
+            "optim.train_steps": 400,
+            "checkpoint.save_interval": 1000,
+            "model.num_layers": 4,
+        }
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     cmd = [sys.executable, "-m", "midtrain.cli", "train", str(cfg_path)]
@@ -170,8 +203,9 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
         if metrics_file.exists() and len(metrics_file.read_text().splitlines()) >= 3:
             break
         time.sleep(0.2)
-    assert proc.poll() is None and len(metrics_file.read_text().splitlines()) >= 3, \
+    assert proc.poll() is None and len(metrics_file.read_text().splitlines()) >= 3, (
         "training ended or never reached step 3 before the signal"
+    )
     proc.send_signal(signal.SIGTERM)
     proc.wait(timeout=600)
     out = log.read_text()
@@ -182,8 +216,14 @@ def test_sigterm_checkpoints_and_exits_75_then_resumes(shards, tmp_path):
     assert 3 <= stopped < 400
     assert len(metrics(run_dir)) == stopped
     # Restart on the same run dir: resumes after the checkpoint (train_steps shortened to keep the test quick).
-    again = subprocess.run(cmd + [f"optim.train_steps={stopped + 2}", "optim.schedule_on_resume=checkpoint"], cwd=REPO, env=env, capture_output=True,
-                           text=True, timeout=600)
+    again = subprocess.run(
+        cmd + [f"optim.train_steps={stopped + 2}", "optim.schedule_on_resume=checkpoint"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert again.returncode == 0, again.stderr[-3000:]
     assert [r["step"] for r in metrics(run_dir)] == list(range(1, stopped + 3))
     assert f"resuming at step {stopped}" in again.stderr

@@ -23,8 +23,9 @@ def model_parallel():
 def _thd(lengths: list[int], device: str = "cpu") -> tuple[torch.Tensor, PackedSeqParams]:
     cu = torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int32, device=device)
     pos = torch.cat([torch.arange(n) for n in lengths])[None].to(device)
-    psp = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu,
-                          max_seqlen_q=max(lengths), max_seqlen_kv=max(lengths))
+    psp = PackedSeqParams(
+        qkv_format="thd", cu_seqlens_q=cu, cu_seqlens_kv=cu, max_seqlen_q=max(lengths), max_seqlen_kv=max(lengths)
+    )
     return pos, psp
 
 
@@ -36,15 +37,16 @@ def _packed_vs_alone(model, lengths: list[int], vocab: int, device: str = "cpu")
         outs, start = [], 0
         for n in lengths:
             p1, psp1 = _thd([n], device)
-            outs.append(model(toks[:, start:start + n], p1, attention_mask=None, packed_seq_params=psp1))
+            outs.append(model(toks[:, start : start + n], p1, attention_mask=None, packed_seq_params=psp1))
             start += n
     return packed.float(), torch.cat(outs, dim=1).float(), toks, pos
 
 
 @pytest.mark.parametrize("family", ["qwen3", "llama3"])
 def test_packed_logits_equal_documents_alone(model_parallel, family):
-    cfg = tiny_config(**{"model.family": family, "model.qk_layernorm": family == "qwen3",
-                         "model.tie_embeddings": family == "qwen3"})
+    cfg = tiny_config(
+        **{"model.family": family, "model.qk_layernorm": family == "qwen3", "model.tie_embeddings": family == "qwen3"}
+    )
     model = build_gpt_model(cfg).eval()
     lengths = [7, 19, 1, 12, 25]
     packed, alone, toks, pos = _packed_vs_alone(model, lengths, cfg.model.vocab_size)
@@ -85,11 +87,24 @@ def test_parameter_count_matches_built_model(model_parallel):
 
 
 def test_fp8_cp_recipe_translates_to_transformer_config():
-    cfg = TrainConfig().apply_overrides([
-        "precision.fp8=hybrid", "precision.fp8_recipe=blockwise", "precision.fp8_bf16_first_layers=1",
-        "precision.fp8_bf16_last_layers=2", "parallel.context=4", "parallel.tensor=2",
-        "parallel.sequence_parallel=true", "model.num_layers=8", "data.seq_length=4096",
-        "parallel.recompute=full"]).validate()
+    cfg = (
+        TrainConfig()
+        .apply_overrides(
+            [
+                "precision.fp8=hybrid",
+                "precision.fp8_recipe=blockwise",
+                "precision.fp8_bf16_first_layers=1",
+                "precision.fp8_bf16_last_layers=2",
+                "parallel.context=4",
+                "parallel.tensor=2",
+                "parallel.sequence_parallel=true",
+                "model.num_layers=8",
+                "data.seq_length=4096",
+                "parallel.recompute=full",
+            ]
+        )
+        .validate()
+    )
     tc = build_transformer_config(cfg, impl="transformer_engine")
     assert (tc.fp8, tc.fp8_recipe) == ("hybrid", "blockwise")
     assert tc.first_last_layers_bf16 and tc.num_layers_at_start_in_bf16 == 1 and tc.num_layers_at_end_in_bf16 == 2
@@ -103,9 +118,19 @@ def test_fp8_cp_recipe_translates_to_transformer_config():
     assert tc.normalization == "RMSNorm" and tc.gated_linear_unit and tc.qk_layernorm
     assert tc.num_query_groups == 2 and not tc.add_bias_linear
 
-    delayed = TrainConfig().apply_overrides([
-        "precision.fp8=e4m3", "precision.fp8_recipe=delayed", "precision.fp8_bf16_first_layers=0",
-        "precision.fp8_bf16_last_layers=0", "precision.fp8_amax_history_len=16"]).validate()
+    delayed = (
+        TrainConfig()
+        .apply_overrides(
+            [
+                "precision.fp8=e4m3",
+                "precision.fp8_recipe=delayed",
+                "precision.fp8_bf16_first_layers=0",
+                "precision.fp8_bf16_last_layers=0",
+                "precision.fp8_amax_history_len=16",
+            ]
+        )
+        .validate()
+    )
     tc = build_transformer_config(delayed, impl="transformer_engine")
     assert (tc.fp8, tc.fp8_recipe, tc.fp8_amax_history_len) == ("e4m3", "delayed", 16)
     assert not tc.first_last_layers_bf16
@@ -124,20 +149,27 @@ def test_local_spec_rejects_gpu_only_features_here():
         resolve_impl(TrainConfig().apply_overrides(["precision.transformer_impl=transformer_engine"]).validate())
 
 
-@pytest.mark.parametrize("overrides, field", [
-    (["model.num_attention_heads=6", "model.num_query_groups=3", "model.hidden_size=96", "parallel.tensor=4"],
-     "parallel.tensor"),
-    (["model.num_query_groups=1", "parallel.tensor=2"], "parallel.tensor"),
-    (["parallel.context=2", "precision.transformer_impl=local"], "parallel.context"),
-    (["parallel.context=4", "data.seq_length=2044"], "data.seq_length"),
-    (["parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.context=2", "data.seq_length=2052"],
-     "data.seq_length"),
-    (["parallel.sequence_parallel=true"], "sequence_parallel"),
-    (["model.num_layers=3", "parallel.pipeline=2"], "parallel.pipeline"),
-    (["precision.fp8=e4m3", "precision.transformer_impl=local"], "fp8"),
-    (["precision.fp8=e4m3", "precision.fp8_recipe=delayed"], "fp8_recipe"),
-    (["parallel.data=3", "optim.global_batch_size=4"], "optim.global_batch_size"),
-])
+@pytest.mark.parametrize(
+    "overrides, field",
+    [
+        (
+            ["model.num_attention_heads=6", "model.num_query_groups=3", "model.hidden_size=96", "parallel.tensor=4"],
+            "parallel.tensor",
+        ),
+        (["model.num_query_groups=1", "parallel.tensor=2"], "parallel.tensor"),
+        (["parallel.context=2", "precision.transformer_impl=local"], "parallel.context"),
+        (["parallel.context=4", "data.seq_length=2044"], "data.seq_length"),
+        (
+            ["parallel.tensor=2", "parallel.sequence_parallel=true", "parallel.context=2", "data.seq_length=2052"],
+            "data.seq_length",
+        ),
+        (["parallel.sequence_parallel=true"], "sequence_parallel"),
+        (["model.num_layers=3", "parallel.pipeline=2"], "parallel.pipeline"),
+        (["precision.fp8=e4m3", "precision.transformer_impl=local"], "fp8"),
+        (["precision.fp8=e4m3", "precision.fp8_recipe=delayed"], "fp8_recipe"),
+        (["parallel.data=3", "optim.global_batch_size=4"], "optim.global_batch_size"),
+    ],
+)
 def test_impossible_layouts_are_rejected_naming_the_field(overrides, field):
     with pytest.raises(ConfigError, match=field):
         TrainConfig().apply_overrides(overrides).validate()
@@ -170,8 +202,15 @@ def test_gpu_thd_packed_logits_equal_documents_alone(impl):
         # of this model spread over several units, where one bf16 step is 0.016-0.06 and packed vs alone run
         # different kernels: compare per-token losses, whose rounding noise is a few such steps at most.
         dtype = "bf16" if impl == "transformer_engine" else "fp32"
-        cfg = tiny_config(**{"precision.transformer_impl": impl, "precision.dtype": dtype,
-                             "model.hidden_size": 128, "model.ffn_hidden_size": 256, "model.init_method_std": 0.2})
+        cfg = tiny_config(
+            **{
+                "precision.transformer_impl": impl,
+                "precision.dtype": dtype,
+                "model.hidden_size": 128,
+                "model.ffn_hidden_size": 256,
+                "model.init_method_std": 0.2,
+            }
+        )
         model = build_gpt_model(cfg).eval()
         lengths = [64, 128, 32, 32]
         packed, alone, toks, pos = _packed_vs_alone(model, lengths, cfg.model.vocab_size, "cuda")
@@ -205,8 +244,16 @@ def test_gpu_train_steps_lower_the_loss(tmp_path, impl):
     if impl == "transformer_engine" and not te_available():
         pytest.skip("Transformer Engine not installed")
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=256)
-    cfg = tiny_config(**{"precision.transformer_impl": impl, "precision.dtype": "bf16", "data.path": str(shards),
-                         "data.seq_length": 256, "run_dir": str(tmp_path / "run"), "optim.train_steps": 12})
+    cfg = tiny_config(
+        **{
+            "precision.transformer_impl": impl,
+            "precision.dtype": "bf16",
+            "data.path": str(shards),
+            "data.seq_length": 256,
+            "run_dir": str(tmp_path / "run"),
+            "optim.train_steps": 12,
+        }
+    )
     try:
         result = train(cfg)
     finally:
@@ -229,10 +276,21 @@ def test_gpu_fp8_recipe_trains(tmp_path):
     if not te_available():
         pytest.skip("Transformer Engine not installed")
     shards = write_shards(tmp_path / "shards", sequences=16, seq_length=256)
-    cfg = tiny_config(**{"precision.fp8": "hybrid", "precision.fp8_recipe": "tensorwise", "precision.dtype": "bf16",
-                         "model.num_layers": 4, "model.hidden_size": 128, "model.ffn_hidden_size": 256,
-                         "precision.transformer_impl": "transformer_engine", "data.path": str(shards),
-                         "data.seq_length": 256, "run_dir": str(tmp_path / "run"), "optim.train_steps": 6})
+    cfg = tiny_config(
+        **{
+            "precision.fp8": "hybrid",
+            "precision.fp8_recipe": "tensorwise",
+            "precision.dtype": "bf16",
+            "model.num_layers": 4,
+            "model.hidden_size": 128,
+            "model.ffn_hidden_size": 256,
+            "precision.transformer_impl": "transformer_engine",
+            "data.path": str(shards),
+            "data.seq_length": 256,
+            "run_dir": str(tmp_path / "run"),
+            "optim.train_steps": 6,
+        }
+    )
     try:
         assert train(cfg)["exit_code"] == 0
     finally:

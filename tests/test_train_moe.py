@@ -71,9 +71,12 @@ def test_moe_resume_is_bitwise_exact_with_router_state(straight, shards, tmp_pat
             shutil.rmtree(path)
     keys = set(FileSystemReader(str(run_dir / "checkpoints" / "iter_0000004")).read_metadata().state_dict_metadata)
     # megatron's layer-stacked names; experts stacked too (the format grouped-GEMM experts also use)
-    assert {"decoder.layers.mlp.router.weight", "optimizer.state.exp_avg.decoder.layers.mlp.router.weight",
-            "optimizer.state.exp_avg_sq.decoder.layers.mlp.router.weight",
-            "decoder.layers.mlp.experts.experts.linear_fc1.weight"} <= keys
+    assert {
+        "decoder.layers.mlp.router.weight",
+        "optimizer.state.exp_avg.decoder.layers.mlp.router.weight",
+        "optimizer.state.exp_avg_sq.decoder.layers.mlp.router.weight",
+        "decoder.layers.mlp.experts.experts.linear_fc1.weight",
+    } <= keys
     _run(shards, run_dir, **{"optim.train_steps": 8})
     got = {r["step"]: (r["loss"], r["grad_norm"], r["moe_load_balancing_loss"]) for r in metrics(run_dir)}
     assert got == want
@@ -101,17 +104,27 @@ def test_moe_layout_errors_name_the_field():
 
     ok = tiny_moe_config(**{"parallel.expert": 2, "optim.global_batch_size": 4})
     assert resolve_data_parallel(ok, 2) == 2
-    with pytest.raises(ConfigError, match="parallel.expert: expert=2 x expert_tensor=1 x pipeline=1 does not "
-                                          "divide the world size 3"):
+    with pytest.raises(
+        ConfigError, match="parallel.expert: expert=2 x expert_tensor=1 x pipeline=1 does not divide the world size 3"
+    ):
         resolve_data_parallel(ok.apply_overrides(["optim.global_batch_size=3"]), 3)
 
 
 def test_moe_variants_train_a_step(shards, tmp_path):
     """Shared expert, sigmoid routing, capacity factor (token dropping), z-loss: megatron's layer on CPU."""
-    _run(shards, tmp_path / "v", **{"optim.train_steps": 2, "checkpoint.save_final": False,
-                                    "model.moe_shared_expert_ffn_hidden_size": 48,
-                                    "model.moe_router_score_function": "sigmoid", "model.moe_capacity_factor": 1.0,
-                                    "model.moe_z_loss_coeff": 1e-3, "model.moe_load_balancing": "seq_aux_loss"})
+    _run(
+        shards,
+        tmp_path / "v",
+        **{
+            "optim.train_steps": 2,
+            "checkpoint.save_final": False,
+            "model.moe_shared_expert_ffn_hidden_size": 48,
+            "model.moe_router_score_function": "sigmoid",
+            "model.moe_capacity_factor": 1.0,
+            "model.moe_z_loss_coeff": 1e-3,
+            "model.moe_load_balancing": "seq_aux_loss",
+        },
+    )
     rows = metrics(tmp_path / "v")
     assert len(rows) == 2 and all(r["loss"] == r["loss"] for r in rows)
     assert rows[0]["moe_z_loss"] > 0 and rows[0]["moe_load_balancing_loss"] > 0
@@ -136,9 +149,16 @@ def test_ep2_over_gloo_matches_ep1_from_hf_weights(shards, tmp_path):
     mc = tmp_path / "mc"
     assert cli_main(["convert", "hf2mcore", str(src), str(mc)]) == 0
     distributed.destroy()
-    cfg = tiny_moe_config(**{"data.path": str(shards), "optim.train_steps": 4, "optim.global_batch_size": 4,
-                             "checkpoint.save_interval": 100, "checkpoint.save_final": False,
-                             "init_from": str(mc)})
+    cfg = tiny_moe_config(
+        **{
+            "data.path": str(shards),
+            "optim.train_steps": 4,
+            "optim.global_batch_size": 4,
+            "checkpoint.save_interval": 100,
+            "checkpoint.save_final": False,
+            "init_from": str(mc),
+        }
+    )
     cfg.model = TrainConfig.from_yaml(mc / "config.yaml").model  # the HF model's shape
     cfg.validate()
     cfg_path = tmp_path / "cfg.yaml"
@@ -149,8 +169,20 @@ def test_ep2_over_gloo_matches_ep1_from_hf_weights(shards, tmp_path):
     # EP=2 from the converted checkpoint (dist_checkpointing hands each rank its experts), and straight from
     # the HF directory (load_hf_into picks this rank's experts itself)
     for name, init in (("ep2", mc), ("ep2_hf", src)):
-        cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(_free_port()), "-m", "midtrain.cli",
-               "train", str(cfg_path), f"run_dir={tmp_path / name}", "parallel.expert=2", f"init_from={init}"]
+        cmd = [
+            str(TORCHRUN),
+            "--nproc-per-node",
+            "2",
+            "--master-port",
+            str(_free_port()),
+            "-m",
+            "midtrain.cli",
+            "train",
+            str(cfg_path),
+            f"run_dir={tmp_path / name}",
+            "parallel.expert=2",
+            f"init_from={init}",
+        ]
         out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     ep1, ep2, ep2_hf = (metrics(tmp_path / n) for n in ("ep1", "ep2", "ep2_hf"))
@@ -173,11 +205,23 @@ def test_sft_probe_runs_from_a_moe_checkpoint(tmp_path):
     from recipes import get_recipe
 
     traces = write_documents(tmp_path / "prep" / "traces", sample_trace_docs())
-    start_cfg = get_recipe("demo_tiny_moe").build(["model.hidden_size=32", "model.moe_ffn_hidden_size=32",
-                                                   "data.seq_length=512", "model.max_position_embeddings=1024"])
+    start_cfg = get_recipe("demo_tiny_moe").build(
+        [
+            "model.hidden_size=32",
+            "model.moe_ffn_hidden_size=32",
+            "data.seq_length=512",
+            "model.max_position_embeddings=1024",
+        ]
+    )
     start = save_initial_checkpoint(start_cfg, tmp_path / "moe_base")
-    probe = get_recipe("sft_probe_demo").build([f"traces=[{traces}]", "train.optim.train_steps=3",
-                                                "train.checkpoint.save_interval=3", "train.data.seq_length=512"])
+    probe = get_recipe("sft_probe_demo").build(
+        [
+            f"traces=[{traces}]",
+            "train.optim.train_steps=3",
+            "train.checkpoint.save_interval=3",
+            "train.data.seq_length=512",
+        ]
+    )
     res = run_probe(probe, start.parent.parent, tmp_path / "probe")
     distributed.destroy()
     assert res["exit_code"] == 0 and res["heldout_loss"] == res["heldout_loss"] and res["heldout_tokens"] > 0
@@ -227,8 +271,16 @@ def test_gpu_moe_train_steps_lower_the_loss(tmp_path, impl):
     if not torch.cuda.is_available() or (impl == "transformer_engine" and not te_available()):
         pytest.skip("needs a CUDA GPU" + (" and Transformer Engine" if impl == "transformer_engine" else ""))
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=256)
-    cfg = tiny_moe_config(**{"precision.transformer_impl": impl, "precision.dtype": "bf16", "data.path": str(shards),
-                             "data.seq_length": 256, "run_dir": str(tmp_path / "run"), "optim.train_steps": 12})
+    cfg = tiny_moe_config(
+        **{
+            "precision.transformer_impl": impl,
+            "precision.dtype": "bf16",
+            "data.path": str(shards),
+            "data.seq_length": 256,
+            "run_dir": str(tmp_path / "run"),
+            "optim.train_steps": 12,
+        }
+    )
     assert train(cfg)["exit_code"] == 0
     rows = metrics(tmp_path / "run")
     assert len(rows) == 12 and rows[-1]["loss"] < rows[0]["loss"]

@@ -36,8 +36,15 @@ def _train(cfg_path: Path, run_dir: Path, nproc: int, *overrides: str) -> list[d
 @pytest.mark.slow
 def test_tp2_and_dp2_match_single_process(tmp_path):
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
-    cfg = tiny_config(**{"data.path": str(shards), "optim.train_steps": 4, "optim.global_batch_size": 4,
-                         "checkpoint.save_interval": 100, "checkpoint.save_final": False})
+    cfg = tiny_config(
+        **{
+            "data.path": str(shards),
+            "optim.train_steps": 4,
+            "optim.global_batch_size": 4,
+            "checkpoint.save_interval": 100,
+            "checkpoint.save_final": False,
+        }
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     # Reference in this process (saves a Python start-up); the parallel runs under torchrun.
@@ -66,8 +73,15 @@ def test_pp2_trains_over_gloo(tmp_path):
     single-process run only closely, not exactly.
     """
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)
-    cfg = tiny_config(**{"data.path": str(shards), "optim.train_steps": 4, "optim.global_batch_size": 4,
-                         "checkpoint.save_interval": 2, "checkpoint.save_final": False})
+    cfg = tiny_config(
+        **{
+            "data.path": str(shards),
+            "optim.train_steps": 4,
+            "optim.global_batch_size": 4,
+            "checkpoint.save_interval": 2,
+            "checkpoint.save_final": False,
+        }
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     pp = _train(cfg_path, tmp_path / "pp2", 2, "parallel.pipeline=2")
@@ -88,16 +102,23 @@ def test_gpu_context_parallel_matches_cp1(tmp_path):
     if torch.cuda.device_count() < 2 or not te_available():
         pytest.skip("needs 2 GPUs and Transformer Engine")
     shards = write_shards(tmp_path / "shards", sequences=16, seq_length=256, pad_multiple=4)  # 2*CP
-    cfg = tiny_config(**{"data.path": str(shards), "data.seq_length": 256, "optim.train_steps": 4,
-                         "optim.global_batch_size": 2, "precision.dtype": "bf16",
-                         "precision.transformer_impl": "transformer_engine", "checkpoint.save_final": False})
+    cfg = tiny_config(
+        **{
+            "data.path": str(shards),
+            "data.seq_length": 256,
+            "optim.train_steps": 4,
+            "optim.global_batch_size": 2,
+            "precision.dtype": "bf16",
+            "precision.transformer_impl": "transformer_engine",
+            "checkpoint.save_final": False,
+        }
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     cp1 = _train(cfg_path, tmp_path / "cp1", 2, "parallel.data=2")
     cp2 = _train(cfg_path, tmp_path / "cp2", 2, "parallel.context=2", "optim.global_batch_size=2")
     for a, b in zip(cp1[:2], cp2[:2]):  # early steps: bf16 kernels differ in summation order only
         assert b["loss"] == pytest.approx(a["loss"], rel=2e-2)
-
 
 
 @pytest.mark.slow

@@ -41,8 +41,19 @@ def _free_port() -> int:
 
 def _torchrun(cfg_path: Path, run_dir: Path, nproc: int, *overrides: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    cmd = [str(TORCHRUN), "--nproc-per-node", str(nproc), "--master-port", str(_free_port()), "-m", "midtrain.cli",
-           "train", str(cfg_path), f"run_dir={run_dir}", *overrides]
+    cmd = [
+        str(TORCHRUN),
+        "--nproc-per-node",
+        str(nproc),
+        "--master-port",
+        str(_free_port()),
+        "-m",
+        "midtrain.cli",
+        "train",
+        str(cfg_path),
+        f"run_dir={run_dir}",
+        *overrides,
+    ]
     out = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     return out
@@ -61,7 +72,7 @@ def _killed_after_checkpoint(run_dir: Path) -> None:
         if step != SAVED:
             shutil.rmtree(path)
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    (run_dir / "metrics.jsonl").write_text("\n".join(lines[:SAVED + 1]) + "\n")
+    (run_dir / "metrics.jsonl").write_text("\n".join(lines[: SAVED + 1]) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +80,15 @@ def setup(tmp_path_factory):
     """Shards, the config file and the uninterrupted single-process run every layout is compared with."""
     tmp = tmp_path_factory.mktemp("resume")
     shards = write_shards(tmp / "shards", sequences=24, seq_length=64)
-    cfg = tiny_config(**{"data.path": str(shards), "optim.train_steps": STEPS, "optim.global_batch_size": 4,
-                         "checkpoint.save_interval": SAVED, "checkpoint.save_final": False})
+    cfg = tiny_config(
+        **{
+            "data.path": str(shards),
+            "optim.train_steps": STEPS,
+            "optim.global_batch_size": 4,
+            "checkpoint.save_interval": SAVED,
+            "checkpoint.save_final": False,
+        }
+    )
     cfg_path = tmp / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     _in_process(cfg, tmp / "reference")
@@ -119,8 +137,16 @@ def test_dp2_checkpoints_after_an_epoch_wrap_resume_on_1_and_4_ranks(tmp_path):
     """11 sequences, 4 a step: epochs end mid-batch. DP=2's checkpoints at steps 3 and 9 resume on 4 and on 1
     ranks with the losses (so the samples) and token counts of the uninterrupted single-rank run."""
     shards = write_shards(tmp_path / "shards", sequences=11, seq_length=64)
-    cfg = tiny_config(**{"data.path": str(shards), "optim.train_steps": 10, "optim.global_batch_size": 4,
-                         "checkpoint.save_interval": 3, "checkpoint.keep_last": 4, "checkpoint.save_final": False})
+    cfg = tiny_config(
+        **{
+            "data.path": str(shards),
+            "optim.train_steps": 10,
+            "optim.global_batch_size": 4,
+            "checkpoint.save_interval": 3,
+            "checkpoint.keep_last": 4,
+            "checkpoint.save_final": False,
+        }
+    )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
     _in_process(cfg, tmp_path / "reference")
@@ -161,7 +187,7 @@ def _damage_distcp(ckpt: Path, offset: int = 512) -> Path:
     """64 garbage bytes inside the largest tensor file, its size unchanged."""
     victim = max(ckpt.glob("*.distcp"), key=lambda f: f.stat().st_size)
     data = bytearray(victim.read_bytes())
-    data[offset:offset + 64] = os.urandom(64)
+    data[offset : offset + 64] = os.urandom(64)
     victim.write_bytes(bytes(data))
     return victim
 
@@ -184,8 +210,11 @@ def test_every_checkpoint_damaged_stops_naming_each_and_keeps_the_run_dir(run8, 
     for _, path in list_checkpoints(run_dir):
         victim = max(path.glob("*.distcp"), key=lambda f: f.stat().st_size)
         victim.write_bytes(victim.read_bytes()[:100])  # cut by a full disk
-    with pytest.raises(CheckpointError, match=r"none of its 2 checkpoint\(s\).*iter_0000008: .*bytes, expected"
-                                              r".*iter_0000004: "):
+    with pytest.raises(
+        CheckpointError,
+        match=r"none of its 2 checkpoint\(s\).*iter_0000008: .*bytes, expected"
+        r".*iter_0000004: ",
+    ):
         _in_process(cfg, run_dir)
     assert (run_dir / "metrics.jsonl").read_text() == before  # history untouched
     assert [s for s, _ in list_checkpoints(run_dir)] == [4, 8]  # nothing pruned, nothing new
@@ -230,8 +259,16 @@ def test_pruning_never_deletes_checkpoints_newer_than_the_one_saved(run8, tmp_pa
     run_dir = tmp_path / "run"
     shutil.copytree(src, run_dir)
     _damage_distcp(run_dir / "checkpoints" / "iter_0000008")
-    _in_process(cfg, run_dir, **{"optim.train_steps": 8, "checkpoint.save_interval": 2, "checkpoint.keep_last": 1,
-                                 "checkpoint.save_final": False})
+    _in_process(
+        cfg,
+        run_dir,
+        **{
+            "optim.train_steps": 8,
+            "checkpoint.save_interval": 2,
+            "checkpoint.keep_last": 1,
+            "checkpoint.save_final": False,
+        },
+    )
     # steps 5..8 saved 6 and 8 again (8 replaced the damaged one); keep_last=1 pruned 4 and 6 afterwards
     assert [s for s, _ in list_checkpoints(run_dir)] == [8]
     from midtrain.train.checkpoint import _prune, verify_checksums
@@ -306,12 +343,23 @@ def test_training_on_a_full_disk_says_so(run8, tmp_path):
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit then fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))  # above metrics.jsonl, below a tensor file
 
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "train", str(cfg_path)], cwd=REPO, text=True,
-                       capture_output=True, preexec_fn=limit, timeout=600,
-                       env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)})
+    r = subprocess.run(
+        [sys.executable, "-m", "midtrain.cli", "train", str(cfg_path)],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        preexec_fn=limit,
+        timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)},
+    )
     assert r.returncode == 1, r.stderr[-3000:]
     last = r.stderr.strip().splitlines()[-1]
-    assert last.startswith("midtrain train: I/O error: checkpoint could not be written (this process may write "
-                           "files of at most 100000 bytes") and "iter_0000002.tmp" in last, last
+    assert (
+        last.startswith(
+            "midtrain train: I/O error: checkpoint could not be written (this process may write "
+            "files of at most 100000 bytes"
+        )
+        and "iter_0000002.tmp" in last
+    ), last
     assert "Traceback" not in r.stderr
     assert not list((run_dir / "checkpoints").iterdir())

@@ -58,8 +58,11 @@ def test_a_changed_schedule_is_refused_naming_the_fields_before_anything_is_writ
     assert [r["lr"] for r in metrics(src)] == pytest.approx([wsd_lr(k, 8) for k in range(1, 9)], rel=1e-12)
     run_dir = _copy(src, tmp_path / "run")
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
-    with pytest.raises(ConfigError, match=r"optim.train_steps: .*another LR schedule \(optim.train_steps: 8 -> 12\)"
-                                          r".*optim.schedule_on_resume=config"):
+    with pytest.raises(
+        ConfigError,
+        match=r"optim.train_steps: .*another LR schedule \(optim.train_steps: 8 -> 12\)"
+        r".*optim.schedule_on_resume=config",
+    ):
         _in_process(cfg, run_dir, "optim.train_steps=12")
     with pytest.raises(ConfigError, match=r"optim.lr: 0.003 -> 0.001; optim.warmup_steps: 2 -> 1"):
         _in_process(cfg, run_dir, "optim.lr=1e-3", "optim.warmup_steps=1")

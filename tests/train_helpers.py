@@ -69,13 +69,28 @@ def packed_sample(lengths: list[int], vocab: int, seed: int = 0, n_sources: int 
     loss_mask[pad_start:] = 0.0
     source_ids[pad_start:] = -1
     tokens[pad_start:] = 0
-    return {"tokens": tokens[:S].long(), "labels": tokens[1:].long(), "loss_mask": loss_mask,
-            "cu_seqlens": cu, "position_ids": position_ids.long(), "source_ids": source_ids.long()}
+    return {
+        "tokens": tokens[:S].long(),
+        "labels": tokens[1:].long(),
+        "loss_mask": loss_mask,
+        "cu_seqlens": cu,
+        "position_ids": position_ids.long(),
+        "source_ids": source_ids.long(),
+    }
 
 
-def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: int = 256, seed: int = 0,
-                 sources: tuple[str, ...] = ("repo", "trace"), valid: int = 2, masks: bool = False,
-                 pad_multiple: int = 1):
+def write_shards(
+    out_dir,
+    *,
+    sequences: int = 16,
+    seq_length: int = 64,
+    vocab: int = 256,
+    seed: int = 0,
+    sources: tuple[str, ...] = ("repo", "trace"),
+    valid: int = 2,
+    masks: bool = False,
+    pad_multiple: int = 1,
+):
     """A tiny packed shard dir written with the packed shard writer (midtrain.formats.shards layout + manifest).
 
     Documents are learnable (each continues an arithmetic progression mod vocab with a per-document step),
@@ -90,12 +105,26 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
 
     out = Path(out_dir)
     rng = np.random.default_rng(seed)
-    manifest = {"seq_length": seq_length, "pad_id": 0, "pad_multiple": pad_multiple, "masks": masks, "vocab_size": vocab,
-                "sources": {s: {} for s in sources}, "splits": {}}
+    manifest = {
+        "seq_length": seq_length,
+        "pad_id": 0,
+        "pad_multiple": pad_multiple,
+        "masks": masks,
+        "vocab_size": vocab,
+        "sources": {s: {} for s in sources},
+        "splits": {},
+    }
     doc = 0
     for split, count in (("train", sequences), ("valid", valid)):
-        w = PackedShardWriter(shard_prefix(out, split, 0), seq_length=seq_length, pad_id=0, dtype=np.uint16,
-                              sources=list(sources), with_masks=masks, pad_multiple=pad_multiple)
+        w = PackedShardWriter(
+            shard_prefix(out, split, 0),
+            seq_length=seq_length,
+            pad_id=0,
+            dtype=np.uint16,
+            sources=list(sources),
+            with_masks=masks,
+            pad_multiple=pad_multiple,
+        )
         for _ in range(count):
             pieces, room = [], seq_length - int(rng.integers(0, 6))  # some sequences end with padding
             while room >= 4:
@@ -115,8 +144,12 @@ def write_shards(out_dir, *, sequences: int = 16, seq_length: int = 64, vocab: i
     return out
 
 
-MOE = {"model.num_experts": 4, "model.moe_ffn_hidden_size": 32, "model.moe_router_topk": 2,
-       "model.moe_aux_loss_coeff": 0.01}
+MOE = {
+    "model.num_experts": 4,
+    "model.moe_ffn_hidden_size": 32,
+    "model.moe_router_topk": 2,
+    "model.moe_aux_loss_coeff": 0.01,
+}
 
 
 def tiny_moe_config(**overrides: object) -> TrainConfig:
@@ -124,19 +157,25 @@ def tiny_moe_config(**overrides: object) -> TrainConfig:
     return tiny_config(**{**MOE, **overrides})
 
 
-
 def pipeline_stage_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     """One of two gloo ranks at PP=2: record the seed this stage's RNGs got and the draws of its tracked
     model-parallel RNG (what initialises its layers)."""
     import os
 
-    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    os.environ.update(
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
     from megatron.core import tensor_parallel
 
     distributed.initialize(pipeline=2, seed=7)
     with tensor_parallel.get_cuda_rng_tracker().fork():
         draws = torch.rand(4)
-    torch.save({"seed": torch.initial_seed(), "draws": draws, "default": torch.rand(4)},
-               Path(out_dir) / f"stage{rank}.pt")
+    torch.save(
+        {"seed": torch.initial_seed(), "draws": draws, "default": torch.rand(4)}, Path(out_dir) / f"stage{rank}.pt"
+    )
     distributed.destroy()

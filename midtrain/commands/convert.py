@@ -28,24 +28,37 @@ EPILOG = """examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="direction", metavar="DIRECTION", required=True)
-    h2m = sub.add_parser("hf2mcore", help="Hugging Face model directory -> midtrain (megatron-core) checkpoint",
-                         description="Convert a Hugging Face Llama-3 / Qwen3 model directory into a midtrain "
-                                     "checkpoint directory.", epilog=EPILOG,
-                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    h2m.add_argument("src", help="Hugging Face model directory (config.json + *.safetensors), a .gguf file, or "
-                                 "a model a package ships: smollm2 (the 'real' extra; read by transformers' GGUF "
-                                 "loader, dequantised to fp32 into DST/hf_source/)")
+    h2m = sub.add_parser(
+        "hf2mcore",
+        help="Hugging Face model directory -> midtrain (megatron-core) checkpoint",
+        description="Convert a Hugging Face Llama-3 / Qwen3 model directory into a midtrain checkpoint directory.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    h2m.add_argument(
+        "src",
+        help="Hugging Face model directory (config.json + *.safetensors), a .gguf file, or "
+        "a model a package ships: smollm2 (the 'real' extra; read by transformers' GGUF "
+        "loader, dequantised to fp32 into DST/hf_source/)",
+    )
     h2m.add_argument("dst", help="new midtrain checkpoint directory")
     h2m.add_argument("--tp", type=int, default=1, help="tensor-parallel size recorded in DST/config.yaml")
     h2m.add_argument("--pp", type=int, default=1, help="pipeline-parallel size recorded in DST/config.yaml")
     h2m.add_argument("--dtype", choices=["bf16", "fp32"], help="weights dtype (default: the HF config's)")
-    m2h = sub.add_parser("mcore2hf", help="midtrain run or checkpoint -> Hugging Face model directory",
-                         description="Export a midtrain checkpoint as a Hugging Face model directory.",
-                         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    m2h = sub.add_parser(
+        "mcore2hf",
+        help="midtrain run or checkpoint -> Hugging Face model directory",
+        description="Export a midtrain checkpoint as a Hugging Face model directory.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     m2h.add_argument("src", help="run directory (newest complete checkpoint) or a checkpoints/iter_* directory")
     m2h.add_argument("dst", help="new Hugging Face model directory")
-    m2h.add_argument("--tokenizer", help="tokenizer source: HF model dir or tokenizer.json (default: the "
-                                         "run's hf_source/ or init_from, else Qwen3's default)")
+    m2h.add_argument(
+        "--tokenizer",
+        help="tokenizer source: HF model dir or tokenizer.json (default: the "
+        "run's hf_source/ or init_from, else Qwen3's default)",
+    )
     m2h.add_argument("--dtype", choices=["bf16", "fp32"], help="weights dtype (default: the run's)")
     m2h.add_argument("--overwrite", action="store_true", help="replace an earlier export in DST")
 
@@ -62,11 +75,14 @@ def run(args: argparse.Namespace) -> int:
         from midtrain.train.hf_export import convert_mcore_to_hf
 
         try:
-            path = convert_mcore_to_hf(args.src, args.dst, tokenizer=args.tokenizer, dtype=args.dtype,
-                                       overwrite=args.overwrite)
+            path = convert_mcore_to_hf(
+                args.src, args.dst, tokenizer=args.tokenizer, dtype=args.dtype, overwrite=args.overwrite
+            )
         except CheckpointError as e:  # a damaged checkpoint (a file whose SHA-256 changed): named, not exported
             print(f"midtrain convert: {e}", file=sys.stderr)
             return 1
-        print(f"wrote {path} in {time.time() - t0:.1f}s; load it with "
-              f"transformers.AutoModelForCausalLM.from_pretrained('{path}')")
+        print(
+            f"wrote {path} in {time.time() - t0:.1f}s; load it with "
+            f"transformers.AutoModelForCausalLM.from_pretrained('{path}')"
+        )
     return 0

@@ -30,15 +30,28 @@ EPILOG = """examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     sub = p.add_subparsers(dest="action", required=True, metavar="ACTION")
-    q = sub.add_parser("index", help="fingerprint benchmark repositories' files into an index for prep",
-                       description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    q.add_argument("inputs", nargs="+", metavar="[OWNER/NAME=]CLONE_OR_DIR",
-                   help="git clones or plain directories of benchmark repositories")
+    q = sub.add_parser(
+        "index",
+        help="fingerprint benchmark repositories' files into an index for prep",
+        description=__doc__,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    q.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="[OWNER/NAME=]CLONE_OR_DIR",
+        help="git clones or plain directories of benchmark repositories",
+    )
     q.add_argument("--output", "-o", required=True, metavar="INDEX", help="index file (.json or .json.gz)")
-    q.add_argument("--min-chars", type=int, default=None,
-                   help="shortest normalised file that gets a fingerprint (default 200)")
-    q.add_argument("--no-minhash", action="store_true",
-                   help="exact fingerprints only (no near-duplicate band keys: a smaller index)")
+    q.add_argument(
+        "--min-chars", type=int, default=None, help="shortest normalised file that gets a fingerprint (default 200)"
+    )
+    q.add_argument(
+        "--no-minhash",
+        action="store_true",
+        help="exact fingerprints only (no near-duplicate band keys: a smaller index)",
+    )
 
 
 def _split_input(arg: str) -> tuple[str | None, Path]:
@@ -101,14 +114,17 @@ def run(args: argparse.Namespace) -> int:
         name = name or (remote_name(root) if git else None)
         repo = normalize_repo(name) if name else None
         if repo is None:
-            print(f"midtrain decontam index: {root}: cannot tell which repository this is; "
-                  f"write it as owner/name={root}", file=sys.stderr)
+            print(
+                f"midtrain decontam index: {root}: cannot tell which repository this is; write it as owner/name={root}",
+                file=sys.stderr,
+            )
             return 1
         try:
             head = head_commit(root) if git else None
             roots = root_commits(root) if git else []
-            paths, hashes, bands = repo_prints(_texts(_git_files(root) if git else _dir_files(root)), min_chars,
-                                               near=not args.no_minhash)
+            paths, hashes, bands = repo_prints(
+                _texts(_git_files(root) if git else _dir_files(root)), min_chars, near=not args.no_minhash
+            )
         except (GitError, OSError) as e:
             print(f"midtrain decontam index: {root}: {e}", file=sys.stderr)
             return 1
@@ -120,6 +136,14 @@ def run(args: argparse.Namespace) -> int:
         index.add(repo, RepoPrint(str(root), head, roots, paths, hashes, [list(b) for b in bands]))
         print(f"{repo}: {len(hashes)} fingerprints of {len(paths)} files, {len(roots)} root commits ({root})")
     index.save(args.output)
-    print(json.dumps({"index": str(args.output), "repos": len(index.repos),
-                      "fingerprints": len(index.by_hash), "root_commits": len(index.roots)}))
+    print(
+        json.dumps(
+            {
+                "index": str(args.output),
+                "repos": len(index.repos),
+                "fingerprints": len(index.by_hash),
+                "root_commits": len(index.roots),
+            }
+        )
+    )
     return 0

@@ -39,8 +39,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", action="store_true", help="swebench: execute the generated run.sh here")
     p.add_argument("--collect", action="store_true", help="swebench: only collect the graders' reports")
     p.add_argument("--site", help="swebench: site config for swebench.sbatch (default: $MIDTRAIN_SITE)")
-    p.add_argument("--site-set", action="append", default=[], metavar="key=value",
-                   help="swebench: override a site config field (repeatable)")
+    p.add_argument(
+        "--site-set",
+        action="append",
+        default=[],
+        metavar="key=value",
+        help="swebench: override a site config field (repeatable)",
+    )
     p.add_argument("overrides", nargs="*", metavar="key=value", help="eval config overrides")
 
 
@@ -88,14 +93,18 @@ def run(args: argparse.Namespace) -> int:
     from midtrain.eval.scoring import is_hf_dir
 
     if not args.checkpoint or not is_hf_dir(args.checkpoint):
-        print(f"midtrain eval swebench: --checkpoint must be a Hugging Face model directory (config.json), got "
-              f"{args.checkpoint!r}; the SFT probe writes one to OUTPUT/hf", file=sys.stderr)
+        print(
+            f"midtrain eval swebench: --checkpoint must be a Hugging Face model directory (config.json), got "
+            f"{args.checkpoint!r}; the SFT probe writes one to OUTPUT/hf",
+            file=sys.stderr,
+        )
         return 2
     from midtrain.launch.site import load_site
 
     files = swebench.write_run(swe, args.checkpoint, args.output, load_site(args.site, args.site_set))
-    print(f"wrote {len(files)} files under {args.output}; "
-          f"run it with: sbatch {files['sbatch']}  (or bash {files['run']})")
+    print(
+        f"wrote {len(files)} files under {args.output}; run it with: sbatch {files['sbatch']}  (or bash {files['run']})"
+    )
     if args.run:
         return subprocess.call(["bash", str(files["run"])])
     return 0

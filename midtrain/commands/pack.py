@@ -32,22 +32,32 @@ EPILOG = """examples:
   midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B   # local HF dir
 """
 
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input", nargs="+", required=True, metavar="PREP_DIR", help="`midtrain prep` output directories")
     p.add_argument("--output", required=True, metavar="DIR", help="where shards and manifest.json go")
     p.add_argument("--seq-length", type=int, help="tokens per packed sequence (default 262144)")
-    p.add_argument("--tokenizer", metavar="PATH",
-                   help="tokenizer.json or a local Hugging Face model directory (default: Qwen3's, built offline)")
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH",
+        help="tokenizer.json or a local Hugging Face model directory (default: Qwen3's, built offline)",
+    )
     p.add_argument("--mixture", metavar="NAME", help="named mixture recipe (`midtrain recipes --kind mixture`)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="PackConfig overrides")
     p.add_argument("--executor", choices=["local", "slurm"], help="where the stages run (default local)")
     p.add_argument("--site", metavar="YAML", help="site config for --executor slurm (default $MIDTRAIN_SITE)")
     p.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     p.add_argument("--dry-run", action="store_true", help="print what each stage would submit, run nothing")
-    p.add_argument("--cache-dir", metavar="DIR",
-                   help="put the tokenize caches under DIR instead of each PREP_DIR/tokenized/ (read-only inputs)")
-    p.add_argument("--overwrite", action="store_true",
-                   help="delete an earlier pack output in DIR made with other settings or inputs (else refused)")
+    p.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="put the tokenize caches under DIR instead of each PREP_DIR/tokenized/ (read-only inputs)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an earlier pack output in DIR made with other settings or inputs (else refused)",
+    )
     p.add_argument("--print-config", action="store_true", help="print the resolved pack config (YAML) and exit")
 
 
@@ -81,8 +91,15 @@ def run(args: argparse.Namespace) -> int:
 
         site = load_site(args.site)
     try:
-        result = pack(cfg, args.input, args.output, site=site, dry_run=args.dry_run, overwrite=args.overwrite,
-                      cache_dir=args.cache_dir)
+        result = pack(
+            cfg,
+            args.input,
+            args.output,
+            site=site,
+            dry_run=args.dry_run,
+            overwrite=args.overwrite,
+            cache_dir=args.cache_dir,
+        )
     except (FileNotFoundError, FileExistsError, ValueError) as e:
         print(f"midtrain pack: {e}", file=sys.stderr)
         return 1

@@ -28,15 +28,24 @@ EPILOG = """examples:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--input", nargs="+", required=True, metavar="SOURCE=SIZE",
-                   help="input size per source: repos=3TB, traces=2Gtok (tokens) ...")
+    p.add_argument(
+        "--input",
+        nargs="+",
+        required=True,
+        metavar="SOURCE=SIZE",
+        help="input size per source: repos=3TB, traces=2Gtok (tokens) ...",
+    )
     p.add_argument("--mixture", nargs="+", required=True, metavar="SOURCE=SHARE", help="token share per source")
     p.add_argument("--total-tokens", type=float, required=True, help="tokens of the training run (e.g. 500e9)")
     p.add_argument("--tokens-per-s-per-gpu", type=float, required=True, help="measured training throughput")
     p.add_argument("--gpus", type=int, required=True, help="GPUs of the training run")
     p.add_argument("--rates", nargs="+", metavar="FILE", help="--json outputs of bench_prep/curate/tokenize.py")
-    p.add_argument("--rate", nargs="+", metavar="KEY=MB/s", help="one rate per core: SOURCE (read), curate, "
-                   "tokenize or pack (applied after --rates)")
+    p.add_argument(
+        "--rate",
+        nargs="+",
+        metavar="KEY=MB/s",
+        help="one rate per core: SOURCE (read), curate, tokenize or pack (applied after --rates)",
+    )
     p.add_argument("--keep", nargs="+", metavar="SOURCE=FRACTION", help="input bytes kept by curation per source")
     p.add_argument("--bytes-per-token", type=float, default=3.5, help="text bytes per token (code, Qwen3: ~3.5)")
     p.add_argument("--gzip-ratio", type=float, default=0.3, help="JSONL.gz bytes per text byte")
@@ -65,13 +74,16 @@ def run(args: argparse.Namespace) -> int:
         rates = load_rates(args.rates, parse_pairs(args.rate, "--rate", keys=SOURCES + STAGES[1:]))
         if args.gpus < 1 or args.tokens_per_s_per_gpu <= 0 or args.total_tokens <= 0:
             raise ValueError("--gpus, --tokens-per-s-per-gpu and --total-tokens must be positive")
-        result = plan(inputs, mixture, args.total_tokens, rates, keep, args.bytes_per_token, args.gzip_ratio,
-                      args.max_repeat)
+        result = plan(
+            inputs, mixture, args.total_tokens, rates, keep, args.bytes_per_token, args.gzip_ratio, args.max_repeat
+        )
     except (ValueError, OSError) as e:
         print(f"midtrain plan: {e}", file=sys.stderr)
         return 2
     print(format_plan(result, args.task_hours, args.max_repeat))
     hours = training_hours(args.total_tokens, args.tokens_per_s_per_gpu, args.gpus)
-    print(f"\ntraining: {human(args.total_tokens, 'tok')} at {args.tokens_per_s_per_gpu:,.0f} tokens/s/GPU on "
-          f"{args.gpus} GPUs = {hours:,.1f} hours ({hours / 24:.1f} days, {hours * args.gpus:,.0f} GPU-hours)")
+    print(
+        f"\ntraining: {human(args.total_tokens, 'tok')} at {args.tokens_per_s_per_gpu:,.0f} tokens/s/GPU on "
+        f"{args.gpus} GPUs = {hours:,.1f} hours ({hours / 24:.1f} days, {hours * args.gpus:,.0f} GPU-hours)"
+    )
     return 0

@@ -43,26 +43,40 @@ EPILOG = """examples:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", help="repos | commits | pulls | buildlogs | traces (or data_prep/<source>.py)")
-    p.add_argument("overrides", nargs="*", metavar="key=value",
-                   help="<source>.field=value for the reader, anything else for curation")
-    p.add_argument("--input", "-i", nargs="+", required=True, metavar="PATH",
-                   help="input paths (a .lst file lists more paths, one a line)")
+    p.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="key=value",
+        help="<source>.field=value for the reader, anything else for curation",
+    )
+    p.add_argument(
+        "--input",
+        "-i",
+        nargs="+",
+        required=True,
+        metavar="PATH",
+        help="input paths (a .lst file lists more paths, one a line)",
+    )
     p.add_argument("--output", "-o", required=True, metavar="DIR", help="output directory")
     p.add_argument("--executor", choices=["local", "slurm"], default="local")
     p.add_argument("--tasks", type=int, help="datatrove tasks (input shards); default 1 (slurm: prep.tasks)")
     p.add_argument("--workers", type=int, help="tasks run at once; default 1 (slurm: prep.workers)")
     p.add_argument("--overwrite", action="store_true", help="delete DIR first instead of resuming")
     s = p.add_argument_group("slurm (--executor slurm; resources from the site config's `prep:` section)")
-    s.add_argument("--site", metavar="YAML", help="site config (see slurm/site.example.yaml); default "
-                   "$MIDTRAIN_SITE, else defaults")
+    s.add_argument(
+        "--site",
+        metavar="YAML",
+        help="site config (see slurm/site.example.yaml); default $MIDTRAIN_SITE, else defaults",
+    )
     s.add_argument("--site-config", dest="site", help=argparse.SUPPRESS)  # deprecated spelling of --site
     s.add_argument("--partition", help="overrides prep.partition")
     s.add_argument("--time", help="overrides prep.time (per task), e.g. 04:00:00")
     s.add_argument("--cpus-per-task", type=int, help="overrides prep.cpus_per_task")
     s.add_argument("--mem-per-cpu-gb", type=int, help="overrides prep.mem_per_cpu_gb")
     s.add_argument("--dry-run", action="store_true", help="print the sbatch scripts instead of submitting")
-    p.add_argument("--print-config", action="store_true",
-                   help="print the resolved reader and curation config (YAML) and exit")
+    p.add_argument(
+        "--print-config", action="store_true", help="print the resolved reader and curation config (YAML) and exit"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -76,8 +90,12 @@ def run(args: argparse.Namespace) -> int:
     if args.executor == "slurm":
         from midtrain.launch.site import load_site
 
-        flags = {"partition": args.partition, "time": args.time, "cpus_per_task": args.cpus_per_task,
-                 "mem_per_cpu_gb": args.mem_per_cpu_gb}
+        flags = {
+            "partition": args.partition,
+            "time": args.time,
+            "cpus_per_task": args.cpus_per_task,
+            "mem_per_cpu_gb": args.mem_per_cpu_gb,
+        }
         site = load_site(args.site, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
     tasks = args.tasks or (site.prep.tasks if site else 1)
     workers = args.workers or (site.prep.workers if site else 1)
@@ -90,8 +108,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"midtrain prep: {e}", file=sys.stderr)
         return 1
     if args.dry_run:
-        for name, script in sbatch_scripts(build_run(args.source, args.input, args.output, args.overrides,
-                                                     **kw)).items():
+        for name, script in sbatch_scripts(
+            build_run(args.source, args.input, args.output, args.overrides, **kw)
+        ).items():
             print(f"# ---- stage {name} ----\n{script}")
         return 0
     from midtrain.runner import OutputInUse
@@ -113,20 +132,28 @@ def run(args: argparse.Namespace) -> int:
         print(f"submitted; stats will be in {output / 'stats.json'}")
         return 0
     drops = ", ".join(f"{k}={v}" for k, v in stats["drops"].items()) or "none"
-    print(f"{stats_source}: {stats['documents_in']} records in -> {stats['documents_out']} documents out "
-          f"({stats['bytes_out'] / 1e6:.2f} MB) in {output / 'documents'}; drops: {drops}")
+    print(
+        f"{stats_source}: {stats['documents_in']} records in -> {stats['documents_out']} documents out "
+        f"({stats['bytes_out'] / 1e6:.2f} MB) in {output / 'documents'}; drops: {drops}"
+    )
     for err in stats["errors"][:10]:  # a schema mismatch is printed whole: it says which override maps the columns
         detail = err["detail"] if err["reason"] == "schema_mismatch" else err["detail"][:120]
         print(f"  {err['reason']}: {err['where']} {detail}", file=sys.stderr)
     if stats["unreadable_inputs"]:
-        print(f"midtrain prep: nothing could be read from: {', '.join(stats['unreadable_inputs'])} "
-              f"(see {output / 'stats.json'} errors)", file=sys.stderr)
+        print(
+            f"midtrain prep: nothing could be read from: {', '.join(stats['unreadable_inputs'])} "
+            f"(see {output / 'stats.json'} errors)",
+            file=sys.stderr,
+        )
         return 1
     if stats["documents_out"] == 0:
         # Not a failure: the inputs were read and curation did its job (e.g. every repository was a SWE-bench
         # one). Exit 0 so a Slurm chain or script carries on; `midtrain pack` skips such a directory.
         reasons = ", ".join(f"{k.rsplit('/', 1)[-1]}={v}" for k, v in stats["drops"].items()) or "none counted"
-        print(f"midtrain prep: warning: curation dropped every document of {stats_source} (drop reasons: "
-              f"{reasons}); {output} holds no documents", file=sys.stderr)
+        print(
+            f"midtrain prep: warning: curation dropped every document of {stats_source} (drop reasons: "
+            f"{reasons}); {output} holds no documents",
+            file=sys.stderr,
+        )
     log.debug(json.dumps(stats["settings"]))
     return 0

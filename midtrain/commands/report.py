@@ -24,8 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--baseline", help="checkpoint name deltas are taken against (default: the first)")
     p.add_argument("--title", default="midtraining comparison", help="report title")
     p.add_argument("--protocol", metavar="RECIPE", help="take the checkpoints from a protocol recipe")
-    p.add_argument("--note", action="append", default=[], metavar="NAME=TEXT",
-                   help="what a checkpoint is (repeatable), shown in the report")
+    p.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        metavar="NAME=TEXT",
+        help="what a checkpoint is (repeatable), shown in the report",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

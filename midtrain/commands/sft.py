@@ -24,9 +24,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--output", required=True, help="probe output directory")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="SFTConfig overrides (e.g. data_dir=...)")
     p.add_argument("--print-config", action="store_true", help="print the resolved probe config (YAML) and exit")
-    p.add_argument("--overwrite", action="store_true",
-                   help="rerun afresh when OUTPUT (or data_dir) holds a run of another start or other settings "
-                        "(default: refuse, naming the difference)")
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="rerun afresh when OUTPUT (or data_dir) holds a run of another start or other settings "
+        "(default: refuse, naming the difference)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

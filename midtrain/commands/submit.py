@@ -36,17 +36,26 @@ EPILOG = """examples:
 
 def _site_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--site", metavar="PATH", help="site config YAML (default: $MIDTRAIN_SITE, else built-in defaults)")
-    p.add_argument("--site-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a site config field, e.g. --site-set partition=long (repeatable)")
+    p.add_argument(
+        "--site-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a site config field, e.g. --site-set partition=long (repeatable)",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the script(s), submit nothing, write nothing")
     p.add_argument("--print-config", action="store_true", help="print the resolved recipe config (YAML) and exit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="what", metavar="WHAT", required=True)
-    t = sub.add_parser("train", help="submit a training run (requeues itself and resumes)",
-                       description="Render, write and submit the sbatch script of a training run.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    t = sub.add_parser(
+        "train",
+        help="submit a training run (requeues itself and resumes)",
+        description="Render, write and submit the sbatch script of a training run.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     t.add_argument("recipe", help="train recipe (see `midtrain recipes --kind train`)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="recipe overrides (passed to the job as given)")
     t.add_argument("--nodes", type=int, help="nodes (default: site train.nodes)")
@@ -59,10 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _site_args(t)
     t.set_defaults(_submit=_run_train)
 
-    pr = sub.add_parser("protocol", help="submit the SFT probe + evals per checkpoint as afterok chains",
-                        description="Submit a protocol recipe: per checkpoint, the SFT probe then each eval "
-                                    "(afterok chain); the report after every chain.",
-                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pr = sub.add_parser(
+        "protocol",
+        help="submit the SFT probe + evals per checkpoint as afterok chains",
+        description="Submit a protocol recipe: per checkpoint, the SFT probe then each eval "
+        "(afterok chain); the report after every chain.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     pr.add_argument("recipe", help="protocol recipe (see `midtrain recipes --kind protocol`)")
     pr.add_argument("overrides", nargs="*", metavar="key=value", help="protocol overrides")
     pr.add_argument("--local", action="store_true", help="run the steps here, in order, instead of submitting")
@@ -70,8 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     pr.set_defaults(_submit=_run_protocol)
 
 
-def train_job(recipe: str, overrides: list[str], site: SiteConfig, resources: JobResources | None = None,
-              job_name: str | None = None) -> TrainJob:
+def train_job(
+    recipe: str,
+    overrides: list[str],
+    site: SiteConfig,
+    resources: JobResources | None = None,
+    job_name: str | None = None,
+) -> TrainJob:
     """Resolve RECIPE (a train recipe or a run's config.yaml) + overrides and render its training job."""
     from midtrain.launch.shell import clean
     from midtrain.launch.train_job import build_train_job
@@ -107,9 +125,15 @@ def _run_train(args: argparse.Namespace) -> int:
         print(load_train_config(args.recipe, args.overrides).to_yaml(), end="")
         return 0
     site = load_site(args.site, args.site_set)
-    res = resources_with(site.train, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
-                         tasks_per_node=args.tasks_per_node, cpus_per_task=args.cpus_per_task,
-                         time=args.time, partition=args.partition)
+    res = resources_with(
+        site.train,
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        tasks_per_node=args.tasks_per_node,
+        cpus_per_task=args.cpus_per_task,
+        time=args.time,
+        partition=args.partition,
+    )
     job = train_job(args.recipe, args.overrides, site, res, job_name=args.job_name)
     if args.dry_run:
         _warn(job.check_paths)

@@ -24,8 +24,9 @@ EPILOG = """examples:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("recipe", help="sweep recipe (see `midtrain recipes --kind sweep`)")
     p.add_argument("overrides", nargs="*", metavar="key=value", help="SweepConfig overrides")
-    p.add_argument("--only", nargs="+", metavar="NAME",
-                   help="run only these chains (variant names or the baseline name)")
+    p.add_argument(
+        "--only", nargs="+", metavar="NAME", help="run only these chains (variant names or the baseline name)"
+    )
     p.add_argument("--submit", action="store_true", help="submit afterok chains to Slurm instead of running here")
     p.add_argument("--site", metavar="PATH", help="site config for --submit (default: $MIDTRAIN_SITE)")
     p.add_argument("--site-set", action="append", default=[], metavar="KEY=VALUE", help="override a site field")

@@ -56,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"midtrain train: stopped: {e} (guard.on_nonfinite=skip skips such steps)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: no checkpoint is written (SIGTERM/SIGUSR1 write one and exit 75)
-        print("midtrain train: interrupted; rerun the same command to resume from the newest checkpoint",
-              file=sys.stderr)
+        print(
+            "midtrain train: interrupted; rerun the same command to resume from the newest checkpoint", file=sys.stderr
+        )
         return 130  # 128 + SIGINT, as a shell reports a command stopped by Ctrl-C
     return int(result["exit_code"])

@@ -53,10 +53,20 @@ class CurationStep(CountedStep):
 
     def exclude_part(self, parent: Document, text: str, reason: str, **meta: Any) -> None:
         """A part cut out of a document (a trimmed file): counted as ``removed_<reason>``, kept for audit."""
-        self.skip(reason, part=lambda: Document(
-            text=text, id=f"{parent.id}#{meta.get('path', 'part')}",
-            metadata={"parent_id": parent.id, "source": parent.metadata.get("source"),
-                      "repo": parent.metadata.get("repo"), **self.marks(reason), **meta}))
+        self.skip(
+            reason,
+            part=lambda: Document(
+                text=text,
+                id=f"{parent.id}#{meta.get('path', 'part')}",
+                metadata={
+                    "parent_id": parent.id,
+                    "source": parent.metadata.get("source"),
+                    "repo": parent.metadata.get("repo"),
+                    **self.marks(reason),
+                    **meta,
+                },
+            ),
+        )
 
     def run(self, data: DocumentsPipeline, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         with self.counting(rank):
@@ -146,7 +156,7 @@ def apply_edits(doc: Document, edits: Iterable[Edit]) -> None:
     for e in edits:
         if e.start < pos:  # overlapping: keep the earlier one
             continue
-        out.append(text[pos:e.start])
+        out.append(text[pos : e.start])
         out.append(e.replacement)
         pos = e.end
         shift += len(e.replacement) - (e.end - e.start)
@@ -199,14 +209,25 @@ def repo_files(doc: Document) -> list[FileSpan]:
     """The file blocks of a repository document, from its file table or its separator lines; [] if none."""
     paths, offsets = doc.metadata.get(FILE_PATHS_KEY), doc.metadata.get(FILE_OFFSETS_KEY)
     n = len(doc.text)
-    if isinstance(paths, list) and isinstance(offsets, list) and paths and len(paths) == len(offsets) and \
-            all(isinstance(o, int) for o in offsets) and offsets == sorted(offsets) and \
-            0 <= offsets[0] and offsets[-1] <= n:
-        return [FileSpan(str(p), o, offsets[i + 1] if i + 1 < len(offsets) else n)
-                for i, (p, o) in enumerate(zip(paths, offsets))]
+    if (
+        isinstance(paths, list)
+        and isinstance(offsets, list)
+        and paths
+        and len(paths) == len(offsets)
+        and all(isinstance(o, int) for o in offsets)
+        and offsets == sorted(offsets)
+        and 0 <= offsets[0]
+        and offsets[-1] <= n
+    ):
+        return [
+            FileSpan(str(p), o, offsets[i + 1] if i + 1 < len(offsets) else n)
+            for i, (p, o) in enumerate(zip(paths, offsets))
+        ]
     heads = list(FILE_SEP_RE.finditer(doc.text))
-    return [FileSpan(m.group("path").strip(), m.start(), heads[i + 1].start() if i + 1 < len(heads) else n)
-            for i, m in enumerate(heads)]
+    return [
+        FileSpan(m.group("path").strip(), m.start(), heads[i + 1].start() if i + 1 < len(heads) else n)
+        for i, m in enumerate(heads)
+    ]
 
 
 def is_repo_doc(doc: Document) -> bool:

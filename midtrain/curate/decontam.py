@@ -56,19 +56,93 @@ log = logging.getLogger("midtrain.curate")
 DATA = Path(__file__).parent / "data"
 
 # metadata fields that may name the document's repository, its fork parent or its remotes
-REPO_FIELDS = ("repo", "repo_name", "repository", "repo_url", "url", "html_url", "clone_url", "origin",
-               "origin_url", "remote_url", "remotes", "upstream", "upstream_url", "parent", "fork_of",
-               "forked_from", "source_repo", "base_repo", "head_repo", "instance_id")
+REPO_FIELDS = (
+    "repo",
+    "repo_name",
+    "repository",
+    "repo_url",
+    "url",
+    "html_url",
+    "clone_url",
+    "origin",
+    "origin_url",
+    "remote_url",
+    "remotes",
+    "upstream",
+    "upstream_url",
+    "parent",
+    "fork_of",
+    "forked_from",
+    "source_repo",
+    "base_repo",
+    "head_repo",
+    "instance_id",
+)
 # benchmark repository names too generic to mean "a fork" on their own (someone/core is not vuejs/core)
 # (SWE-bench Verified's names are never generic here: requests, flask, pytest ... forks are dropped by name)
-GENERIC_NAMES = {"core", "framework", "json", "next", "carbon", "fmt", "marked", "prism", "faker", "gin", "bat",
-                 "fpm", "jq", "tokio", "axum", "lombok", "gson", "hugo", "fluentd", "redis",
-                 "webclients", "vuls", "teleport", "flipt", "ansible", "ruff", "emotion",
-                 "babel", "eslint", "prettier", "axios", "cypress", "preact", "terraform", "prometheus", "caddy",
-                 "druid", "lucene", "jekyll", "rubocop", "fastlane", "nushell", "coreutils", "valkey",
-                 # DeepSWE's
-                 "task", "query", "expr", "effect", "returns", "helm", "quill", "pebble", "arcane", "bandit",
-                 "textual", "etree", "pest", "igel", "updo", "koota"}
+GENERIC_NAMES = {
+    "core",
+    "framework",
+    "json",
+    "next",
+    "carbon",
+    "fmt",
+    "marked",
+    "prism",
+    "faker",
+    "gin",
+    "bat",
+    "fpm",
+    "jq",
+    "tokio",
+    "axum",
+    "lombok",
+    "gson",
+    "hugo",
+    "fluentd",
+    "redis",
+    "webclients",
+    "vuls",
+    "teleport",
+    "flipt",
+    "ansible",
+    "ruff",
+    "emotion",
+    "babel",
+    "eslint",
+    "prettier",
+    "axios",
+    "cypress",
+    "preact",
+    "terraform",
+    "prometheus",
+    "caddy",
+    "druid",
+    "lucene",
+    "jekyll",
+    "rubocop",
+    "fastlane",
+    "nushell",
+    "coreutils",
+    "valkey",
+    # DeepSWE's
+    "task",
+    "query",
+    "expr",
+    "effect",
+    "returns",
+    "helm",
+    "quill",
+    "pebble",
+    "arcane",
+    "bandit",
+    "textual",
+    "etree",
+    "pest",
+    "igel",
+    "updo",
+    "koota",
+}
 
 
 @dataclass
@@ -119,10 +193,15 @@ def swebench_package_repos() -> frozenset[str]:
         for node in ast.walk(tree):
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Dict):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                if any(isinstance(t, ast.Name) and t.id.startswith(("MAP_REPO_TO_", "MAP_REPO_VERSION_TO_"))
-                       for t in targets):
-                    names.update(k.value for k in node.value.keys
-                                 if isinstance(k, ast.Constant) and isinstance(k.value, str) and "/" in k.value)
+                if any(
+                    isinstance(t, ast.Name) and t.id.startswith(("MAP_REPO_TO_", "MAP_REPO_VERSION_TO_"))
+                    for t in targets
+                ):
+                    names.update(
+                        k.value
+                        for k in node.value.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str) and "/" in k.value
+                    )
     return frozenset(names)
 
 
@@ -208,18 +287,42 @@ def _candidates(meta: dict) -> Iterable[tuple[str, Any]]:
 
 REPO_DERIVED = ("repo", "commit", "pr")  # sources whose documents come from one repository
 # a commit's `diff --git a/X b/X` line; a PR document's `--- PATH (status, +a -b)` file line
-_DIFF_PATH = re.compile(r"^diff --git a/(\S+) b/\S+$|^--- (\S+) \((?:added|modified|removed|renamed|changed|copied|"
-                        r"unchanged)[,)]", re.MULTILINE)
+_DIFF_PATH = re.compile(
+    r"^diff --git a/(\S+) b/\S+$|^--- (\S+) \((?:added|modified|removed|renamed|changed|copied|"
+    r"unchanged)[,)]",
+    re.MULTILINE,
+)
 # first folders so common across projects that a path under them says nothing about which project it is
-_GENERIC_DIRS = {"docs", "doc", "test", "tests", "testing", ".github", ".circleci", "examples", "example", "scripts",
-                 "ci", "src", "lib", "bin", "tools", "benchmarks", "bench", "build", "config", "conf", "static"}
+_GENERIC_DIRS = {
+    "docs",
+    "doc",
+    "test",
+    "tests",
+    "testing",
+    ".github",
+    ".circleci",
+    "examples",
+    "example",
+    "scripts",
+    "ci",
+    "src",
+    "lib",
+    "bin",
+    "tools",
+    "benchmarks",
+    "bench",
+    "build",
+    "config",
+    "conf",
+    "static",
+}
 
 
 def _file_bodies(doc: Document) -> list[tuple[Any, str, str]]:
     """(span, path, content) of each file of a repository document (content without its header line)."""
     out = []
     for span in repo_files(doc):
-        block = doc.text[span.start:span.end]
+        block = doc.text[span.start : span.end]
         out.append((span, span.path, block.split("\n", 1)[1] if "\n" in block else ""))
     return out
 
@@ -335,7 +438,7 @@ class SweBenchRepoFilter(CurationStep):
             return best
         cut = {span.start: (span, path, repo) for repo in sorted(hits) for span, path in hits[repo]}
         for span, path, repo in cut.values():
-            self.exclude_part(doc, doc.text[span.start:span.end], "swebench_file", path=path, benchmark_repo=repo)
+            self.exclude_part(doc, doc.text[span.start : span.end], "swebench_file", path=path, benchmark_repo=repo)
         remove_files(doc, [span for span, _, _ in cut.values()])
         return None
 
@@ -352,8 +455,9 @@ class SweBenchRepoFilter(CurationStep):
             common = set(owners) if common is None else common & owners
             if not common:
                 return None
-        distinctive = [p for p in paths if "/" in p and p.split("/", 1)[0] not in _GENERIC_DIRS
-                       and len(ci.by_path.get(p, ())) == 1]
+        distinctive = [
+            p for p in paths if "/" in p and p.split("/", 1)[0] not in _GENERIC_DIRS and len(ci.by_path.get(p, ())) == 1
+        ]
         return sorted(common)[0] if common and distinctive else None
 
     def _identify(self, doc: Document, method: str, repo: str | None) -> None:
@@ -459,7 +563,7 @@ class SweBenchNgramFilter(CurationStep):
         for i, w in enumerate(words):
             run = run + 1 if w in vocab else 0
             if run >= n:
-                yield " ".join(words[i + 1 - n:i + 1])
+                yield " ".join(words[i + 1 - n : i + 1])
 
     def process(self, doc: Document) -> None:
         if self._index is None:

@@ -49,6 +49,7 @@ from midtrain.curate.text import CodeWordTokenizer, simplified_words, word_ngram
 
 log = logging.getLogger("midtrain.curate")
 
+
 @dataclass
 class DedupConfig(Config):
     """Exact (normalised whitespace) and MinHash near-duplicate removal."""
@@ -66,15 +67,22 @@ class DedupConfig(Config):
 
     def check(self) -> None:
         require(self.ngrams >= 1, "ngrams", "must be >= 1")
-        require(self.num_buckets >= 1 and self.hashes_per_bucket >= 1, "num_buckets",
-                "num_buckets and hashes_per_bucket must be >= 1")
+        require(
+            self.num_buckets >= 1 and self.hashes_per_bucket >= 1,
+            "num_buckets",
+            "num_buckets and hashes_per_bucket must be >= 1",
+        )
         require(0.0 < self.max_repo_duplicate_fraction <= 1.0, "max_repo_duplicate_fraction", "must be in (0, 1]")
         require(self.finder_tasks >= 0, "finder_tasks", "must be >= 0 (0: as many as the prep run's tasks)")
 
     def minhash(self) -> MinhashConfig:
-        return MinhashConfig(n_grams=self.ngrams, num_buckets=self.num_buckets,
-                             hashes_per_bucket=self.hashes_per_bucket, seed=self.seed,
-                             hash_config=HashConfig(precision=64, hash_fc="xxhash"))
+        return MinhashConfig(
+            n_grams=self.ngrams,
+            num_buckets=self.num_buckets,
+            hashes_per_bucket=self.hashes_per_bucket,
+            seed=self.seed,
+            hash_config=HashConfig(precision=64, hash_fc="xxhash"),
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -94,7 +102,7 @@ def units(doc: Document, min_file_chars: int) -> list[Unit]:
         if files:
             out = []
             for f in files:
-                block = doc.text[f.start:f.end]
+                block = doc.text[f.start : f.end]
                 first, _, rest = block.partition("\n")
                 body = rest if f.path and f.path in first else block
                 if len(body.strip()) >= min_file_chars:
@@ -102,11 +110,15 @@ def units(doc: Document, min_file_chars: int) -> list[Unit]:
             return out
     text = doc.text
     span = doc.metadata.get("context_span") if doc.metadata.get("source") == "pr" else None
-    if isinstance(span, list) and len(span) == 2 and all(isinstance(o, int) for o in span) and \
-            0 <= span[0] <= span[1] <= len(text):
+    if (
+        isinstance(span, list)
+        and len(span) == 2
+        and all(isinstance(o, int) for o in span)
+        and 0 <= span[0] <= span[1] <= len(text)
+    ):
         # a pull request's own text: the files read at its base commit are shared by every PR of the
         # repository, and compared whole they make different work look the same (the PR is still cut whole)
-        text = text[:span[0]] + text[span[1]:]
+        text = text[: span[0]] + text[span[1] :]
     return [Unit(text, None)] if text.strip() else []
 
 
@@ -203,8 +215,10 @@ class ExactUnitFind(ExactFindDedups):
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         if self.data_folder.exists(f"{world_size:04d}"):
-            raise ValueError(f"exact dedup: signatures in {self.data_folder.path} were split for more than "
-                             f"{world_size} finder tasks; run the finder with as many tasks as finder_workers")
+            raise ValueError(
+                f"exact dedup: signatures in {self.data_folder.path} were split for more than "
+                f"{world_size} finder tasks; run the finder with as many tasks as finder_workers"
+            )
         names = self.data_folder.list_files(subdirectory=f"{rank:04d}", glob_pattern="*" + SIG_EXT)
         last = None
         with self.track_time(), self.output_folder.get_output_file_manager(mode="wb") as out:
@@ -298,7 +312,7 @@ class CodeMinhashSignature(MinhashDedupSignature):
         x = shingles.reshape(-1)
         sig = None
         for i in range(0, len(x), _SIGNATURE_BLOCK):
-            block = self._block_minima(x[i:i + _SIGNATURE_BLOCK])
+            block = self._block_minima(x[i : i + _SIGNATURE_BLOCK])
             sig = block if sig is None else np.minimum(sig, block, out=sig)
         assert sig is not None, "no shingles: no signature"  # as before (it failed on None.reshape)
         return sig.reshape(self.config.num_buckets, -1).tolist()
@@ -307,9 +321,11 @@ class CodeMinhashSignature(MinhashDedupSignature):
         """Per hash function, the least ``(a*x + b) mod (2**61 - 1)`` over one block of shingles."""
         a, b = self.parameters
         if getattr(self, "_blocks", None) is None:  # two scratch blocks, reused for every document
-            self._blocks = (np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64),
-                            np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64))
-        v, t = self._blocks[0][:len(block)], self._blocks[1][:len(block)]
+            self._blocks = (
+                np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64),
+                np.empty((_SIGNATURE_BLOCK, a.shape[1]), np.uint64),
+            )
+        v, t = self._blocks[0][: len(block)], self._blocks[1][: len(block)]
         np.multiply(block[:, None], a, out=v)
         v += b
         np.right_shift(v, _SHIFT61, out=t)
@@ -367,8 +383,9 @@ class DedupFilter(CurationStep):
     name = "🫂 dedup filter"
     step_name = "dedup"
 
-    def __init__(self, cfg: DedupConfig, exact_folder: str | None, near_folder: str | None,
-                 exclusion_dir: str | None = None):
+    def __init__(
+        self, cfg: DedupConfig, exact_folder: str | None, near_folder: str | None, exclusion_dir: str | None = None
+    ):
         super().__init__(exclusion_dir)
         self.cfg = cfg
         self.exact_folder = exact_folder
@@ -407,7 +424,6 @@ class DedupFilter(CurationStep):
         # file units from here: a document is one whole-document unit (returned above) or its file units
         spans = [(u.span, why) for u, why in dups if u.span is not None]
         for span, why in spans:
-            self.exclude_part(doc, doc.text[span.start:span.end], f"{why}_file", path=span.path)
+            self.exclude_part(doc, doc.text[span.start : span.end], f"{why}_file", path=span.path)
         remove_files(doc, [span for span, _ in spans])
         self.change("dedup_trimmed_files")
-

@@ -37,9 +37,11 @@ FORMAT = "midtrain-decontam-index"
 VERSION = 1
 MIN_CHARS = 200
 # files whose content is shared boilerplate, not the project's own: never fingerprinted
-_BOILERPLATE = re.compile(r"^(licen[cs]e|copying|notice|authors|contributors|code_of_conduct|security|"
-                          r"\.gitignore|\.gitattributes|\.editorconfig|\.mailmap|\.pre-commit-config)",
-                          re.IGNORECASE)
+_BOILERPLATE = re.compile(
+    r"^(licen[cs]e|copying|notice|authors|contributors|code_of_conduct|security|"
+    r"\.gitignore|\.gitattributes|\.editorconfig|\.mailmap|\.pre-commit-config)",
+    re.IGNORECASE,
+)
 
 
 BANDS, ROWS, MIN_BANDS = 21, 3, 2
@@ -56,12 +58,20 @@ def band_keys(text: str) -> list[str] | None:
     lines = {ln for ln in lines if len(ln) >= MIN_LINE_CHARS}
     if len(lines) < MIN_LINES:
         return None
-    h = np.fromiter((int.from_bytes(hashlib.blake2b(ln.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
-                                    "little") for ln in sorted(lines)), dtype=np.uint64, count=len(lines))
+    h = np.fromiter(
+        (
+            int.from_bytes(hashlib.blake2b(ln.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+            for ln in sorted(lines)
+        ),
+        dtype=np.uint64,
+        count=len(lines),
+    )
     with np.errstate(over="ignore"):
         sig = ((h[:, None] * _A[None, :] + _B[None, :]) % _PRIME).min(axis=0)
-    return [hashlib.blake2b(sig[i * ROWS:(i + 1) * ROWS].tobytes() + bytes([i]), digest_size=4).hexdigest()
-            for i in range(BANDS)]
+    return [
+        hashlib.blake2b(sig[i * ROWS : (i + 1) * ROWS].tobytes() + bytes([i]), digest_size=4).hexdigest()
+        for i in range(BANDS)
+    ]
 
 
 def normalize(text: str) -> str:
@@ -125,11 +135,23 @@ class ContentIndex:
         return {repo for (repo, _), n in votes.items() if n >= MIN_BANDS}
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "version": VERSION, "min_chars": self.min_chars,
-                "repos": {name: {"source": rp.source, "head": rp.head, "root_commits": rp.root_commits,
-                                 "files": len(rp.hashes), "paths": rp.paths, "hashes": rp.hashes,
-                                 "bands": rp.bands}
-                          for name, rp in sorted(self.repos.items())}}
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "min_chars": self.min_chars,
+            "repos": {
+                name: {
+                    "source": rp.source,
+                    "head": rp.head,
+                    "root_commits": rp.root_commits,
+                    "files": len(rp.hashes),
+                    "paths": rp.paths,
+                    "hashes": rp.hashes,
+                    "bands": rp.bands,
+                }
+                for name, rp in sorted(self.repos.items())
+            },
+        }
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
@@ -161,14 +183,23 @@ def load_index(path: str | Path) -> ContentIndex:
         raise BadIndexError(f"decontam.index: {path} has version {data.get('version')}, this midtrain reads {VERSION}")
     idx = ContentIndex(min_chars=int(data.get("min_chars", MIN_CHARS)))
     for name, r in (data.get("repos") or {}).items():
-        idx.add(name.lower(), RepoPrint(r.get("source", ""), r.get("head"), list(r.get("root_commits") or []),
-                                        list(r.get("paths") or []), list(r.get("hashes") or []),
-                                        [list(b) for b in r.get("bands") or []]))
+        idx.add(
+            name.lower(),
+            RepoPrint(
+                r.get("source", ""),
+                r.get("head"),
+                list(r.get("root_commits") or []),
+                list(r.get("paths") or []),
+                list(r.get("hashes") or []),
+                [list(b) for b in r.get("bands") or []],
+            ),
+        )
     return idx
 
 
-def repo_prints(files: Iterable[tuple[str, str]], min_chars: int = MIN_CHARS, near: bool = True
-                ) -> tuple[list[str], list[str], list[list[str]]]:
+def repo_prints(
+    files: Iterable[tuple[str, str]], min_chars: int = MIN_CHARS, near: bool = True
+) -> tuple[list[str], list[str], list[list[str]]]:
     """(sorted paths, sorted unique fingerprints, band keys of each near-duplicate-able file) of a
     repository's (path, text) files."""
     paths, hashes, bands = set(), set(), set()

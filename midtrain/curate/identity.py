@@ -129,8 +129,10 @@ def _composer(text: str) -> Iterable[str]:
         yield from _urls((data.get("support") or {}).get("source") if isinstance(data.get("support"), dict) else None)
 
 
-_GEMSPEC = re.compile(r"""\.(?:homepage|metadata\[\s*["'](?:source_code_uri|homepage_uri)["']\s*\])"""
-                      r"""\s*=\s*["']([^"']+)""")
+_GEMSPEC = re.compile(
+    r"""\.(?:homepage|metadata\[\s*["'](?:source_code_uri|homepage_uri)["']\s*\])"""
+    r"""\s*=\s*["']([^"']+)"""
+)
 
 
 def _gemspec(text: str) -> Iterable[str]:

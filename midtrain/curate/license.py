@@ -33,13 +33,27 @@ class LicenseConfig(Config):
     enabled: bool = True
     # the permissive set: BSD-* covers BSD-2-Clause, BSD-3-Clause ...; PSF-2.0 is Python-2.0's other id.
     # Add e.g. Zlib, BSL-1.0 or MPL-2.0 with an override: license.allow='[MIT, Zlib]'
-    allow: list[str] = field(default_factory=lambda: [
-        "MIT", "BSD-*", "0BSD", "Apache-2.0", "ISC", "Unlicense", "CC0-1.0", "Python-2.0", "PSF-2.0"])
+    allow: list[str] = field(
+        default_factory=lambda: [
+            "MIT",
+            "BSD-*",
+            "0BSD",
+            "Apache-2.0",
+            "ISC",
+            "Unlicense",
+            "CC0-1.0",
+            "Python-2.0",
+            "PSF-2.0",
+        ]
+    )
     allow_no_license: bool = True  # repositories without a detected license (and sources without one: logs)
 
     def check(self) -> None:
-        require(bool(self.allow) or self.allow_no_license, "allow", "empty allow-list with allow_no_license=false "
-                                                                     "would drop everything")
+        require(
+            bool(self.allow) or self.allow_no_license,
+            "allow",
+            "empty allow-list with allow_no_license=false would drop everything",
+        )
 
 
 @lru_cache(maxsize=1)

@@ -64,36 +64,52 @@ GENERATORS = {
     "github_pat": lambda r: "github_pat_" + _r(r, 22) + "_" + _r(r, 59),
     "gitlab_token": lambda r: "glpat-" + _r(r, 20, ALNUM + "-_"),
     "slack_token": lambda r: f"xoxb-{_r(r, 11, string.digits)}-{_r(r, 13, string.digits)}-{_r(r, 24)}",
-    "slack_webhook": lambda r: f"https://hooks.slack.com/services/T{_r(r, 8, string.ascii_uppercase + string.digits)}"
-                               f"/B{_r(r, 8, string.ascii_uppercase + string.digits)}/{_r(r, 24)}",
+    "slack_webhook": lambda r: (
+        f"https://hooks.slack.com/services/T{_r(r, 8, string.ascii_uppercase + string.digits)}"
+        f"/B{_r(r, 8, string.ascii_uppercase + string.digits)}/{_r(r, 24)}"
+    ),
     "google_api_key": lambda r: "AIza" + _r(r, 35, ALNUM + "-_"),
     "stripe_key": lambda r: "sk_live_" + _r(r, 24),
     "openai_key": lambda r: "sk-proj-" + _r(r, 48, ALNUM + "-_"),
     "huggingface_token": lambda r: "hf_" + _r(r, 34, string.ascii_letters),
     "npm_token": lambda r: "npm_" + _r(r, 36),
     "sendgrid_key": lambda r: f"SG.{_r(r, 22, ALNUM + '-_')}.{_r(r, 43, ALNUM + '-_')}",
-    "jwt": lambda r: ".".join([_b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()),
-                               _b64url(json.dumps({"sub": _r(r, 8), "iat": r.randint(1e9, 2e9)}).encode()),
-                               _b64url(r.randbytes(32))]),
+    "jwt": lambda r: ".".join(
+        [
+            _b64url(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()),
+            _b64url(json.dumps({"sub": _r(r, 8), "iat": r.randint(1e9, 2e9)}).encode()),
+            _b64url(r.randbytes(32)),
+        ]
+    ),
     "password": _password,
     "url_password": lambda r: _password(r).replace("@", "%40"),  # an unescaped '@' would end the userinfo
-    "generic_secret": lambda r: r.choice([_r(r, 32, "0123456789abcdef"), _r(r, 40),
-                                          _r(r, 50, ALNUM + "!@#%^&*(-_=+)")]),
-    "email": lambda r: f"{r.choice(['john', 'maria', 'wei', 'aisha', 'lars', 'priya'])}."
-                       f"{r.choice(['smith', 'garcia', 'chen', 'khan', 'berg', 'patel'])}{r.randint(1, 99)}@"
-                       f"{r.choice(['acme-corp', 'globex', 'initech', 'umbrella-labs', 'hooli'])}."
-                       f"{r.choice(['com', 'io', 'de', 'co.uk', 'net'])}",
+    "generic_secret": lambda r: r.choice(
+        [_r(r, 32, "0123456789abcdef"), _r(r, 40), _r(r, 50, ALNUM + "!@#%^&*(-_=+)")]
+    ),
+    "email": lambda r: (
+        f"{r.choice(['john', 'maria', 'wei', 'aisha', 'lars', 'priya'])}."
+        f"{r.choice(['smith', 'garcia', 'chen', 'khan', 'berg', 'patel'])}{r.randint(1, 99)}@"
+        f"{r.choice(['acme-corp', 'globex', 'initech', 'umbrella-labs', 'hooli'])}."
+        f"{r.choice(['com', 'io', 'de', 'co.uk', 'net'])}"
+    ),
     "ip_address": _global_ip,
 }
 
 # kind -> contexts; {v} is the value. Lines only: planting never splits an existing line.
 CONTEXTS = {
-    "aws_access_key": ['AWS_ACCESS_KEY_ID = "{v}"', "export AWS_ACCESS_KEY_ID={v}", "aws_access_key_id: {v}",
-                       "[INFO] using credentials {v} for s3 upload"],
-    "aws_secret_key": ['aws_secret_access_key = "{v}"', "AWS_SECRET_ACCESS_KEY={v}",
-                       '    "SecretAccessKey": "{v}",'],
-    "github_token": ['GITHUB_TOKEN = "{v}"', "git clone https://{v}@github.com/acme/private.git",
-                     "  token: {v}", "Authorization: token {v}"],
+    "aws_access_key": [
+        'AWS_ACCESS_KEY_ID = "{v}"',
+        "export AWS_ACCESS_KEY_ID={v}",
+        "aws_access_key_id: {v}",
+        "[INFO] using credentials {v} for s3 upload",
+    ],
+    "aws_secret_key": ['aws_secret_access_key = "{v}"', "AWS_SECRET_ACCESS_KEY={v}", '    "SecretAccessKey": "{v}",'],
+    "github_token": [
+        'GITHUB_TOKEN = "{v}"',
+        "git clone https://{v}@github.com/acme/private.git",
+        "  token: {v}",
+        "Authorization: token {v}",
+    ],
     "github_pat": ['headers = {{"Authorization": "Bearer {v}"}}', "export GH_TOKEN={v}"],
     "gitlab_token": ['gitlab_token = "{v}"', "PRIVATE-TOKEN: {v}"],
     "slack_token": ['SLACK_BOT_TOKEN = "{v}"', "slack_token: {v}", "client = WebClient(token='{v}')"],
@@ -105,17 +121,40 @@ CONTEXTS = {
     "npm_token": ["//registry.npmjs.org/:_authToken={v}", "NPM_TOKEN={v}"],
     "sendgrid_key": ['SENDGRID_API_KEY = "{v}"'],
     "jwt": ['session_cookie = "{v}"', "Authorization: Bearer {v}", "  id_token: {v}"],
-    "password": ['password = "{v}"', "DB_PASSWORD={v}", '    "password": "{v}",', "  password: {v}",
-                 "mysql_root_password='{v}'", "db.connect(host, user='app', passwd='{v}')", "--password={v}"],
-    "url_password": ['DATABASE_URL = "postgres://app:{v}@db.prod.example-internal.net:5432/main"',
-                     "redis://default:{v}@cache-01.internal:6379/0", "amqp://worker:{v}@rabbit:5672//"],
-    "generic_secret": ['SECRET_KEY = "{v}"', "client_secret: {v}", 'auth_token = "{v}"', '"api_key": "{v}",',
-                       "APP_SIGNING_KEY={v}"],
-    "email": ["# Maintainer: Jane Roe <{v}>", 'SUPPORT_EMAIL = "{v}"', "Signed-off-by: Dev <{v}>",
-              "notify: {v}", "{v} (maintainer)"],
-    "ip_address": ["[2024-03-01 10:22:13] INFO accepted connection from {v}:52344",
-                   'SERVER_HOST = "{v}"', "ssh deploy@{v} 'systemctl restart app'",
-                   '{v} - - [01/Mar/2024:10:22:13 +0000] "GET /api/v1/health HTTP/1.1" 200 17'],
+    "password": [
+        'password = "{v}"',
+        "DB_PASSWORD={v}",
+        '    "password": "{v}",',
+        "  password: {v}",
+        "mysql_root_password='{v}'",
+        "db.connect(host, user='app', passwd='{v}')",
+        "--password={v}",
+    ],
+    "url_password": [
+        'DATABASE_URL = "postgres://app:{v}@db.prod.example-internal.net:5432/main"',
+        "redis://default:{v}@cache-01.internal:6379/0",
+        "amqp://worker:{v}@rabbit:5672//",
+    ],
+    "generic_secret": [
+        'SECRET_KEY = "{v}"',
+        "client_secret: {v}",
+        'auth_token = "{v}"',
+        '"api_key": "{v}",',
+        "APP_SIGNING_KEY={v}",
+    ],
+    "email": [
+        "# Maintainer: Jane Roe <{v}>",
+        'SUPPORT_EMAIL = "{v}"',
+        "Signed-off-by: Dev <{v}>",
+        "notify: {v}",
+        "{v} (maintainer)",
+    ],
+    "ip_address": [
+        "[2024-03-01 10:22:13] INFO accepted connection from {v}:52344",
+        'SERVER_HOST = "{v}"',
+        "ssh deploy@{v} 'systemctl restart app'",
+        '{v} - - [01/Mar/2024:10:22:13 +0000] "GET /api/v1/health HTTP/1.1" 200 17',
+    ],
 }
 KINDS = sorted(CONTEXTS) + ["private_key"]
 
@@ -205,18 +244,19 @@ def plant(texts: list[tuple[str, str]], per_doc: int = 3, seed: int = 0) -> list
             body = "\n".join(lines) + "\n"
         elif style == "diff":
             start = rng.randint(1, max(1, len(lines) - 30))
-            ctx = lines[start - 1:start + 29]
+            ctx = lines[start - 1 : start + 29]
             hunk = [" " + ln for ln in ctx]
             for block in inserts:
                 at = rng.randint(0, len(hunk))
                 hunk[at:at] = ["+" + b for b in block]
             removed = rng.randint(0, min(3, len(hunk)))
             hunk = hunk[:removed] and ["-" + h[1:] if h.startswith(" ") else h for h in hunk[:removed]] + hunk[removed:]
-            body = (f"diff --git a/{Path(origin).name} b/{Path(origin).name}\n--- a/{Path(origin).name}\n"
-                    f"+++ b/{Path(origin).name}\n@@ -{start},30 +{start},{len(hunk)} @@\n" + "\n".join(hunk) + "\n")
+            body = (
+                f"diff --git a/{Path(origin).name} b/{Path(origin).name}\n--- a/{Path(origin).name}\n"
+                f"+++ b/{Path(origin).name}\n@@ -{start},30 +{start},{len(hunk)} @@\n" + "\n".join(hunk) + "\n"
+            )
         else:
-            log = [f"[{10 + j // 60:02d}:{j % 60:02d}:00] $ python -m pytest {Path(origin).name} -x"
-                   for j in range(3)]
+            log = [f"[{10 + j // 60:02d}:{j % 60:02d}:00] $ python -m pytest {Path(origin).name} -x" for j in range(3)]
             log += [f"[{j:05d}] {ln}" for j, ln in enumerate(lines[:60])]
             for block in inserts:
                 at = rng.randint(0, len(log))
@@ -226,8 +266,9 @@ def plant(texts: list[tuple[str, str]], per_doc: int = 3, seed: int = 0) -> list
     return docs
 
 
-def measure(redact, planted: list[PlantedDoc], clean: list[tuple[str, str]], secret_kinds: set[str] | None = None
-            ) -> RedactionReport:
+def measure(
+    redact, planted: list[PlantedDoc], clean: list[tuple[str, str]], secret_kinds: set[str] | None = None
+) -> RedactionReport:
     """``redact(text) -> (text, Counter of kinds)``; ``secret_kinds``: detector kinds that are not PII."""
     rep = RedactionReport()
     per: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -258,8 +299,11 @@ def measure(redact, planted: list[PlantedDoc], clean: list[tuple[str, str]], sec
         if counts:
             rep.clean_changed_any += 1
             by_kind.update(set(counts))
-            secret_hits = [k for k in counts if k not in pii] if secret_kinds is None else \
-                [k for k in counts if k in secret_kinds]
+            secret_hits = (
+                [k for k in counts if k not in pii]
+                if secret_kinds is None
+                else [k for k in counts if k in secret_kinds]
+            )
             if secret_hits:
                 rep.clean_changed_secrets += 1
                 if len(rep.false_positive_examples) < 20:

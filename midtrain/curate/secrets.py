@@ -46,8 +46,9 @@ class RedactConfig(Config):
     ip_addresses: bool = True  # public (globally routed) addresses only
     min_generic_entropy: float = 3.0  # bits/char for a value assigned to a maybe-secret name (token, key)
     min_generic_length: int = 16
-    keep_email_domains: list[str] = field(default_factory=lambda: [
-        "example.com", "example.org", "example.net", "localhost", "users.noreply.github.com"])
+    keep_email_domains: list[str] = field(
+        default_factory=lambda: ["example.com", "example.org", "example.net", "localhost", "users.noreply.github.com"]
+    )
 
     def check(self) -> None:
         require(0.0 <= self.min_generic_entropy <= 8.0, "min_generic_entropy", "must be in [0, 8] bits/char")
@@ -61,10 +62,12 @@ _B = r"(?<![A-Za-z0-9_])"  # left boundary that also works before '-' or '_'
 _E = r"(?![A-Za-z0-9_])"
 
 TOKEN_PATTERNS: list[tuple[str, str, str]] = [
-    ("aws_access_key", _B + r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}" + _E,
-     "<AWS_ACCESS_KEY>"),
-    ("github_token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})" + _E,
-     "<GITHUB_TOKEN>"),
+    (
+        "aws_access_key",
+        _B + r"(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|A3T[A-Z0-9])[A-Z0-9]{16}" + _E,
+        "<AWS_ACCESS_KEY>",
+    ),
+    ("github_token", _B + r"(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})" + _E, "<GITHUB_TOKEN>"),
     ("gitlab_token", _B + r"glpat-[A-Za-z0-9_-]{20,}" + _E, "<GITLAB_TOKEN>"),
     ("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9_/-]{20,}", "<SLACK_WEBHOOK>"),
     ("slack_token", _B + r"xox[abposr]-[A-Za-z0-9-]{10,}" + _E, "<SLACK_TOKEN>"),
@@ -86,7 +89,8 @@ _TOKEN_LITERALS = {"stripe_key": ("_live_", "_test_"), "azure_storage_key": ("cc
 PRIVATE_KEY_RE = re.compile(
     r"-----BEGIN (?P<kind>[A-Z0-9 ]*?)PRIVATE KEY( BLOCK)?-----(?P<body>.*?)"
     r"-----END [A-Z0-9 ]*?PRIVATE KEY( BLOCK)?-----",
-    re.DOTALL)
+    re.DOTALL,
+)
 # inside a key block: separators (real or escaped newlines, quotes, diff/concat syntax) vs key material
 _KEY_SPLIT_RE = re.compile(r"(\\[nr]|\r?\n|[\"',;\s]+)")
 _KEY_LINE_RE = re.compile(r"[A-Za-z0-9+/=]{40,}")  # a real key block has long base64 lines
@@ -98,8 +102,10 @@ _SCHEME_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 
 # name = value assignments in code, config, env files and logs. A fast scan finds a keyword, then the
 # identifier around it and the operator/value after it are checked; the name tells how sure we are.
-KEYWORD_RE = re.compile(r"pass|pwd|secret|token|key|auth|credential|signature|PASS|PWD|SECRET|TOKEN|KEY|AUTH|"
-                        r"CREDENTIAL|SIGNATURE")  # matched on lower-cased text: much faster than IGNORECASE
+KEYWORD_RE = re.compile(
+    r"pass|pwd|secret|token|key|auth|credential|signature|PASS|PWD|SECRET|TOKEN|KEY|AUTH|"
+    r"CREDENTIAL|SIGNATURE"
+)  # matched on lower-cased text: much faster than IGNORECASE
 KEYWORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "signature")  # KEYWORD_RE, lower case
 _IDENT_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
 _IDENT_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
@@ -107,7 +113,8 @@ _EMAIL_LOCAL_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwx
 SURE_NAME_RE = re.compile(
     r"(?i)passw(?:or)?d|passwd|pwd|pass_?phrase|secret|credentials?|auth_?token|access_?token|refresh_?token|"
     r"api_?token|bearer_?token|session_?token|api_?key|apikey|access_?key|app_?key|master_?key|signing_?key|"
-    r"encryption_?key|private_?key")
+    r"encryption_?key|private_?key"
+)
 MAYBE_NAME_RE = re.compile(r"(?i)(?:^|[_.-]|(?<=[a-z])(?=[A-Z]))(?:token|key|auth|signature|sig)s?$")
 # names that hold *about* a secret, not the secret: password_field, token_type, api_key_header, keyfile ...
 NOT_SECRET_NAME_RE = re.compile(
@@ -117,25 +124,34 @@ NOT_SECRET_NAME_RE = re.compile(
     r"column|col|attr|attribute|prefix|suffix|template|endpoint|location|details|info|config|setting|"
     r"settings|version|list|map|cache|method|fn|func|callback|handler|hook|index|idx|alias|schema|spec|flag|"
     r"hash|digest|checksum|reset|strength|validator|input|widget|form|character|char|chars|ref|reference|"
-    r"expiry|expires|ttl|timeout|limit|usage|encoding|algorithm|alg|bits|storage|backend|func|s)$")
+    r"expiry|expires|ttl|timeout|limit|usage|encoding|algorithm|alg|bits|storage|backend|func|s)$"
+)
 VALUE_AFTER_NAME_RE = re.compile(
     r"(?P<q1>[\"']?)[ \t]*(?P<op>:=|=>|==|=|:(?!:))[ \t]*"
-    r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,400})(?P=q)|(?P<uv>[^\s\"'`,;}\]\\]{1,400}))")
-AUTH_HEADER_RE = re.compile(r"(?i)\b(?:authorization|proxy-authorization)\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+"
-                            r"(?P<s>[A-Za-z0-9._~+/=-]{12,})")
+    r"(?:(?P<q>[\"'`])(?P<qv>[^\"'`\n]{1,400})(?P=q)|(?P<uv>[^\s\"'`,;}\]\\]{1,400}))"
+)
+AUTH_HEADER_RE = re.compile(
+    r"(?i)\b(?:authorization|proxy-authorization)\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+"
+    r"(?P<s>[A-Za-z0-9._~+/=-]{12,})"
+)
 BEARER_RE = re.compile(r"(?i)\bbearer\s+(?P<s>[A-Za-z0-9._~+/-]{20,}=*)")
 
 EMAIL_RE = re.compile(
     r"(?P<s>[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@(?P<domain>(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}"
-    r"[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24})))(?![A-Za-z0-9-]|\.[A-Za-z0-9])")
+    r"[A-Za-z0-9])?\.)+(?P<tld>[A-Za-z]{2,24})))(?![A-Za-z0-9-]|\.[A-Za-z0-9])"
+)
 IPV4_CANDIDATE_RE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}")  # cheap scan, then checked
-IPV4_RE = re.compile(r"(?P<s>(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
-                     r"(?![\w]|\.\d)")
+IPV4_RE = re.compile(
+    r"(?P<s>(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"
+    r"(?![\w]|\.\d)"
+)
 # the IP scans run only around these (literal first character: found at string-search speed)
 _IPV4_HINT, _IPV4_CHARS = re.compile(r"\.[0-9]"), frozenset("0123456789.")
 _IPV6_HINT, _IPV6_CHARS = re.compile(r":[0-9a-fA-F:]"), frozenset("0123456789abcdefABCDEF:")
-IPV6_RE = re.compile(r"(?P<s>(?:[0-9a-fA-F]{1,4}:){2,7}(?::|[0-9a-fA-F]{1,4})(?:::?[0-9a-fA-F]{1,4})*)"
-                     r"(?![\w:.])")
+IPV6_RE = re.compile(
+    r"(?P<s>(?:[0-9a-fA-F]{1,4}:){2,7}(?::|[0-9a-fA-F]{1,4})(?:::?[0-9a-fA-F]{1,4})*)"
+    r"(?![\w:.])"
+)
 
 # values that are clearly not real secrets: templates, references, masks, the usual placeholders
 _PLACEHOLDER_RE = re.compile(
@@ -144,20 +160,40 @@ _PLACEHOLDER_RE = re.compile(
     r"changeme|change_me|example|sample|dummy|test|testing|foo|bar|foobar|baz|abc|admin|root|user|"
     r"username|your[-_ ]?\w*|my[-_ ]?\w*|env|environ|getenv|os|self|config|settings|default|value|"
     r"redacted|hidden|placeholder|tbd|todo|fixme|pwd|secret_?key|api_?key|\[redacted\]|[a-z]+_(?:here|placeholder))$",
-    re.IGNORECASE)
-_CODE_VALUE_RE = re.compile(r"[()\[\]{}]|^(?:self|this|cls|os|env|process|config|settings|args|kwargs|options|opts|"
-                            r"params|request|ctx|cfg|conf|data|get|new|await|lambda|function|def|return|if|not)\b|"
-                            r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_]|^\$|^%|^@|^&|^!|^-|::|->")
-_EMAIL_TLDS = set("""com org net edu gov mil int io dev ai app co info biz me us uk de fr nl be ch at it es pt se no dk
+    re.IGNORECASE,
+)
+_CODE_VALUE_RE = re.compile(
+    r"[()\[\]{}]|^(?:self|this|cls|os|env|process|config|settings|args|kwargs|options|opts|"
+    r"params|request|ctx|cfg|conf|data|get|new|await|lambda|function|def|return|if|not)\b|"
+    r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_]|^\$|^%|^@|^&|^!|^-|::|->"
+)
+_EMAIL_TLDS = set(
+    """com org net edu gov mil int io dev ai app co info biz me us uk de fr nl be ch at it es pt se no dk
 fi pl cz ru ua jp cn kr in au nz ca br mx ar za il tr gr hu ro ie is lu sk si hr rs bg lt lv ee sg hk tw my th vn id
-ph pk eg ng ke cl pe ve cc tv ws xyz online site tech cloud email name pro mobi asia tel eu page""".split())
+ph pk eg ng ke cl pe ve cc tv ws xyz online site tech cloud email name pro mobi asia tel eu page""".split()
+)
 _DIFF_PREFIXES = ("+", "-", " ")
 
 
 # file headers in repository documents and diffs: the file each following span of text belongs to
 _FILE_HEADER_RE = re.compile(r"^(?:<\|file_sep\|>|diff --git a/)(\S+)", re.MULTILINE)
-_FIXTURE_EMAIL_DOMAINS = ("example", "test", "invalid", "localhost", "foo", "bar", "baz", "domain", "yourdomain",
-                          "mydomain", "company", "acme", "email", "somewhere", "host")
+_FIXTURE_EMAIL_DOMAINS = (
+    "example",
+    "test",
+    "invalid",
+    "localhost",
+    "foo",
+    "bar",
+    "baz",
+    "domain",
+    "yourdomain",
+    "mydomain",
+    "company",
+    "acme",
+    "email",
+    "somewhere",
+    "host",
+)
 
 
 _NON_SPACE_RE = re.compile(r"\S+")
@@ -180,8 +216,9 @@ def _file_headers(text: str) -> list[tuple[int, str]]:
 def test_regions(text: str) -> list[tuple[int, int]]:
     """(start, end) of the parts of ``text`` under a test file's header."""
     heads = [(start, file_group(path) == 1) for start, path in _file_headers(text)]
-    return [(a, heads[i + 1][0] if i + 1 < len(heads) else len(text)) for i, (a, is_test) in enumerate(heads)
-            if is_test]
+    return [
+        (a, heads[i + 1][0] if i + 1 < len(heads) else len(text)) for i, (a, is_test) in enumerate(heads) if is_test
+    ]
 
 
 def _inside(pos: int, regions: list[tuple[int, int]]) -> bool:
@@ -191,7 +228,7 @@ def _inside(pos: int, regions: list[tuple[int, int]]) -> bool:
 def _in_string(text: str, pos: int) -> bool:
     """True when ``pos`` is inside a one-line string literal (an odd number of one kind of quote before it on
     its line): an unquoted value there is the string's prose, e.g. a password prompt."""
-    line = text[text.rfind("\n", 0, pos) + 1:pos]
+    line = text[text.rfind("\n", 0, pos) + 1 : pos]
     return any(line.count(q) - line.count("\\" + q) & 1 for q in "\"'")
 
 
@@ -210,8 +247,10 @@ class Redactor:
         self.cfg = cfg or RedactConfig()
         # One scan per pattern, the left boundary checked in Python: a pattern that starts with a literal
         # is scanned for at memchr speed, which a lookbehind or an alternation of patterns prevents (10x).
-        self.tokens = [(k, re.compile(p[len(_B):] if p.startswith(_B) else p), ph, p.startswith(_B))
-                       for k, p, ph in TOKEN_PATTERNS]
+        self.tokens = [
+            (k, re.compile(p[len(_B) :] if p.startswith(_B) else p), ph, p.startswith(_B))
+            for k, p, ph in TOKEN_PATTERNS
+        ]
         self.keep_domains = tuple(d.lower() for d in self.cfg.keep_email_domains)
 
     # -- detection ----------------------------------------------------------------------------------------
@@ -246,16 +285,23 @@ class Redactor:
                 if _looks_random(m.group("s"), cfg.min_generic_entropy, 20):
                     found.append(Finding("bearer_token", *m.span("s"), "<TOKEN>"))
             for f in self._assignments(text, low):
-                if (tests and _inside(f.start, tests)
-                        and not _looks_random(text[f.start:f.end], cfg.min_generic_entropy, 12)):
+                if (
+                    tests
+                    and _inside(f.start, tests)
+                    and not _looks_random(text[f.start : f.end], cfg.min_generic_entropy, 12)
+                ):
                     continue  # a test's fixture password
                 found.append(f)
         if cfg.emails:
             for m in self._emails(text):
                 dom = m.group("domain").lower()
                 local = m.group("s").split("@", 1)[0]
-                if m.group("tld").lower() not in _EMAIL_TLDS or dom.endswith(self.keep_domains) or \
-                        dom.split(".")[0] in _FIXTURE_EMAIL_DOMAINS or m.group("s").lower().startswith("git@"):
+                if (
+                    m.group("tld").lower() not in _EMAIL_TLDS
+                    or dom.endswith(self.keep_domains)
+                    or dom.split(".")[0] in _FIXTURE_EMAIL_DOMAINS
+                    or m.group("s").lower().startswith("git@")
+                ):
                     continue
                 short = (len(local) == 1) + (len(dom.split(".")[0]) == 1)
                 if short == 2 or (short and _inside(m.start(), tests)):
@@ -264,9 +310,13 @@ class Redactor:
         if cfg.ip_addresses:
             for c in _runs_matching(IPV4_CANDIDATE_RE, text, _IPV4_HINT, _IPV4_CHARS, 0):
                 before = text[c.start() - 1] if c.start() else " "
-                after = text[c.end():c.end() + 2]
-                if before.isalnum() or before in "_.:" or (after[:1].isalnum() or after[:1] == "_") or \
-                        (after[:1] == "." and after[1:2].isdigit()):
+                after = text[c.end() : c.end() + 2]
+                if (
+                    before.isalnum()
+                    or before in "_.:"
+                    or (after[:1].isalnum() or after[:1] == "_")
+                    or (after[:1] == "." and after[1:2].isdigit())
+                ):
                     continue
                 if IPV4_RE.fullmatch(c.group()) and _public_ip(c.group(), text, c.start()):
                     found.append(Finding("ip_address", c.start(), c.end(), "<IP_ADDRESS>"))
@@ -314,8 +364,12 @@ class Redactor:
             m = VALUE_AFTER_NAME_RE.match(text, start + len(name))
             if m:
                 f = self._assignment(name, m, _yaml_like(text, start, m))
-                if f and m.group("uv") is not None and _in_string(text, start) and \
-                        not _looks_random(m.group("uv"), self.cfg.min_generic_entropy, 12):
+                if (
+                    f
+                    and m.group("uv") is not None
+                    and _in_string(text, start)
+                    and not _looks_random(m.group("uv"), self.cfg.min_generic_entropy, 12)
+                ):
                     continue  # prose inside a string literal: a prompt or a message ("Password: try again")
                 if f:
                     out.append(f)
@@ -333,8 +387,14 @@ class Redactor:
 
         span = m.span("qv") if quoted else m.span("uv")
         v = value.strip()
-        if not v or _PLACEHOLDER_RE.match(v) or "EXAMPLE" in v.upper() or "..." in v or "\u2026" in v or \
-                not re.search(r"[A-Za-z0-9]", v):
+        if (
+            not v
+            or _PLACEHOLDER_RE.match(v)
+            or "EXAMPLE" in v.upper()
+            or "..." in v
+            or "\u2026" in v
+            or not re.search(r"[A-Za-z0-9]", v)
+        ):
             return None  # placeholders, elisions (sk-...), masks (****)
         if not quoted and not yaml_like and m.group("op") == ":" and re.search(r"[/*]", v):
             return None  # paths and globs
@@ -345,8 +405,12 @@ class Redactor:
         literal = quoted or yaml_like or env
         if not literal and _CODE_VALUE_RE.search(v):
             return None
-        if not (quoted or env) and v.rstrip(":").isidentifier() and not _looks_random(v, 3.0, 12) and \
-                not (yaml_like and v[0].islower() and re.search(r"\d", v)):
+        if (
+            not (quoted or env)
+            and v.rstrip(":").isidentifier()
+            and not _looks_random(v, 3.0, 12)
+            and not (yaml_like and v[0].islower() and re.search(r"\d", v))
+        ):
             return None  # a variable or a type: password=passwd, token: TokenType (but YAML password: hunter2)
         if yaml_like and re.fullmatch(r"[A-Za-z_][\w.]*(?:\[.*\]|\(.*\))(?:\s*\|.*)?", v):
             return None  # a type annotation (password: Optional[str]) or a call, not a YAML value
@@ -364,8 +428,11 @@ class Redactor:
             return Finding("assigned_secret", span[0], span[0] + len(value), ph)
         if re.search(r"\\[xuU0-7]|&#|&[lg]t;|\[.*\]", v):
             return None  # escaped text or a regular expression, not a key
-        if MAYBE_NAME_RE.search(name) and " " not in v and \
-                _looks_random(v, self.cfg.min_generic_entropy, self.cfg.min_generic_length):
+        if (
+            MAYBE_NAME_RE.search(name)
+            and " " not in v
+            and _looks_random(v, self.cfg.min_generic_entropy, self.cfg.min_generic_length)
+        ):
             if re.fullmatch(r"[0-9a-fA-F]+", v) and len(v) < 32:
                 return None  # short hex: ids and hashes, not keys
             return Finding("generic_secret", span[0], span[0] + len(value), "<SECRET>")
@@ -401,7 +468,7 @@ class Redactor:
         counts: Counter[str] = Counter()
         out, pos = [], 0
         for f in findings:
-            out.append(text[pos:f.start])
+            out.append(text[pos : f.start])
             out.append(f.placeholder)
             pos = f.end
             counts[f.kind] += 1
@@ -410,8 +477,10 @@ class Redactor:
 
 
 _WORD = r"(?:[a-z]+|[A-Z][a-z]+)(?:[A-Z][a-z]+)*"  # word, camelCase, CamelCase: unambiguous, linear time
-_WORDLIKE_RE = re.compile(rf"[\d.]+|[A-Z0-9_]+|{_WORD}(?:[._-]{_WORD})*|[\w./-]*/[\w./-]*"
-                          r"|[\w-]+\.(?:py|js|ts|json|yaml|yml|txt|cfg|ini|toml|pem|key|crt)")
+_WORDLIKE_RE = re.compile(
+    rf"[\d.]+|[A-Z0-9_]+|{_WORD}(?:[._-]{_WORD})*|[\w./-]*/[\w./-]*"
+    r"|[\w-]+\.(?:py|js|ts|json|yaml|yml|txt|cfg|ini|toml|pem|key|crt)"
+)
 
 
 def _yaml_like(text: str, start: int, m: re.Match) -> bool:
@@ -422,7 +491,7 @@ def _yaml_like(text: str, start: int, m: re.Match) -> bool:
     if text[line_start:start].strip(" \t-+") != "":  # only indentation, a list dash or a diff prefix before
         return False
     eol = text.find("\n", m.end())
-    rest = text[m.end():eol if eol >= 0 else len(text)]
+    rest = text[m.end() : eol if eol >= 0 else len(text)]
     return rest.strip() == "" or rest.lstrip().startswith("#")
 
 
@@ -444,8 +513,9 @@ def _literal_matches(text: str, words: tuple[str, ...]) -> list[tuple[int, int]]
     return out
 
 
-def _runs_matching(rx: re.Pattern, text: str, hint: re.Pattern, run_chars: frozenset, lookahead: int
-                   ) -> Iterator[re.Match]:
+def _runs_matching(
+    rx: re.Pattern, text: str, hint: re.Pattern, run_chars: frozenset, lookahead: int
+) -> Iterator[re.Match]:
     """What ``rx.finditer(text)`` yields, for a pattern whose matches consist of ``run_chars`` only and always
     contain a ``hint`` match: rx is run over each maximal run of those characters around a hint (and the
     ``lookahead`` characters after it), which the hint's literal start finds at string-search speed."""
@@ -502,7 +572,7 @@ def _public_ip(s: str, text: str, start: int) -> bool:
         return False
     if ip.version == 4:
         # version numbers: "version 1.2.3.4", "v1.2.3.4", "==1.2.3.4"
-        before = text[max(0, start - 12):start].lower()
+        before = text[max(0, start - 12) : start].lower()
         if re.search(r"(?:version|ver|v|==|>=|<=|~=|release)\s*$", before):
             return False
         if s.count(".") == 3 and all(len(p) == 1 for p in s.split(".")):  # 1.2.3.4-like version strings

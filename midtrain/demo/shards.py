@@ -68,7 +68,8 @@ def check_nothing_there(shard_dir: str | Path) -> None:
         raise FileNotFoundError(
             f"data.path: {path} holds files but no {MANIFEST} (an unfinished `midtrain pack`, or not a pack output); "
             f"finish it by rerunning its `midtrain pack` command, or give an empty or new data.path to build the "
-            "demo's data there")
+            "demo's data there"
+        )
     if path.exists() and not path.is_dir():
         raise FileNotFoundError(f"data.path: {path} is a file, not a `midtrain pack` output directory")
     prep = path.parent / "prep"
@@ -77,7 +78,8 @@ def check_nothing_there(shard_dir: str | Path) -> None:
         raise FileNotFoundError(
             f"data.path: {path} has no {MANIFEST}, and building the demo's data there would prep into {prep} "
             f"beside data that is not the demo's ({', '.join(foreign)}); pack those with `midtrain pack`, or give "
-            "a data.path in an empty directory")
+            "a data.path in an empty directory"
+        )
 
 
 def ensure_demo_shards(cfg: Any, wait_s: float = 3600.0) -> None:

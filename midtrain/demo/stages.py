@@ -65,8 +65,14 @@ def prep_stage(workdir: Path) -> str:
         assert inputs is not None  # only buildlogs starts without (set just above)
         stats = prep(source, inputs, out, overrides.get(source))
         assert stats is not None
-        log.info("prep %s: %d records -> %d documents (%.1f KB), %d dropped", source, stats["documents_in"],
-                 stats["documents_out"], stats["bytes_out"] / 1e3, stats["drops_total"])
+        log.info(
+            "prep %s: %d records -> %d documents (%.1f KB), %d dropped",
+            source,
+            stats["documents_in"],
+            stats["documents_out"],
+            stats["bytes_out"] / 1e3,
+            stats["drops_total"],
+        )
     return str(prep_dir)
 
 
@@ -76,8 +82,11 @@ def pack_stage(workdir: Path) -> str:
     from midtrain.pack.pipeline import pack
 
     prep = Path(workdir) / "prep"
-    inputs = sorted(str(d) for d in prep.iterdir()
-                    if (d / "documents").is_dir() and any((d / "documents").glob("*.jsonl*"))) if prep.is_dir() else []
+    inputs = (
+        sorted(str(d) for d in prep.iterdir() if (d / "documents").is_dir() and any((d / "documents").glob("*.jsonl*")))
+        if prep.is_dir()
+        else []
+    )
     if not inputs:
         raise FileNotFoundError(f"{prep}: no prep outputs with documents; run the prep stage first")
     out = Path(workdir) / "shards"
@@ -103,8 +112,9 @@ def train_stage(workdir: Path) -> str:
     result = train(cfg)
     distributed.destroy()
     if result["exit_code"] != 0:
-        raise RuntimeError(f"demo_tiny stopped early at step {result['step']} (exit {result['exit_code']}); "
-                           "rerun the demo to resume")
+        raise RuntimeError(
+            f"demo_tiny stopped early at step {result['step']} (exit {result['exit_code']}); rerun the demo to resume"
+        )
     return str(run_dir)
 
 
@@ -135,7 +145,8 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
         cfg.swebench = demo_swebench()
     else:
         logging.getLogger("midtrain.demo.protocol").warning(
-            "mini-swe-agent or swebench is not installed (pip install -e '.[eval]'): the agent leg is left out")
+            "mini-swe-agent or swebench is not installed (pip install -e '.[eval]'): the agent leg is left out"
+        )
     done = latest_step(w / "runs" / "demo_tiny")
     steps = done if done is not None else "its"
     cfg.notes["midtrained"] = f"demo_tiny after {steps} midtraining steps on the demo shards"
@@ -152,13 +163,15 @@ def protocol_stage(workdir: Path) -> str:
     w = Path(workdir)
     midtrained = w / "runs" / "demo_tiny"
     if latest_checkpoint(midtrained) is None:
-        raise FileNotFoundError(f"{midtrained}: no midtrained checkpoint; run the train stage first "
-                                "(`midtrain demo --only train`)")
+        raise FileNotFoundError(
+            f"{midtrained}: no midtrained checkpoint; run the train stage first (`midtrain demo --only train`)"
+        )
     # The recipe as the train stage ran it (same seed), so step 0 here is that run's starting point.
     base_cfg = load_train_config("demo_tiny").replace(data={"path": w / "shards"}).validate()
     logging.getLogger("midtrain.demo.protocol").info(
         "base checkpoint: step-0 initialisation of demo_tiny -> %s",
-        save_initial_checkpoint(base_cfg, w / "runs" / "demo_tiny_base"))
+        save_initial_checkpoint(base_cfg, w / "runs" / "demo_tiny_base"),
+    )
     cfg = demo_protocol(w)
     rc = run_protocol(cfg)
     report = Path(cfg.report_dir) / "report.md"

@@ -27,10 +27,16 @@ class RetrievalConfig(Config):
     seed: int = 0
 
     def check(self) -> None:
-        require(len(self.lengths) > 0 and all(n >= 128 for n in self.lengths), "lengths",
-                "needs at least one context length, each >= 128 tokens")
-        require(len(self.depths) > 0 and all(0.0 <= d <= 1.0 for d in self.depths), "depths",
-                "needs at least one depth, each in [0, 1]")
+        require(
+            len(self.lengths) > 0 and all(n >= 128 for n in self.lengths),
+            "lengths",
+            "needs at least one context length, each >= 128 tokens",
+        )
+        require(
+            len(self.depths) > 0 and all(0.0 <= d <= 1.0 for d in self.depths),
+            "depths",
+            "needs at least one depth, each in [0, 1]",
+        )
         bad = [t for t in self.tasks if t not in RETRIEVAL_TASKS]
         require(not bad and len(self.tasks) > 0, "tasks", f"unknown {bad}; choose from {list(RETRIEVAL_TASKS)}")
         require(self.samples >= 1, "samples", "must be >= 1")
@@ -81,7 +87,8 @@ class SweBenchConfig(Config):
     """One checkpoint on SWE-bench: vLLM server + mini-swe-agent + the `swebench` harness, per benchmark."""
 
     benchmarks: list[Literal["verified", "multilingual", "pro", "deepswe", "local", "local_oracle"]] = field(
-        default_factory=lambda: ["verified", "multilingual", "pro"])
+        default_factory=lambda: ["verified", "multilingual", "pro"]
+    )
     split: str = "test"
     max_steps: int = 100  # agent step limit per instance
     max_context: int = 131072  # vLLM --max-model-len
@@ -101,13 +108,17 @@ class SweBenchConfig(Config):
     vllm_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
     # Agent harnesses run against the same server (robustness across harnesses); the first is the headline.
     harnesses: list[Literal["mini-swe-agent", "swe-agent", "openhands"]] = field(
-        default_factory=lambda: ["mini-swe-agent"])
+        default_factory=lambda: ["mini-swe-agent"]
+    )
 
     def check(self) -> None:
         require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS + LOCAL_BENCHMARKS)}")
         local = [b in LOCAL_BENCHMARKS for b in self.benchmarks]
-        require(all(local) or not any(local), "benchmarks", f"{list(LOCAL_BENCHMARKS)} run here on CPU, the others "
-                "as a cluster job: ask for one kind")
+        require(
+            all(local) or not any(local),
+            "benchmarks",
+            f"{list(LOCAL_BENCHMARKS)} run here on CPU, the others as a cluster job: ask for one kind",
+        )
         require(len(set(self.benchmarks)) == len(self.benchmarks), "benchmarks", "lists a benchmark twice")
         require(self.max_steps > 0, "max_steps", "must be positive")
         require(self.max_context >= 4096, "max_context", "must be >= 4096 tokens for an agent run")
@@ -117,14 +128,23 @@ class SweBenchConfig(Config):
         # DeepSWE tasks declare [agent] network_mode = "no-network": Pier (0.3.1) then sends the agent's calls
         # through a squid proxy whose config allows ports 80 and 443 only (http_access deny !Safe_ports), so a
         # server on 8000 refuses every call and each trial reads as a clean failure (reward 0, no error).
-        require("deepswe" not in self.benchmarks or self.port in PIER_PROXY_PORTS, "port",
-                f"deepswe: Pier's egress proxy for no-network tasks allows ports {list(PIER_PROXY_PORTS)} only; "
-                f"serve on one of them (port=80, where the node lets the server bind it), got {self.port}")
+        require(
+            "deepswe" not in self.benchmarks or self.port in PIER_PROXY_PORTS,
+            "port",
+            f"deepswe: Pier's egress proxy for no-network tasks allows ports {list(PIER_PROXY_PORTS)} only; "
+            f"serve on one of them (port=80, where the node lets the server bind it), got {self.port}",
+        )
         require(self.server_wait_s > 0, "server_wait_s", "must be positive")
         require(self.image_pull_timeout_s > 0, "image_pull_timeout_s", "must be positive")
         require(self.tensor_parallel >= 1, "tensor_parallel", "must be >= 1")
         require(self.agent_workers >= 1 and self.grading_workers >= 1, "agent_workers", "workers must be >= 1")
-        require(len(self.harnesses) > 0 and len(set(self.harnesses)) == len(self.harnesses), "harnesses",
-                f"name each harness once, from {list(HARNESSES)}")
-        require(self.environment == "docker" or self.harnesses == ["mini-swe-agent"], "harnesses",
-                "SWE-agent and OpenHands run their sandboxes in Docker only (environment=docker)")
+        require(
+            len(self.harnesses) > 0 and len(set(self.harnesses)) == len(self.harnesses),
+            "harnesses",
+            f"name each harness once, from {list(HARNESSES)}",
+        )
+        require(
+            self.environment == "docker" or self.harnesses == ["mini-swe-agent"],
+            "harnesses",
+            "SWE-agent and OpenHands run their sandboxes in Docker only (environment=docker)",
+        )

@@ -33,11 +33,16 @@ def read_tasks(tasks_dir: str | Path) -> list[dict[str, Any]]:
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"{toml_file}: not TOML ({e})") from None
         meta = task.get("metadata") or {}
-        rows.append({"instance_id": meta.get("task_id") or toml_file.parent.name,
-                     "task_name": (task.get("task") or {}).get("name", ""),
-                     "repo": meta.get("repository_url", ""), "base_commit": meta.get("base_commit_hash", ""),
-                     "language": meta.get("language", ""),
-                     "image": (task.get("environment") or {}).get("docker_image", "")})
+        rows.append(
+            {
+                "instance_id": meta.get("task_id") or toml_file.parent.name,
+                "task_name": (task.get("task") or {}).get("name", ""),
+                "repo": meta.get("repository_url", ""),
+                "base_commit": meta.get("base_commit_hash", ""),
+                "language": meta.get("language", ""),
+                "image": (task.get("environment") or {}).get("docker_image", ""),
+            }
+        )
     if not rows:
         raise ValueError(f"{tasks_dir}: no Harbor tasks (*/task.toml) there")
     return rows
@@ -80,9 +85,20 @@ def parse_trials(jobs_dir: str | Path, instances: list[str] | None) -> dict[str,
     errors = [i for i in ids if outcome.get(i, "error") == "error"]
     resolved = sum(outcome.get(i) == "resolved" for i in ids)
     if errors:
-        log.error("deepswe: %d of %d tasks not graded (no trial, an exception or the verifier's crash), e.g. %s",
-                  len(errors), len(ids), errors[:3])
+        log.error(
+            "deepswe: %d of %d tasks not graded (no trial, an exception or the verifier's crash), e.g. %s",
+            len(errors),
+            len(ids),
+            errors[:3],
+        )
     graded = len(ids) - len(errors)  # none graded: the rate is unknown (null), never a measured 0
-    return {"resolved": resolved, "total": len(ids), "rate": resolved / len(ids) if graded else None,
-            "completed": len(ids) - len(errors), "failed": len(ids) - len(errors) - resolved,
-            "errors": len(errors), "error_ids": errors, "report": str(jobs_dir)}
+    return {
+        "resolved": resolved,
+        "total": len(ids),
+        "rate": resolved / len(ids) if graded else None,
+        "completed": len(ids) - len(errors),
+        "failed": len(ids) - len(errors) - resolved,
+        "errors": len(errors),
+        "error_ids": errors,
+        "report": str(jobs_dir),
+    }

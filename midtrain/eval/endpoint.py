@@ -53,8 +53,9 @@ class ChatEndpoint:
                     self._send(200, endpoint.answer(req))
                 except EndpointError as e:
                     endpoint.record({"error": str(e), "code": e.code})
-                    self._send(e.code, {"object": "error", "message": str(e), "type": "BadRequestError",
-                                        "code": e.code})
+                    self._send(
+                        e.code, {"object": "error", "message": str(e), "type": "BadRequestError", "code": e.code}
+                    )
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -67,13 +68,23 @@ class ChatEndpoint:
         """The response body for one chat-completion request (a subclass builds it with :meth:`envelope`)."""
         raise NotImplementedError
 
-    def envelope(self, message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int,
-                 **extra: Any) -> dict[str, Any]:
+    def envelope(
+        self, message: dict[str, Any], finish: str, prompt_tokens: int, completion_tokens: int, **extra: Any
+    ) -> dict[str, Any]:
         """An OpenAI chat.completion body around one assistant MESSAGE."""
-        return {"id": f"chatcmpl-{time.time_ns()}", "object": "chat.completion", "created": int(time.time()),
-                "model": self.name, "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                          "total_tokens": prompt_tokens + completion_tokens}, **extra}
+        return {
+            "id": f"chatcmpl-{time.time_ns()}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.name,
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+            **extra,
+        }
 
     def record(self, entry: dict[str, Any]) -> None:
         if self.log_path is not None:

@@ -32,21 +32,60 @@ class HarnessConfigError(ValueError):
 
 
 # -- SWE-agent -----------------------------------------------------------------------------------------
-_SWE_AGENT_MODEL = {"name": str, "per_instance_cost_limit": float, "total_cost_limit": float,
-                    "per_instance_call_limit": int, "temperature": float, "top_p": (float, type(None)),
-                    "api_base": (str, type(None)), "api_version": (str, type(None)), "api_key": (str, type(None)),
-                    "stop": list, "completion_kwargs": dict, "convert_system_to_user": bool, "retry": dict,
-                    "delay": float, "fallbacks": list, "choose_api_key_by_thread": bool,
-                    "max_input_tokens": (int, type(None)), "max_output_tokens": (int, type(None))}
-_SWE_AGENT_INSTANCES: dict[str, dict[str, Any]] = {
-    "swe_bench": {"type": str, "subset": str, "path_override": (str, type(None)), "split": str, "deployment": dict,
-                  "filter": str, "slice": str, "shuffle": bool, "evaluate": bool},
-    "file": {"type": str, "path": str, "filter": str, "slice": str, "shuffle": bool, "deployment": dict,
-             "simple": bool},
+_SWE_AGENT_MODEL = {
+    "name": str,
+    "per_instance_cost_limit": float,
+    "total_cost_limit": float,
+    "per_instance_call_limit": int,
+    "temperature": float,
+    "top_p": (float, type(None)),
+    "api_base": (str, type(None)),
+    "api_version": (str, type(None)),
+    "api_key": (str, type(None)),
+    "stop": list,
+    "completion_kwargs": dict,
+    "convert_system_to_user": bool,
+    "retry": dict,
+    "delay": float,
+    "fallbacks": list,
+    "choose_api_key_by_thread": bool,
+    "max_input_tokens": (int, type(None)),
+    "max_output_tokens": (int, type(None)),
 }
-_SWE_AGENT_TOP = {"instances": dict, "agent": dict, "output_dir": str, "suffix": str, "raise_exceptions": bool,
-                  "redo_existing": bool, "env_var_path": (str, type(None)), "num_workers": int,
-                  "random_delay_multiplier": float, "progress_bar": bool}
+_SWE_AGENT_INSTANCES: dict[str, dict[str, Any]] = {
+    "swe_bench": {
+        "type": str,
+        "subset": str,
+        "path_override": (str, type(None)),
+        "split": str,
+        "deployment": dict,
+        "filter": str,
+        "slice": str,
+        "shuffle": bool,
+        "evaluate": bool,
+    },
+    "file": {
+        "type": str,
+        "path": str,
+        "filter": str,
+        "slice": str,
+        "shuffle": bool,
+        "deployment": dict,
+        "simple": bool,
+    },
+}
+_SWE_AGENT_TOP = {
+    "instances": dict,
+    "agent": dict,
+    "output_dir": str,
+    "suffix": str,
+    "raise_exceptions": bool,
+    "redo_existing": bool,
+    "env_var_path": (str, type(None)),
+    "num_workers": int,
+    "random_delay_multiplier": float,
+    "progress_bar": bool,
+}
 
 
 def _check_keys(section: dict[str, Any], schema: dict[str, Any], where: str) -> None:
@@ -89,24 +128,62 @@ def swe_agent_config(cfg, bench, api_base: str, model: str, output_dir: str, pro
     inst["deployment"] = {"type": "docker"}
     if cfg.instance_slice:
         inst["slice"] = cfg.instance_slice
-    out = {"instances": inst, "num_workers": cfg.agent_workers, "output_dir": output_dir,
-           "agent": {"model": {"name": model, "api_base": api_base, "api_key": "EMPTY",
-                               "per_instance_cost_limit": 0.0, "total_cost_limit": 0.0,  # local model: steps bound it
-                               "per_instance_call_limit": cfg.max_steps, "temperature": cfg.temperature,
-                               "max_input_tokens": cfg.max_context, "max_output_tokens": cfg.max_output_tokens}}}
+    out = {
+        "instances": inst,
+        "num_workers": cfg.agent_workers,
+        "output_dir": output_dir,
+        "agent": {
+            "model": {
+                "name": model,
+                "api_base": api_base,
+                "api_key": "EMPTY",
+                "per_instance_cost_limit": 0.0,
+                "total_cost_limit": 0.0,  # local model: steps bound it
+                "per_instance_call_limit": cfg.max_steps,
+                "temperature": cfg.temperature,
+                "max_input_tokens": cfg.max_context,
+                "max_output_tokens": cfg.max_output_tokens,
+            }
+        },
+    }
     check_swe_agent(out)
     return out
 
 
 # -- OpenHands -----------------------------------------------------------------------------------------
-_OH_CORE = {"max_iterations": int, "max_budget_per_task": (int, float), "runtime": str, "default_agent": str,
-            "workspace_base": str, "save_trajectory_path": str, "enable_browser": bool}
-_OH_LLM = {"model": str, "base_url": str, "api_key": str, "temperature": (int, float), "top_p": (int, float),
-           "max_output_tokens": int, "max_input_tokens": int, "native_tool_calling": bool, "num_retries": int,
-           "custom_llm_provider": str, "input_cost_per_token": (int, float), "output_cost_per_token": (int, float),
-           "timeout": int, "drop_params": bool}
-_OH_SANDBOX = {"timeout": int, "use_host_network": bool, "enable_auto_lint": bool, "base_container_image": str,
-               "runtime_container_image": str, "keep_runtime_alive": bool}
+_OH_CORE = {
+    "max_iterations": int,
+    "max_budget_per_task": (int, float),
+    "runtime": str,
+    "default_agent": str,
+    "workspace_base": str,
+    "save_trajectory_path": str,
+    "enable_browser": bool,
+}
+_OH_LLM = {
+    "model": str,
+    "base_url": str,
+    "api_key": str,
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "max_output_tokens": int,
+    "max_input_tokens": int,
+    "native_tool_calling": bool,
+    "num_retries": int,
+    "custom_llm_provider": str,
+    "input_cost_per_token": (int, float),
+    "output_cost_per_token": (int, float),
+    "timeout": int,
+    "drop_params": bool,
+}
+_OH_SANDBOX = {
+    "timeout": int,
+    "use_host_network": bool,
+    "enable_auto_lint": bool,
+    "base_container_image": str,
+    "runtime_container_image": str,
+    "keep_runtime_alive": bool,
+}
 
 
 def check_openhands(text: str, llm_name: str) -> dict[str, Any]:
@@ -122,8 +199,9 @@ def check_openhands(text: str, llm_name: str) -> dict[str, Any]:
     _check_keys(data.get("sandbox", {}), _OH_SANDBOX, "openhands.sandbox")
     llm = data.get("llm", {}).get(llm_name)
     if not isinstance(llm, dict) or "model" not in llm:
-        raise HarnessConfigError(f"openhands.llm.{llm_name}.model: required "
-                                 f"(the run passes --llm-config llm.{llm_name})")
+        raise HarnessConfigError(
+            f"openhands.llm.{llm_name}.model: required (the run passes --llm-config llm.{llm_name})"
+        )
     _check_keys(llm, _OH_LLM, f"openhands.llm.{llm_name}")
     return data
 
@@ -139,15 +217,28 @@ def _toml_value(v: Any) -> str:
 def openhands_config(cfg, api_base: str, model: str, llm_name: str = "midtrain") -> str:
     """config.toml for OpenHands' SWE-bench runner (evaluation/benchmarks/swe_bench/run_infer.py)."""
     sections = {
-        "core": {"max_iterations": cfg.max_steps, "max_budget_per_task": 0.0, "runtime": "docker",
-                 "enable_browser": False},
-        f"llm.{llm_name}": {"model": model, "base_url": api_base, "api_key": "EMPTY", "temperature": cfg.temperature,
-                            "max_output_tokens": cfg.max_output_tokens, "max_input_tokens": cfg.max_context,
-                            "native_tool_calling": True, "input_cost_per_token": 0.0, "output_cost_per_token": 0.0},
+        "core": {
+            "max_iterations": cfg.max_steps,
+            "max_budget_per_task": 0.0,
+            "runtime": "docker",
+            "enable_browser": False,
+        },
+        f"llm.{llm_name}": {
+            "model": model,
+            "base_url": api_base,
+            "api_key": "EMPTY",
+            "temperature": cfg.temperature,
+            "max_output_tokens": cfg.max_output_tokens,
+            "max_input_tokens": cfg.max_context,
+            "native_tool_calling": True,
+            "input_cost_per_token": 0.0,
+            "output_cost_per_token": 0.0,
+        },
         "sandbox": {"timeout": 300, "use_host_network": True},  # reaches the vLLM server on localhost
     }
-    text = "\n".join(f"[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in keys.items())
-                     for name, keys in sections.items())
+    text = "\n".join(
+        f"[{name}]\n" + "".join(f"{k} = {_toml_value(v)}\n" for k, v in keys.items()) for name, keys in sections.items()
+    )
     check_openhands(text, llm_name)
     return text
 
@@ -158,13 +249,15 @@ def openhands_limit(instance_slice: str) -> int | None:
         return None
     start, _, stop = instance_slice.partition(":")
     if start not in ("", "0") or not stop.isdigit():
-        raise HarnessConfigError(f"instance_slice={instance_slice!r}: OpenHands runs the first N instances only "
-                                 "(use ':N' or '0:N')")
+        raise HarnessConfigError(
+            f"instance_slice={instance_slice!r}: OpenHands runs the first N instances only (use ':N' or '0:N')"
+        )
     return int(stop)
 
 
-def openhands_predictions(output_dir: str | Path, out_jsonl: str | Path,
-                          instances: list[str] | None = None) -> dict[str, int]:
+def openhands_predictions(
+    output_dir: str | Path, out_jsonl: str | Path, instances: list[str] | None = None
+) -> dict[str, int]:
     """OpenHands' output.jsonl (instance_id, test_result.git_patch) under OUTPUT_DIR -> the harness's JSONL;
     with ``instances`` (the ids asked for) each one without a prediction gets an empty patch."""
     found = sorted(Path(output_dir).rglob("output.jsonl"))

@@ -19,8 +19,9 @@ from midtrain.eval.scoring import Scorer, iter_samples
 log = logging.getLogger(__name__)
 
 
-def heldout_loss(scorer: Scorer, shards: str | Path, split: str = "valid", max_sequences: int | None = None
-                 ) -> dict[str, Any]:
+def heldout_loss(
+    scorer: Scorer, shards: str | Path, split: str = "valid", max_sequences: int | None = None
+) -> dict[str, Any]:
     """{"per_source": {name: {"loss", "tokens"}}, "all": {"loss", "tokens"}, "sequences", "split", "shards"}."""
     from midtrain.formats.shard_reader import PackedDataset
 
@@ -49,5 +50,10 @@ def heldout_loss(scorer: Scorer, shards: str | Path, split: str = "valid", max_s
         per[name] = {"loss": sums[k] / counts[k], "tokens": counts[k]}
     tot_tokens = sum(counts.values())
     all_loss = sum(sums.values()) / tot_tokens if tot_tokens else None
-    return {"per_source": per, "all": {"loss": all_loss, "tokens": tot_tokens}, "sequences": n_seq,
-            "split": split, "shards": str(shards)}
+    return {
+        "per_source": per,
+        "all": {"loss": all_loss, "tokens": tot_tokens},
+        "sequences": n_seq,
+        "split": split,
+        "shards": str(shards),
+    }

@@ -29,11 +29,18 @@ log = logging.getLogger(__name__)
 LOCAL_DATA = Path(__file__).with_name("lm_eval_data")
 LOCAL_TASKS: dict[str, dict[str, Any]] = {
     "midtrain_code_mc": {
-        "task": "midtrain_code_mc", "dataset_path": "json", "test_split": "test",
-        "output_type": "multiple_choice", "doc_to_text": "{{context}}", "doc_to_choice": "{{choices}}",
-        "doc_to_target": "{{gold}}", "target_delimiter": "",
-        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True},
-                        {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True}],
+        "task": "midtrain_code_mc",
+        "dataset_path": "json",
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "{{context}}",
+        "doc_to_choice": "{{choices}}",
+        "doc_to_target": "{{gold}}",
+        "target_delimiter": "",
+        "metric_list": [
+            {"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+            {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True},
+        ],
         "metadata": {"version": 1.0},
         "_data": "code_mc.jsonl",
     },
@@ -104,16 +111,33 @@ def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -
     if cfg.max_length:
         model_args["max_length"] = cfg.max_length
     raw = lm_eval.simple_evaluate(
-        model="hf", model_args=model_args, tasks=list(cfg.tasks), num_fewshot=cfg.num_fewshot,
-        batch_size=cfg.batch_size, device=cfg.device, limit=cfg.limit, log_samples=False,
-        task_manager=TaskManager(include_path=include or None), confirm_run_unsafe_code=cfg.allow_code_execution,
-        random_seed=cfg.seed, numpy_random_seed=cfg.seed, torch_random_seed=cfg.seed, fewshot_random_seed=cfg.seed,
-        metadata={"max_seq_lengths": list(cfg.max_seq_lengths)} if cfg.max_seq_lengths else None)
+        model="hf",
+        model_args=model_args,
+        tasks=list(cfg.tasks),
+        num_fewshot=cfg.num_fewshot,
+        batch_size=cfg.batch_size,
+        device=cfg.device,
+        limit=cfg.limit,
+        log_samples=False,
+        task_manager=TaskManager(include_path=include or None),
+        confirm_run_unsafe_code=cfg.allow_code_execution,
+        random_seed=cfg.seed,
+        numpy_random_seed=cfg.seed,
+        torch_random_seed=cfg.seed,
+        fewshot_random_seed=cfg.seed,
+        metadata={"max_seq_lengths": list(cfg.max_seq_lengths)} if cfg.max_seq_lengths else None,
+    )
     if raw is None:  # non-zero ranks of a distributed run
         return {}
-    result = {**want, "hf": str(hf), "tasks": summarize(raw),
-              "n_samples": raw.get("n-samples"), "versions": raw.get("versions"),
-              "lm_eval_version": getattr(lm_eval, "__version__", None), "seconds": round(time.time() - t0, 1)}
+    result = {
+        **want,
+        "hf": str(hf),
+        "tasks": summarize(raw),
+        "n_samples": raw.get("n-samples"),
+        "versions": raw.get("versions"),
+        "lm_eval_version": getattr(lm_eval, "__version__", None),
+        "seconds": round(time.time() - t0, 1),
+    }
     (out / LM_EVAL_RESULT).write_text(json.dumps(result, indent=2, default=str))
     for task, row in result["tasks"].items():
         log.info("lm-eval %s: %s", task, ", ".join(f"{k}={v:.4f}" for k, v in row.items()))

@@ -53,39 +53,63 @@ class _Bug:
 
 
 BUGS = (
-    _Bug("acme__minicalc-101", "minicalc/ops.py", '"-": operator.sub', '"-": operator.add',
-         "Subtraction adds: `evaluate('5 - 3')` returns 8.0 instead of 2.0.",
-         "tests/test_task_sub.py",
-         "from minicalc import evaluate\n\n\ndef test_sub():\n    assert evaluate('5 - 3') == 2.0\n",
-         ("tests/test_task_sub.py::test_sub",), ("tests/test_eval.py::test_add", "tests/test_eval.py::test_div_zero")),
-    _Bug("acme__minicalc-102", "minicalc/parse.py", "float(parts[2])", "abs(float(parts[2]))",
-         "A negative right operand loses its sign: `evaluate('2 * -5')` returns 10.0 instead of -10.0.",
-         "tests/test_task_parse.py",
-         "from minicalc import evaluate\n\n\ndef test_negative_right():\n    assert evaluate('2 * -5') == -10.0\n",
-         ("tests/test_task_parse.py::test_negative_right",), ("tests/test_eval.py::test_add",
-                                                             "tests/test_eval.py::test_div_zero")),
-    _Bug("acme__minicalc-103", "minicalc/eval.py", 'op == "/" and right == 0', 'op == "/" and right == 1',
-         "Dividing by zero raises ZeroDivisionError instead of CalcError('division by zero'), and dividing by one "
-         "raises CalcError.",
-         "tests/test_task_div.py",
-         "from minicalc import evaluate\n\n\ndef test_div_one():\n    assert evaluate('7 / 1') == 7.0\n",
-         ("tests/test_task_div.py::test_div_one", "tests/test_eval.py::test_div_zero"),
-         ("tests/test_eval.py::test_add",)),
+    _Bug(
+        "acme__minicalc-101",
+        "minicalc/ops.py",
+        '"-": operator.sub',
+        '"-": operator.add',
+        "Subtraction adds: `evaluate('5 - 3')` returns 8.0 instead of 2.0.",
+        "tests/test_task_sub.py",
+        "from minicalc import evaluate\n\n\ndef test_sub():\n    assert evaluate('5 - 3') == 2.0\n",
+        ("tests/test_task_sub.py::test_sub",),
+        ("tests/test_eval.py::test_add", "tests/test_eval.py::test_div_zero"),
+    ),
+    _Bug(
+        "acme__minicalc-102",
+        "minicalc/parse.py",
+        "float(parts[2])",
+        "abs(float(parts[2]))",
+        "A negative right operand loses its sign: `evaluate('2 * -5')` returns 10.0 instead of -10.0.",
+        "tests/test_task_parse.py",
+        "from minicalc import evaluate\n\n\ndef test_negative_right():\n    assert evaluate('2 * -5') == -10.0\n",
+        ("tests/test_task_parse.py::test_negative_right",),
+        ("tests/test_eval.py::test_add", "tests/test_eval.py::test_div_zero"),
+    ),
+    _Bug(
+        "acme__minicalc-103",
+        "minicalc/eval.py",
+        'op == "/" and right == 0',
+        'op == "/" and right == 1',
+        "Dividing by zero raises ZeroDivisionError instead of CalcError('division by zero'), and dividing by one "
+        "raises CalcError.",
+        "tests/test_task_div.py",
+        "from minicalc import evaluate\n\n\ndef test_div_one():\n    assert evaluate('7 / 1') == 7.0\n",
+        ("tests/test_task_div.py::test_div_one", "tests/test_eval.py::test_div_zero"),
+        ("tests/test_eval.py::test_add",),
+    ),
 )
 
 
 def _git(cwd: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "midtrain", "GIT_AUTHOR_EMAIL": "midtrain@localhost",
-           "GIT_COMMITTER_NAME": "midtrain", "GIT_COMMITTER_EMAIL": "midtrain@localhost",
-           "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "midtrain",
+        "GIT_AUTHOR_EMAIL": "midtrain@localhost",
+        "GIT_COMMITTER_NAME": "midtrain",
+        "GIT_COMMITTER_EMAIL": "midtrain@localhost",
+        "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",
+        "GIT_COMMITTER_DATE": "2024-01-01T00:00:00Z",
+    }
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
 def _new_file_diff(path: str, text: str) -> str:
     lines = text.splitlines()
     body = "".join(f"+{line}\n" for line in lines)
-    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
-            f"@@ -0,0 +1,{len(lines)} @@\n{body}")
+    return (
+        f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+        f"@@ -0,0 +1,{len(lines)} @@\n{body}"
+    )
 
 
 def build_tasks(root: str | Path, sample_repo: str | Path | None = None) -> tuple[Path, Path]:
@@ -110,11 +134,19 @@ def build_tasks(root: str | Path, sample_repo: str | Path | None = None) -> tupl
         _git(repo, "commit", "-q", "-am", f"{bug.id}: base")
         base = _git(repo, "rev-parse", "HEAD").strip()
         gold = _git(repo, "diff", "HEAD", "main", "--", bug.file)
-        rows.append({"instance_id": bug.id, "repo": "acme/minicalc", "base_commit": base,
-                     "problem_statement": bug.problem, "patch": gold,
-                     "test_patch": _new_file_diff(bug.test_file, bug.test),
-                     "FAIL_TO_PASS": json.dumps(list(bug.fail_to_pass)),
-                     "PASS_TO_PASS": json.dumps(list(bug.pass_to_pass)), "version": "0.1"})
+        rows.append(
+            {
+                "instance_id": bug.id,
+                "repo": "acme/minicalc",
+                "base_commit": base,
+                "problem_statement": bug.problem,
+                "patch": gold,
+                "test_patch": _new_file_diff(bug.test_file, bug.test),
+                "FAIL_TO_PASS": json.dumps(list(bug.fail_to_pass)),
+                "PASS_TO_PASS": json.dumps(list(bug.pass_to_pass)),
+                "version": "0.1",
+            }
+        )
     _git(repo, "checkout", "-q", "main")
     tasks = root / "tasks"
     tasks.mkdir(parents=True, exist_ok=True)
@@ -126,8 +158,10 @@ def build_tasks(root: str | Path, sample_repo: str | Path | None = None) -> tupl
 def oracle_commands(patch: str) -> list[str]:
     """What the oracle does for a task, one tool call a turn: apply the gold patch and write patch.txt, then
     submit it (the submission on its own, as the prompt asks). Two turns: it fits a small step limit."""
-    return [f"git apply <<'MIDTRAIN_PATCH_EOF'\n{patch}MIDTRAIN_PATCH_EOF\ngit diff > patch.txt",
-            "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"]
+    return [
+        f"git apply <<'MIDTRAIN_PATCH_EOF'\n{patch}MIDTRAIN_PATCH_EOF\ngit diff > patch.txt",
+        "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt",
+    ]
 
 
 def _text(content: Any) -> str:
@@ -155,23 +189,38 @@ class OracleServer(ChatEndpoint):
         else:
             steps = oracle_commands(task["patch"])
             command = steps[min(turn, len(steps) - 1)]
-        call = {"id": f"call_{self.calls}", "type": "function",
-                "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+        call = {
+            "id": f"call_{self.calls}",
+            "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": command})},
+        }
         self.record({"turn": turn, "task": task and task["instance_id"]})
-        return self.envelope({"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls",
-                             len(prompt) // 4, 10)
+        return self.envelope(
+            {"role": "assistant", "content": "", "tool_calls": [call]}, "tool_calls", len(prompt) // 4, 10
+        )
 
 
 # -- the agent --------------------------------------------------------------------------------------------
 def local_layer(testbed: Path) -> dict[str, Any]:
     """What differs from a cluster run's agent.yaml: the local environment in one testbed checkout, reset to
     each instance's base commit before the agent starts (mini-swe-agent renders the command per instance)."""
-    return {"environment": {"environment_class": "local", "cwd": str(testbed), "env": {"PAGER": "cat"}},
-            "run": {"env_startup_command": "git checkout -q -f {{base_commit}} && git clean -q -fdx"}}
+    return {
+        "environment": {"environment_class": "local", "cwd": str(testbed), "env": {"PAGER": "cat"}},
+        "run": {"env_startup_command": "git checkout -q -f {{base_commit}} && git clean -q -fdx"},
+    }
 
 
-def run_agent(agent_yaml: Path, tasks: Path, repo: Path, out: Path, api_base: str, model: str,
-              instance_slice: str = "", env: dict[str, str] | None = None, timeout: int = 600) -> int:
+def run_agent(
+    agent_yaml: Path,
+    tasks: Path,
+    repo: Path,
+    out: Path,
+    api_base: str,
+    model: str,
+    instance_slice: str = "",
+    env: dict[str, str] | None = None,
+    timeout: int = 600,
+) -> int:
     """mini-swe-agent's batch runner over TASKS with the generated AGENT_YAML, against API_BASE, into OUT
     (OUT/preds.json); its output in OUT/../agent.log. Returns its exit status."""
     testbed = out.parent / "testbed"
@@ -187,18 +236,42 @@ def run_agent(agent_yaml: Path, tasks: Path, repo: Path, out: Path, api_base: st
     conf["model"] = {"model_name": f"hosted_vllm/{model}", "model_kwargs": {"api_base": api_base}}
     layer.write_text(yaml.safe_dump(conf))
     mini = Path(sys.executable).with_name("mini-extra")
-    cmd = [str(mini) if mini.exists() else "mini-extra", "swebench", "--subset", str(tasks), "--split", "test",
-           "-c", str(agent_yaml), "-c", str(layer), "--output", str(out), "--workers", "1",
-           "--environment-class", "local"]
+    cmd = [
+        str(mini) if mini.exists() else "mini-extra",
+        "swebench",
+        "--subset",
+        str(tasks),
+        "--split",
+        "test",
+        "-c",
+        str(agent_yaml),
+        "-c",
+        str(layer),
+        "--output",
+        str(out),
+        "--workers",
+        "1",
+        "--environment-class",
+        "local",
+    ]
     if instance_slice:
         cmd += ["--slice", instance_slice]
     try:
         # mini-swe-agent's global config and the task set's dataset cache stay in the run's directory
-        proc = subprocess.run(cmd, env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                                        "MSWEA_SILENT_STARTUP": "1",
-                                        "MSWEA_GLOBAL_CONFIG_DIR": str(out.parent / "mswea"),
-                                        "HF_DATASETS_CACHE": str(out.parent / "hf_datasets"), **(env or {})},
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(
+            cmd,
+            env={
+                **os.environ,
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "MSWEA_SILENT_STARTUP": "1",
+                "MSWEA_GLOBAL_CONFIG_DIR": str(out.parent / "mswea"),
+                "HF_DATASETS_CACHE": str(out.parent / "hf_datasets"),
+                **(env or {}),
+            },
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         text, rc = proc.stdout + proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as e:
         # TimeoutExpired carries the output as bytes even with text=True
@@ -231,15 +304,38 @@ def _test_outcomes(cwd: Path, ids: list[str]) -> dict[str, bool]:
     import xml.etree.ElementTree as ET
 
     junit = cwd / ".midtrain-junit.xml"
-    own = next((cwd / n for n in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
-                if (cwd / n).is_file()), None)
+    own = next(
+        (
+            cwd / n
+            for n in ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+            if (cwd / n).is_file()
+        ),
+        None,
+    )
     config = own if own is not None else cwd / ".midtrain-pytest.ini"
     if own is None:
         config.write_text("[pytest]\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--rootdir={cwd}",
-                    f"--confcutdir={cwd}", "-c", str(config), f"--junitxml={junit}", *ids],
-                   cwd=cwd, capture_output=True, text=True, env={**env, "PYTHONDONTWRITEBYTECODE": "1"})
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"--rootdir={cwd}",
+            f"--confcutdir={cwd}",
+            "-c",
+            str(config),
+            f"--junitxml={junit}",
+            *ids,
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     wanted, passed = set(ids), {}
     if junit.is_file():
         for case in ET.parse(junit).getroot().iter("testcase"):
@@ -251,8 +347,14 @@ def _test_outcomes(cwd: Path, ids: list[str]) -> dict[str, bool]:
     return {i: passed.get(i, False) for i in ids}
 
 
-def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: str = RUN_NAME,
-          instance_ids: list[str] | None = None) -> Path:
+def grade(
+    preds_jsonl: Path,
+    tasks: Path,
+    repo: Path,
+    grading: Path,
+    run_name: str = RUN_NAME,
+    instance_ids: list[str] | None = None,
+) -> Path:
     """Each prediction on a fresh copy at its base commit (test patch on top, the instance's tests run) ->
     per-instance report.json in the harness's log layout, then swebench's make_run_report over them. Only the
     ``instance_ids`` asked for (default: every task row) count as instances of the run."""
@@ -262,8 +364,9 @@ def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: s
     rows = [json.loads(line) for line in (tasks / "test.jsonl").read_text().splitlines() if line.strip()]
     if instance_ids is not None:
         rows = [r for r in rows if r["instance_id"] in set(instance_ids)]
-    preds = {p["instance_id"]: p
-             for p in (json.loads(line) for line in preds_jsonl.read_text().splitlines() if line.strip())}
+    preds = {
+        p["instance_id"]: p for p in (json.loads(line) for line in preds_jsonl.read_text().splitlines() if line.strip())
+    }
     grading.mkdir(parents=True, exist_ok=True)
     run_id = f"midtrain-{run_name}"
     cwd = os.getcwd()
@@ -287,10 +390,19 @@ def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: s
             outcomes = {} if problem else _test_outcomes(work, f2p + p2p)
             resolved = not problem and all(outcomes.values())
             (logdir / "test_output.txt").write_text(problem or json.dumps(outcomes, indent=1))
-            (logdir / LOG_REPORT).write_text(json.dumps({row["instance_id"]: {
-                "patch_is_None": False, "patch_exists": bool(pred["model_patch"].strip()),
-                "patch_successfully_applied": not (problem or "").startswith("model patch"), "resolved": resolved,
-                "tests_status": outcomes}}))
+            (logdir / LOG_REPORT).write_text(
+                json.dumps(
+                    {
+                        row["instance_id"]: {
+                            "patch_is_None": False,
+                            "patch_exists": bool(pred["model_patch"].strip()),
+                            "patch_successfully_applied": not (problem or "").startswith("model patch"),
+                            "resolved": resolved,
+                            "tests_status": outcomes,
+                        }
+                    }
+                )
+            )
         report = make_run_report(preds, rows, run_id, None, str(grading))
     finally:
         os.chdir(cwd)
@@ -300,8 +412,16 @@ def grade(preds_jsonl: Path, tasks: Path, repo: Path, grading: Path, run_name: s
 STAMP = "local_stamp.json"  # what a finished run was made from: the same checkpoint and settings reuse it
 
 
-def _unit(cfg: Any, bench: str, udir: Path, tasks: Path, repo: Path, rows: list[dict[str, Any]],
-          checkpoint: str | Path | None, timeout: int) -> None:
+def _unit(
+    cfg: Any,
+    bench: str,
+    udir: Path,
+    tasks: Path,
+    repo: Path,
+    rows: list[dict[str, Any]],
+    checkpoint: str | Path | None,
+    timeout: int,
+) -> None:
     """One unit (run.sh's layout): instances.txt, the agent against its endpoint, then grading; each step's
     exit status and log in <step>.rc / <step>.log, so collect records a failure with its cause."""
     from midtrain.eval.serve import ChatServer
@@ -326,11 +446,20 @@ def _unit(cfg: Any, bench: str, udir: Path, tasks: Path, repo: Path, rows: list[
             server = OracleServer(rows, model, udir / "server.jsonl")
         else:
             assert checkpoint is not None  # run_local refuses benchmarks=[local] without one
-            server = ChatServer(checkpoint, cfg.served_model_name, cfg.max_output_tokens, cfg.max_context,
-                                udir / "server.jsonl")
+            server = ChatServer(
+                checkpoint, cfg.served_model_name, cfg.max_output_tokens, cfg.max_context, udir / "server.jsonl"
+            )
         with server:
-            rc = run_agent(udir / "agent.yaml", tasks, repo, udir / "agent", server.api_base, model,
-                           cfg.instance_slice, timeout=timeout)
+            rc = run_agent(
+                udir / "agent.yaml",
+                tasks,
+                repo,
+                udir / "agent",
+                server.api_base,
+                model,
+                cfg.instance_slice,
+                timeout=timeout,
+            )
         log.info("swebench %s: agent exited %d after %d model calls", bench, rc, server.calls)
     except Exception:  # noqa: BLE001 - recorded as the unit's failure; the other unit still runs
         (udir / "agent.log").write_text(traceback.format_exc())
@@ -358,8 +487,9 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     cfg.validate()
     if "local" in cfg.benchmarks:
         if checkpoint is None or not (Path(checkpoint) / "config.json").is_file():
-            raise ConfigError(f"benchmarks=[local] serves --checkpoint, an HF model directory (config.json); got "
-                             f"{checkpoint!r}")
+            raise ConfigError(
+                f"benchmarks=[local] serves --checkpoint, an HF model directory (config.json); got {checkpoint!r}"
+            )
         check_context(cfg, checkpoint)
     else:
         checkpoint = None
@@ -371,8 +501,11 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     repo, tasks = build_tasks(data)
     from midtrain.formats.stamp import content_id
 
-    want = {"config": cfg.to_dict(), "checkpoint": None if checkpoint is None else content_id(checkpoint),
-            "tasks": hashlib.sha256((tasks / "test.jsonl").read_bytes()).hexdigest()}
+    want = {
+        "config": cfg.to_dict(),
+        "checkpoint": None if checkpoint is None else content_id(checkpoint),
+        "tasks": hashlib.sha256((tasks / "test.jsonl").read_bytes()).hexdigest(),
+    }
     try:
         done = json.loads((out / STAMP).read_text()) == want and json.loads((out / RESULTS_FILE).read_text())
     except (OSError, ValueError):

@@ -12,9 +12,11 @@ import math
 from dataclasses import dataclass
 
 Z = 2.0  # standard errors a delta must exceed
-RULE = ("a delta counts as a difference only when |Δ mean| > 2·√(sd_a²/k_a + sd_b²/k_b) — twice the standard "
-        "error of the difference over the k seeds of each side (sd: sample standard deviation); "
-        "'≈' marks a delta within seed noise; with one seed the noise is unknown")
+RULE = (
+    "a delta counts as a difference only when |Δ mean| > 2·√(sd_a²/k_a + sd_b²/k_b) — twice the standard "
+    "error of the difference over the k seeds of each side (sd: sample standard deviation); "
+    "'≈' marks a delta within seed noise; with one seed the noise is unknown"
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ def noise(a: Spread, b: Spread) -> float | None:
     """Standard error of ``b.mean - a.mean``; None when either side has fewer than two seeds."""
     if a.k < 2 or b.k < 2:
         return None
-    return math.sqrt(a.sd ** 2 / a.k + b.sd ** 2 / b.k)
+    return math.sqrt(a.sd**2 / a.k + b.sd**2 / b.k)
 
 
 def is_difference(a: list[float], b: list[float]) -> bool | None:

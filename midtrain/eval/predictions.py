@@ -17,8 +17,9 @@ def read_instances(path: str | Path | None) -> list[str] | None:
     return [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def complete_predictions(rows: list[dict[str, Any]], instances: list[str] | None,
-                         counts: dict[str, int]) -> list[dict[str, Any]]:
+def complete_predictions(
+    rows: list[dict[str, Any]], instances: list[str] | None, counts: dict[str, int]
+) -> list[dict[str, Any]]:
     """Every instance asked for gets a prediction: one the agent never finished gets an empty patch (counted
     ``no_prediction``), so it is graded as unresolved instead of dropped from the denominator."""
     if instances is None:
@@ -28,8 +29,12 @@ def complete_predictions(rows: list[dict[str, Any]], instances: list[str] | None
     missing = [i for i in instances if i not in have]
     counts["no_prediction"] = len(missing)
     if missing:
-        log.warning("predictions: %d of %d instances asked for have no prediction (empty patch), e.g. %s",
-                    len(missing), len(instances), missing[:3])
+        log.warning(
+            "predictions: %d of %d instances asked for have no prediction (empty patch), e.g. %s",
+            len(missing),
+            len(instances),
+            missing[:3],
+        )
     return rows + [{"instance_id": i, "model_name_or_path": model, "model_patch": ""} for i in missing]
 
 

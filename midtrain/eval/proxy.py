@@ -58,5 +58,9 @@ def _log_summary(r: dict[str, Any]) -> None:
         per = ", ".join(f"{k}={v['loss']:.3f}" for k, v in r["heldout"]["per_source"].items())
         log.info("held-out loss: %s (%d sequences)", per or "no tokens", r["heldout"]["sequences"])
     if "retrieval" in r and r["retrieval"]["accuracy"] is not None:
-        log.info("retrieval: accuracy %.1f%%, answer NLL %.3f over %d cells", 100 * r["retrieval"]["accuracy"],
-                 r["retrieval"]["answer_nll"], len(r["retrieval"]["cells"]))
+        log.info(
+            "retrieval: accuracy %.1f%%, answer NLL %.3f over %d cells",
+            100 * r["retrieval"]["accuracy"],
+            r["retrieval"]["answer_nll"],
+            len(r["retrieval"]["cells"]),
+        )

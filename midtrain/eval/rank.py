@@ -93,10 +93,18 @@ class Agreement:
         return None if self.proxy_pick is None or self.probe_pick is None else self.proxy_pick == self.probe_pick
 
     def to_dict(self) -> dict[str, Any]:
-        return {"proxy": self.proxy, "checkpoints": self.checkpoints, "spearman": self.spearman,
-                "kendall": self.kendall, "spearman_interval": self.spearman_interval,
-                "kendall_interval": self.kendall_interval, "probe_pick": self.probe_pick,
-                "proxy_pick": self.proxy_pick, "same_pick": self.same_pick, "note": self.note}
+        return {
+            "proxy": self.proxy,
+            "checkpoints": self.checkpoints,
+            "spearman": self.spearman,
+            "kendall": self.kendall,
+            "spearman_interval": self.spearman_interval,
+            "kendall_interval": self.kendall_interval,
+            "probe_pick": self.probe_pick,
+            "proxy_pick": self.proxy_pick,
+            "same_pick": self.same_pick,
+            "note": self.note,
+        }
 
 
 def _goodness(row: Any, name: str, samples: bool = False) -> Any:
@@ -171,23 +179,30 @@ def markdown(agreements: list[Agreement], target_key: str) -> list[str]:
     """The report section: one line per proxy, and which proxies would have picked another winner."""
     if not agreements:
         return []
-    md = ["## Do the proxies rank like the probe?", "",
-          f"Rank correlation of each base-model proxy with **{target_key}** across the checkpoints (both oriented "
-          "so that +1 = the proxy orders the checkpoints exactly as the probe does, -1 = reversed), with a 95% "
-          "interval from resampling each checkpoint's seeds; *pick* is the checkpoint the proxy would have "
-          "chosen.", "",
-          "| proxy | checkpoints | Spearman ρ | Kendall τ | proxy's pick | probe's pick | same winner |",
-          "|---|---|---|---|---|---|---|"]
+    md = [
+        "## Do the proxies rank like the probe?",
+        "",
+        f"Rank correlation of each base-model proxy with **{target_key}** across the checkpoints (both oriented "
+        "so that +1 = the proxy orders the checkpoints exactly as the probe does, -1 = reversed), with a 95% "
+        "interval from resampling each checkpoint's seeds; *pick* is the checkpoint the proxy would have "
+        "chosen.",
+        "",
+        "| proxy | checkpoints | Spearman ρ | Kendall τ | proxy's pick | probe's pick | same winner |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for a in agreements:
         same = {True: "yes", False: "**no**", None: "—"}[a.same_pick]
-        md.append(f"| {a.proxy} | {len(a.checkpoints)} | {_num(a.spearman)}{_interval(a.spearman_interval)} | "
-                  f"{_num(a.kendall)}{_interval(a.kendall_interval)} | {a.proxy_pick or '—'} | "
-                  f"{a.probe_pick or '—'} | {same}{' (' + a.note + ')' if a.note else ''} |")
+        md.append(
+            f"| {a.proxy} | {len(a.checkpoints)} | {_num(a.spearman)}{_interval(a.spearman_interval)} | "
+            f"{_num(a.kendall)}{_interval(a.kendall_interval)} | {a.proxy_pick or '—'} | "
+            f"{a.probe_pick or '—'} | {same}{' (' + a.note + ')' if a.note else ''} |"
+        )
     wrong = [a for a in agreements if a.same_pick is False]
     md.append("")
     for a in wrong:
-        md.append(f"- Choosing by **{a.proxy}** would have picked **{a.proxy_pick}**, not the probe's "
-                  f"**{a.probe_pick}**.")
+        md.append(
+            f"- Choosing by **{a.proxy}** would have picked **{a.proxy_pick}**, not the probe's **{a.probe_pick}**."
+        )
     if wrong:
         md.append("")
     return md

@@ -22,9 +22,14 @@ from midtrain.eval.results import CheckpointResults, load_checkpoint_results
 
 log = logging.getLogger(__name__)
 
-BENCH_NAMES = {"verified": "SWE-bench Verified", "multilingual": "SWE-bench Multilingual", "pro": "SWE-bench Pro",
-               "deepswe": "DeepSWE", "local": "Embedded CPU tasks (midtrain.eval.local_run)",
-               "local_oracle": "Embedded CPU tasks, oracle endpoint (gold patches: the plumbing check)"}
+BENCH_NAMES = {
+    "verified": "SWE-bench Verified",
+    "multilingual": "SWE-bench Multilingual",
+    "pro": "SWE-bench Pro",
+    "deepswe": "DeepSWE",
+    "local": "Embedded CPU tasks (midtrain.eval.local_run)",
+    "local_oracle": "Embedded CPU tasks, oracle endpoint (gold patches: the plumbing check)",
+}
 
 
 @dataclass
@@ -63,31 +68,71 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             rows.append(Row(group, metric, values, higher, fmt, delta_fmt, samples))
 
     for bench, title in BENCH_NAMES.items():
-        add("SWE-bench (after the SFT probe), % resolved", title, lambda r, b=bench: 100.0 * r.swebench[b]["rate"],
-            True, "{:.1f}", "{:+.1f}")
+        add(
+            "SWE-bench (after the SFT probe), % resolved",
+            title,
+            lambda r, b=bench: 100.0 * r.swebench[b]["rate"],
+            True,
+            "{:.1f}",
+            "{:+.1f}",
+        )
     # benchmark x harness (robustness across agent harnesses): the same server and checkpoint, another agent
     for bench, title in BENCH_NAMES.items():
         for harness in HARNESSES[1:]:
-            add("SWE-bench by agent harness, % resolved", f"{title} · {harness}",
-                lambda r, k=f"{bench}/{harness}": 100.0 * r.swebench[k]["rate"], True, "{:.1f}", "{:+.1f}")
+            add(
+                "SWE-bench by agent harness, % resolved",
+                f"{title} · {harness}",
+                lambda r, k=f"{bench}/{harness}": 100.0 * r.swebench[k]["rate"],
+                True,
+                "{:.1f}",
+                "{:+.1f}",
+            )
     probe = lambda r: r.sft_runs  # noqa: E731 - every seed of the probe
     add("SFT probe", "held-out loss, assistant tokens", lambda s: s["heldout_loss"], False, runs=probe)
     add("SFT probe", "final train loss", lambda s: s["final_train_loss"], False, runs=probe)
     sources = sorted({s for r in results if r.proxy for s in (r.proxy.get("heldout") or {}).get("per_source", {})})
     for src in sources:
-        add("Proxy: held-out loss (before SFT)", src,
-            lambda r, s=src: r.proxy["heldout"]["per_source"][s]["loss"], False)
+        add(
+            "Proxy: held-out loss (before SFT)",
+            src,
+            lambda r, s=src: r.proxy["heldout"]["per_source"][s]["loss"],
+            False,
+        )
     add("Proxy: held-out loss (before SFT)", "all sources", lambda r: r.proxy["heldout"]["all"]["loss"], False)
-    tasks = sorted({(t, m) for r in results if r.lm_eval for t, row in (r.lm_eval.get("tasks") or {}).items()
-                    for m in row if "stderr" not in m})
+    tasks = sorted(
+        {
+            (t, m)
+            for r in results
+            if r.lm_eval
+            for t, row in (r.lm_eval.get("tasks") or {}).items()
+            for m in row
+            if "stderr" not in m
+        }
+    )
     for task, metric in tasks:
-        add("Proxy: lm-evaluation-harness (before SFT)", f"{task} {metric}",
-            lambda r, t=task, m=metric: r.lm_eval["tasks"][t][m], "loss" not in metric and "perplexity" not in metric)
+        add(
+            "Proxy: lm-evaluation-harness (before SFT)",
+            f"{task} {metric}",
+            lambda r, t=task, m=metric: r.lm_eval["tasks"][t][m],
+            "loss" not in metric and "perplexity" not in metric,
+        )
     proxies = lambda r: r.proxy_runs  # noqa: E731 - the retrieval probe's needles are drawn per seed
-    add("Proxy: code retrieval (before SFT)", "accuracy, mean over depth x length",
-        lambda p: 100.0 * p["retrieval"]["accuracy"], True, "{:.1f}%", "{:+.1f}", runs=proxies)
-    add("Proxy: code retrieval (before SFT)", "answer NLL per token, mean", lambda p: p["retrieval"]["answer_nll"],
-        False, runs=proxies)
+    add(
+        "Proxy: code retrieval (before SFT)",
+        "accuracy, mean over depth x length",
+        lambda p: 100.0 * p["retrieval"]["accuracy"],
+        True,
+        "{:.1f}%",
+        "{:+.1f}",
+        runs=proxies,
+    )
+    add(
+        "Proxy: code retrieval (before SFT)",
+        "answer NLL per token, mean",
+        lambda p: p["retrieval"]["answer_nll"],
+        False,
+        runs=proxies,
+    )
     return rows
 
 
@@ -179,25 +224,35 @@ def heldout_statement(probe: dict[str, dict]) -> list[str]:
     found = {n: x.get("in_training_shards") for n, x in held.items()}
     where = ", ".join(f"`{p}`" for p in h.get("recorded") or [])
     tokens = {x.get("tokens") for x in held.values()}
-    line = (f"Held-out traces: {h.get('instances')} instances ({h.get('documents')} documents, "
-            f"{', '.join(str(t) for t in sorted(tokens, key=str))} assistant tokens scored), split by "
-            f"{', '.join(h.get('by') or [])} at fraction {', '.join(map(str, h.get('fraction') or []))}, recorded in "
-            f"{where}; no pack trains on a held-out instance.")
+    line = (
+        f"Held-out traces: {h.get('instances')} instances ({h.get('documents')} documents, "
+        f"{', '.join(str(t) for t in sorted(tokens, key=str))} assistant tokens scored), split by "
+        f"{', '.join(h.get('by') or [])} at fraction {', '.join(map(str, h.get('fraction') or []))}, recorded in "
+        f"{where}; no pack trains on a held-out instance."
+    )
     excluded = {k: v for x in held.values() for k, v in (x.get("excluded_from_pack") or {}).items()}
 
     def kept(v: Any) -> str:  # a dict (instances, documents) or, from older probes, a document count
         if isinstance(v, dict):
-            return f"{'?' if v.get('instances') is None else v['instances']} instances " \
-                   f"({'?' if v.get('documents') is None else v['documents']} documents)"
+            return (
+                f"{'?' if v.get('instances') is None else v['instances']} instances "
+                f"({'?' if v.get('documents') is None else v['documents']} documents)"
+            )
         return f"{'?' if v is None else v} documents"
+
     if excluded:
-        line += " Kept out of training by the midtraining packs (validation split only): " + ", ".join(
-            f"{kept(v)} (`{k}`)" for k, v in sorted(excluded.items())) + "."
+        line += (
+            " Kept out of training by the midtraining packs (validation split only): "
+            + ", ".join(f"{kept(v)} (`{k}`)" for k, v in sorted(excluded.items()))
+            + "."
+        )
     counted = "instances" if all(x.get("counted") == "instances" for x in held.values()) else "documents"
     if all(v == 0 for v in found.values()):
         shards = sorted({s for x in held.values() for s in x.get("checked_training_shards") or []})
-        line += (f" No held-out {counted[:-1]} is in any training shard (counted by {counted}; checked: "
-                 f"{', '.join(f'`{s}`' for s in shards)}).")
+        line += (
+            f" No held-out {counted[:-1]} is in any training shard (counted by {counted}; checked: "
+            f"{', '.join(f'`{s}`' for s in shards)})."
+        )
     else:
         line += f" **Held-out {counted} found in training shards**: {found}."
     return [line]
@@ -237,8 +292,9 @@ def retrieval_grid(retrieval: dict[str, Any], metric: str) -> tuple[list[float],
     for c in retrieval["cells"]:
         if c.get(metric) is not None:
             acc.setdefault((c["depth"], c["length"]), []).append(c[metric])
-    grid = [[(sum(acc[(d, n)]) / len(acc[(d, n)])) if acc.get((d, n)) else float("nan") for n in lengths]
-            for d in depths]
+    grid = [
+        [(sum(acc[(d, n)]) / len(acc[(d, n)])) if acc.get((d, n)) else float("nan") for n in lengths] for d in depths
+    ]
     return depths, lengths, grid
 
 
@@ -251,11 +307,17 @@ def plot_retrieval(results: list[CheckpointResults], path: Path) -> Path | None:
     have = [r for r in results if r.proxy and (r.proxy.get("retrieval") or {}).get("cells")]
     if not have:
         return None
-    nlls = [c["answer_nll"] for r in have for c in (r.proxy or {})["retrieval"]["cells"]  # proxy: set in `have`
-            if c.get("answer_nll") is not None]
+    nlls = [
+        c["answer_nll"]
+        for r in have
+        for c in (r.proxy or {})["retrieval"]["cells"]  # proxy: set in `have`
+        if c.get("answer_nll") is not None
+    ]
     nll_lim = (min(nlls), max(nlls)) if nlls else None  # one scale for every checkpoint: comparable colours
-    metrics = [("accuracy", "exact-match accuracy", "viridis", (0.0, 1.0)),
-               ("answer_nll", "answer NLL/token", "magma_r", nll_lim)]
+    metrics = [
+        ("accuracy", "exact-match accuracy", "viridis", (0.0, 1.0)),
+        ("answer_nll", "answer NLL/token", "magma_r", nll_lim),
+    ]
     fig, axes = plt.subplots(len(have), 2, figsize=(11, 3.2 * len(have)), squeeze=False)
     for i, r in enumerate(have):
         for j, (metric, label, cmap, lim) in enumerate(metrics):
@@ -286,21 +348,34 @@ def _training_data(results: list) -> list[str]:
     A card is what `midtrain inspect SHARDS --card` writes (SHARDS/datacard.md); shards without one get that
     command instead, so a reader of the report knows how to see the data's composition.
     """
-    shards = sorted({str((r.proxy or {}).get("config", {}).get("shards")) for r in results
-                     if (r.proxy or {}).get("config", {}).get("shards")})
+    shards = sorted(
+        {
+            str((r.proxy or {}).get("config", {}).get("shards"))
+            for r in results
+            if (r.proxy or {}).get("config", {}).get("shards")
+        }
+    )
     if not shards:
         return []
     lines = ["## Training data", ""]
     for d in shards:
         card = Path(d) / "datacard.md"
-        lines.append(f"- `{d}`: data card [{card}]({card.resolve()})" if card.is_file() else
-                     f"- `{d}`: no data card yet (`midtrain inspect {d} --card` writes one)")
+        lines.append(
+            f"- `{d}`: data card [{card}]({card.resolve()})"
+            if card.is_file()
+            else f"- `{d}`: no data card yet (`midtrain inspect {d} --card` writes one)"
+        )
     return lines + [""]
 
 
 # -- the report --------------------------------------------------------------------------------------
-def write_report(runs: Mapping[str, str | Path], output: str | Path, baseline: str | None = None,
-                 title: str = "midtraining comparison", notes: dict[str, str] | None = None) -> Path:
+def write_report(
+    runs: Mapping[str, str | Path],
+    output: str | Path,
+    baseline: str | None = None,
+    title: str = "midtraining comparison",
+    notes: dict[str, str] | None = None,
+) -> Path:
     """Compare checkpoints (name -> protocol directory); returns the path of report.md."""
     if not runs:
         raise ValueError("no checkpoints to compare")
@@ -312,21 +387,28 @@ def write_report(runs: Mapping[str, str | Path], output: str | Path, baseline: s
     out.mkdir(parents=True, exist_ok=True)
     results = [load_checkpoint_results(n, p) for n, p in runs.items()]
     rows = build_rows(results)
-    figures = {"curves": plot_curves(results, out / "curves.png"),
-               "heldout": plot_heldout(results, out / "heldout_loss.png"),
-               "retrieval": plot_retrieval(results, out / "retrieval_heatmap.png")}
+    figures = {
+        "curves": plot_curves(results, out / "curves.png"),
+        "heldout": plot_heldout(results, out / "heldout_loss.png"),
+        "retrieval": plot_retrieval(results, out / "retrieval_heatmap.png"),
+    }
 
     md = [f"# {title}", ""]
-    md += [f"Checkpoints compared after the identical SFT probe; deltas against **{baseline}** "
-           "(▲ better, ▼ worse). Base-model proxy metrics are reported beside the probe, not instead of it.", ""]
+    md += [
+        f"Checkpoints compared after the identical SFT probe; deltas against **{baseline}** "
+        "(▲ better, ▼ worse). Base-model proxy metrics are reported beside the probe, not instead of it.",
+        "",
+    ]
     probe = {r.name: r.sft for r in results if r.sft}
     if probe:
         recipes = {s.get("recipe") for s in probe.values()}
         shas = {s.get("probe_sha") for s in probe.values()}
         same = len(recipes) == 1 and len(shas) == 1 and len({s.get("data_sha") for s in probe.values()}) == 1
-        md.append(f"SFT probe: recipe `{', '.join(sorted(map(str, recipes)))}`, "
-                  f"{'identical settings for every checkpoint' if same else '**settings differ between checkpoints**'}"
-                  f" (probe hash {', '.join(sorted(map(str, shas)))}).")
+        md.append(
+            f"SFT probe: recipe `{', '.join(sorted(map(str, recipes)))}`, "
+            f"{'identical settings for every checkpoint' if same else '**settings differ between checkpoints**'}"
+            f" (probe hash {', '.join(sorted(map(str, shas)))})."
+        )
         md += heldout_statement(probe)
         md.append("")
     md += [markdown_table(rows, names, baseline) if rows else "_No results found yet._", ""]
@@ -335,11 +417,16 @@ def write_report(runs: Mapping[str, str | Path], output: str | Path, baseline: s
     notes = notes or {}
     md += ["| checkpoint | what it is | start | probe run |", "|---|---|---|---|"]
     for r in results:
-        md.append(f"| {r.name} | {notes.get(r.name, '')} | `{(r.sft or {}).get('from', '—')}` | "
-                  f"`{(r.sft or {}).get('run_dir', '—')}` |")
+        md.append(
+            f"| {r.name} | {notes.get(r.name, '')} | `{(r.sft or {}).get('from', '—')}` | "
+            f"`{(r.sft or {}).get('run_dir', '—')}` |"
+        )
     md.append("")
-    captions = {"curves": "Training curves", "heldout": "Held-out loss per source",
-                "retrieval": "Long-context retrieval: needle depth x context length"}
+    captions = {
+        "curves": "Training curves",
+        "heldout": "Held-out loss per source",
+        "retrieval": "Long-context retrieval: needle depth x context length",
+    }
     for key, path in figures.items():
         if path:
             md += [f"## {captions[key]}", "", f"![{captions[key]}]({path.name})", ""]
@@ -349,31 +436,59 @@ def write_report(runs: Mapping[str, str | Path], output: str | Path, baseline: s
         md += ["## Missing results", ""] + [f"- {p}" for p in problems] + [""]
     (out / "report.md").write_text("\n".join(md))
     (out / "report.html").write_text(_html(title, md, rows, names, baseline, figures, captions))
-    summary = {"title": title, "baseline": baseline, "checkpoints": {r.name: str(r.root) for r in results},
-               "rows": [{"group": row.group, "metric": row.metric, "higher_is_better": row.higher_is_better,
-                         "values": row.values, "samples": row.samples} for row in rows],
-               "sft": probe, "problems": problems}
+    summary = {
+        "title": title,
+        "baseline": baseline,
+        "checkpoints": {r.name: str(r.root) for r in results},
+        "rows": [
+            {
+                "group": row.group,
+                "metric": row.metric,
+                "higher_is_better": row.higher_is_better,
+                "values": row.values,
+                "samples": row.samples,
+            }
+            for row in rows
+        ],
+        "sft": probe,
+        "problems": problems,
+    }
     (out / "results.json").write_text(json.dumps(summary, indent=2))
     log.info("report: %d rows x %d checkpoints -> %s", len(rows), len(names), out / "report.md")
     return out / "report.md"
 
 
-def _html(title: str, md: list[str], rows: list[Row], names: list[str], baseline: str,
-          figures: dict[str, Path | None], captions: dict[str, str]) -> str:
+def _html(
+    title: str,
+    md: list[str],
+    rows: list[Row],
+    names: list[str],
+    baseline: str,
+    figures: dict[str, Path | None],
+    captions: dict[str, str],
+) -> str:
     e = html.escape
-    parts = [f"<!doctype html><meta charset='utf-8'><title>{e(title)}</title>",
-             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
-             ".g td{background:#eee;font-weight:bold;text-align:left}</style>", f"<h1>{e(title)}</h1>",
-             f"<p>Deltas against <b>{e(baseline)}</b> (▲ better, ▼ worse), after the identical SFT probe.</p>",
-             "<table><tr><th>metric</th>" + "".join(f"<th>{e(n)}</th>" for n in names) + "</tr>"]
+    parts = [
+        f"<!doctype html><meta charset='utf-8'><title>{e(title)}</title>",
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child{text-align:left}"
+        ".g td{background:#eee;font-weight:bold;text-align:left}</style>",
+        f"<h1>{e(title)}</h1>",
+        f"<p>Deltas against <b>{e(baseline)}</b> (▲ better, ▼ worse), after the identical SFT probe.</p>",
+        "<table><tr><th>metric</th>" + "".join(f"<th>{e(n)}</th>" for n in names) + "</tr>",
+    ]
     group = None
     for row in rows:
         if row.group != group:
             group = row.group
             parts.append(f"<tr class='g'><td colspan='{len(names) + 1}'>{e(group)}</td></tr>")
-        parts.append("<tr><td>" + e(row.metric) + "</td>" + "".join(
-            f"<td>{e(_cell(row, n, baseline))}</td>" for n in names) + "</tr>")
+        parts.append(
+            "<tr><td>"
+            + e(row.metric)
+            + "</td>"
+            + "".join(f"<td>{e(_cell(row, n, baseline))}</td>" for n in names)
+            + "</tr>"
+        )
     parts.append("</table>")
     for key, path in figures.items():
         if path:

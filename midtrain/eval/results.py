@@ -79,8 +79,10 @@ def swebench_problems(results: dict[str, Any], where: Path) -> list[str]:
         for f in r.get("failures") or []:
             out.append(f"swebench {key} ({where}): {f.get('step')} failed: {f.get('cause')}")
         if r.get("errors"):
-            out.append(f"swebench {key} ({where}): {r['errors']} of {r.get('total')} instances not graded "
-                       f"(errors, counted unresolved), e.g. {', '.join((r.get('error_ids') or [])[:3])}")
+            out.append(
+                f"swebench {key} ({where}): {r['errors']} of {r.get('total')} instances not graded "
+                f"(errors, counted unresolved), e.g. {', '.join((r.get('error_ids') or [])[:3])}"
+            )
         if r.get("rate") is None:
             out.append(f"swebench {key} ({where}): nothing graded, the rate is unknown (n/a, not 0)")
         if r.get("flag"):

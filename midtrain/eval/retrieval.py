@@ -30,9 +30,32 @@ from midtrain.formats.documents import document_files, read_jsonl
 
 log = logging.getLogger(__name__)
 
-_WORDS = ("alpha", "amber", "beacon", "cobalt", "delta", "ember", "falcon", "garnet", "harbor", "indigo", "juniper",
-          "kestrel", "lumen", "maple", "nebula", "onyx", "quartz", "raven", "saffron", "tundra", "umber", "vertex",
-          "willow", "zephyr")
+_WORDS = (
+    "alpha",
+    "amber",
+    "beacon",
+    "cobalt",
+    "delta",
+    "ember",
+    "falcon",
+    "garnet",
+    "harbor",
+    "indigo",
+    "juniper",
+    "kestrel",
+    "lumen",
+    "maple",
+    "nebula",
+    "onyx",
+    "quartz",
+    "raven",
+    "saffron",
+    "tundra",
+    "umber",
+    "vertex",
+    "willow",
+    "zephyr",
+)
 
 
 @dataclass
@@ -99,13 +122,17 @@ def _needle(task: str, rng: random.Random) -> tuple[str, str, str]:
         return f"\n\ndef {name}():\n    return {value}\n\n", f"\n\nassert {name}() == ", value
     const = f"{a.upper()}_{b.upper()}_TOKEN"
     module = f"{a}_{b}_settings"
-    return (f"<|file_sep|>config/{module}.py\n{const} = {value}\n",
-            f"<|file_sep|>tests/test_{module}.py\nfrom config.{module} import {const}\n\n\ndef test_value():\n"
-            f"    assert {const} == ", value)
+    return (
+        f"<|file_sep|>config/{module}.py\n{const} = {value}\n",
+        f"<|file_sep|>tests/test_{module}.py\nfrom config.{module} import {const}\n\n\ndef test_value():\n"
+        f"    assert {const} == ",
+        value,
+    )
 
 
-def build_samples(cfg: RetrievalConfig, tokenizer: Any, haystack: Haystack, max_positions: int | None = None
-                  ) -> tuple[list[Sample], list[str]]:
+def build_samples(
+    cfg: RetrievalConfig, tokenizer: Any, haystack: Haystack, max_positions: int | None = None
+) -> tuple[list[Sample], list[str]]:
     """Every (task, length, depth, sample) cell; returns the samples and why any cell was skipped."""
     rng = random.Random(cfg.seed)
     samples, skipped = [], []
@@ -130,7 +157,7 @@ def build_samples(cfg: RetrievalConfig, tokenizer: Any, haystack: Haystack, max_
                         bounds.append(cum)
                     k = min(range(len(bounds)), key=lambda j: abs(bounds[j] - depth * budget))
                     hay = [t for ln in lines for t in ln]
-                    ids = hay[: bounds[k]] + needle + hay[bounds[k]:] + query + answer
+                    ids = hay[: bounds[k]] + needle + hay[bounds[k] :] + query + answer
                     assert len(ids) == length, (len(ids), length)
                     samples.append(Sample(task, length, depth, bounds[k] / budget, ids, len(answer)))
     return samples, sorted(set(skipped))
@@ -142,8 +169,9 @@ def score_sample(scorer: Scorer, s: Sample) -> tuple[bool, float]:
     ids = torch.tensor(s.ids, dtype=torch.long)
     L = ids.shape[0]
     first = L - s.answer_len  # index of the first answer token; predicted at position first-1
-    pred_logits = scorer.logits(ids, torch.arange(L), torch.tensor([0, L], dtype=torch.int32),
-                                positions=torch.arange(first - 1, L - 1))
+    pred_logits = scorer.logits(
+        ids, torch.arange(L), torch.tensor([0, L], dtype=torch.int32), positions=torch.arange(first - 1, L - 1)
+    )
     target = ids[first:]
     nll = torch.nn.functional.cross_entropy(pred_logits, target, reduction="mean").item()
     exact = bool((pred_logits.argmax(-1) == target).all())
@@ -165,10 +193,26 @@ def retrieval_probe(scorer: Scorer, cfg: RetrievalConfig, tokenizer: Any) -> dic
         exact, nll = score_sample(scorer, s)
         cells.setdefault((s.task, s.length, s.depth), []).append((exact, nll, s.actual_depth))
     rows: list[dict[str, Any]] = [
-        {"task": t, "length": n, "depth": d, "n": len(v), "accuracy": sum(x[0] for x in v) / len(v),
-         "answer_nll": sum(x[1] for x in v) / len(v), "actual_depth": sum(x[2] for x in v) / len(v)}
-        for (t, n, d), v in cells.items()]
+        {
+            "task": t,
+            "length": n,
+            "depth": d,
+            "n": len(v),
+            "accuracy": sum(x[0] for x in v) / len(v),
+            "answer_nll": sum(x[1] for x in v) / len(v),
+            "actual_depth": sum(x[2] for x in v) / len(v),
+        }
+        for (t, n, d), v in cells.items()
+    ]
     mean = lambda key: sum(r[key] for r in rows) / len(rows) if rows else None  # noqa: E731
-    return {"tasks": list(cfg.tasks), "lengths": [n for n in cfg.lengths if any(r["length"] == n for r in rows)],
-            "depths": list(cfg.depths), "samples_per_cell": cfg.samples, "haystack_tokens": haystack.total,
-            "cells": rows, "accuracy": mean("accuracy"), "answer_nll": mean("answer_nll"), "skipped": skipped}
+    return {
+        "tasks": list(cfg.tasks),
+        "lengths": [n for n in cfg.lengths if any(r["length"] == n for r in rows)],
+        "depths": list(cfg.depths),
+        "samples_per_cell": cfg.samples,
+        "haystack_tokens": haystack.total,
+        "cells": rows,
+        "accuracy": mean("accuracy"),
+        "answer_nll": mean("answer_nll"),
+        "skipped": skipped,
+    }

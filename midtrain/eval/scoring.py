@@ -30,8 +30,10 @@ def run_dir_of(checkpoint: str | Path) -> Path:
     for cand in (p, p.parent.parent):
         if (cand / "config.yaml").is_file():
             return cand
-    raise FileNotFoundError(f"{checkpoint}: no config.yaml here or two levels up (not a midtrain run or "
-                            "checkpoint directory, and no config.json: not a Hugging Face model either)")
+    raise FileNotFoundError(
+        f"{checkpoint}: no config.yaml here or two levels up (not a midtrain run or "
+        "checkpoint directory, and no config.json: not a Hugging Face model either)"
+    )
 
 
 class Scorer:
@@ -41,15 +43,21 @@ class Scorer:
     vocab_size: int = 0
     max_positions: int | None = None
 
-    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor,
-               positions: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(
+        self,
+        tokens: torch.Tensor,
+        position_ids: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """[S, V] float32, or [len(positions), V] for only those positions (the output layer dominates a
         small model's cost: the retrieval probe needs a handful of positions, not the whole context)."""
         raise NotImplementedError
 
     @torch.no_grad()
-    def token_nll(self, tokens: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor,
-                  cu_seqlens: torch.Tensor) -> torch.Tensor:
+    def token_nll(
+        self, tokens: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor
+    ) -> torch.Tensor:
         """-log p(labels[i] | tokens[:i+1]) per position, [S] float32."""
         logits = self.logits(tokens, position_ids, cu_seqlens)
         out = torch.empty(labels.shape[0], dtype=torch.float32)
@@ -85,14 +93,25 @@ class MidtrainScorer(Scorer):
         self.device = next(self.model.parameters()).device
 
     @torch.no_grad()
-    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor,
-               positions: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(
+        self,
+        tokens: torch.Tensor,
+        position_ids: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         from midtrain.train.batch import to_batch
         from midtrain.train.model import output_rows
 
         S = tokens.shape[0]
-        sample = {"tokens": tokens, "labels": tokens, "loss_mask": torch.ones(S), "position_ids": position_ids,
-                  "source_ids": torch.zeros(S, dtype=torch.long), "cu_seqlens": cu_seqlens}
+        sample = {
+            "tokens": tokens,
+            "labels": tokens,
+            "loss_mask": torch.ones(S),
+            "position_ids": position_ids,
+            "source_ids": torch.zeros(S, dtype=torch.long),
+            "cu_seqlens": cu_seqlens,
+        }
         b = to_batch(sample, self.device)
         rows = positions.to(self.device) if positions is not None else None
         with output_rows(self.model, rows):  # logits only at the wanted positions
@@ -110,8 +129,13 @@ class HFScorer(Scorer):
         self.max_positions = getattr(self.model.config, "max_position_embeddings", None)
 
     @torch.no_grad()
-    def logits(self, tokens: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor,
-               positions: torch.Tensor | None = None) -> torch.Tensor:
+    def logits(
+        self,
+        tokens: torch.Tensor,
+        position_ids: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        positions: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         bounds = cu_seqlens.tolist()
         parts = []
         for s, e in zip(bounds[:-1], bounds[1:]):  # each document alone == document-masked attention

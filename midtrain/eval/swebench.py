@@ -55,8 +55,9 @@ PRO_DOCKER_RUN_ARGS = ["--rm", "--entrypoint", ""]
 # .bashrc errors (SWE-bench issue 638: a missing conda.sh) that error precedes every output, so the submit
 # line is never first and the agent cannot submit. The shell sources it with its messages discarded instead.
 BASHRC = "/root/.bashrc"
-DOCKER_SHELL = {"interpreter": ["bash", "-c", '[ -f "$MIDTRAIN_BASHRC" ] && . "$MIDTRAIN_BASHRC" >/dev/null 2>&1; '
-                                'eval "$0"']}
+DOCKER_SHELL = {
+    "interpreter": ["bash", "-c", '[ -f "$MIDTRAIN_BASHRC" ] && . "$MIDTRAIN_BASHRC" >/dev/null 2>&1; eval "$0"']
+}
 RESULTS_FILE = "swebench_results.json"
 
 
@@ -129,8 +130,10 @@ def check_context(cfg: SweBenchConfig, checkpoint: str | Path) -> None:
         raise ConfigError(f"{cfg_file}: not JSON ({e})") from None
     limit, why = context_limit(hf)
     if limit is not None and cfg.max_context > limit:
-        raise ConfigError(f"max_context={cfg.max_context}: above the checkpoint's context, {limit} ({why} in "
-                          f"{cfg_file}); vLLM would refuse to start. Set max_context<={limit}")
+        raise ConfigError(
+            f"max_context={cfg.max_context}: above the checkpoint's context, {limit} ({why} in "
+            f"{cfg_file}); vLLM would refuse to start. Set max_context<={limit}"
+        )
 
 
 STEPS = ("agent", "grade")  # each unit's scripts; run.sh keeps <unit>/<step>.log and <step>.rc beside them
@@ -169,9 +172,23 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path, s
     ckpt = str(Path(checkpoint).resolve())
     files: dict[str, Path] = {}
 
-    serve = ["vllm", "serve", ckpt, "--served-model-name", cfg.served_model_name, "--port", str(cfg.port),
-             "--tensor-parallel-size", str(cfg.tensor_parallel), "--max-model-len", str(cfg.max_context),
-             "--enable-auto-tool-choice", "--tool-call-parser", cfg.tool_call_parser, *cfg.vllm_args]
+    serve = [
+        "vllm",
+        "serve",
+        ckpt,
+        "--served-model-name",
+        cfg.served_model_name,
+        "--port",
+        str(cfg.port),
+        "--tensor-parallel-size",
+        str(cfg.tensor_parallel),
+        "--max-model-len",
+        str(cfg.max_context),
+        "--enable-auto-tool-choice",
+        "--tool-call-parser",
+        cfg.tool_call_parser,
+        *cfg.vllm_args,
+    ]
     if "deepswe" in cfg.benchmarks and "--host" not in cfg.vllm_args:
         serve[2:2] = ["--host", "0.0.0.0"]  # DeepSWE's agents call it from inside their task containers
     files["serve"] = _script(out / "serve.sh", f"exec {_sh(*serve)}")
@@ -192,35 +209,52 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path, s
             subset = str(bdir / "dataset")
             lines.append(f"{py} -m midtrain.eval.swebench prepare-pro {_sh(bench.dataset, cfg.split, subset)}")
         ids_dataset = subset if harness != "openhands" else bench.dataset
-        lines.append(f"{py} -m midtrain.eval.swebench instances "
-                     f"{_sh(ids_dataset, cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}")
+        lines.append(
+            f"{py} -m midtrain.eval.swebench instances "
+            f"{_sh(ids_dataset, cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}"
+        )
         if harness == "mini-swe-agent":
-            (udir / "agent.yaml").write_text(yaml.dump(agent_config(cfg, bench), Dumper=_BlockDumper,
-                                                       sort_keys=False, width=120, allow_unicode=True))
+            (udir / "agent.yaml").write_text(
+                yaml.dump(agent_config(cfg, bench), Dumper=_BlockDumper, sort_keys=False, width=120, allow_unicode=True)
+            )
             files[f"{key}/agent.yaml"] = udir / "agent.yaml"
-            agent = ["mini-extra", "swebench", "--subset", subset, "--split", cfg.split, "--config",
-                     str(udir / "agent.yaml"), "--output", str(udir / "agent"), "--workers", str(cfg.agent_workers),
-                     "--environment-class", cfg.environment]
+            agent = [
+                "mini-extra",
+                "swebench",
+                "--subset",
+                subset,
+                "--split",
+                cfg.split,
+                "--config",
+                str(udir / "agent.yaml"),
+                "--output",
+                str(udir / "agent"),
+                "--workers",
+                str(cfg.agent_workers),
+                "--environment-class",
+                cfg.environment,
+            ]
             if cfg.instance_slice:
                 agent += ["--slice", cfg.instance_slice]
             lines.append(_sh(*agent))
             convert = f"{py} -m midtrain.eval.swebench predictions {_sh(str(udir / 'agent' / 'preds.json'))}"
         else:
-            agent_lines, convert = _harness_agent(cfg, bench, udir, harness, py,
-                                                  subset if bench.grader == "pro" else None)
+            agent_lines, convert = _harness_agent(
+                cfg, bench, udir, harness, py, subset if bench.grader == "pro" else None
+            )
             lines += agent_lines
         convert += f" {_sh(str(udir / 'preds.jsonl'), '--instances', str(udir / INSTANCES))}"
         files[f"{key}/agent"] = _script(udir / "agent.sh", "\n".join(lines))
         run_name = name if harness == "mini-swe-agent" else f"{name}-{harness}"
-        files[f"{key}/grade"] = _script(udir / "grade.sh", "\n".join(
-            [env, convert, *_grade_lines(cfg, bench, udir, run_name, py)]))
+        files[f"{key}/grade"] = _script(
+            udir / "grade.sh", "\n".join([env, convert, *_grade_lines(cfg, bench, udir, run_name, py)])
+        )
 
     files["run"] = _script(out / "run.sh", "\n".join(_run_lines(cfg, out, files, py, env, ckpt)))
     return _finish(cfg, out, files, site)
 
 
-def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, env: str,
-               checkpoint: str) -> list[str]:
+def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, env: str, checkpoint: str) -> list[str]:
     """run.sh: the server, every unit's agent then (server stopped) its grader, each as its own step, then the
     collection; exits non-zero when anything failed, after all of it ran."""
     agents = [k for k in files if k.endswith("/agent")]
@@ -238,8 +272,10 @@ def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, 
         '  echo "$rc" > "$dir/$1.rc"',
         '  if [ "$rc" -ne 0 ]; then echo "$2 failed (exit $rc), see $dir/$1.log" >&2; FAILED=1; fi',
         "}",
-        "rm -f " + " ".join(q(files[k].parent / f"{k.rsplit('/', 1)[1]}.rc") for k in agents + grades)
-        + " " + q(out / SERVER_FAILED),
+        "rm -f "
+        + " ".join(q(files[k].parent / f"{k.rsplit('/', 1)[1]}.rc") for k in agents + grades)
+        + " "
+        + q(out / SERVER_FAILED),
         f"bash {q(out / 'serve.sh')} > {q(out / 'vllm.log')} 2>&1 &",
         "SERVER=$!",
         "trap 'kill $SERVER 2>/dev/null' EXIT",
@@ -296,21 +332,48 @@ def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path, py: str, en
         "INCLUDE=()",
         f'{"" if cfg.instance_slice else "# "}while read -r t; do INCLUDE+=(-i "*$t"); done < '
         f"{_sh(str(udir / INSTANCES))}",
-        '"$PIER_ENV/bin/pier" run -p ' + tasks + " " + _sh(
-            "--agent", "mini-swe-agent", "--model", model_id(cfg), "--ak", f"config_file={udir / 'pier_agent.yaml'}",
-            "--ae", "MSWEA_API_KEY=EMPTY", "--jobs-dir", str(udir / "jobs"), "--job-name", deepswe.JOB,
-            "--n-concurrent", str(cfg.agent_workers), "--yes") + ' "${INCLUDE[@]}"',
+        '"$PIER_ENV/bin/pier" run -p '
+        + tasks
+        + " "
+        + _sh(
+            "--agent",
+            "mini-swe-agent",
+            "--model",
+            model_id(cfg),
+            "--ak",
+            f"config_file={udir / 'pier_agent.yaml'}",
+            "--ae",
+            "MSWEA_API_KEY=EMPTY",
+            "--jobs-dir",
+            str(udir / "jobs"),
+            "--job-name",
+            deepswe.JOB,
+            "--n-concurrent",
+            str(cfg.agent_workers),
+            "--yes",
+        )
+        + ' "${INCLUDE[@]}"',
     ]
     key = bench.name
-    return {f"{key}/agent.yaml": udir / "agent.yaml",
-            f"{key}/agent": _script(udir / "agent.sh", "\n".join(lines)),
-            f"{key}/grade": _script(udir / "grade.sh", "\n".join([
-                env, "# Pier graded every trial during the agent step; here its results are only checked",
-                f"ls {_sh(str(udir / 'jobs' / deepswe.JOB))}/*/result.json >/dev/null"]))}
+    return {
+        f"{key}/agent.yaml": udir / "agent.yaml",
+        f"{key}/agent": _script(udir / "agent.sh", "\n".join(lines)),
+        f"{key}/grade": _script(
+            udir / "grade.sh",
+            "\n".join(
+                [
+                    env,
+                    "# Pier graded every trial during the agent step; here its results are only checked",
+                    f"ls {_sh(str(udir / 'jobs' / deepswe.JOB))}/*/result.json >/dev/null",
+                ]
+            ),
+        ),
+    }
 
 
-def _harness_agent(cfg: SweBenchConfig, bench: Benchmark, hdir: Path, harness: str, py: str,
-                   pro_dataset: str | None) -> tuple[list[str], str]:
+def _harness_agent(
+    cfg: SweBenchConfig, bench: Benchmark, hdir: Path, harness: str, py: str, pro_dataset: str | None
+) -> tuple[list[str], str]:
     """SWE-agent's or OpenHands' agent step (its config checked against its schema) and its predictions
     converter (run by grade.sh, so a crashed agent still leaves its finished instances graded)."""
     from midtrain.eval.harnesses import openhands_config, openhands_limit, swe_agent_config
@@ -320,19 +383,43 @@ def _harness_agent(cfg: SweBenchConfig, bench: Benchmark, hdir: Path, harness: s
         pro_file = str(Path(pro_dataset) / f"{cfg.split}.jsonl") if pro_dataset else None
         conf = swe_agent_config(cfg, bench, api_base, model_id(cfg), str(hdir / "agent"), pro_file)
         (hdir / "swe_agent.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
-        return (['sweagent run-batch --config "${SWE_AGENT_DIR:?set SWE_AGENT_DIR to a SWE-agent checkout}'
-                 '/config/default.yaml" ' + _sh("--config", str(hdir / "swe_agent.yaml"))],
-                f"{py} -m midtrain.eval.swebench predictions {_sh(str(hdir / 'agent' / 'preds.json'))}")
+        return (
+            [
+                'sweagent run-batch --config "${SWE_AGENT_DIR:?set SWE_AGENT_DIR to a SWE-agent checkout}'
+                '/config/default.yaml" ' + _sh("--config", str(hdir / "swe_agent.yaml"))
+            ],
+            f"{py} -m midtrain.eval.swebench predictions {_sh(str(hdir / 'agent' / 'preds.json'))}",
+        )
     (hdir / "config.toml").write_text(openhands_config(cfg, api_base, model_id(cfg)))
     limit = openhands_limit(cfg.instance_slice)
-    run = ["poetry", "run", "python", "evaluation/benchmarks/swe_bench/run_infer.py", "--config-file",
-           str(hdir / "config.toml"), "--agent-cls", "CodeActAgent", "--llm-config", "llm.midtrain",
-           "--max-iterations", str(cfg.max_steps), "--eval-num-workers", str(cfg.agent_workers), "--dataset",
-           bench.dataset, "--split", cfg.split, "--eval-output-dir", str(hdir / "agent")]
+    run = [
+        "poetry",
+        "run",
+        "python",
+        "evaluation/benchmarks/swe_bench/run_infer.py",
+        "--config-file",
+        str(hdir / "config.toml"),
+        "--agent-cls",
+        "CodeActAgent",
+        "--llm-config",
+        "llm.midtrain",
+        "--max-iterations",
+        str(cfg.max_steps),
+        "--eval-num-workers",
+        str(cfg.agent_workers),
+        "--dataset",
+        bench.dataset,
+        "--split",
+        cfg.split,
+        "--eval-output-dir",
+        str(hdir / "agent"),
+    ]
     if limit is not None:
         run += ["--eval-n-limit", str(limit)]
-    return (['cd "${OPENHANDS_DIR:?set OPENHANDS_DIR to an OpenHands checkout}"', _sh(*run)],
-            f"{py} -m midtrain.eval.swebench openhands-predictions {_sh(str(hdir / 'agent'))}")
+    return (
+        ['cd "${OPENHANDS_DIR:?set OPENHANDS_DIR to an OpenHands checkout}"', _sh(*run)],
+        f"{py} -m midtrain.eval.swebench openhands-predictions {_sh(str(hdir / 'agent'))}",
+    )
 
 
 def _grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str, py: str) -> list[str]:
@@ -340,14 +427,29 @@ def _grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: st
     named after ``run_name``."""
     grading = bdir / "grading"
     if bench.grader == "swebench":
-        harness = _sh("-m", "swebench.harness.run_evaluation", "--dataset_name", bench.dataset, "--split",
-                      cfg.split, "--predictions_path", str(bdir / "preds.jsonl"), "--max_workers",
-                      str(cfg.grading_workers), "--run_id", f"midtrain-{run_name}", "--report_dir", str(grading))
+        harness = _sh(
+            "-m",
+            "swebench.harness.run_evaluation",
+            "--dataset_name",
+            bench.dataset,
+            "--split",
+            cfg.split,
+            "--predictions_path",
+            str(bdir / "preds.jsonl"),
+            "--max_workers",
+            str(cfg.grading_workers),
+            "--run_id",
+            f"midtrain-{run_name}",
+            "--report_dir",
+            str(grading),
+        )
         # over the instances asked for (the harness's denominator), never an empty --instance_ids
-        return [f"IDS=$(cat {_sh(str(bdir / INSTANCES))})",
-                f'[ -n "$IDS" ] || {{ echo "no instances listed in {bdir / INSTANCES}" >&2; exit 3; }}',
-                f"mkdir -p {_sh(str(grading))} && cd {_sh(str(grading))}",  # the harness logs under cwd
-                f"{py} {harness} --instance_ids $IDS"]
+        return [
+            f"IDS=$(cat {_sh(str(bdir / INSTANCES))})",
+            f'[ -n "$IDS" ] || {{ echo "no instances listed in {bdir / INSTANCES}" >&2; exit 3; }}',
+            f"mkdir -p {_sh(str(grading))} && cd {_sh(str(grading))}",  # the harness logs under cwd
+            f"{py} {harness} --instance_ids $IDS",
+        ]
     # Scale's grader reads dockerfiles/ and imports helper_code/ relative to its checkout: it runs from there.
     # Without --use_local_docker it grades on Modal, and an instance it cannot run is written as `false`.
     return [
@@ -358,7 +460,8 @@ def _grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: st
         f"{py} swe_bench_pro_eval.py --raw_sample_path={PRO_RAW_SAMPLES} "
         f"--patch_path={_sh(str(bdir / 'patches.json'))} --output_dir={_sh(str(grading))} "
         f"--scripts_dir=run_scripts --num_workers={cfg.grading_workers} "
-        f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]} --use_local_docker"]
+        f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]} --use_local_docker",
+    ]
 
 
 def _finish(cfg: SweBenchConfig, out: Path, files: dict[str, Path], site: Any = None) -> dict[str, Path]:
@@ -371,16 +474,29 @@ def _finish(cfg: SweBenchConfig, out: Path, files: dict[str, Path], site: Any = 
     site = site or load_site()
     res = site.step_resources("eval_swebench")
     if res.gpus_per_node < cfg.tensor_parallel:
-        raise ConfigError(f"tensor_parallel={cfg.tensor_parallel}: the site's eval_swebench job has "
-                          f"{res.gpus_per_node} GPUs per node (site protocol.eval_swebench.gpus_per_node)")
-    sbatch = "\n".join([
-        "#!/bin/bash",
-        sbatch_lines(site, res, job_name=f"swebench-{cfg.served_model_name}", log_file=f"{out}/slurm-%j.out",
-                     gpu=True, requeue=False),
-        python_setup(site),
-        site_exports(site),
-        f"bash {_sh(str(out / 'run.sh'))}",
-    ]) + "\n"
+        raise ConfigError(
+            f"tensor_parallel={cfg.tensor_parallel}: the site's eval_swebench job has "
+            f"{res.gpus_per_node} GPUs per node (site protocol.eval_swebench.gpus_per_node)"
+        )
+    sbatch = (
+        "\n".join(
+            [
+                "#!/bin/bash",
+                sbatch_lines(
+                    site,
+                    res,
+                    job_name=f"swebench-{cfg.served_model_name}",
+                    log_file=f"{out}/slurm-%j.out",
+                    gpu=True,
+                    requeue=False,
+                ),
+                python_setup(site),
+                site_exports(site),
+                f"bash {_sh(str(out / 'run.sh'))}",
+            ]
+        )
+        + "\n"
+    )
     (out / "swebench.sbatch").write_text(sbatch)
     files["sbatch"] = out / "swebench.sbatch"
     (out / "swebench_config.yaml").write_text(cfg.to_yaml())
@@ -419,8 +535,14 @@ def claim_run(output: str | Path, checkpoint: str | Path) -> list[str]:
             removed.append(rel)
         if removed:
             why = "no stamp" if old is None else ", ".join(stale_fields(old, want)) + " changed"
-            log.warning("swebench: %s held results of another checkpoint or settings (%s); removed %d outputs "
-                        "(e.g. %s) before this run", out, why, len(removed), ", ".join(removed[:3]))
+            log.warning(
+                "swebench: %s held results of another checkpoint or settings (%s); removed %d outputs "
+                "(e.g. %s) before this run",
+                out,
+                why,
+                len(removed),
+                ", ".join(removed[:3]),
+            )
     (out / RUN_STAMP).write_text(json.dumps(want, indent=1))
     return removed
 
@@ -429,8 +551,9 @@ class _BlockDumper(yaml.SafeDumper):
     """Multi-line strings (the agent's prompt templates) as readable `|` blocks."""
 
 
-_BlockDumper.add_representer(str, lambda d, s: d.represent_scalar(
-    "tag:yaml.org,2002:str", s, style="|" if "\n" in s else None))
+_BlockDumper.add_representer(
+    str, lambda d, s: d.represent_scalar("tag:yaml.org,2002:str", s, style="|" if "\n" in s else None)
+)
 
 
 def _script(path: Path, body: str) -> Path:
@@ -457,8 +580,9 @@ def write_instances(rows: list[dict[str, Any]], spec: str, out: str | Path) -> i
     return len(ids)
 
 
-def convert_predictions(preds_json: str | Path, out_jsonl: str | Path,
-                        instances: list[str] | None = None) -> dict[str, int]:
+def convert_predictions(
+    preds_json: str | Path, out_jsonl: str | Path, instances: list[str] | None = None
+) -> dict[str, int]:
     """mini-swe-agent's preds.json ({id: prediction}) -> the harness's JSONL (one prediction per line).
 
     Instances the agent failed on keep an empty patch (the harness counts them as empty, not as missing); with
@@ -472,21 +596,27 @@ def convert_predictions(preds_json: str | Path, out_jsonl: str | Path,
     else:
         data = json.loads(Path(preds_json).read_text())
     rows = []
-    for row in (list(data.values()) if isinstance(data, dict) else data):
+    for row in list(data.values()) if isinstance(data, dict) else data:
         if not isinstance(row, dict) or not row.get("instance_id"):
             counts["dropped_no_instance_id"] += 1
             log.warning("predictions %s: dropped an entry without instance_id: %.80r", preds_json, row)
             continue
-        rows.append({"instance_id": row["instance_id"], "model_name_or_path":
-                     row.get("model_name_or_path") or "midtrain", "model_patch": row.get("model_patch") or ""})
+        rows.append(
+            {
+                "instance_id": row["instance_id"],
+                "model_name_or_path": row.get("model_name_or_path") or "midtrain",
+                "model_patch": row.get("model_patch") or "",
+            }
+        )
     return write_predictions(complete_predictions(rows, instances, counts), out_jsonl, counts)
 
 
 def pro_patches(preds_jsonl: str | Path, out_json: str | Path) -> int:
     """Harness JSONL -> the list Scale's Pro grader reads ([{instance_id, patch, prefix}])."""
     rows = [json.loads(line) for line in Path(preds_jsonl).read_text().splitlines() if line.strip()]
-    Path(out_json).write_text(json.dumps([{"instance_id": r["instance_id"], "patch": r["model_patch"],
-                                           "prefix": ""} for r in rows]))
+    Path(out_json).write_text(
+        json.dumps([{"instance_id": r["instance_id"], "patch": r["model_patch"], "prefix": ""} for r in rows])
+    )
     return len(rows)
 
 
@@ -496,8 +626,10 @@ def pro_problem_statement(row: dict[str, Any]) -> str:
     missing = [k for k in ("problem_statement", "requirements", "interface") if k not in row]
     if missing:
         raise ValueError(f"SWE-bench Pro instance {row.get('instance_id', '?')}: no {missing} field")
-    return (f"{row['problem_statement']}\n\nRequirements:\n{row['requirements']}\n\n"
-            f"New interfaces introduced:\n{row['interface']}")
+    return (
+        f"{row['problem_statement']}\n\nRequirements:\n{row['requirements']}\n\n"
+        f"New interfaces introduced:\n{row['interface']}"
+    )
 
 
 def write_pro_rows(rows: list[dict[str, Any]], out_dir: str | Path, split: str) -> int:
@@ -523,6 +655,8 @@ def prepare_pro(dataset: str, split: str, out_dir: str | Path) -> int:
 
 # -- results ----------------------------------------------------------------------------------------
 EMPTY_PATCH_FLAG = 0.5  # a unit with more empty patches than this share is flagged in its results and the report
+
+
 def parse_harness_report(path: str | Path) -> dict[str, Any]:
     """The `swebench` harness's final run report -> counts and the resolved rate over all instances run."""
     rep = json.loads(Path(path).read_text())
@@ -531,14 +665,21 @@ def parse_harness_report(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a swebench run report (missing {missing})")
     total = int(rep["total_instances"])
     resolved = int(rep["resolved_instances"])
-    return {"resolved": resolved, "total": total, "rate": resolved / total if total else None,  # none run: unknown
-            "submitted": int(rep.get("submitted_instances", 0)), "completed": int(rep.get("completed_instances", 0)),
-            "empty_patch": int(rep.get("empty_patch_instances", 0)), "errors": int(rep.get("error_instances", 0)),
-            "report": str(path)}
+    return {
+        "resolved": resolved,
+        "total": total,
+        "rate": resolved / total if total else None,  # none run: unknown
+        "submitted": int(rep.get("submitted_instances", 0)),
+        "completed": int(rep.get("completed_instances", 0)),
+        "empty_patch": int(rep.get("empty_patch_instances", 0)),
+        "errors": int(rep.get("error_instances", 0)),
+        "report": str(path),
+    }
 
 
-def parse_pro_results(path: str | Path, predictions: str | Path | None = None,
-                      instances: list[str] | None = None) -> dict[str, Any]:
+def parse_pro_results(
+    path: str | Path, predictions: str | Path | None = None, instances: list[str] | None = None
+) -> dict[str, Any]:
     """Scale's Pro grader output ({instance_id: passed}) -> counts.
 
     The grader writes `false` both for an instance whose tests failed and for one it could not run (no image,
@@ -557,12 +698,26 @@ def parse_pro_results(path: str | Path, predictions: str | Path | None = None,
     resolved = sum(bool(res[i]) for i in graded)
     errors = sorted(ids - graded)
     if errors:
-        log.error("swebench pro: the grader could not grade %d of %d instances (no %s), e.g. %s; see "
-                  "GRADING/<id>/_stdout.log and the grader's log", len(errors), len(ids), PRO_OUTPUT, errors[:3])
+        log.error(
+            "swebench pro: the grader could not grade %d of %d instances (no %s), e.g. %s; see "
+            "GRADING/<id>/_stdout.log and the grader's log",
+            len(errors),
+            len(ids),
+            PRO_OUTPUT,
+            errors[:3],
+        )
     # nothing graded (no Docker, no images): unknown, never a measured 0
-    return {"resolved": resolved, "total": len(ids), "rate": resolved / len(ids) if graded else None,
-            "submitted": len(ids), "completed": len(graded), "failed": len(graded) - resolved,
-            "errors": len(errors), "error_ids": errors, "report": str(path)}
+    return {
+        "resolved": resolved,
+        "total": len(ids),
+        "rate": resolved / len(ids) if graded else None,
+        "submitted": len(ids),
+        "completed": len(graded),
+        "failed": len(graded) - resolved,
+        "errors": len(errors),
+        "error_ids": errors,
+        "report": str(path),
+    }
 
 
 def _log_tail(path: Path, lines: int = 3) -> str:
@@ -582,8 +737,14 @@ def step_failures(udir: Path, server_failed: str | None) -> list[dict[str, Any]]
         if rc_file.is_file():
             rc = rc_file.read_text().strip()
             if rc != "0":
-                failures.append({"step": step, "exit": int(rc) if rc.lstrip("-").isdigit() else rc,
-                                 "cause": _log_tail(log_file) or f"{step}.sh exited {rc}", "log": str(log_file)})
+                failures.append(
+                    {
+                        "step": step,
+                        "exit": int(rc) if rc.lstrip("-").isdigit() else rc,
+                        "cause": _log_tail(log_file) or f"{step}.sh exited {rc}",
+                        "log": str(log_file),
+                    }
+                )
         elif server_failed and step == "agent":
             failures.append({"step": step, "cause": server_failed})
     return failures
@@ -639,8 +800,9 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
         if asked is not None:
             result["asked"] = len(asked)
             if result["total"] != len(asked):
-                log.warning("swebench %s: the report covers %d instances, %d were asked for", key,
-                            result["total"], len(asked))
+                log.warning(
+                    "swebench %s: the report covers %d instances, %d were asked for", key, result["total"], len(asked)
+                )
         empty = result.get("empty_patch", 0)
         if result.get("total") and empty / result["total"] > EMPTY_PATCH_FLAG:  # e.g. the server died mid-run
             result["flag"] = f"mostly empty patches: {empty} of {result['total']}"

@@ -107,8 +107,9 @@ def document_files(root: str | Path, pattern: str = DOCUMENT_GLOB) -> list[Path]
     return sorted(p for p in root.glob(pattern) if p.is_file() and p.name.endswith((".jsonl", ".jsonl.gz")))
 
 
-def read_jsonl(path: str | Path, drops: Counter | None = None,
-               bad_reason: str = "bad_json") -> Iterator[tuple[int, dict]]:
+def read_jsonl(
+    path: str | Path, drops: Counter | None = None, bad_reason: str = "bad_json"
+) -> Iterator[tuple[int, dict]]:
     """(line number, object) for each JSON object line of a JSONL(.gz) file, leniently.
 
     Blank lines are skipped; a line that is not a JSON object is logged and counted as ``drops[bad_reason]``;
@@ -118,7 +119,7 @@ def read_jsonl(path: str | Path, drops: Counter | None = None,
     path = Path(path) if isinstance(path, str) else path  # a Path, or a universal_pathlib path in object storage
     drops = Counter() if drops is None else drops
     try:
-        with path.open("rb") as raw, (gzip.open(raw) if path.name.endswith(".gz") else raw) as fh:
+        with path.open("rb") as raw, gzip.open(raw) if path.name.endswith(".gz") else raw as fh:
             for lineno, line in enumerate(fh, 1):
                 if not line.strip():
                     continue

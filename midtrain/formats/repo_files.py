@@ -9,10 +9,25 @@ from __future__ import annotations
 import re
 
 _TEST_DIRS = {"test", "tests", "testing", "__tests__", "spec", "specs", "test_utils", "testutils"}
-_EXAMPLE_DIRS = {"example", "examples", "sample", "samples", "demo", "demos", "tutorial", "tutorials",
-                 "benchmark", "benchmarks", "bench", "docs_src", "cookbook"}
-_TEST_NAME = re.compile(r"^(?:test_.*|.*_test|.*_tests|conftest|.*\.(?:test|spec))\.\w+$"
-                        r"|^.*Tests?\.(?:java|kt|cs|swift)$")
+_EXAMPLE_DIRS = {
+    "example",
+    "examples",
+    "sample",
+    "samples",
+    "demo",
+    "demos",
+    "tutorial",
+    "tutorials",
+    "benchmark",
+    "benchmarks",
+    "bench",
+    "docs_src",
+    "cookbook",
+}
+_TEST_NAME = re.compile(
+    r"^(?:test_.*|.*_test|.*_tests|conftest|.*\.(?:test|spec))\.\w+$"
+    r"|^.*Tests?\.(?:java|kt|cs|swift)$"
+)
 
 
 def file_group(path: str) -> int:

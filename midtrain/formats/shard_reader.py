@@ -71,8 +71,10 @@ def _open_indexed(prefix: Path):
     expected = int(ds.sequence_lengths.astype(np.int64).sum()) * np.dtype(ds.index.dtype).itemsize
     actual = Path(f"{prefix}.bin").stat().st_size
     if actual != expected:
-        raise ValueError(f"{prefix}.bin: {actual} bytes, the index expects {expected}; the shard is truncated or "
-                         "corrupt (re-run `midtrain pack`)")
+        raise ValueError(
+            f"{prefix}.bin: {actual} bytes, the index expects {expected}; the shard is truncated or "
+            "corrupt (re-run `midtrain pack`)"
+        )
     return ds
 
 
@@ -85,8 +87,10 @@ class _Shard:
         self.pieces = np.load(f"{prefix}.pieces.npy", mmap_mode="r").view(np.ndarray)
         self.doc_index = self.ids.document_indices  # sequence (piece) offsets of each packed sequence
         if len(self.pieces) != len(self.ids.sequence_lengths):
-            raise ValueError(f"{prefix}: piece table has {len(self.pieces)} rows for "
-                             f"{len(self.ids.sequence_lengths)} index sequences (shard corrupt or mixed up)")
+            raise ValueError(
+                f"{prefix}: piece table has {len(self.pieces)} rows for "
+                f"{len(self.ids.sequence_lengths)} index sequences (shard corrupt or mixed up)"
+            )
 
     def __len__(self) -> int:
         return len(self.doc_index) - 1
@@ -97,8 +101,10 @@ class PackedDataset(torch.utils.data.Dataset):
 
     def __init__(self, shard_dir: str | Path, split: str = "train") -> None:
         if is_url(shard_dir):
-            raise ValueError(f"{shard_dir}: shards in object storage cannot be memory-mapped; copy the directory to "
-                             f"a filesystem first (e.g. `aws s3 sync {shard_dir} DIR`) and read DIR")
+            raise ValueError(
+                f"{shard_dir}: shards in object storage cannot be memory-mapped; copy the directory to "
+                f"a filesystem first (e.g. `aws s3 sync {shard_dir} DIR`) and read DIR"
+            )
         self.shard_dir = Path(shard_dir)
         self.manifest = load_manifest(self.shard_dir)
         splits = self.manifest.get("splits", {})
@@ -112,14 +118,18 @@ class PackedDataset(torch.utils.data.Dataset):
         self._offsets = np.cumsum([0] + [len(s) for s in self._shards])
         listed = splits[split].get("sequences")
         if listed is not None and len(self) != int(listed):
-            raise ValueError(f"{self.shard_dir}: {split} shards hold {len(self)} sequences, manifest.json lists "
-                             f"{listed}; the shards are truncated or mixed up (re-run `midtrain pack`)")
+            raise ValueError(
+                f"{self.shard_dir}: {split} shards hold {len(self)} sequences, manifest.json lists "
+                f"{listed}; the shards are truncated or mixed up (re-run `midtrain pack`)"
+            )
 
     def _open_shard(self, name: str, masks: bool) -> _Shard | None:
         """One shard the manifest lists, checked against its count there: a missing, emptied or cut shard
         stops the reader naming the file (training on part of the data would go unnoticed)."""
-        counts = {f"{self.split}/{int(t['task']):05d}": int(t["sequences"])
-                  for t in self.manifest["splits"][self.split].get("tasks", [])}
+        counts = {
+            f"{self.split}/{int(t['task']):05d}": int(t["sequences"])
+            for t in self.manifest["splits"][self.split].get("tasks", [])
+        }
         expected = counts.get(name)
         bin_path = self.shard_dir / f"{name}.bin"
         if not bin_path.exists():
@@ -127,12 +137,16 @@ class PackedDataset(torch.utils.data.Dataset):
         if bin_path.stat().st_size == 0:
             if not expected:  # a task with nothing for this split leaves an empty shard (cannot be memory-mapped)
                 return None
-            raise ValueError(f"{bin_path}: empty, but manifest.json lists {expected} sequences in it; the shard is "
-                             "truncated or corrupt (re-run `midtrain pack`)")
+            raise ValueError(
+                f"{bin_path}: empty, but manifest.json lists {expected} sequences in it; the shard is "
+                "truncated or corrupt (re-run `midtrain pack`)"
+            )
         shard = _Shard(self.shard_dir / name, masks)
         if expected is not None and len(shard) != expected:
-            raise ValueError(f"{bin_path}: {len(shard)} sequences, manifest.json lists {expected}; the shard is "
-                             "truncated or mixed up (re-run `midtrain pack`)")
+            raise ValueError(
+                f"{bin_path}: {len(shard)} sequences, manifest.json lists {expected}; the shard is "
+                "truncated or mixed up (re-run `midtrain pack`)"
+            )
         return shard
 
     def __len__(self) -> int:
@@ -148,7 +162,7 @@ class PackedDataset(torch.utils.data.Dataset):
     def pieces(self, index: int) -> np.ndarray:
         """The piece table rows (source, tokens, doc, part, parts) of one packed sequence, padding piece included."""
         shard, j = self.locate(index)
-        return np.asarray(shard.pieces[shard.doc_index[j]:shard.doc_index[j + 1]])
+        return np.asarray(shard.pieces[shard.doc_index[j] : shard.doc_index[j + 1]])
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         shard, j = self.locate(int(index))
@@ -184,7 +198,8 @@ class PackedDataset(torch.utils.data.Dataset):
             "cu_seqlens": torch.from_numpy(cu),
             # Real tokens per piece (TE THD with pad_multiple > 1 takes both padded and unpadded bounds).
             "cu_seqlens_unpadded": torch.from_numpy(
-                np.concatenate([[0], np.cumsum(cu_unpadded_lengths)]).astype(np.int32)),
+                np.concatenate([[0], np.cumsum(cu_unpadded_lengths)]).astype(np.int32)
+            ),
             "position_ids": torch.from_numpy(offset),
             "source_ids": torch.from_numpy(source_ids),
         }
@@ -236,16 +251,26 @@ class PackedLoader:
             yield sample
 
     def state_dict(self) -> dict[str, int]:
-        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed, "dp_size": self.dp_size,
-                "num_sequences": len(self.dataset)}
+        return {
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "consumed": self.consumed,
+            "dp_size": self.dp_size,
+            "num_sequences": len(self.dataset),
+        }
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         if int(state["seed"]) != self.seed:
-            raise ValueError(f"loader state has seed {state['seed']}, this loader {self.seed}: resuming would "
-                             "change the sample order")
+            raise ValueError(
+                f"loader state has seed {state['seed']}, this loader {self.seed}: resuming would "
+                "change the sample order"
+            )
         if int(state["num_sequences"]) != len(self.dataset):
-            raise ValueError(f"loader state is for {state['num_sequences']} sequences, the dataset has "
-                             f"{len(self.dataset)}: the shards changed since the checkpoint")
+            raise ValueError(
+                f"loader state is for {state['num_sequences']} sequences, the dataset has "
+                f"{len(self.dataset)}: the shards changed since the checkpoint"
+            )
         # The stream position is the same at any dp_size (state["dp_size"] is the writer's, for the record).
-        self.epoch, self.consumed = divmod(int(state["epoch"]) * len(self.dataset) + int(state["consumed"]),
-                                           len(self.dataset))
+        self.epoch, self.consumed = divmod(
+            int(state["epoch"]) * len(self.dataset) + int(state["consumed"]), len(self.dataset)
+        )

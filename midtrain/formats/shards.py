@@ -26,11 +26,12 @@ import numpy as np
 # megatron-core logs every index it opens at INFO; one line per shard drowns what people need to read.
 logging.getLogger("megatron.core.datasets.indexed_dataset").setLevel(logging.WARNING)
 
-PIECE_DTYPE = np.dtype([("source", np.int16), ("tokens", np.int32), ("doc", np.int64), ("part", np.int32),
-                        ("parts", np.int32)])
+PIECE_DTYPE = np.dtype(
+    [("source", np.int16), ("tokens", np.int32), ("doc", np.int64), ("part", np.int32), ("parts", np.int32)]
+)
 PADDING_SOURCE = -1
 # Length histogram bin edges (tokens): powers of two up to the longest context we pack.
-HIST_EDGES = [0] + [2 ** k for k in range(4, 21)]
+HIST_EDGES = [0] + [2**k for k in range(4, 21)]
 
 
 def token_dtype(vocab_size: int) -> type[np.number]:
@@ -59,15 +60,24 @@ class Piece:
 
 
 def histogram(lengths: list[int] | np.ndarray) -> list[int]:
-    counts, _ = np.histogram(np.asarray(lengths, dtype=np.int64), bins=HIST_EDGES + [2 ** 62])
+    counts, _ = np.histogram(np.asarray(lengths, dtype=np.int64), bins=HIST_EDGES + [2**62])
     return counts.tolist()
 
 
 class PackedShardWriter:
     """Writes packed sequences of one task's shard (tokens, optional masks, piece table, doc ids)."""
 
-    def __init__(self, prefix: str | Path, *, seq_length: int, pad_id: int, dtype: type[np.number],
-                 pad_multiple: int = 1, with_masks: bool = False, sources: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        prefix: str | Path,
+        *,
+        seq_length: int,
+        pad_id: int,
+        dtype: type[np.number],
+        pad_multiple: int = 1,
+        with_masks: bool = False,
+        sources: list[str] | None = None,
+    ) -> None:
         from megatron.core.datasets.indexed_dataset import IndexedDatasetBuilder
 
         self.prefix = Path(prefix)
@@ -108,8 +118,9 @@ class PackedShardWriter:
             self.padding_tokens += padded - n
         used = sum(lengths)
         if used > self.seq_length:
-            raise ValueError(f"{self.prefix}: pieces take {used} tokens (padded), "
-                             f"more than seq_length={self.seq_length}")
+            raise ValueError(
+                f"{self.prefix}: pieces take {used} tokens (padded), more than seq_length={self.seq_length}"
+            )
         real = sum(len(p.tokens) for p in pieces)
         if used < self.seq_length:
             pad = self.seq_length - used
@@ -148,8 +159,9 @@ class PackedShardWriter:
             "documents": len(self._docs),
             "tokens_by_source": {self._name(s): n for s, n in sorted(self.tokens_by_source.items())},
             "pieces_by_source": {self._name(s): len(v) for s, v in sorted(self.piece_lengths_by_source.items())},
-            "length_histogram_by_source": {self._name(s): histogram(v)
-                                           for s, v in sorted(self.piece_lengths_by_source.items())},
+            "length_histogram_by_source": {
+                self._name(s): histogram(v) for s, v in sorted(self.piece_lengths_by_source.items())
+            },
             **(extra_stats or {}),
         }
         Path(f"{self.prefix}.stats.json").write_text(json.dumps(stats, indent=1))

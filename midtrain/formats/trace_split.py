@@ -37,7 +37,7 @@ _DOC_GLOB = "*.jsonl*"
 def instance_draw(instance: str) -> float:
     """The instance's fixed draw in [0, 1) (the first 8 bytes of its sha256)."""
     h = hashlib.sha256(f"midtrain-heldout:{instance}".encode()).digest()
-    return int.from_bytes(h[:8], "big") / 2.0 ** 64
+    return int.from_bytes(h[:8], "big") / 2.0**64
 
 
 def instance_heldout(instance: str, fraction: float | None) -> bool:
@@ -77,9 +77,17 @@ def decide_split(docs: Iterable[dict], fraction: float, decided_by: str = "") ->
         raise ValueError(f"held-out fraction {fraction} must be in (0, 1)")
     by_doc = {str(d["id"]): doc_instance(d) for d in docs}
     held = {i for i in set(by_doc.values()) if instance_heldout(i, fraction)}
-    return {"version": VERSION, "rule": RULE, "fraction": fraction, "by": "instance",
-            "heldout_groups": sorted(held), "groups": len(set(by_doc.values())), "documents": len(by_doc),
-            "decided_by": decided_by, "heldout_ids": sorted(d for d, i in by_doc.items() if i in held)}
+    return {
+        "version": VERSION,
+        "rule": RULE,
+        "fraction": fraction,
+        "by": "instance",
+        "heldout_groups": sorted(held),
+        "groups": len(set(by_doc.values())),
+        "documents": len(by_doc),
+        "decided_by": decided_by,
+        "heldout_ids": sorted(d for d, i in by_doc.items() if i in held),
+    }
 
 
 def read_split(prep_dir: str | Path) -> dict[str, Any] | None:
@@ -114,13 +122,16 @@ def _source(doc: dict) -> str | None:
 
 
 @overload
-def ensure_split(prep_dir: str | Path, fraction: float | None = ..., decided_by: str = ...,
-                 only_traces: Literal[False] = ...) -> dict[str, Any]: ...
+def ensure_split(
+    prep_dir: str | Path, fraction: float | None = ..., decided_by: str = ..., only_traces: Literal[False] = ...
+) -> dict[str, Any]: ...
 @overload
-def ensure_split(prep_dir: str | Path, fraction: float | None = ..., decided_by: str = ...,
-                 only_traces: bool = ...) -> dict[str, Any] | None: ...
-def ensure_split(prep_dir: str | Path, fraction: float | None = None, decided_by: str = "",
-                 only_traces: bool = False) -> dict[str, Any] | None:
+def ensure_split(
+    prep_dir: str | Path, fraction: float | None = ..., decided_by: str = ..., only_traces: bool = ...
+) -> dict[str, Any] | None: ...
+def ensure_split(
+    prep_dir: str | Path, fraction: float | None = None, decided_by: str = "", only_traces: bool = False
+) -> dict[str, Any] | None:
     """The recorded split of a trace set (decided from its documents and recorded when there is none).
 
     ``fraction``: the caller's held-out share (None = the record's, or DEFAULT_FRACTION when deciding); one that
@@ -135,8 +146,14 @@ def ensure_split(prep_dir: str | Path, fraction: float | None = None, decided_by
         # below), membership follows the rule now
         old = split
         (as_path(prep_dir) / SPLIT_FILE).unlink(missing_ok=True)
-        split = _record(prep_dir, decide_split((d for d in iter_documents(prep_dir) if _source(d) in (None, "trace")),
-                                               old["fraction"], old.get("decided_by") or ""))
+        split = _record(
+            prep_dir,
+            decide_split(
+                (d for d in iter_documents(prep_dir) if _source(d) in (None, "trace")),
+                old["fraction"],
+                old.get("decided_by") or "",
+            ),
+        )
     if split is None:
         if only_traces and not any(_source(d) == "trace" for d in iter_documents(prep_dir, first_only=True)):
             return None
@@ -144,10 +161,12 @@ def ensure_split(prep_dir: str | Path, fraction: float | None = None, decided_by
         split = decide_split(docs, DEFAULT_FRACTION if fraction is None else fraction, decided_by)
         split = _record(prep_dir, split)
     if fraction is not None and split["fraction"] is not None and abs(split["fraction"] - fraction) > 1e-12:
-        raise ValueError(f"{Path(str(prep_dir)) / SPLIT_FILE}: the trace set's held-out split was decided with "
-                         f"fraction {split['fraction']} (by {split.get('decided_by') or 'an earlier run'}); "
-                         f"this run asks for {fraction}. Use valid_fraction=null (the recorded split) or the "
-                         "recorded fraction: a second split would put held-out traces into a training pack")
+        raise ValueError(
+            f"{Path(str(prep_dir)) / SPLIT_FILE}: the trace set's held-out split was decided with "
+            f"fraction {split['fraction']} (by {split.get('decided_by') or 'an earlier run'}); "
+            f"this run asks for {fraction}. Use valid_fraction=null (the recorded split) or the "
+            "recorded fraction: a second split would put held-out traces into a training pack"
+        )
     return split
 
 

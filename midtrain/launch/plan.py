@@ -44,8 +44,19 @@ DEFAULT_RATES: dict = {
 DEFAULT_KEEP = {"repos": 0.45, "commits": 0.6, "pulls": 0.7, "buildlogs": 0.3, "traces": 0.8}
 # A pack task holds its share's piece table in memory: a few billion tokens per task (README, "Scale").
 PACK_TOKENS_PER_TASK = 2e9
-UNITS = {"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "PB": 1e15,
-         "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
+UNITS = {
+    "": 1,
+    "B": 1,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "PB": 1e15,
+    "KIB": 2**10,
+    "MIB": 2**20,
+    "GIB": 2**30,
+    "TIB": 2**40,
+}
 TOKEN_UNITS = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 
 
@@ -73,8 +84,10 @@ def parse_size(text: str) -> Size:
         if prefix in TOKEN_UNITS:
             return Size(number * TOKEN_UNITS[prefix], tokens=True)
     if number is None or unit.upper() not in UNITS:
-        raise ValueError(f"size {text!r}: expected a number with an optional unit (KB, MB, GB, TB, PB, GiB ...) "
-                         "or tokens (5e9tok, 100Gtok)")
+        raise ValueError(
+            f"size {text!r}: expected a number with an optional unit (KB, MB, GB, TB, PB, GiB ...) "
+            "or tokens (5e9tok, 100Gtok)"
+        )
     return Size(number * UNITS[unit.upper()])
 
 
@@ -111,8 +124,10 @@ def _rates_from(data: dict, path: str, rates: dict) -> None:
         rates["read"].update({k: float(v) for k, v in data.get("read", {}).items()})
         rates.update({k: float(data[k]) for k in STAGES[1:] if k in data})
     else:
-        raise ValueError(f"{path}: not a bench_prep.py, bench_curate_speed.py or bench_tokenize.py --json output, "
-                         f"nor a rates file with keys {', '.join(STAGES)}")
+        raise ValueError(
+            f"{path}: not a bench_prep.py, bench_curate_speed.py or bench_tokenize.py --json output, "
+            f"nor a rates file with keys {', '.join(STAGES)}"
+        )
 
 
 def load_rates(paths: list[str] | None = None, overrides: dict[str, float] | None = None) -> dict:
@@ -190,9 +205,16 @@ class Plan:
         return out
 
 
-def plan(inputs: dict[str, Size], mixture: dict[str, float], total_tokens: float, rates: dict,
-         keep: dict[str, float], bytes_per_token: float = 3.5, gzip_ratio: float = 0.3,
-         max_repeat: float = 4.0) -> Plan:
+def plan(
+    inputs: dict[str, Size],
+    mixture: dict[str, float],
+    total_tokens: float,
+    rates: dict,
+    keep: dict[str, float],
+    bytes_per_token: float = 3.5,
+    gzip_ratio: float = 0.3,
+    max_repeat: float = 4.0,
+) -> Plan:
     """Stages per source and the token budget (pure arithmetic)."""
     missing = sorted(set(mixture) - set(inputs))
     if missing:
@@ -210,8 +232,14 @@ def plan(inputs: dict[str, Size], mixture: dict[str, float], total_tokens: float
             Stage(src, "read", raw, rates["read"][src], raw * gzip_ratio),
             Stage(src, "curate", raw, rates["curate"], kept * gzip_ratio),
             Stage(src, "tokenize", kept, rates["tokenize"], tokens_avail * 4),
-            Stage(src, "pack", used_tokens * bytes_per_token, rates["pack"], used_tokens * 4,
-                  min_tasks=max(1, math.ceil(used_tokens / PACK_TOKENS_PER_TASK))),
+            Stage(
+                src,
+                "pack",
+                used_tokens * bytes_per_token,
+                rates["pack"],
+                used_tokens * 4,
+                min_tasks=max(1, math.ceil(used_tokens / PACK_TOKENS_PER_TASK)),
+            ),
         ]
     return result
 
@@ -229,19 +257,27 @@ def human(n: float, unit: str = "B") -> str:
 
 def format_plan(result: Plan, task_hours: float, max_repeat: float) -> str:
     """The stage table, the per-stage totals and the token budget as text."""
-    lines = [f"{'source':<10} {'stage':<9} {'input':>10} {'MB/s/core':>10} {'core-hours':>11} {'disk':>10} "
-             f"{'--tasks':>8}"]
+    lines = [
+        f"{'source':<10} {'stage':<9} {'input':>10} {'MB/s/core':>10} {'core-hours':>11} {'disk':>10} {'--tasks':>8}"
+    ]
     for s in result.stages:
-        lines.append(f"{s.source:<10} {s.stage:<9} {human(s.input_bytes):>10} {s.mb_per_s:>10.2f} "
-                     f"{s.core_hours:>11,.0f} {human(s.disk_bytes):>10} {s.tasks(task_hours):>8}")
+        lines.append(
+            f"{s.source:<10} {s.stage:<9} {human(s.input_bytes):>10} {s.mb_per_s:>10.2f} "
+            f"{s.core_hours:>11,.0f} {human(s.disk_bytes):>10} {s.tasks(task_hours):>8}"
+        )
     lines.append("")
     for stage, (ch, disk) in result.totals().items():
         lines.append(f"total {stage:<9} {ch:>12,.0f} core-hours  {human(disk):>10} on disk")
     lines += ["", f"{'source':<10} {'target':>10} {'available':>10} {'repeats':>8}"]
     for src, b in result.budget.items():
         flag = "  > max_repeat: the target is capped" if b.repeats > max_repeat else ""
-        lines.append(f"{src:<10} {human(b.tokens_target, 'tok'):>10} {human(b.tokens_available, 'tok'):>10} "
-                     f"{b.repeats:>8.2f}{flag}")
-    lines += ["", f"suggested (one task about {task_hours:g} core-hours; a pack task at most "
-                  f"{human(PACK_TOKENS_PER_TASK, 'tok')}):"]
+        lines.append(
+            f"{src:<10} {human(b.tokens_target, 'tok'):>10} {human(b.tokens_available, 'tok'):>10} "
+            f"{b.repeats:>8.2f}{flag}"
+        )
+    lines += [
+        "",
+        f"suggested (one task about {task_hours:g} core-hours; a pack task at most "
+        f"{human(PACK_TOKENS_PER_TASK, 'tok')}):",
+    ]
     return "\n".join(lines + ["  " + c for c in result.commands(task_hours)])

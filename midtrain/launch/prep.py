@@ -29,15 +29,17 @@ def env_command(site: SiteConfig) -> str:
     return "\n".join(lines)
 
 
-def slurm_executor_kwargs(site: SiteConfig, *, job_name: str, logging_dir: str, tasks: int | None = None,
-                          slurm_logs_dir: str | None = None) -> dict[str, Any]:
+def slurm_executor_kwargs(
+    site: SiteConfig, *, job_name: str, logging_dir: str, tasks: int | None = None, slurm_logs_dir: str | None = None
+) -> dict[str, Any]:
     """Keyword arguments for ``SlurmPipelineExecutor(pipeline, **kwargs)`` from ``site.prep``."""
     prep = site.prep
     partition = prep.partition or site.partition
     # datatrove writes every sbatch option, srun option and path below into its script unquoted: each one
     # must be a plain token (directive), or it is refused here, naming the field
-    sbatch_args: dict[str, Any] = {directive(k, "prep.sbatch_args key"): directive(v, f"prep.sbatch_args.{k}")
-                                   for k, v in prep.sbatch_args.items()}
+    sbatch_args: dict[str, Any] = {
+        directive(k, "prep.sbatch_args key"): directive(v, f"prep.sbatch_args.{k}") for k, v in prep.sbatch_args.items()
+    }
     if site.account:
         sbatch_args["account"] = directive(site.account, "account")
     logging_dir = directive(logging_dir, "logging dir (prep/pack --output)")
@@ -50,12 +52,16 @@ def slurm_executor_kwargs(site: SiteConfig, *, job_name: str, logging_dir: str, 
             # the stage's documents go beside its logs: mounting the logs alone would leave them in the
             # container, lost when it ends, so the output must lie under one of the site's mounts
             if d and "://" not in d and not covered(d, mounts):
-                raise LaunchError(f"prep/pack --output: {d} is not under any of the site's container_mounts "
-                                  f"({', '.join(mounts)}); what the jobs write there would stay inside the "
-                                  "container. Add a mount covering it (e.g. /scratch:/scratch)")
-        srun_args = {"container-image": directive(site.container_image, "container_image"),
-                     "container-workdir": directive(site.job_workdir(), "workdir"),
-                     "container-mounts": directive(",".join(mounts), "container_mounts")}
+                raise LaunchError(
+                    f"prep/pack --output: {d} is not under any of the site's container_mounts "
+                    f"({', '.join(mounts)}); what the jobs write there would stay inside the "
+                    "container. Add a mount covering it (e.g. /scratch:/scratch)"
+                )
+        srun_args = {
+            "container-image": directive(site.container_image, "container_image"),
+            "container-workdir": directive(site.job_workdir(), "workdir"),
+            "container-mounts": directive(",".join(mounts), "container_mounts"),
+        }
         if not site.container_mount_home:
             # a flag without a value, which datatrove's `--KEY=VALUE` rendering has no form for: it follows
             # the last option's value as its own word
@@ -90,16 +96,26 @@ class SharedPathsSlurmExecutor(SlurmPipelineExecutor):
 
     def launch_job(self):
         if self.midtrain_site is not None and "://" not in self.logging_dir.path:
-            self.midtrain_site.check_shared({"prep/pack --output (logging dir)": self.logging_dir.path,
-                                             "workdir": self.midtrain_site.job_workdir()})
+            self.midtrain_site.check_shared(
+                {"prep/pack --output (logging dir)": self.logging_dir.path, "workdir": self.midtrain_site.job_workdir()}
+            )
         return super().launch_job()
 
 
-def slurm_executor(pipeline: list, site: SiteConfig, *, job_name: str, logging_dir: str, tasks: int | None = None,
-                   depends: Any = None, slurm_logs_dir: str | None = None):
+def slurm_executor(
+    pipeline: list,
+    site: SiteConfig,
+    *,
+    job_name: str,
+    logging_dir: str,
+    tasks: int | None = None,
+    depends: Any = None,
+    slurm_logs_dir: str | None = None,
+):
     """A ready SlurmPipelineExecutor; ``.run()`` submits it (only the unfinished tasks on a relaunch)."""
-    kwargs = slurm_executor_kwargs(site, job_name=job_name, logging_dir=logging_dir, tasks=tasks,
-                                   slurm_logs_dir=slurm_logs_dir)
+    kwargs = slurm_executor_kwargs(
+        site, job_name=job_name, logging_dir=logging_dir, tasks=tasks, slurm_logs_dir=slurm_logs_dir
+    )
     if kwargs["partition"] is None:
         kwargs["partition"] = _default_partition()
     ex = SharedPathsSlurmExecutor(pipeline, depends=depends, **kwargs)
@@ -117,5 +133,7 @@ def _default_partition() -> str:
     for line in proc.stdout.split():
         if line.endswith("*"):
             return line[:-1]
-    raise LaunchError("prep.partition: not set and the cluster has no default partition (sinfo shows none "
-                      "marked '*'); set prep.partition or partition in the site config")
+    raise LaunchError(
+        "prep.partition: not set and the cluster has no default partition (sinfo shows none "
+        "marked '*'); set prep.partition or partition in the site config"
+    )

@@ -44,12 +44,16 @@ class ProtocolJobs:
     final_id: str | None = None
 
     def all_jobs(self) -> list[StepJob | TrainJob]:
-        return [*self.setup, *(j for chain in self.chains.values() for j in chain),
-                *([self.final] if self.final else [])]
+        return [
+            *self.setup,
+            *(j for chain in self.chains.values() for j in chain),
+            *([self.final] if self.final else []),
+        ]
 
 
-def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: list[str],
-                job_prefix: str = "mt") -> StepJob:
+def render_step(
+    site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: list[str], job_prefix: str = "mt"
+) -> StepJob:
     """One step's job script (written by :func:`write_jobs`, not here)."""
     # a step repeated per seed ("sft-s7") takes its step's resources ("sft")
     res = site.step_resources(step if step in site.protocol else step.split("-s")[0]).validate()
@@ -58,10 +62,17 @@ def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: 
     check_cpus(site, res, f"protocol step {base}")
     logs = slurm_dir / "logs"
     values = {
-        "sbatch": sbatch_lines(site, res, job_name=name, log_file=str(logs / f"{base}-%j.out"),
-                               gpu=res.gpus_per_node > 0, requeue=True),
-        **job_body(site, res, argv=qargv(argv, f"{chain}/{step} argv"), log_file=str(logs / base),
-                   status_dir=str(slurm_dir / "status" / base), mounts=[str(slurm_dir.parent)]),
+        "sbatch": sbatch_lines(
+            site, res, job_name=name, log_file=str(logs / f"{base}-%j.out"), gpu=res.gpus_per_node > 0, requeue=True
+        ),
+        **job_body(
+            site,
+            res,
+            argv=qargv(argv, f"{chain}/{step} argv"),
+            log_file=str(logs / base),
+            status_dir=str(slurm_dir / "status" / base),
+            mounts=[str(slurm_dir.parent)],
+        ),
         # names also appear in comments and an echo: plain characters only
         "step": directive(step, "step name"),
         "chain": directive(chain or "all", "checkpoint name"),
@@ -71,13 +82,19 @@ def render_step(site: SiteConfig, slurm_dir: Path, chain: str, step: str, argv: 
     return StepJob(chain, step, list(argv), path, str(logs / f"{base}-%j_0.out"), script, site)
 
 
-def build_chains(site: SiteConfig, slurm_dir: Path, steps: dict[str, list[tuple[str, list[str]]]],
-                 final: tuple[str, list[str]] | None = None, job_prefix: str = "mt") -> ProtocolJobs:
+def build_chains(
+    site: SiteConfig,
+    slurm_dir: Path,
+    steps: dict[str, list[tuple[str, list[str]]]],
+    final: tuple[str, list[str]] | None = None,
+    job_prefix: str = "mt",
+) -> ProtocolJobs:
     """Render every step: ``steps`` per checkpoint, as the protocol's ``protocol_steps`` gives them, ``final``
     after all chains."""
     chains: dict[str, list[StepJob | TrainJob]] = {
         name: [render_step(site, slurm_dir, name, step, argv, job_prefix) for step, argv in chain]
-        for name, chain in steps.items()}
+        for name, chain in steps.items()
+    }
     last = render_step(site, slurm_dir, "", final[0], final[1], job_prefix) if final else None
     return ProtocolJobs(chains, last)
 

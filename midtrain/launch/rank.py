@@ -43,8 +43,11 @@ def _record_early_signals(status: Path, rank: str) -> None:
     def handle(signum: int, frame: object) -> None:
         name = signal.Signals(signum).name
         _write(status / f"early_signal.{rank}", name)
-        print(f"[midtrain] rank {rank}: {name} before the trainer's handler was installed; exiting",
-              file=sys.stderr, flush=True)
+        print(
+            f"[midtrain] rank {rank}: {name} before the trainer's handler was installed; exiting",
+            file=sys.stderr,
+            flush=True,
+        )
         raise SystemExit(EXIT_REQUEUE if signum == signal.SIGUSR1 else 128 + signum)
 
     for sig in (signal.SIGUSR1, signal.SIGTERM):

@@ -42,26 +42,30 @@ def render(template: str, values: dict[str, str], what: str | None = None) -> st
     return out
 
 
-def job_body(site: SiteConfig, res: JobResources, *, argv: str, log_file: str, status_dir: str,
-             mounts: list[str]) -> dict[str, str]:
+def job_body(
+    site: SiteConfig, res: JobResources, *, argv: str, log_file: str, status_dir: str, mounts: list[str]
+) -> dict[str, str]:
     """The values train.sbatch and step.sbatch share: Python setup, environment, and the launch fragment
     (slurm/launch.sh). ``log_file`` is the per-restart log (``DIR/NAME-<job>_<restart>.out`` is written);
     ``mounts`` are the directories the job reads or writes (mounted into a container when none covers them)."""
     log_dir, log_name = log_file.rsplit("/", 1)
-    launch = fill("launch.sh", {
-        "log_dir": q(log_dir, "log dir"),
-        "log_name": directive(log_name, "log name"),
-        "ranks_per_node": str(res.ranks_per_node),
-        "status_dir": q(status_dir, "status dir"),
-        "signal_before_s": str(int(site.signal_before_s)),
-        "cpus_per_task": str(res.cpus_per_task),
-        "srun_container": srun_container_args(site, mounts),
-        "argv": argv,
-        "max_requeues": str(site.max_requeues),
-        "max_retries": str(site.max_retries),
-        "hang_timeout_s": str(site.hang_timeout_s),
-        "hang_poll_s": str(max(1, min(60, site.hang_timeout_s // 10))),
-    })
+    launch = fill(
+        "launch.sh",
+        {
+            "log_dir": q(log_dir, "log dir"),
+            "log_name": directive(log_name, "log name"),
+            "ranks_per_node": str(res.ranks_per_node),
+            "status_dir": q(status_dir, "status dir"),
+            "signal_before_s": str(int(site.signal_before_s)),
+            "cpus_per_task": str(res.cpus_per_task),
+            "srun_container": srun_container_args(site, mounts),
+            "argv": argv,
+            "max_requeues": str(site.max_requeues),
+            "max_retries": str(site.max_retries),
+            "hang_timeout_s": str(site.hang_timeout_s),
+            "hang_poll_s": str(max(1, min(60, site.hang_timeout_s // 10))),
+        },
+    )
     return {
         "python_setup": python_setup(site),
         "master_port_base": str(site.master_port_base),
@@ -78,20 +82,21 @@ def check_cpus(site: SiteConfig, res: JobResources, what: str) -> None:
         return
     need = res.cpus_per_task * res.ranks_per_node
     if need > site.cpus_per_node:
-        raise LaunchError(f"{what}: cpus_per_task {res.cpus_per_task} x {res.ranks_per_node} ranks per node = "
-                          f"{need} CPUs, more than the site's cpus_per_node {site.cpus_per_node}; lower "
-                          f"cpus_per_task to {site.cpus_per_node // res.ranks_per_node} or less")
+        raise LaunchError(
+            f"{what}: cpus_per_task {res.cpus_per_task} x {res.ranks_per_node} ranks per node = "
+            f"{need} CPUs, more than the site's cpus_per_node {site.cpus_per_node}; lower "
+            f"cpus_per_task to {site.cpus_per_node // res.ranks_per_node} or less"
+        )
 
 
-def sbatch_lines(site: SiteConfig, res: JobResources, *, job_name: str, log_file: str,
-                 gpu: bool, requeue: bool = True) -> str:
+def sbatch_lines(
+    site: SiteConfig, res: JobResources, *, job_name: str, log_file: str, gpu: bool, requeue: bool = True
+) -> str:
     """The ``#SBATCH`` block: allocation from ``res``, placement from ``site``. A job takes whole nodes when
     its resources say ``exclusive: true``; left unset, GPU jobs do unless the site says ``exclusive: false``."""
-    lines: list[tuple[str, str | None]] = [("job-name", directive(job_name, "job name")),
-             ("nodes", str(res.nodes))]
+    lines: list[tuple[str, str | None]] = [("job-name", directive(job_name, "job name")), ("nodes", str(res.nodes))]
     if gpu:
-        lines += [("ntasks-per-node", str(res.ranks_per_node)),
-                  ("gpus-per-node", str(res.gpus_per_node))]
+        lines += [("ntasks-per-node", str(res.ranks_per_node)), ("gpus-per-node", str(res.gpus_per_node))]
     else:
         lines += [("ntasks-per-node", str(res.ranks_per_node))]
     lines += [("cpus-per-task", str(res.cpus_per_task))]
@@ -129,10 +134,12 @@ def covered(path: str, mounts: list[str]) -> bool:
     for m in mounts:
         src, _, rest = m.partition(":")
         dst = rest.split(":", 1)[0] or src
-        if (path == src or path.startswith(src.rstrip("/") + "/")):
+        if path == src or path.startswith(src.rstrip("/") + "/"):
             if dst != src:
-                raise LaunchError(f"container_mounts: {m!r} maps {src} to {dst}, but the job passes host paths "
-                                  f"({path}); mount it at the same path ({src}:{src})")
+                raise LaunchError(
+                    f"container_mounts: {m!r} maps {src} to {dst}, but the job passes host paths "
+                    f"({path}); mount it at the same path ({src}:{src})"
+                )
             return True
     return False
 
@@ -143,8 +150,9 @@ def container_mounts(site: SiteConfig, paths: list[str]) -> list[str]:
     for path in [site.job_workdir(), *paths]:
         path = str(path).rstrip("/") or "/"
         if "," in path or ":" in path:
-            raise LaunchError(f"container mount {path!r}: pyxis splits --container-mounts on ',' and ':'; "
-                              "use a path without them")
+            raise LaunchError(
+                f"container mount {path!r}: pyxis splits --container-mounts on ',' and ':'; use a path without them"
+            )
         if not covered(path, mounts):
             mounts.append(f"{path}:{path}")
     return mounts
@@ -156,9 +164,11 @@ def srun_container_args(site: SiteConfig, paths: list[str] | None = None) -> str
     named one stays unpacked on every node it ran on, job after job, with container_scope=global)."""
     if not site.container_image:
         return ""
-    args = [f"--container-image={q(site.container_image, 'container_image')}",
-            f"--container-mounts={q(','.join(container_mounts(site, paths or [])), 'container_mounts')}",
-            f"--container-workdir={q(site.job_workdir(), 'workdir')}"]
+    args = [
+        f"--container-image={q(site.container_image, 'container_image')}",
+        f"--container-mounts={q(','.join(container_mounts(site, paths or [])), 'container_mounts')}",
+        f"--container-workdir={q(site.job_workdir(), 'workdir')}",
+    ]
     if not site.container_mount_home:
         args.append("--no-container-mount-home")
     return " ".join(args) + " "

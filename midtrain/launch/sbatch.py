@@ -23,8 +23,13 @@ def _need(tool: str) -> str:
     return path
 
 
-def submit(script: str | Path, *, after: list[str] | None = None, dependency: str = "afterok",
-           extra_args: list[str] | None = None) -> str:
+def submit(
+    script: str | Path,
+    *,
+    after: list[str] | None = None,
+    dependency: str = "afterok",
+    extra_args: list[str] | None = None,
+) -> str:
     """``sbatch --parsable SCRIPT``; with ``after``, the job waits for those jobs (``dependency`` type) and is
     cancelled if one of them fails (for afterok). Returns the job id."""
     cmd = [_need("sbatch"), "--parsable", *(extra_args or [])]

@@ -30,8 +30,10 @@ def clean(value: object, what: str) -> str:
     text = str(value)
     bad = _CONTROL.search(text)
     if bad:
-        raise LaunchError(f"{what}: {text!r} contains a control character ({bad.group()!r}); "
-                          "newlines and control characters cannot go into a job script")
+        raise LaunchError(
+            f"{what}: {text!r} contains a control character ({bad.group()!r}); "
+            "newlines and control characters cannot go into a job script"
+        )
     return text
 
 
@@ -49,8 +51,10 @@ def directive(value: object, what: str) -> str:
     """A value for an ``#SBATCH --opt=VALUE`` line: plain characters only (no spaces, quotes or $)."""
     text = clean(value, what)
     if not text or not _DIRECTIVE.match(text):
-        raise LaunchError(f"{what}: {text!r} cannot go into an #SBATCH line; use letters, digits and "
-                          "_ . : / @ % , = + - [ ] only (no spaces, quotes or $)")
+        raise LaunchError(
+            f"{what}: {text!r} cannot go into an #SBATCH line; use letters, digits and "
+            "_ . : / @ % , = + - [ ] only (no spaces, quotes or $)"
+        )
     return text
 
 

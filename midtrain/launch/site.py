@@ -69,8 +69,11 @@ class JobResources(Config):
         require(self.gpus_per_node >= 0, "gpus_per_node", "must be >= 0 (0 = CPU job)")
         require(self.tasks_per_node is None or self.tasks_per_node >= 1, "tasks_per_node", "must be >= 1")
         require(self.cpus_per_task >= 1, "cpus_per_task", "must be >= 1")
-        require(self.mem is None or bool(re.match(r"^\d+[KMGT]?$", self.mem)), "mem",
-                f"'{self.mem}' is not an sbatch --mem value (e.g. 0, 64G, 512000M)")
+        require(
+            self.mem is None or bool(re.match(r"^\d+[KMGT]?$", self.mem)),
+            "mem",
+            f"'{self.mem}' is not an sbatch --mem value (e.g. 0, 64G, 512000M)",
+        )
         _check_time(self.time, "time")
 
 
@@ -153,16 +156,23 @@ class SiteConfig(Config):
         require(self.signal_before_s >= 0, "signal_before_s", "must be >= 0")
         require(self.max_requeues >= 0, "max_requeues", "must be >= 0")
         require(self.max_retries >= 0, "max_retries", "must be >= 0")
-        require(self.hang_timeout_s == 0 or self.hang_timeout_s >= 10, "hang_timeout_s",
-                "must be 0 (off) or >= 10 seconds")
-        require(1024 <= self.master_port_base <= EPHEMERAL - 1000, "master_port_base",
-                f"must be in [1024, {EPHEMERAL - 1000}] (ports from {EPHEMERAL} up are Linux's ephemeral range)")
+        require(
+            self.hang_timeout_s == 0 or self.hang_timeout_s >= 10, "hang_timeout_s", "must be 0 (off) or >= 10 seconds"
+        )
+        require(
+            1024 <= self.master_port_base <= EPHEMERAL - 1000,
+            "master_port_base",
+            f"must be in [1024, {EPHEMERAL - 1000}] (ports from {EPHEMERAL} up are Linux's ephemeral range)",
+        )
         require(self.cpus_per_node is None or self.cpus_per_node >= 1, "cpus_per_node", "must be >= 1 (or null)")
         require("default" in self.protocol, "protocol", "needs a 'default' entry (resources of any other step)")
         for item in self.sbatch_args:
             require(item.startswith("--"), "sbatch_args", f"'{item}' is not a long sbatch option (--name[=value])")
-        require(not (self.container_image and self.venv), "venv",
-                "set either container_image or venv, not both (the container brings its own Python)")
+        require(
+            not (self.container_image and self.venv),
+            "venv",
+            "set either container_image or venv, not both (the container brings its own Python)",
+        )
 
     def step_resources(self, step: str) -> JobResources:
         return self.protocol.get(step, self.protocol["default"])
@@ -202,10 +212,12 @@ class SiteConfig(Config):
             for local in self.local_paths():
                 root = os.path.abspath(local)
                 if p == root or p.startswith(root.rstrip("/") + "/"):
-                    raise ConfigError(f"{what}: {p} is under {root}, which is local to each node (site "
-                                      "node_local_paths); compute nodes would not see what the login node wrote "
-                                      "there. Use a shared filesystem (or set node_local_paths: [] on a "
-                                      "single-node cluster)")
+                    raise ConfigError(
+                        f"{what}: {p} is under {root}, which is local to each node (site "
+                        "node_local_paths); compute nodes would not see what the login node wrote "
+                        "there. Use a shared filesystem (or set node_local_paths: [] on a "
+                        "single-node cluster)"
+                    )
 
 
 def load_site(path: str | Path | None = None, overrides: list[str] | None = None) -> SiteConfig:

@@ -90,8 +90,9 @@ def check_layout(cfg: TrainConfig, res: JobResources) -> None:
         raise ConfigError(f"{e} (the job has {res.nodes} node(s) x {res.ranks_per_node} ranks = {world})") from None
 
 
-def build_train_job(cfg: TrainConfig, site: SiteConfig, resources: JobResources | None = None,
-                    job_name: str | None = None) -> TrainJob:
+def build_train_job(
+    cfg: TrainConfig, site: SiteConfig, resources: JobResources | None = None, job_name: str | None = None
+) -> TrainJob:
     """Check the resolved TrainConfig ``cfg`` against the allocation and render the job script."""
     res = (resources or site.train).validate()
     check_layout(cfg, res)
@@ -104,11 +105,17 @@ def build_train_job(cfg: TrainConfig, site: SiteConfig, resources: JobResources 
     data = getattr(getattr(cfg, "data", None), "path", None)
     mounts = [str(run_dir)] + ([str(site.job_path(data))] if data and "://" not in str(data) else [])
     values = {
-        "sbatch": sbatch_lines(site, res, job_name=name, log_file=str(slurm_dir / "logs" / "train-%j.out"),
-                               gpu=gpu, requeue=True),
-        **job_body(site, res, argv=qargv(train_argv(slurm_dir / "config.yaml"), "train argv"),
-                   log_file=str(slurm_dir / "logs" / "train"), status_dir=str(slurm_dir / "status"),
-                   mounts=mounts),
+        "sbatch": sbatch_lines(
+            site, res, job_name=name, log_file=str(slurm_dir / "logs" / "train-%j.out"), gpu=gpu, requeue=True
+        ),
+        **job_body(
+            site,
+            res,
+            argv=qargv(train_argv(slurm_dir / "config.yaml"), "train argv"),
+            log_file=str(slurm_dir / "logs" / "train"),
+            status_dir=str(slurm_dir / "status"),
+            mounts=mounts,
+        ),
     }
     script = render("train.sbatch", values, what=f"train job {name}")
     return TrainJob(cfg, site, res, run_dir, name, script)

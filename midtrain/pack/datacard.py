@@ -30,8 +30,20 @@ BYTES_PER_TOKEN = 3.6  # typical of code with a 150K-vocabulary BPE tokenizer (Q
 TOP_REPOS = 20
 LENGTH_EDGES = [0, 256, 1024, 4096, 16384, 65536, 262144, 1048576]
 CONFIG_EXT = (".toml", ".yaml", ".yml", ".json", ".ini", ".cfg", ".conf", ".env", ".properties", ".xml")
-CONFIG_NAMES = {"Makefile", "Dockerfile", "CMakeLists.txt", "setup.cfg", "tox.ini", ".gitignore", ".gitattributes",
-                ".editorconfig", ".pre-commit-config.yaml", "MANIFEST.in", "LICENSE", "COPYING"}
+CONFIG_NAMES = {
+    "Makefile",
+    "Dockerfile",
+    "CMakeLists.txt",
+    "setup.cfg",
+    "tox.ini",
+    ".gitignore",
+    ".gitattributes",
+    ".editorconfig",
+    ".pre-commit-config.yaml",
+    "MANIFEST.in",
+    "LICENSE",
+    "COPYING",
+}
 _DIFF_FILE = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
 _COMMIT_HEAD = re.compile(r"^commit [0-9a-f]{12}$", re.MULTILINE)
 
@@ -77,14 +89,15 @@ def _parts(text: str, meta: dict) -> list[tuple[str | None, int]]:
     files, offsets = meta.get("files"), meta.get("file_offsets")
     if isinstance(files, list) and isinstance(offsets, list) and len(files) == len(offsets) and files:
         ends = offsets[1:] + [len(text)]
-        parts: list[tuple[str | None, int]] = [(None, len(text[:offsets[0]].encode()))]
+        parts: list[tuple[str | None, int]] = [(None, len(text[: offsets[0]].encode()))]
         parts += [(p, len(text[a:b].encode())) for p, a, b in zip(files, offsets, ends)]
         return parts
     heads = list(_DIFF_FILE.finditer(text))
     if heads:
-        cuts = sorted([(m.start(), m.group(2)) for m in heads]
-                      + [(m.start(), None) for m in _COMMIT_HEAD.finditer(text)])
-        parts = [(None, len(text[:cuts[0][0]].encode()))]
+        cuts = sorted(
+            [(m.start(), m.group(2)) for m in heads] + [(m.start(), None) for m in _COMMIT_HEAD.finditer(text)]
+        )
+        parts = [(None, len(text[: cuts[0][0]].encode()))]
         for (a, path), (b, _) in zip(cuts, cuts[1:] + [(len(text), None)]):
             parts.append((path, len(text[a:b].encode())))
         return parts
@@ -104,8 +117,11 @@ def _pr_parts(meta: dict, tokens: float, per_byte: float) -> dict[str, float]:
     diffs, and the rest (issue, description, reviews), from the reader's ``context_bytes`` / ``edit_bytes``."""
     context = float(meta.get("context_bytes") or 0) * per_byte
     edits = float(meta.get("edit_bytes") or 0) * per_byte
-    return {"context (files read at the base commit)": context, "edits (commits: messages and diffs)": edits,
-            "issue, description, review, other": max(tokens - context - edits, 0.0)}
+    return {
+        "context (files read at the base commit)": context,
+        "edits (commits: messages and diffs)": edits,
+        "issue, description, review, other": max(tokens - context - edits, 0.0),
+    }
 
 
 def _shares(c: Counter) -> dict[str, dict]:
@@ -205,11 +221,18 @@ def shards_card(shard_dir: str | Path, top: int = TOP_REPOS) -> dict:
         path = as_path(p["path"] if isinstance(p, dict) else p)
         if (path / "documents").is_dir():
             inputs.append(prep_card(path, top))
-    return {"shard_dir": str(shard_dir), "tokens": m["tokens"], "sequences": m["sequences"],
-            "seq_length": m["seq_length"], "fill": m["fill"],
-            "by_source": {k: {"tokens": s["tokens"], "share": s["tokens"] / m["tokens"] if m["tokens"] else 0.0}
-                          for k, s in m["sources"].items()},
-            "inputs": inputs}
+    return {
+        "shard_dir": str(shard_dir),
+        "tokens": m["tokens"],
+        "sequences": m["sequences"],
+        "seq_length": m["seq_length"],
+        "fill": m["fill"],
+        "by_source": {
+            k: {"tokens": s["tokens"], "share": s["tokens"] / m["tokens"] if m["tokens"] else 0.0}
+            for k, s in m["sources"].items()
+        },
+        "inputs": inputs,
+    }
 
 
 def _md_table(title: str, rows: dict[str, dict]) -> list[str]:
@@ -221,24 +244,39 @@ def _md_table(title: str, rows: dict[str, dict]) -> list[str]:
 def _md_counts(title: str, counts: dict[str, int]) -> list[str]:
     if not counts:
         return [f"### {title}", "", "none", ""]
-    return [f"### {title}", "", "| reason | count |", "|---|---:|"] + \
-        [f"| {k} | {v:,} |" for k, v in counts.items()] + [""]
+    return (
+        [f"### {title}", "", "| reason | count |", "|---|---:|"]
+        + [f"| {k} | {v:,} |" for k, v in counts.items()]
+        + [""]
+    )
 
 
 def to_markdown(card: dict) -> str:
     """The card as Markdown (what `midtrain inspect` prints and writes to datacard.md)."""
     if "shard_dir" in card:
-        lines = [f"# Data card: {card['shard_dir']}", "",
-                 f"{card['sequences']:,} sequences x {card['seq_length']:,} tokens, fill {card['fill']:.2%}", ""]
+        lines = [
+            f"# Data card: {card['shard_dir']}",
+            "",
+            f"{card['sequences']:,} sequences x {card['seq_length']:,} tokens, fill {card['fill']:.2%}",
+            "",
+        ]
         lines += _md_table("Packed tokens by source (train)", card["by_source"])
         for c in card["inputs"]:
             lines += ["", to_markdown(c).replace("# Data card", "## Input")]
         return "\n".join(lines)
-    how = "exact (tokenized by `midtrain pack`)" if card["tokens_exact"] else \
-        f"estimated from bytes ({BYTES_PER_TOKEN} bytes/token) for {card['tokens_estimated_documents']:,} documents"
-    lines = [f"# Data card: {card['prep_dir']}", "",
-             f"{card['documents']:,} documents, {card['tokens']:,} tokens ({how}); {card['repositories']:,} "
-             f"repositories; bot share {card['bot_share']:.2%}", ""]
+    how = (
+        "exact (tokenized by `midtrain pack`)"
+        if card["tokens_exact"]
+        else f"estimated from bytes ({BYTES_PER_TOKEN} bytes/token)"
+        f" for {card['tokens_estimated_documents']:,} documents"
+    )
+    lines = [
+        f"# Data card: {card['prep_dir']}",
+        "",
+        f"{card['documents']:,} documents, {card['tokens']:,} tokens ({how}); {card['repositories']:,} "
+        f"repositories; bot share {card['bot_share']:.2%}",
+        "",
+    ]
     lines += _md_table("Tokens by source", card["by_source"])
     lines += _md_table("Tokens by language", card["by_language"])
     lines += _md_table("Tokens by file kind", card["by_file_kind"])
@@ -250,8 +288,12 @@ def to_markdown(card: dict) -> str:
     lines += _md_counts("Dropped (stats.json)", card["drops"])
     lines += _md_counts("Redactions by kind", card["redactions_by_kind"])
     edges = card["length_histogram_edges"]
-    lines += ["### Document lengths (tokens)", "", "| source | " + " | ".join(f">={e:,}" for e in edges) + " |",
-              "|---|" + "---:|" * len(edges)]
+    lines += [
+        "### Document lengths (tokens)",
+        "",
+        "| source | " + " | ".join(f">={e:,}" for e in edges) + " |",
+        "|---|" + "---:|" * len(edges),
+    ]
     lines += [f"| {s} | " + " | ".join(str(c) for c in h) + " |" for s, h in card["length_histograms"].items()]
     return "\n".join(lines) + "\n"
 
@@ -291,4 +333,3 @@ def write_card(directory: str | Path, card: dict) -> list[Path]:
         (out / names[1]).write_text(json.dumps(card, indent=1))
         plot_card(card, out / names[2])
     return [as_path(str(directory)) / n for n in names]
-

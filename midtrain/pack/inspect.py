@@ -31,10 +31,18 @@ def summarize(shard_dir: str | Path) -> dict:
         "tokenizer": m["tokenizer"].get("hash"),
         "task_fill": {"tasks": len(tasks), "min": min(fills, default=0.0), "max": max(fills, default=0.0)},
         "valid": {k: splits["valid"][k] for k in ("sequences", "tokens", "padding_tokens", "fill", "split_documents")},
-        "sources": {name: {"target_tokens": s["target_tokens"], "tokens": s["tokens"],
-                           "valid_tokens": s["valid_tokens"], "rate": s["rate"], "capped": s["capped"],
-                           "pieces": s["pieces"], "length_histogram": s["length_histogram"]}
-                    for name, s in m["sources"].items()},
+        "sources": {
+            name: {
+                "target_tokens": s["target_tokens"],
+                "tokens": s["tokens"],
+                "valid_tokens": s["valid_tokens"],
+                "rate": s["rate"],
+                "capped": s["capped"],
+                "pieces": s["pieces"],
+                "length_histogram": s["length_histogram"],
+            }
+            for name, s in m["sources"].items()
+        },
         "length_histogram_edges": m["length_histogram_edges"],
         "dropped_upstream": m.get("dropped_upstream", {}),
     }
@@ -66,17 +74,22 @@ def format_summary(s: dict) -> str:
     ]
     for name, src in s["sources"].items():
         ratio = f"{src['tokens'] / src['target_tokens']:.3f}" if src["target_tokens"] else "-"
-        lines.append(f"  {name:<12} {_k(src['target_tokens']):>10} {_k(src['tokens']):>10} {ratio:>7} "
-                     f"{src['rate']:>6.2f} {_k(src['valid_tokens']):>9} {src['pieces']:>7}"
-                     + ("  (capped by max_repeat)" if src["capped"] else ""))
+        lines.append(
+            f"  {name:<12} {_k(src['target_tokens']):>10} {_k(src['tokens']):>10} {ratio:>7} "
+            f"{src['rate']:>6.2f} {_k(src['valid_tokens']):>9} {src['pieces']:>7}"
+            + ("  (capped by max_repeat)" if src["capped"] else "")
+        )
     edges = s["length_histogram_edges"]
     lines += ["", "  piece lengths (tokens) per source, train:"]
     for name, src in s["sources"].items():
         h = src["length_histogram"]
         if not any(h):
             continue
-        cells = [f"{_edge(edges[i])}-{_edge(edges[i + 1]) if i + 1 < len(edges) else 'inf'}:{c}"
-                 for i, c in enumerate(h) if c]
+        cells = [
+            f"{_edge(edges[i])}-{_edge(edges[i + 1]) if i + 1 < len(edges) else 'inf'}:{c}"
+            for i, c in enumerate(h)
+            if c
+        ]
         lines.append(f"    {name:<12} " + "  ".join(cells))
     if s["dropped_upstream"]:
         lines.append(f"\n  dropped while tokenizing: {s['dropped_upstream']}")
@@ -107,8 +120,9 @@ def plot_histograms(s: dict, path: str | Path) -> Path:
     return Path(path)
 
 
-def decode_sample(shard_dir: str | Path, index: int, split: str = "train", tokenizer=None,
-                  max_chars_per_piece: int = 600) -> str:
+def decode_sample(
+    shard_dir: str | Path, index: int, split: str = "train", tokenizer=None, max_chars_per_piece: int = 600
+) -> str:
     """One packed sequence decoded, each piece under a marker line naming its document, part and source."""
     ds = PackedDataset(shard_dir, split)
     if tokenizer is None:
@@ -119,21 +133,25 @@ def decode_sample(shard_dir: str | Path, index: int, split: str = "train", token
     sources = list(ds.manifest["sources"])
     cu = sample["cu_seqlens"].tolist()
     tokens = sample["tokens"].numpy()
-    out = [f"=== {split} sequence {index} ({shard.prefix.name}[{j}]): {len(rows)} pieces, "
-           f"{int(sample['loss_mask'].sum())} loss positions ==="]
+    out = [
+        f"=== {split} sequence {index} ({shard.prefix.name}[{j}]): {len(rows)} pieces, "
+        f"{int(sample['loss_mask'].sum())} loss positions ==="
+    ]
     for k, row in enumerate(rows):
         a, b = cu[k], cu[k + 1]
         if row["source"] < 0:
             out.append(f"⟦padding: {b - a} tokens⟧")
             continue
         real = int(row["tokens"])
-        text = tokenizer.decode(tokens[a:a + real].tolist())
+        text = tokenizer.decode(tokens[a : a + real].tolist())
         if len(text) > max_chars_per_piece:
             half = max_chars_per_piece // 2
             text = f"{text[:half]}\n … {len(text) - 2 * half} chars … \n{text[-half:]}"
         pad = f", +{b - a - real} pad" if b - a > real else ""
-        out.append(f"⟦doc {doc_ids[row['doc']]} part {row['part'] + 1}/{row['parts']} source "
-                   f"{sources[row['source']]}: tokens {a}..{a + real}{pad}⟧")
+        out.append(
+            f"⟦doc {doc_ids[row['doc']]} part {row['part'] + 1}/{row['parts']} source "
+            f"{sources[row['source']]}: tokens {a}..{a + real}{pad}⟧"
+        )
         out.append(text)
     return "\n".join(out)
 
@@ -160,5 +178,4 @@ def tokenizer_for(manifest: dict, override: str | None = None):
 def sample_fill(shard_dir: str | Path, split: str = "train") -> np.ndarray:
     """Per-sequence fill read back from the shards (an independent check of the manifest)."""
     ds = PackedDataset(shard_dir, split)
-    return np.array([ds.pieces(i)["tokens"][ds.pieces(i)["source"] >= 0].sum() / ds.seq_length
-                     for i in range(len(ds))])
+    return np.array([ds.pieces(i)["tokens"][ds.pieces(i)["source"] >= 0].sum() / ds.seq_length for i in range(len(ds))])

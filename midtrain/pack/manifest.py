@@ -36,12 +36,19 @@ def _read_task_stats(cfg: PackConfig, out: Path, split: str) -> list[dict]:
 
 def _source_entries(plan) -> dict[str, dict]:
     """Per source: the plan's target and availability, and counters the splits fill in."""
-    return {s: {"target_tokens": plan.plans[s].target if s in plan.plans else 0,
-                "available_tokens": plan.plans[s].available if s in plan.plans else 0,
-                "rate": plan.plans[s].rate if s in plan.plans else 0.0,
-                "capped": plan.plans[s].capped if s in plan.plans else False,
-                "tokens": 0, "valid_tokens": 0, "pieces": 0,
-                "length_histogram": [0] * (len(HIST_EDGES))} for s in plan.sources}
+    return {
+        s: {
+            "target_tokens": plan.plans[s].target if s in plan.plans else 0,
+            "available_tokens": plan.plans[s].available if s in plan.plans else 0,
+            "rate": plan.plans[s].rate if s in plan.plans else 0.0,
+            "capped": plan.plans[s].capped if s in plan.plans else False,
+            "tokens": 0,
+            "valid_tokens": 0,
+            "pieces": 0,
+            "length_histogram": [0] * (len(HIST_EDGES)),
+        }
+        for s in plan.sources
+    }
 
 
 def _merge_split(cfg: PackConfig, out: Path, split: str, per_source: dict[str, dict]) -> dict:
@@ -72,12 +79,23 @@ def _merge_split(cfg: PackConfig, out: Path, split: str, per_source: dict[str, d
         "repeated_header_tokens": sum(s.get("repeated_header_tokens", 0) for s in stats),
         "documents": sum(s["documents"] for s in stats),
         "tokens_by_source": dict(sorted(by_source.items())),
-        "tasks": [{"task": s["task"], "sequences": s["sequences"], "tokens": s["tokens"], "fill": s["fill"],
-                   "min_fill": s["min_fill"], "inputs": s["inputs"]} for s in stats],
+        "tasks": [
+            {
+                "task": s["task"],
+                "sequences": s["sequences"],
+                "tokens": s["tokens"],
+                "fill": s["fill"],
+                "min_fill": s["min_fill"],
+                "inputs": s["inputs"],
+            }
+            for s in stats
+        ],
     }
     if sp["selected_tokens"] != toks or toks + sp["padding_tokens"] != seqs * cfg.seq_length:
-        raise RuntimeError(f"{out}: {split} holds {toks} tokens + {sp['padding_tokens']} padding in {seqs} "
-                           f"sequences of {cfg.seq_length}, but {sp['selected_tokens']} tokens were selected")
+        raise RuntimeError(
+            f"{out}: {split} holds {toks} tokens + {sp['padding_tokens']} padding in {seqs} "
+            f"sequences of {cfg.seq_length}, but {sp['selected_tokens']} tokens were selected"
+        )
     return sp
 
 
@@ -97,8 +115,9 @@ def _heldout_excluded(cfg: PackConfig, out: Path) -> dict:
     return {**total, "instances": len(instances), "instance_ids": sorted(instances)}
 
 
-def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], inputs: list[str],
-                   tokenizer: dict, pad_id: int) -> dict:
+def build_manifest(
+    cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], inputs: list[str], tokenizer: dict, pad_id: int
+) -> dict:
     out = as_path(out_dir)
     plan = global_plan(cfg, cache_dirs)
     per_source = _source_entries(plan)
@@ -124,7 +143,7 @@ def build_manifest(cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], 
         "seed": cfg.seed,
         "masks": plan.masks,
         "mask_semantics": "per-token uint8 target mask (1 = token inside loss_spans); "
-                          "loss at position p uses token p+1",
+        "loss at position p uses token p+1",
         "tokenizer": tokenizer,
         "inputs": inputs,
         "tokenized": cache_dirs,

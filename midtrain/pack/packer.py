@@ -12,8 +12,9 @@ import numpy as np
 from midtrain.formats.shards import padded_length
 
 
-def best_fit_decreasing(lengths: list[int] | np.ndarray, capacity: int, order_key: np.ndarray | None = None,
-                        pad_multiple: int = 1) -> list[list[int]]:
+def best_fit_decreasing(
+    lengths: list[int] | np.ndarray, capacity: int, order_key: np.ndarray | None = None, pad_multiple: int = 1
+) -> list[list[int]]:
     """Pack items (by index) into bins of ``capacity``: each item, longest first, goes into the open bin whose
     free space it fills most tightly. Items are padded to ``pad_multiple`` when placed.
 
@@ -46,8 +47,9 @@ def best_fit_decreasing(lengths: list[int] | np.ndarray, capacity: int, order_ke
     return bins
 
 
-def split_points(length: int, capacity: int, preferred: list[int], fallback: np.ndarray | None = None,
-                 pad_multiple: int = 1) -> list[int]:
+def split_points(
+    length: int, capacity: int, preferred: list[int], fallback: np.ndarray | None = None, pad_multiple: int = 1
+) -> list[int]:
     """Cut offsets (exclusive ends) splitting a ``length``-token document into pieces that fit ``capacity``.
 
     Each piece ends at the last ``preferred`` boundary (a file start in a packed repository) that fits and

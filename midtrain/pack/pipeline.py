@@ -47,8 +47,14 @@ class TokenizerInfo:
     vocab_size: int
 
     def to_dict(self) -> dict:
-        return {"file": str(self.file), "hash": self.hash, "eos_token": self.eos_token, "eos_id": self.eos_id,
-                "pad_id": self.pad_id, "vocab_size": self.vocab_size}
+        return {
+            "file": str(self.file),
+            "hash": self.hash,
+            "eos_token": self.eos_token,
+            "eos_id": self.eos_id,
+            "pad_id": self.pad_id,
+            "vocab_size": self.vocab_size,
+        }
 
 
 def resolve_tokenizer(cfg: PackConfig) -> TokenizerInfo:
@@ -61,8 +67,9 @@ def resolve_tokenizer(cfg: PackConfig) -> TokenizerInfo:
         raise ValueError(f"tokenizer {file}: no EOS token known; set eos_token=... (e.g. eos_token='</s>')")
     eos_id = tok.convert_tokens_to_ids(eos)
     pad_id = tok.pad_token_id if tok.pad_token_id is not None else eos_id
-    return TokenizerInfo(file=file, hash=tokenizer_hash(file), eos_token=eos, eos_id=eos_id, pad_id=pad_id,
-                         vocab_size=len(tok))
+    return TokenizerInfo(
+        file=file, hash=tokenizer_hash(file), eos_token=eos, eos_id=eos_id, pad_id=pad_id, vocab_size=len(tok)
+    )
 
 
 def documents_dir(prep_dir: str | Path) -> Path:
@@ -96,13 +103,17 @@ def check_finished(prep_dir: str | Path) -> None:
     try:
         settings = json.loads(marker.read_text())
         tasks = int(settings.get("tasks") or 1)
-        command = (f"midtrain prep {settings['source']} --input {' '.join(shlex.quote(i) for i in settings['inputs'])}"
-                   f" --output {shlex.quote(str(prep_dir))}" + (f" --tasks {tasks}" if tasks != 1 else ""))
+        command = (
+            f"midtrain prep {settings['source']} --input {' '.join(shlex.quote(i) for i in settings['inputs'])}"
+            f" --output {shlex.quote(str(prep_dir))}" + (f" --tasks {tasks}" if tasks != 1 else "")
+        )
     except (OSError, ValueError, KeyError, TypeError):
         command = f"midtrain prep ... --output {prep_dir}"
-    raise FileNotFoundError(f"{prep_dir}: unfinished `midtrain prep` output (no complete stats.json): packing it "
-                            f"would pack part of its data; finish it by rerunning its command (`{command}`, with "
-                            "the same key=value overrides), or leave it out of --input")
+    raise FileNotFoundError(
+        f"{prep_dir}: unfinished `midtrain prep` output (no complete stats.json): packing it "
+        f"would pack part of its data; finish it by rerunning its command (`{command}`, with "
+        "the same key=value overrides), or leave it out of --input"
+    )
 
 
 def fingerprint(prep_dir: str | Path) -> str:
@@ -138,16 +149,22 @@ def check_document_files(prep_dir: str | Path) -> None:
     streamed pass over the files, before an input is tokenized (a small fraction of tokenizing's cost)."""
     for f in sorted(documents_dir(prep_dir).glob(DOC_GLOB)):
         if f.stat().st_size == 0:
-            raise ValueError(f"{f}: empty document file (0 bytes; `midtrain prep` writes gzip even for no documents); "
-                             "re-run the prep that wrote it, or restore the file")
+            raise ValueError(
+                f"{f}: empty document file (0 bytes; `midtrain prep` writes gzip even for no documents); "
+                "re-run the prep that wrote it, or restore the file"
+            )
         with f.open("rb") as fh:
             complete, last = _stream_end(fh, f.name.endswith(".gz"))
         if not complete:
-            raise ValueError(f"{f}: truncated (its gzip stream ends before the end marker); re-run the prep that "
-                             "wrote it, or restore the file")
+            raise ValueError(
+                f"{f}: truncated (its gzip stream ends before the end marker); re-run the prep that "
+                "wrote it, or restore the file"
+            )
         if last and last != b"\n":
-            raise ValueError(f"{f}: its last record is cut short (no newline at the end); re-run the prep that "
-                             "wrote it, or restore the file")
+            raise ValueError(
+                f"{f}: its last record is cut short (no newline at the end); re-run the prep that "
+                "wrote it, or restore the file"
+            )
 
 
 CACHE_DONE = "complete.json"  # a finished tokenize cache: the input fingerprint it was written for
@@ -182,9 +199,14 @@ def _start_cache(cache: Path, name: str, fingerprint_: str, tasks: int) -> None:
         except (OSError, ValueError):
             earlier = None
         if earlier != run:
-            log.warning("tokenize %s: %s holds an unfinished tokenize run of %s; starting it over", name, cache,
-                        f"{earlier.get('tasks')} tasks" if isinstance(earlier, dict) and earlier.get(
-                            "fingerprint") == fingerprint_ else "other documents (or an older midtrain)")
+            log.warning(
+                "tokenize %s: %s holds an unfinished tokenize run of %s; starting it over",
+                name,
+                cache,
+                f"{earlier.get('tasks')} tasks"
+                if isinstance(earlier, dict) and earlier.get("fingerprint") == fingerprint_
+                else "other documents (or an older midtrain)",
+            )
             remove_tree(cache)
     ensure_dir(cache)
     write_text_atomic(cache / CACHE_RUN, json.dumps(run))
@@ -217,8 +239,9 @@ class ManifestStep(PipelineStep):
     name = "midtrain manifest"
     type = "📦 - PACKER"
 
-    def __init__(self, cfg: dict, out_dir: str, cache_dirs: list[str], inputs: list[str], tokenizer: dict,
-                 run_key: str) -> None:
+    def __init__(
+        self, cfg: dict, out_dir: str, cache_dirs: list[str], inputs: list[str], tokenizer: dict, run_key: str
+    ) -> None:
         super().__init__()
         self.cfg, self.out_dir, self.cache_dirs, self.inputs = cfg, out_dir, cache_dirs, inputs
         self.tokenizer, self.run_key = tokenizer, run_key
@@ -227,8 +250,9 @@ class ManifestStep(PipelineStep):
         from midtrain.pack.manifest import build_manifest, write_manifest
 
         cfg = PackConfig.from_dict(self.cfg)
-        manifest = build_manifest(cfg, self.out_dir, self.cache_dirs, self.inputs, self.tokenizer,
-                                  self.tokenizer["pad_id"])
+        manifest = build_manifest(
+            cfg, self.out_dir, self.cache_dirs, self.inputs, self.tokenizer, self.tokenizer["pad_id"]
+        )
         manifest["run_key"] = self.run_key
         write_manifest(manifest, self.out_dir)
         return
@@ -269,8 +293,14 @@ def _differences(old: dict, cfg: PackConfig, inputs: list[str] | None) -> str:
     return ", ".join(changed) + " differ" if changed else "the input documents or the tokenizer changed"
 
 
-def _prepare_output(out: Path, run_key: str, dry_run: bool, overwrite: bool = False, cfg: PackConfig | None = None,
-                    inputs: list[str] | None = None) -> dict | None:
+def _prepare_output(
+    out: Path,
+    run_key: str,
+    dry_run: bool,
+    overwrite: bool = False,
+    cfg: PackConfig | None = None,
+    inputs: list[str] | None = None,
+) -> dict | None:
     """The finished manifest when OUT is already complete for RUN_KEY; else make OUT ready for this run.
 
     Another run's output (other settings or inputs, finished or not) is refused unless ``overwrite``: its
@@ -285,17 +315,27 @@ def _prepare_output(out: Path, run_key: str, dry_run: bool, overwrite: bool = Fa
         return old
     ours = manifest_path.exists() or (out / "logs").is_dir()
     if not ours and any((out / n).exists() for n in ("train", "valid")) and not dry_run:
-        raise FileExistsError(f"{out} holds train/ or valid/ but is not a `midtrain pack` output; "
-                              "choose another --output")
+        raise FileExistsError(
+            f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output"
+        )
     resuming = (out / "logs" / run_key).exists() and old is None and not overwrite
     if ours and not dry_run and not resuming and not overwrite:
-        what = (f"a finished pack output made with other settings or inputs ({_differences(old, cfg, inputs)})"
-                if old is not None and cfg is not None else "an unfinished pack run with other settings or inputs")
-        raise FileExistsError(f"{out} holds {what}; use a new --output, or --overwrite to delete it (shards a "
-                              "running job reads included)")
+        what = (
+            f"a finished pack output made with other settings or inputs ({_differences(old, cfg, inputs)})"
+            if old is not None and cfg is not None
+            else "an unfinished pack run with other settings or inputs"
+        )
+        raise FileExistsError(
+            f"{out} holds {what}; use a new --output, or --overwrite to delete it (shards a running job reads included)"
+        )
     if ours and not dry_run:
-        log.info("%s: %s", out, "resuming an unfinished run with these settings" if resuming else
-                 "--overwrite: removing the earlier pack output")
+        log.info(
+            "%s: %s",
+            out,
+            "resuming an unfinished run with these settings"
+            if resuming
+            else "--overwrite: removing the earlier pack output",
+        )
     for name in ("train", "valid", "logs", MANIFEST) if ours and not dry_run else ():
         p = out / name
         if p.exists() and (not resuming or name == MANIFEST):
@@ -313,8 +353,15 @@ def _input_name(prep_dir: str) -> str:
     return prep_dir if is_url(prep_dir) else str(Path(prep_dir))
 
 
-def pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, site=None, dry_run: bool = False,
-         overwrite: bool = False, cache_dir: str | Path | None = None) -> PackResult:
+def pack(
+    cfg: PackConfig,
+    inputs: Sequence[str | Path],
+    out_dir: str | Path,
+    site=None,
+    dry_run: bool = False,
+    overwrite: bool = False,
+    cache_dir: str | Path | None = None,
+) -> PackResult:
     """Tokenize (cached) and pack ``inputs`` into ``out_dir``.
 
     Locally the stages run here and the result carries the manifest. With ``executor=slurm`` the stages are
@@ -330,8 +377,15 @@ def pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, sit
         return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir)
 
 
-def _pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, site, dry_run: bool,
-          overwrite: bool, cache_root: str | Path | None = None) -> PackResult:
+def _pack(
+    cfg: PackConfig,
+    inputs: Sequence[str | Path],
+    out_dir: str | Path,
+    site,
+    dry_run: bool,
+    overwrite: bool,
+    cache_root: str | Path | None = None,
+) -> PackResult:
     from datatrove.pipeline.readers import JsonlReader
 
     from midtrain.pack.mixture import heldout_rules
@@ -355,8 +409,9 @@ def _pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, si
     # a trace set's held-out documents (the SFT probe's eval set, TRACES/heldout.json) are never packed
     heldout = heldout_rules(names)
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
-    run_key = hashlib.sha256(json.dumps([cfg.to_dict(), key, [prints[i] for i in names]] + held_key
-                                        ).encode()).hexdigest()[:16]
+    run_key = hashlib.sha256(
+        json.dumps([cfg.to_dict(), key, [prints[i] for i in names]] + held_key).encode()
+    ).hexdigest()[:16]
     done_manifest = _prepare_output(out, run_key, dry_run, overwrite, cfg, names)
     if done_manifest is not None:
         return PackResult(manifest=done_manifest)
@@ -382,21 +437,47 @@ def _pack(cfg: PackConfig, inputs: Sequence[str | Path], out_dir: str | Path, si
             # the completion markers are per task of a run of `tasks` tasks: keyed on the count too
             logs = cache / "logs" / f"{prints[i]}-{tasks}t"
             stamp_logs = cache / "logs" / f"stamp-{prints[i]}"
-            chain.add(f"tokenize {i}", [JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
-                                        TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries)],
-                      tasks, str(logs), f"midtrain-tokenize-{Path(i).name}", _slurm_logs(logs))
-            chain.add(f"tokenize stamp {i}", [CacheStampStep(str(cache), stamp)], 1, str(stamp_logs),
-                      f"midtrain-tokenize-stamp-{Path(i).name}", _slurm_logs(stamp_logs))
+            chain.add(
+                f"tokenize {i}",
+                [
+                    JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
+                    TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries),
+                ],
+                tasks,
+                str(logs),
+                f"midtrain-tokenize-{Path(i).name}",
+                _slurm_logs(logs),
+            )
+            chain.add(
+                f"tokenize stamp {i}",
+                [CacheStampStep(str(cache), stamp)],
+                1,
+                str(stamp_logs),
+                f"midtrain-tokenize-stamp-{Path(i).name}",
+                _slurm_logs(stamp_logs),
+            )
             if local:
                 chain.run()
                 if not tokenized_prefixes(cache):
                     raise RuntimeError(f"tokenize {i}: no task output in {cache}; see {cache / 'logs'}")
 
     pack_logs, manifest_logs = out / "logs" / run_key, out / "logs" / f"{run_key}-manifest"
-    chain.add("pack", [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, heldout)], cfg.tasks,
-              str(pack_logs), "midtrain-pack", _slurm_logs(pack_logs))
-    chain.add("manifest", [ManifestStep(cfg.to_dict(), str(out), cache_dirs, names, tok.to_dict(), run_key)], 1,
-              str(manifest_logs), "midtrain-pack-manifest", _slurm_logs(manifest_logs))
+    chain.add(
+        "pack",
+        [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, heldout)],
+        cfg.tasks,
+        str(pack_logs),
+        "midtrain-pack",
+        _slurm_logs(pack_logs),
+    )
+    chain.add(
+        "manifest",
+        [ManifestStep(cfg.to_dict(), str(out), cache_dirs, names, tok.to_dict(), run_key)],
+        1,
+        str(manifest_logs),
+        "midtrain-pack-manifest",
+        _slurm_logs(manifest_logs),
+    )
     if dry_run:
         return PackResult(scripts=chain.scripts())
     chain.run()

@@ -55,8 +55,12 @@ def spans_to_mask(encoding, spans: list, n_chars: int) -> np.ndarray:
     n = len(encoding.ids)
     mask = np.zeros(n, np.uint8)
     for span in spans:
-        if not (isinstance(span, (list, tuple)) and len(span) == 2 and all(isinstance(v, int) for v in span)
-                and 0 <= span[0] <= span[1] <= n_chars):
+        if not (
+            isinstance(span, (list, tuple))
+            and len(span) == 2
+            and all(isinstance(v, int) for v in span)
+            and 0 <= span[0] <= span[1] <= n_chars
+        ):
             raise ValueError(f"bad loss span {span!r} (need [start, end) within 0..{n_chars})")
         a = _char_to_token(encoding, span[0], n_chars, n)
         b = _char_to_token(encoding, span[1], n_chars, n)
@@ -70,8 +74,14 @@ class TokenizeStep(PipelineStepWithTokenizer):
     name = "midtrain tokenize"
     type = "🔢 - TOKENIZER"
 
-    def __init__(self, output_folder: str, tokenizer_file: str, eos_token: str,
-                 boundaries: dict[str, str] | None = None, batch_size: int = 1000) -> None:
+    def __init__(
+        self,
+        output_folder: str,
+        tokenizer_file: str,
+        eos_token: str,
+        boundaries: dict[str, str] | None = None,
+        batch_size: int = 1000,
+    ) -> None:
         super().__init__(tokenizer_file, eos_token)
         self.output_folder = str(output_folder)
         self.batch_size = batch_size
@@ -109,9 +119,15 @@ class TokenizeStep(PipelineStepWithTokenizer):
         patterns = {s: re.compile(p, re.MULTILINE) for s, p in self.boundaries.items()}
         ids_out = IndexedDatasetBuilder(f"{tmp}.bin", dtype=dtype)
         mask_out = IndexedDatasetBuilder(f"{tmp}.mask.bin", dtype=np.uint8)
-        totals: dict[str, Any] = {"documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {},
-                  "dropped": {}, "with_loss_spans": 0,
-                  "first_valid": {}}  # source -> [draw, id]: the document a validation split takes first
+        totals: dict[str, Any] = {
+            "documents": 0,
+            "tokens": 0,
+            "tokens_by_source": {},
+            "documents_by_source": {},
+            "dropped": {},
+            "with_loss_spans": 0,
+            "first_valid": {},
+        }  # source -> [draw, id]: the document a validation split takes first
         with open(f"{tmp}.docs.jsonl", "w") as meta_out:
             for batch in batched(data, self.batch_size):
                 batch = [d for d in batch if self._usable(d, totals)]
@@ -140,9 +156,19 @@ class TokenizeStep(PipelineStepWithTokenizer):
                     bounds = [_char_to_token(enc, o, len(doc.text), n) for o in offsets if 0 < o < len(doc.text)]
                     ids_out.add_document(np.asarray(ids, dtype=dtype), [n])
                     mask_out.add_document(mask, [n])
-                    meta_out.write(json.dumps({"id": doc.id, "source": source, "repo": doc.metadata.get("repo"),
-                                               "tokens": n, "bounds": sorted(set(bounds)),
-                                               "spans": spans is not None}) + "\n")
+                    meta_out.write(
+                        json.dumps(
+                            {
+                                "id": doc.id,
+                                "source": source,
+                                "repo": doc.metadata.get("repo"),
+                                "tokens": n,
+                                "bounds": sorted(set(bounds)),
+                                "spans": spans is not None,
+                            }
+                        )
+                        + "\n"
+                    )
                     totals["documents"] += 1
                     totals["tokens"] += n
                     totals["tokens_by_source"][source] = totals["tokens_by_source"].get(source, 0) + n
@@ -154,8 +180,18 @@ class TokenizeStep(PipelineStepWithTokenizer):
                     self.stat_update("tokens", value=n)
         ids_out.finalize(f"{tmp}.idx")
         mask_out.finalize(f"{tmp}.mask.idx")
-        Path(f"{tmp}.json").write_text(json.dumps({"rank": rank, "eos_id": eos_id, "dtype": np.dtype(dtype).name,
-                                                   "vocab_size": tok.get_vocab_size(), **totals}, indent=1))
+        Path(f"{tmp}.json").write_text(
+            json.dumps(
+                {
+                    "rank": rank,
+                    "eos_id": eos_id,
+                    "dtype": np.dtype(dtype).name,
+                    "vocab_size": tok.get_vocab_size(),
+                    **totals,
+                },
+                indent=1,
+            )
+        )
         # Rename last-to-first-checked: the .json marks a complete task output.
         for suffix in TASK_FILES:
             Path(f"{tmp}{suffix}").replace(f"{prefix}{suffix}")

@@ -33,8 +33,11 @@ class SFTConfig(Config):
 
     def check(self) -> None:
         require(len(self.traces) > 0, "traces", "needs at least one traces directory")
-        require(self.valid_fraction is None or 0.0 < self.valid_fraction < 1.0, "valid_fraction",
-                "must be in (0, 1), or null for the trace set's recorded split")
+        require(
+            self.valid_fraction is None or 0.0 < self.valid_fraction < 1.0,
+            "valid_fraction",
+            "must be in (0, 1), or null for the trace set's recorded split",
+        )
         require(self.max_traces is None or self.max_traces > 0, "max_traces", "must be positive or null")
         require(self.pad_multiple >= 1, "pad_multiple", "must be >= 1")
 
@@ -56,6 +59,14 @@ class SFTConfig(Config):
         import hashlib
         import json
 
-        key = [self.traces, self.tokenizer, self.valid_fraction, self.max_traces, self.pad_multiple,
-               self.train.data.seq_length, self.train.data.seed, "turn-split-v1"]  # the packing rules too
+        key = [
+            self.traces,
+            self.tokenizer,
+            self.valid_fraction,
+            self.max_traces,
+            self.pad_multiple,
+            self.train.data.seq_length,
+            self.train.data.seed,
+            "turn-split-v1",
+        ]  # the packing rules too
         return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:12]

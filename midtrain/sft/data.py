@@ -80,7 +80,8 @@ def render(doc: dict, tokenizer: Any, tokenizer_name: str = "(default)") -> tupl
                 f"trace {doc.get('id')}: prepared with the chat template of tokenizer "
                 f"{made.get('tokenizer') or '(not recorded)'} (template {made.get('sha') or 'unknown'}), but the "
                 f"probe's tokenizer {tokenizer_name} has template {chat_template_sha(tokenizer)}; re-prep the traces "
-                "with traces.keep_messages=true (the probe renders them again) or with the probe's tokenizer")
+                "with traces.keep_messages=true (the probe renders them again) or with the probe's tokenizer"
+            )
         return doc["text"], [list(s) for s in meta["loss_spans"]]
     return "plain_render_without_messages"
 
@@ -104,9 +105,11 @@ def trace_splits(cfg: SFTConfig) -> dict[str, dict]:
     splits = {d: ensure_split(d, cfg.valid_fraction, decided_by="sft probe") for d in cfg.traces}
     fractions = {d: s["fraction"] for d, s in splits.items()}
     if len(set(fractions.values())) > 1:  # one rule for all: an instance must be held out in every set or none
-        raise ValueError("traces: the trace sets' held-out splits were recorded with different fractions "
-                         f"({', '.join(f'{d}: {f}' for d, f in fractions.items())}); give the probe sets split at "
-                         "one fraction (a set's fraction is in its heldout.json)")
+        raise ValueError(
+            "traces: the trace sets' held-out splits were recorded with different fractions "
+            f"({', '.join(f'{d}: {f}' for d, f in fractions.items())}); give the probe sets split at "
+            "one fraction (a set's fraction is in its heldout.json)"
+        )
     return splits
 
 
@@ -127,12 +130,16 @@ def split_summary(splits: dict[str, dict], valid_docs: list[dict]) -> dict[str, 
     """What the report says about the held-out set: how it was split, its instances and documents."""
     from midtrain.formats.trace_split import RULE, doc_instance
 
-    return {"by": sorted({s["by"] for s in splits.values()}), "rule": RULE,
-            "fraction": sorted({s["fraction"] for s in splits.values()}),
-            "recorded": [str(Path(d) / "heldout.json") for d in splits],
-            "instances": len({doc_instance(d) for d in valid_docs}),
-            "instance_ids": sorted({doc_instance(d) for d in valid_docs}),
-            "documents": len(valid_docs), "split_sha": split_sha(splits)}
+    return {
+        "by": sorted({s["by"] for s in splits.values()}),
+        "rule": RULE,
+        "fraction": sorted({s["fraction"] for s in splits.values()}),
+        "recorded": [str(Path(d) / "heldout.json") for d in splits],
+        "instances": len({doc_instance(d) for d in valid_docs}),
+        "instance_ids": sorted({doc_instance(d) for d in valid_docs}),
+        "documents": len(valid_docs),
+        "split_sha": split_sha(splits),
+    }
 
 
 def split_sha(splits: dict[str, dict]) -> str:
@@ -145,8 +152,17 @@ def _mark_split(docs_dir: Path, role: str) -> None:
     `midtrain pack` does not split them again."""
     from midtrain.formats.trace_split import SPLIT_FILE, VERSION
 
-    (docs_dir / SPLIT_FILE).write_text(json.dumps({"version": VERSION, "fraction": None, "by": "instance",
-                                                   "heldout_groups": [], "decided_by": f"sft probe ({role})"}))
+    (docs_dir / SPLIT_FILE).write_text(
+        json.dumps(
+            {
+                "version": VERSION,
+                "fraction": None,
+                "by": "instance",
+                "heldout_groups": [],
+                "decided_by": f"sft probe ({role})",
+            }
+        )
+    )
 
 
 def _write_docs(docs: list[dict], prep_dir: Path) -> None:
@@ -178,9 +194,11 @@ def _reusable(data_dir: Path, key: str, overwrite: bool) -> dict[str, Any] | Non
         return None
     stamp = json.loads(stamp_path.read_text())
     if stamp.get("data_hash") != key:
-        raise ValueError(f"data_dir: {data_dir} holds probe data built with other settings "
-                         f"(data hash {stamp.get('data_hash')}, this probe {key}); use another data_dir "
-                         "or --overwrite")
+        raise ValueError(
+            f"data_dir: {data_dir} holds probe data built with other settings "
+            f"(data hash {stamp.get('data_hash')}, this probe {key}); use another data_dir "
+            "or --overwrite"
+        )
     log.info("SFT data: reusing %s (%d train / %d held-out traces)", data_dir, stamp["train_docs"], stamp["valid_docs"])
     return stamp
 
@@ -227,9 +245,18 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     # An over-long trajectory is split at turn starts (an assistant turn, or a tool response), and each later
     # piece repeats the trajectory's head (system prompt, tools, task: the text before its first assistant
     # turn), loss-free as in the whole trajectory, as repository pieces repeat their header.
-    pcfg = PackConfig(seq_length=cfg.train.data.seq_length, pad_multiple=cfg.pad_multiple, seed=cfg.train.data.seed,
-                      valid_fraction=0.0, heldout_fraction=0.0, tokenizer=cfg.tokenizer, tokenize_tasks=1, tasks=1,
-                      boundaries={"trace": TURN_BOUNDARY}, repeat_header=["trace"])
+    pcfg = PackConfig(
+        seq_length=cfg.train.data.seq_length,
+        pad_multiple=cfg.pad_multiple,
+        seed=cfg.train.data.seed,
+        valid_fraction=0.0,
+        heldout_fraction=0.0,
+        tokenizer=cfg.tokenizer,
+        tokenize_tasks=1,
+        tasks=1,
+        boundaries={"trace": TURN_BOUNDARY},
+        repeat_header=["trace"],
+    )
     manifests: dict[str, dict] = {}
     for split, docs in (("train", train_docs), ("valid", valid_docs)):
         if not docs:
@@ -245,13 +272,20 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     if leaked:  # the split above makes this impossible; the shards are checked, not trusted
         raise RuntimeError(f"SFT data: held-out instances in the probe's training shards: {sorted(leaked)[:5]}")
     heldout["in_probe_training"] = len(leaked)  # instances
-    stamp = {"data_hash": key, "train_docs": len(train_docs), "valid_docs": len(valid_docs), "heldout": heldout,
-             "train_ids": [d["id"] for d in train_docs], "valid_ids": [d["id"] for d in valid_docs],
-             "dropped": dict(drops), "read": len(raw),
-             "train_shards": str(data_dir / "train_shards"),
-             "valid_shards": str(data_dir / "valid_shards") if valid_docs else None,
-             "train_sequences": (manifests["train"].get("splits") or {}).get("train", {}).get("sequences"),
-             "masks": bool(manifests["train"].get("masks"))}
+    stamp = {
+        "data_hash": key,
+        "train_docs": len(train_docs),
+        "valid_docs": len(valid_docs),
+        "heldout": heldout,
+        "train_ids": [d["id"] for d in train_docs],
+        "valid_ids": [d["id"] for d in valid_docs],
+        "dropped": dict(drops),
+        "read": len(raw),
+        "train_shards": str(data_dir / "train_shards"),
+        "valid_shards": str(data_dir / "valid_shards") if valid_docs else None,
+        "train_sequences": (manifests["train"].get("splits") or {}).get("train", {}).get("sequences"),
+        "masks": bool(manifests["train"].get("masks")),
+    }
     (tmp / STAMP).write_text(json.dumps(stamp, indent=2))
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     try:
@@ -261,6 +295,11 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
             raise
         shutil.rmtree(tmp, ignore_errors=True)  # another probe finished the same data first
         return prepare_data(cfg, data_dir)
-    log.info("SFT data: %d train / %d held-out traces (dropped %s) -> %s", len(train_docs), len(valid_docs),
-             dict(drops) or "none", data_dir)
+    log.info(
+        "SFT data: %d train / %d held-out traces (dropped %s) -> %s",
+        len(train_docs),
+        len(valid_docs),
+        dict(drops) or "none",
+        data_dir,
+    )
     return stamp

@@ -47,8 +47,10 @@ def export_hf(run_dir: Path, out: Path, tokenizer: str | None) -> str:
 # what makes a process one rank of a larger world (midtrain.train.distributed.read_env reads these; under
 # torchrun, TORCHELASTIC_USE_AGENT_STORE makes init_process_group a client of the launcher's store)
 _RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
-_EXPORT = ("import sys; from midtrain.train.hf_export import export_hf; "
-           "export_hf(sys.argv[1], sys.argv[2], sys.argv[3] or None)")
+_EXPORT = (
+    "import sys; from midtrain.train.hf_export import export_hf; "
+    "export_hf(sys.argv[1], sys.argv[2], sys.argv[3] or None)"
+)
 
 
 def export_once(run_dir: Path, out: Path, tokenizer: str | None) -> str:
@@ -82,12 +84,15 @@ def _inputs_content(cfg: Any) -> dict[str, Any]:
 
     docs = [Path(t) / "documents" if (Path(t) / "documents").is_dir() else Path(t) for t in cfg.traces]
     tok = cfg.tokenizer
-    return {"data_content": [content_id(d) for d in docs],
-            "tokenizer_content": content_id(tok) if tok and Path(tok).exists() else None}
+    return {
+        "data_content": [content_id(d) for d in docs],
+        "tokenizer_content": content_id(tok) if tok and Path(tok).exists() else None,
+    }
 
 
-def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "",
-              overwrite: bool = False) -> dict[str, Any]:
+def run_probe(
+    cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "", overwrite: bool = False
+) -> dict[str, Any]:
     """Run the probe from START into OUTPUT; returns sft_result.json's content (exit_code 75 = requeue).
 
     OUTPUT is reused (result) or resumed (training) only for the same start checkpoint (path and content)
@@ -109,8 +114,12 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     cfg.validate()
     # the data identity includes the trace sets' recorded held-out split (decided now when a set has none)
-    want = {**start_identity(start), "probe_sha": cfg.probe_hash(),
-            "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}", **_inputs_content(cfg)}
+    want = {
+        **start_identity(start),
+        "probe_sha": cfg.probe_hash(),
+        "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}",
+        **_inputs_content(cfg),
+    }
     claim_output(out, want, overwrite)
     prev = out / SFT_RESULT
     if prev.exists():
@@ -130,16 +139,21 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
         # new one on the same MASTER_PORT without a barrier left ranks connecting to a store that had gone
         summary = train(tcfg)
     result: dict[str, Any] = {
-        "recipe": recipe or cfg.name, **want, "run_dir": str(run_dir), "data_dir": str(data_dir),
+        "recipe": recipe or cfg.name,
+        **want,
+        "run_dir": str(run_dir),
+        "data_dir": str(data_dir),
         "train_docs": data["train_docs"],
-        "valid_docs": data["valid_docs"], "steps": tcfg.optim.train_steps, "exit_code": summary["exit_code"],
+        "valid_docs": data["valid_docs"],
+        "steps": tcfg.optim.train_steps,
+        "exit_code": summary["exit_code"],
     }
     if summary["exit_code"] != 0:
         log.warning("SFT probe stopped at step %s (exit %s): rerun to resume", summary["step"], summary["exit_code"])
         distributed.destroy()
         return result
     metrics = read_metrics(run_dir)
-    tail = [m["loss"] for m in metrics[-final_loss_steps(len(metrics)):] if isinstance(m.get("loss"), (int, float))]
+    tail = [m["loss"] for m in metrics[-final_loss_steps(len(metrics)) :] if isinstance(m.get("loss"), (int, float))]
     result["final_train_loss"] = sum(tail) / len(tail) if tail else None  # one step is one batch: too noisy
     result["final_train_loss_steps"] = len(tail)
     result["trained_tokens"] = sum(int(m.get("trained_tokens", 0) or 0) for m in metrics) or None
@@ -149,8 +163,10 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
         result["heldout_loss"] = held["all"]["loss"]
         result["heldout_tokens"] = held["all"]["tokens"]
     else:
-        log.warning("SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
-                    ", ".join(cfg.traces))
+        log.warning(
+            "SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
+            ", ".join(cfg.traces),
+        )
     result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"))
     result["hf_dir"] = export_once(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
     result["seconds"] = round(time.time() - t0, 1)
@@ -161,8 +177,13 @@ def run_probe(cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str
     if multi:
         torch.distributed.barrier()  # no rank ends the step (srun --wait) before the result is written
     distributed.destroy()  # once, on every rank: leave no process group behind (tests run several probes)
-    log.info("SFT probe from %s: final train loss %s, held-out assistant loss %s -> %s", start,
-             _fmt(result.get("final_train_loss")), _fmt(result.get("heldout_loss")), out / SFT_RESULT)
+    log.info(
+        "SFT probe from %s: final train loss %s, held-out assistant loss %s -> %s",
+        start,
+        _fmt(result.get("final_train_loss")),
+        _fmt(result.get("heldout_loss")),
+        out / SFT_RESULT,
+    )
     return result
 
 
@@ -186,16 +207,25 @@ def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict
             shards.append(str(mid))
             manifest = json.loads((Path(mid) / "manifest.json").read_text())
             ex = manifest.get("heldout_excluded") or {}
-            excluded[str(mid)] = {"instances": ex.get("instances"), "documents": ex.get("documents"),
-                                  "fraction": ex.get("fraction")}
+            excluded[str(mid)] = {
+                "instances": ex.get("instances"),
+                "documents": ex.get("documents"),
+                "fraction": ex.get("fraction"),
+            }
         else:
             log.warning("SFT probe: %s trained on %s, which is not here to check for held-out traces", start, mid)
     held = set((data.get("heldout") or {}).get("instance_ids") or {instance_of(i) for i in data["valid_ids"]})
     found = {s: len(set(shard_instances(s)) & held) for s in shards}
     if any(found.values()):
         log.error("SFT probe: held-out instances in training shards: %s", found)
-    return {**(data.get("heldout") or {}), "tokens": tokens, "checked_training_shards": shards,
-            "in_training_shards": sum(found.values()), "counted": "instances", "excluded_from_pack": excluded}
+    return {
+        **(data.get("heldout") or {}),
+        "tokens": tokens,
+        "checked_training_shards": shards,
+        "in_training_shards": sum(found.values()),
+        "counted": "instances",
+        "excluded_from_pack": excluded,
+    }
 
 
 def _fmt(v: Any) -> str:

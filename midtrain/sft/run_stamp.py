@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 
 PROBE_STAMP = "probe_run.json"
 WORK = ("run", "hf", "sft_result.json")  # what a probe leaves in OUTPUT (cleared by overwrite)
+
+
 class ProbeRunMismatch(ValueError):
     """OUTPUT holds a probe run from another start checkpoint or with other settings."""
 
@@ -31,8 +33,9 @@ def start_identity(start: Path) -> dict[str, str]:
     try:
         ckpt = resolve_checkpoint(start)
     except FileNotFoundError:
-        raise FileNotFoundError(f"--from {start}: no complete midtrain checkpoint (and no config.json: not HF)") \
-            from None
+        raise FileNotFoundError(
+            f"--from {start}: no complete midtrain checkpoint (and no config.json: not HF)"
+        ) from None
     return {"from": str(start), "start_checkpoint": str(ckpt), "start_id": content_id(ckpt)}
 
 
@@ -49,8 +52,11 @@ def claim_output(out: Path, want: dict[str, Any], overwrite: bool = False) -> No
         diff = [f"{k}: recorded {old.get(k, '(none)')!r}, now {v!r}" for k, v in want.items() if old.get(k) != v]
         if diff:
             if not overwrite:
-                raise ProbeRunMismatch(f"--output {out} holds a probe run of another start or other settings ("
-                                       + "; ".join(diff) + "); use another --output, or --overwrite to rerun it")
+                raise ProbeRunMismatch(
+                    f"--output {out} holds a probe run of another start or other settings ("
+                    + "; ".join(diff)
+                    + "); use another --output, or --overwrite to rerun it"
+                )
             log.warning("SFT probe: %s held another probe run (%s); overwritten", out, "; ".join(diff))
             for w in WORK:
                 p = out / w

@@ -39,13 +39,16 @@ def bucket_filename() -> str:
     return "${bucket}/${rank}.jsonl"
 
 
-def grouping_stages(partitioner: SourceReader, assembler: SourceReader, rows_dir: str,
-                    raw_dir: str) -> tuple[list, list]:
+def grouping_stages(
+    partitioner: SourceReader, assembler: SourceReader, rows_dir: str, raw_dir: str
+) -> tuple[list, list]:
     """(partition pipeline, assemble pipeline): rows written to their buckets, then each bucket's groups rendered."""
     from datatrove.pipeline.writers import JsonlWriter
 
-    return ([partitioner, JsonlWriter(rows_dir, output_filename=bucket_filename())],
-            [assembler, JsonlWriter(raw_dir, output_filename="${rank}.jsonl")])
+    return (
+        [partitioner, JsonlWriter(rows_dir, output_filename=bucket_filename())],
+        [assembler, JsonlWriter(raw_dir, output_filename="${rank}.jsonl")],
+    )
 
 
 class TableRowPartitioner(SourceReader):
@@ -59,8 +62,14 @@ class TableRowPartitioner(SourceReader):
     name = "🪣 partition rows"
     report_name = "partition-{rank:05d}.json"  # beside the assembling stage's reports, under its own name
 
-    def __init__(self, inputs: list[str], cfg: Any = None, buckets: int = 1, report_dir: str | None = None,
-                 exclusion_dir: str | None = None):
+    def __init__(
+        self,
+        inputs: list[str],
+        cfg: Any = None,
+        buckets: int = 1,
+        report_dir: str | None = None,
+        exclusion_dir: str | None = None,
+    ):
         super().__init__(inputs, cfg, report_dir, exclusion_dir)
         self.buckets = buckets
         self._origin: str | None = None
@@ -133,8 +142,14 @@ class BucketAssembler:
     """Mixin for an assembling stage's reader (before the source reader class in the bases): its units are
     the buckets; subclasses read one with ``grouped(iter_bucket(self.rows_dir, bucket))``."""
 
-    def __init__(self, rows_dir: str, buckets: int, cfg: Any = None, report_dir: str | None = None,
-                 exclusion_dir: str | None = None):
+    def __init__(
+        self,
+        rows_dir: str,
+        buckets: int,
+        cfg: Any = None,
+        report_dir: str | None = None,
+        exclusion_dir: str | None = None,
+    ):
         super().__init__([rows_dir], cfg, report_dir, exclusion_dir)  # type: ignore[call-arg]
         self.rows_dir = rows_dir
         self.buckets = buckets

@@ -43,25 +43,41 @@ TIMESTAMP = re.compile(
     r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s?"  # ISO / GitHub Actions / logging
     r"|\[\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]\s?"
     r"|\[?\d\d:\d\d:\d\d(?:[.,]\d+)?\]?\s"  # [12:34:56] / 12:34:56.123
-    r")")
+    r")"
+)
 FAILURE = re.compile(  # case-insensitive; kept free of leading \w+ so a line is scanned in linear time
     r"\berror\b|error:|exception:|\bfailed\b|\bfail\b|traceback \(most recent call last\)|panicked at|npm err!|"
     r"\bfatal\b|\bexception\b|make(\[\d+\])?: \*\*\*|^e {3}|undefined reference|error\[e\d+\]|"
     r"process completed with exit code [1-9]",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _MASK = re.compile(r"0x[0-9a-f]+|\b[0-9a-f]{7,}\b|\d+(\.\d+)*", re.IGNORECASE)
 
 TOOLS = [  # (tool, pattern) the first that matches names the log's tool
-    ("github-actions", re.compile(r"^##\[(group|error|endgroup)\]|^Run actions/|Process completed with exit code",
-                                  re.M)),
-    ("pytest", re.compile(r"=+ test session starts =+|^collected \d+ items?|^=+ FAILURES =+$|short test summary info"
-                          r"|^=* ?\d+ (passed|failed)(, \d+ \w+)* in [\d.]+s", re.M)),
+    (
+        "github-actions",
+        re.compile(r"^##\[(group|error|endgroup)\]|^Run actions/|Process completed with exit code", re.M),
+    ),
+    (
+        "pytest",
+        re.compile(
+            r"=+ test session starts =+|^collected \d+ items?|^=+ FAILURES =+$|short test summary info"
+            r"|^=* ?\d+ (passed|failed)(, \d+ \w+)* in [\d.]+s",
+            re.M,
+        ),
+    ),
     ("cargo", re.compile(r"^\s*(Compiling|Finished|Running) .*|^error\[E\d+\]|cargo (build|test)", re.M)),
     ("npm", re.compile(r"^npm (ERR!|WARN|error|warn)|^> [\w@/.-]+@[\d.]+ \w+", re.M)),
     ("cmake", re.compile(r"^-- (Configuring|Generating|The C)|CMake Error", re.M)),
     ("make", re.compile(r"^make(\[\d+\])?: |^make: \*\*\*", re.M)),
-    ("pip", re.compile(r"^(Collecting|Requirement already satisfied|Installing collected packages"
-                       r"|ERROR: (Could not|No matching))", re.M)),
+    (
+        "pip",
+        re.compile(
+            r"^(Collecting|Requirement already satisfied|Installing collected packages"
+            r"|ERROR: (Could not|No matching))",
+            re.M,
+        ),
+    ),
 ]
 
 
@@ -81,15 +97,19 @@ class BuildLogsConfig(ReaderConfig):
     def check(self) -> None:
         super().check()
         require(self.context_lines >= 0, "context_lines", "must be >= 0")
-        require(self.collapse_min_run > self.collapse_keep >= 1, "collapse_min_run",
-                "must be larger than collapse_keep, which must be >= 1")
+        require(
+            self.collapse_min_run > self.collapse_keep >= 1,
+            "collapse_min_run",
+            "must be larger than collapse_keep, which must be >= 1",
+        )
 
 
 def strip_ansi(text: str) -> str:
     text = ANSI.sub("", text)
     # a progress bar redraws its line with \r: keep what was shown last
-    return "\n".join(line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r")
-                     for line in text.split("\n"))
+    return "\n".join(
+        line.rsplit("\r", 1)[-1] if "\r" in line.rstrip("\r") else line.rstrip("\r") for line in text.split("\n")
+    )
 
 
 def strip_timestamps(lines: list[str]) -> list[str]:
@@ -98,8 +118,18 @@ def strip_timestamps(lines: list[str]) -> list[str]:
 
 # every FAILURE alternative contains one of these (lower-cased): a cheap substring test skips the regex on
 # the many ordinary lines
-_FAILURE_KEYS = ("error", "fail", "traceback", "panicked", "npm err", "fatal", "exception", "***",
-                 "undefined reference", "exit code")
+_FAILURE_KEYS = (
+    "error",
+    "fail",
+    "traceback",
+    "panicked",
+    "npm err",
+    "fatal",
+    "exception",
+    "***",
+    "undefined reference",
+    "exit code",
+)
 
 
 def is_failure_line(line: str) -> bool:
@@ -133,7 +163,7 @@ def collapse_repeats(lines: list[str], min_run: int, keep: int, protected: list[
             j += 1
         run = j - i
         if run >= min_run and key:
-            out.extend(lines[i:i + keep])
+            out.extend(lines[i : i + keep])
             out.append(f"[... {run - keep - 1} similar lines collapsed ...]")
             out.append(lines[j - 1])
             removed += run - keep - 1
@@ -273,8 +303,13 @@ class BuildLogReader(SourceReader):
                 self.error("bad_record", where, "no log text in 'text', 'log' or 'content'", origin)
                 continue
             doc_id = f"buildlog:{rec.get('id') or f'{rel}:{lineno}'}"
-            doc = self._document(text, doc_id, rec.get("repo"), rec.get("license"),
-                                 {k: rec[k] for k in ("job", "conclusion", "workflow") if k in rec})
+            doc = self._document(
+                text,
+                doc_id,
+                rec.get("repo"),
+                rec.get("license"),
+                {k: rec[k] for k in ("job", "conclusion", "workflow") if k in rec},
+            )
             if doc:
                 yield doc
 
@@ -288,6 +323,15 @@ class BuildLogReader(SourceReader):
         if counts["cut_lines"]:
             self.skip("cut_lines", counts["cut_lines"])
         failed = bool(failure_lines(cleaned.split("\n")))
-        return make_document(cleaned, doc_id, "buildlog", repo=repo, license=license, tool=detect_tool(cleaned),
-                             status="failure" if failed else "success", original_chars=len(text),
-                             content_hash=stable_hash(cleaned), **extra)
+        return make_document(
+            cleaned,
+            doc_id,
+            "buildlog",
+            repo=repo,
+            license=license,
+            tool=detect_tool(cleaned),
+            status="failure" if failed else "success",
+            original_chars=len(text),
+            content_hash=stable_hash(cleaned),
+            **extra,
+        )

@@ -97,10 +97,19 @@ class CommitRowPartitioner(TableRowPartitioner):
             self.skip("path_control_chars")  # would break the one-line diff --git header
             return []
         diff = file_diff(old_path, new_path, get("old_contents") or "", get("new_contents") or "")
-        return [Document(text=diff, id=f"{repo}:{sha}:{new_path}",
-                         metadata={"group": repo, "commit": str(sha), "path": new_path,
-                                   "message": str(get("message") or ""),
-                                   "license": license_expression(get("license"))})]
+        return [
+            Document(
+                text=diff,
+                id=f"{repo}:{sha}:{new_path}",
+                metadata={
+                    "group": repo,
+                    "commit": str(sha),
+                    "path": new_path,
+                    "message": str(get("message") or ""),
+                    "license": license_expression(get("license")),
+                },
+            )
+        ]
 
 
 class CommitAssembler(BucketAssembler, CommitReader):
@@ -124,9 +133,16 @@ class CommitAssembler(BucketAssembler, CommitReader):
             files = sorted(by_commit[sha], key=lambda r: (r["metadata"]["path"], r["text"]))
             licenses = sorted({r["metadata"]["license"] for r in files if r["metadata"].get("license")})
             record = CommitRecord(
-                sha=sha, parents=[], author_name="", author_email="", committer_name="", committer_email="",
-                timestamp=0, message=files[0]["metadata"]["message"].strip(),
-                diff="".join(r["text"] for r in files).encode("utf-8", "surrogatepass"))
+                sha=sha,
+                parents=[],
+                author_name="",
+                author_email="",
+                committer_name="",
+                committer_email="",
+                timestamp=0,
+                message=files[0]["metadata"]["message"].strip(),
+                diff="".join(r["text"] for r in files).encode("utf-8", "surrogatepass"),
+            )
             doc = self._table_commit(record, repo, licenses[0] if len(licenses) == 1 else None)
             if doc is not None:
                 yield doc
@@ -147,15 +163,36 @@ class CommitAssembler(BucketAssembler, CommitReader):
         body = "\n".join("    " + line if line else "" for line in message.splitlines())
         text = f"commit {c.sha[:12]}\n\n{body}\n\n" + "".join(sections)
         cap = self.cfg.max_removed_paths
-        return make_document(text, f"commit:{repo}@{c.sha[:12]}", "commit", repo=repo, license=license_id,
-                             commits=[c.sha], first_timestamp=None, last_timestamp=None, bot_commits=0,
-                             bot_bytes=0, removed_files=[{"path": p, "reason": r} for p, r in removed[:cap]],
-                             removed_files_total=len(removed), root_commits=[])
+        return make_document(
+            text,
+            f"commit:{repo}@{c.sha[:12]}",
+            "commit",
+            repo=repo,
+            license=license_id,
+            commits=[c.sha],
+            first_timestamp=None,
+            last_timestamp=None,
+            bot_commits=0,
+            bot_bytes=0,
+            removed_files=[{"path": p, "reason": r} for p, r in removed[:cap]],
+            removed_files_total=len(removed),
+            root_commits=[],
+        )
 
 
-def commit_table_stages(inputs: list[str], cfg: CommitsInputConfig, rows_dir: str, buckets: int, raw_dir: str,
-                        report_dir: str, exclusion_dir: str | None) -> tuple[list, list]:
+def commit_table_stages(
+    inputs: list[str],
+    cfg: CommitsInputConfig,
+    rows_dir: str,
+    buckets: int,
+    raw_dir: str,
+    report_dir: str,
+    exclusion_dir: str | None,
+) -> tuple[list, list]:
     """(partition pipeline, assemble pipeline) for `midtrain prep commits` on table inputs."""
-    return grouping_stages(CommitRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
-                           CommitAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-                           rows_dir, raw_dir)
+    return grouping_stages(
+        CommitRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
+        CommitAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
+        rows_dir,
+        raw_dir,
+    )

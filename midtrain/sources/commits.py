@@ -41,8 +41,11 @@ from midtrain.sources.git import (
 from midtrain.sources.licenses import detect_spdx, is_license_file
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
-_TRAILER = re.compile(r"^((?:signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|"
-                      r"suggested-by|helped-by|cc)\s*:\s*)(.*)$", re.IGNORECASE | re.MULTILINE)
+_TRAILER = re.compile(
+    r"^((?:signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|"
+    r"suggested-by|helped-by|cc)\s*:\s*)(.*)$",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 @dataclass
@@ -68,9 +71,12 @@ class CommitsConfig(ReaderConfig):
 
 _FILE_START = re.compile(rb"^diff --git ", re.MULTILINE)
 _FILE_PATHS = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
-BOT_NAME = re.compile(r"\[bot\]|^(?:dependabot|renovate|greenkeeper|snyk-bot|pre-commit-ci|github-actions|"
-                      r"allcontributors|imgbot|pyup-bot|mergify|codecov|semantic-release-bot|web-flow-bot)\b|"
-                      r"(?:^|[-_.])bot(?:@|$)", re.IGNORECASE)
+BOT_NAME = re.compile(
+    r"\[bot\]|^(?:dependabot|renovate|greenkeeper|snyk-bot|pre-commit-ci|github-actions|"
+    r"allcontributors|imgbot|pyup-bot|mergify|codecov|semantic-release-bot|web-flow-bot)\b|"
+    r"(?:^|[-_.])bot(?:@|$)",
+    re.IGNORECASE,
+)
 
 
 def is_bot(name: str, email: str) -> bool:
@@ -211,14 +217,21 @@ class CommitReader(SourceReader):
             repo_name = remote_name(repo)
             display = repo_name or repo.name.removesuffix(".git")
             roots = root_commits(repo)  # the history's identity under any name: decontamination matches it
-            commits = iter_commits(repo, max_count=self.cfg.max_commits or None,
-                                   max_commit_bytes=self.cfg.max_input_bytes)
+            commits = iter_commits(
+                repo, max_count=self.cfg.max_commits or None, max_commit_bytes=self.cfg.max_input_bytes
+            )
             yield from self._runs(commits, display, repo_name, license_id, roots)
         except GitError as e:
             self.error("bad_git_repository", unit, str(e), origin)
 
-    def _runs(self, commits: Iterable[CommitRecord], display: str, repo_name: str | None,
-              license_id: str | None, roots: list[str] | None = None) -> Iterator[Document]:
+    def _runs(
+        self,
+        commits: Iterable[CommitRecord],
+        display: str,
+        repo_name: str | None,
+        license_id: str | None,
+        roots: list[str] | None = None,
+    ) -> Iterator[Document]:
         """Consecutive commits of one repository -> documents of at most max_doc_bytes each (git and tables)."""
         group: list[tuple[str, CommitRecord]] = []
         size = 0
@@ -238,18 +251,34 @@ class CommitReader(SourceReader):
         if group:
             yield self._document(group, display, repo_name, license_id, removed, roots)
 
-    def _document(self, group: list[tuple[str, CommitRecord]], display: str, repo_name: str | None,
-                  license_id: str | None, removed: list[tuple[str, str]], roots: list[str] | None = None) -> Document:
+    def _document(
+        self,
+        group: list[tuple[str, CommitRecord]],
+        display: str,
+        repo_name: str | None,
+        license_id: str | None,
+        removed: list[tuple[str, str]],
+        roots: list[str] | None = None,
+    ) -> Document:
         first, last = group[0][1], group[-1][1]
         doc_id = f"commit:{display}@{first.sha[:12]}..{last.sha[:12]}"
         bots = [(t, c) for t, c in group if is_bot(c.author_name, c.author_email)]
         cap = self.cfg.max_removed_paths
-        return make_document("".join(t for t, _ in group), doc_id, "commit", repo=repo_name, license=license_id,
-                             commits=[c.sha for _, c in group], first_timestamp=first.timestamp,
-                             last_timestamp=last.timestamp, bot_commits=len(bots),
-                             bot_bytes=sum(len(t.encode()) for t, _ in bots),
-                             removed_files=[{"path": p, "reason": r} for p, r in removed[:cap]],
-                             removed_files_total=len(removed), root_commits=roots or [])
+        return make_document(
+            "".join(t for t, _ in group),
+            doc_id,
+            "commit",
+            repo=repo_name,
+            license=license_id,
+            commits=[c.sha for _, c in group],
+            first_timestamp=first.timestamp,
+            last_timestamp=last.timestamp,
+            bot_commits=len(bots),
+            bot_bytes=sum(len(t.encode()) for t, _ in bots),
+            removed_files=[{"path": p, "reason": r} for p, r in removed[:cap]],
+            removed_files_total=len(removed),
+            root_commits=roots or [],
+        )
 
 
 def scrub_message(message: str, names: Pseudonyms) -> str:

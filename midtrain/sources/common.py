@@ -73,22 +73,37 @@ class _InputProgress:
         now = time.monotonic()
         if now - self.t_line >= self.every_s:
             self.t_line = now
-            log.info("%s%s: reading %s: %d documents so far (%.0fs)", self.source, self.task, origin,
-                     counts["documents"], now - self.t_input)
+            log.info(
+                "%s%s: reading %s: %d documents so far (%.0fs)",
+                self.source,
+                self.task,
+                origin,
+                counts["documents"],
+                now - self.t_input,
+            )
 
     def done(self) -> None:
         """The current input is finished: say what it gave."""
         if self.current is None:
             return
         i = self.inputs.index(self.current) + 1
-        log.info("%s%s: input %d/%d %s: %d documents, %d errors (%.1fs)", self.source, self.task, i,
-                 len(self.inputs), self.current, self.counts["documents"], self.counts["errors"],
-                 time.monotonic() - self.t_input)
+        log.info(
+            "%s%s: input %d/%d %s: %d documents, %d errors (%.1fs)",
+            self.source,
+            self.task,
+            i,
+            len(self.inputs),
+            self.current,
+            self.counts["documents"],
+            self.counts["errors"],
+            time.monotonic() - self.t_input,
+        )
         self.current = None
 
 
-def make_document(text: str, doc_id: str, source: str, repo: str | None = None, license: str | None = None,
-                  **metadata: Any) -> Document:
+def make_document(
+    text: str, doc_id: str, source: str, repo: str | None = None, license: str | None = None, **metadata: Any
+) -> Document:
     """A datatrove Document with the metadata every source carries (midtrain.formats.documents.REQUIRED_METADATA)."""
     meta = {"source": source, "repo": repo, "license": license, "id": doc_id}
     meta.update(metadata)
@@ -134,8 +149,11 @@ class Pseudonyms:
         if self._pattern[0] != len(self.names):  # rebuilt only when someone new appeared
             # longest first so 'Jane Doe' wins over 'Jane'; word boundaries keep 'ann' out of 'annotation'
             keys = sorted((k for k in self.names if len(k) >= 3), key=len, reverse=True)
-            regex = re.compile(r"(?<![\w.])@?(" + "|".join(re.escape(k) for k in keys) + r")(?![\w])",
-                               re.IGNORECASE) if keys else None
+            regex = (
+                re.compile(r"(?<![\w.])@?(" + "|".join(re.escape(k) for k in keys) + r")(?![\w])", re.IGNORECASE)
+                if keys
+                else None
+            )
             self._pattern = (len(self.names), regex)
         regex = self._pattern[1]
         return regex.sub(lambda m: self.names[m.group(1).lower()], text) if regex else text
@@ -184,7 +202,7 @@ def read_capped(path: Path, cap: int, head_and_tail: bool = False) -> tuple[byte
         rest = b"".join(tail)
         if len(rest) > half:
             left += len(rest) - half
-            rest = rest[len(rest) - half:]
+            rest = rest[len(rest) - half :]
         return head + rest, left
 
 
@@ -302,8 +320,13 @@ class SourceReader(CountedStep):
     log = log
     report_name = "{rank:05d}.json"  # in report_dir; a stage before the assembling one reports under its own
 
-    def __init__(self, inputs: list[str], cfg: ReaderConfig | None = None, report_dir: str | None = None,
-                 exclusion_dir: str | None = None):
+    def __init__(
+        self,
+        inputs: list[str],
+        cfg: ReaderConfig | None = None,
+        report_dir: str | None = None,
+        exclusion_dir: str | None = None,
+    ):
         super().__init__(exclusion_dir)  # records dropped on purpose are written there (JSONL.gz per task)
         self.inputs = [str(p) for p in inputs]
         self.cfg = cfg or self.config_class()

@@ -137,8 +137,9 @@ def list_tree(repo: Path, rev: str = "HEAD") -> list[TreeEntry]:
             continue
         meta, path = rec.split(b"\t", 1)
         mode, _kind, sha, size = meta.decode().split()
-        entries.append(TreeEntry(path.decode("utf-8", "surrogateescape"), mode, sha,
-                                 int(size) if size.isdigit() else -1))  # "-": submodule, "BAD": missing
+        entries.append(
+            TreeEntry(path.decode("utf-8", "surrogateescape"), mode, sha, int(size) if size.isdigit() else -1)
+        )  # "-": submodule, "BAD": missing
     return sorted(entries, key=lambda e: e.path)
 
 
@@ -146,8 +147,12 @@ def read_blobs(repo: Path, shas: list[str]) -> Iterator[tuple[str, bytes]]:
     """(sha, content) for each blob, through one ``git cat-file --batch`` process."""
     if not shas:
         return
-    proc = subprocess.Popen(["git", "-C", str(repo), "cat-file", "--batch"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        ["git", "-C", str(repo), "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     assert proc.stdin and proc.stdout
     # Write requests from a thread-free loop: one request, one answer, so pipes never fill up.
     try:
@@ -188,12 +193,25 @@ class CommitRecord:
     cut_bytes: int = 0  # bytes of this commit's log output past max_commit_bytes (not kept)
 
 
-def iter_commits(repo: Path, rev: str = "HEAD", max_count: int | None = None,
-                 max_commit_bytes: int = 256_000_000) -> Iterator[CommitRecord]:
+def iter_commits(
+    repo: Path, rev: str = "HEAD", max_count: int | None = None, max_commit_bytes: int = 256_000_000
+) -> Iterator[CommitRecord]:
     """Commits oldest first (``--date-order`` keeps each commit after its parents), with their patch, streamed:
     at most ``max_commit_bytes`` of one commit's output are held (the rest is counted in ``cut_bytes``)."""
-    args = ["git", "-C", str(repo), "log", "--reverse", "--date-order", "-p", "--no-color", "--no-ext-diff",
-            "--find-renames", "--no-textconv", f"--format={_FORMAT}"]
+    args = [
+        "git",
+        "-C",
+        str(repo),
+        "log",
+        "--reverse",
+        "--date-order",
+        "-p",
+        "--no-color",
+        "--no-ext-diff",
+        "--find-renames",
+        "--no-textconv",
+        f"--format={_FORMAT}",
+    ]
     if max_count:
         args.append(f"--max-count={max_count}")
     args.append(rev)
@@ -257,5 +275,14 @@ def _parse_commit(raw: bytes) -> CommitRecord:
     fields = raw.split(b"\0", 8)
     sha, parents, an, ae, cn, ce, ts, msg, rest = fields
     dec = lambda b: b.decode("utf-8", "replace")  # noqa: E731 - header fields only
-    return CommitRecord(dec(sha), dec(parents).split(), dec(an), dec(ae), dec(cn), dec(ce), int(ts or 0),
-                        dec(msg).strip(), rest.lstrip(b"\n"))
+    return CommitRecord(
+        dec(sha),
+        dec(parents).split(),
+        dec(an),
+        dec(ae),
+        dec(cn),
+        dec(ce),
+        int(ts or 0),
+        dec(msg).strip(),
+        rest.lstrip(b"\n"),
+    )

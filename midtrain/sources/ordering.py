@@ -25,8 +25,10 @@ from midtrain.formats.repo_files import file_group
 
 _JS_EXT = (".js", ".jsx", ".ts", ".tsx", ".mjs", ".cjs")
 _C_EXT = (".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx")
-_JS_IMPORT = re.compile(r"""(?:import\s[^'"]*?from\s*|import\s*\(?\s*|require\s*\(\s*|export\s[^'"]*?from\s*)"""
-                        r"""['"]([^'"]+)['"]""")
+_JS_IMPORT = re.compile(
+    r"""(?:import\s[^'"]*?from\s*|import\s*\(?\s*|require\s*\(\s*|export\s[^'"]*?from\s*)"""
+    r"""['"]([^'"]+)['"]"""
+)
 _C_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 _RUST_MOD = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;", re.MULTILINE)
 _JAVA_IMPORT = re.compile(r"^\s*import\s+(?:static\s+)?([\w.]+)\s*;?", re.MULTILINE)
@@ -64,12 +66,18 @@ def _python_modules(paths: list[str]) -> dict[str, str]:
 def _not_run_on_import(test: ast.expr) -> bool:
     """``if TYPE_CHECKING:`` / ``if typing.TYPE_CHECKING:`` (annotations only) and
     ``if __name__ == "__main__":`` (a script's demo): blocks whose imports do not run when a module is imported."""
-    if isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__" and \
-            len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant) and \
-            test.comparators[0].value == "__main__":
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.comparators) == 1
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    ):
         return True
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
 def _import_statements(tree: ast.AST):
@@ -193,8 +201,10 @@ def file_dependencies(files: dict[str, str]) -> dict[str, set[str]]:
             stem = posixpath.basename(p)[:-3]
             mod_dir = here if stem in ("lib", "main", "mod") else posixpath.join(here, stem)
             for m in _RUST_MOD.finditer(text):
-                for cand in (posixpath.join(mod_dir, m.group(1) + ".rs"),
-                             posixpath.join(mod_dir, m.group(1), "mod.rs")):
+                for cand in (
+                    posixpath.join(mod_dir, m.group(1) + ".rs"),
+                    posixpath.join(mod_dir, m.group(1), "mod.rs"),
+                ):
                     if cand in pathset:
                         d.add(cand)
                         break

@@ -50,7 +50,10 @@ from midtrain.steps import stat_kinds
 log = logging.getLogger("midtrain.prep")
 
 SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
-    "repos": ReposInputConfig, "commits": CommitsInputConfig, "pulls": PullsConfig, "buildlogs": BuildLogsConfig,
+    "repos": ReposInputConfig,
+    "commits": CommitsInputConfig,
+    "pulls": PullsConfig,
+    "buildlogs": BuildLogsConfig,
     "traces": TracesInputConfig,
 }
 STATS_FILE = "stats.json"
@@ -63,7 +66,7 @@ def split_overrides(source: str, overrides: list[str]) -> tuple[list[str], list[
     curation: list[str] = []
     for o in overrides:
         (mine if o.split("=", 1)[0].startswith(source + ".") else curation).append(o)
-    return [o[len(source) + 1:] for o in mine], curation
+    return [o[len(source) + 1 :] for o in mine], curation
 
 
 def resolve_source(name_or_path: str) -> str:
@@ -97,8 +100,10 @@ def _pipeline_module(source: str, path: str | None) -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     if not callable(getattr(module, "pipeline", None)):
-        raise ConfigError(f"source: pipeline file {path} defines no pipeline(inputs, cfg, raw_dir, report_dir, "
-                          "exclusion_dir) function")
+        raise ConfigError(
+            f"source: pipeline file {path} defines no pipeline(inputs, cfg, raw_dir, report_dir, "
+            "exclusion_dir) function"
+        )
     return module
 
 
@@ -106,12 +111,17 @@ def reader_pipeline(reader: type[PipelineStep]) -> Any:
     """The pipeline() of a data_prep/<source>.py file whose source stage is one reader: the reader, then datatrove's
     JSONL writer into raw/ (gzip, one file a task). The five built-in pipeline files are this; a custom one can
     be any list of steps."""
-    def pipeline(inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str,
-                 exclusion_dir: str | None = None) -> list[PipelineStep]:
+
+    def pipeline(
+        inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str, exclusion_dir: str | None = None
+    ) -> list[PipelineStep]:
         from datatrove.pipeline.writers import JsonlWriter
 
-        return [reader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-                JsonlWriter(raw_dir, output_filename="${rank}.jsonl")]  # gzip: ${rank}.jsonl.gz
+        return [
+            reader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
+            JsonlWriter(raw_dir, output_filename="${rank}.jsonl"),
+        ]  # gzip: ${rank}.jsonl.gz
+
     return pipeline
 
 
@@ -136,8 +146,15 @@ class EnsureRawFile(PipelineStep):
                 pass
 
 
-def source_pipeline(source: str, inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str,
-                    exclusion_dir: str | None = None, path: str | None = None) -> list[PipelineStep]:
+def source_pipeline(
+    source: str,
+    inputs: list[str],
+    cfg: ReaderConfig,
+    raw_dir: str,
+    report_dir: str,
+    exclusion_dir: str | None = None,
+    path: str | None = None,
+) -> list[PipelineStep]:
     """The source stage as defined in data_prep/<source>.py (or the pipeline file ``path``), plus the
     empty-shard guard."""
     module = _pipeline_module(source, path)
@@ -230,8 +247,11 @@ class WriteStats(PipelineStep):
         stats = summarize(out, self.stage_names, self.settings)
         write_text_atomic(out / STATS_FILE, json.dumps(stats, indent=2))
         if stats["unreadable_inputs"]:
-            log.error("prep %s: nothing could be read from: %s", self.settings["source"],
-                      ", ".join(stats["unreadable_inputs"]))
+            log.error(
+                "prep %s: nothing could be read from: %s",
+                self.settings["source"],
+                ", ".join(stats["unreadable_inputs"]),
+            )
 
 
 # -- what the inputs hold ---------------------------------------------------------------------------------
@@ -254,8 +274,10 @@ def _identity(item: str, skip: str) -> dict:
             found = fs.find(root, detail=True)
         except Exception as e:  # noqa: BLE001 - listed (and named) again by the reader
             return {"unlisted": f"{type(e).__name__}: {e}"}
-        objects = [(k, v.get("size"), str(v.get("ETag") or v.get("LastModified") or v.get("mtime")))
-                   for k, v in sorted(found.items())]
+        objects = [
+            (k, v.get("size"), str(v.get("ETag") or v.get("LastModified") or v.get("mtime")))
+            for k, v in sorted(found.items())
+        ]
         return {"objects": len(objects), "digest": _digest(objects)}
     p = Path(item)
     if not p.exists():
@@ -297,8 +319,13 @@ def _changed_inputs(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
             return f"{n} {'files' if 'files' in d else 'objects'}"
         return "missing" if d.get("missing") else "HEAD " + d["git_head"][:12] if "git_head" in d else "changed"
 
-    return [f"{k}: {say(new.get(k))}, was {say(old.get(k))}" if say(new.get(k)) != say(old.get(k)) else
-            f"{k}: contents changed" for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return [
+        f"{k}: {say(new.get(k))}, was {say(old.get(k))}"
+        if say(new.get(k)) != say(old.get(k))
+        else f"{k}: contents changed"
+        for k in sorted(set(old) | set(new))
+        if old.get(k) != new.get(k)
+    ]
 
 
 # -- running --------------------------------------------------------------------------------------------
@@ -323,10 +350,15 @@ class PrepRun:
 
     def settings(self) -> dict:
         steps = getattr(self.curation_cfg, "steps", None)  # which curation steps are on
-        return {"source": self.source, "inputs": self.inputs, "tasks": self.tasks,
-                "source_config": self.source_cfg.to_dict(), "curation": self.curation_cfg.to_dict(),
-                "curation_steps": steps() if callable(steps) else {},
-                **({"pipeline_file": self.pipeline_file} if self.pipeline_file else {})}
+        return {
+            "source": self.source,
+            "inputs": self.inputs,
+            "tasks": self.tasks,
+            "source_config": self.source_cfg.to_dict(),
+            "curation": self.curation_cfg.to_dict(),
+            "curation_steps": steps() if callable(steps) else {},
+            **({"pipeline_file": self.pipeline_file} if self.pipeline_file else {}),
+        }
 
     def stages(self) -> list[tuple[str, list, int]]:
         out = self.output
@@ -335,12 +367,24 @@ class PrepRun:
         if stages is not None:  # tables: the last source stage writes raw/, so it gets the empty-shard guard
             stages[-1][1].append(EnsureRawFile(str(raw)))
         else:
-            stages = [("source", source_pipeline(self.source, self.inputs, self.source_cfg, str(raw),
-                                                 str(out / "logs" / "source" / "reports"),
-                                                 str(out / "excluded" / "source"), self.pipeline_file),
-                       self.tasks)]
-        for i, st in enumerate(curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work),
-                                                     self.tasks), 1):
+            stages = [
+                (
+                    "source",
+                    source_pipeline(
+                        self.source,
+                        self.inputs,
+                        self.source_cfg,
+                        str(raw),
+                        str(out / "logs" / "source" / "reports"),
+                        str(out / "excluded" / "source"),
+                        self.pipeline_file,
+                    ),
+                    self.tasks,
+                )
+            ]
+        for i, st in enumerate(
+            curation_stages(self.curation_cfg, self.source, str(raw), str(docs), str(work), self.tasks), 1
+        ):
             stages.append((f"curate_{i:02d}_{st.name}", st.pipeline, st.tasks or self.tasks))
         names = [n for n, _, _ in stages]
         stages.append(("stats", [WriteStats(str(out), names, self.settings())], 1))
@@ -363,13 +407,17 @@ class PrepRun:
             old_identity = old.pop(IDENTITY_KEY, None)
             if old != self.settings():
                 changed = sorted(k for k in set(old) | set(self.settings()) if old.get(k) != self.settings().get(k))
-                raise ConfigError(f"output: {self.output} was prepared with other settings ({', '.join(changed)} "
-                                  "differ); use a new --output or --overwrite")
+                raise ConfigError(
+                    f"output: {self.output} was prepared with other settings ({', '.join(changed)} "
+                    "differ); use a new --output or --overwrite"
+                )
             if old_identity is not None and old_identity != identity:
                 # finished tasks would be skipped: what was added or changed since would be silently left out
-                raise ConfigError(f"output: the inputs changed since {self.output} was prepared ("
-                                  f"{'; '.join(_changed_inputs(old_identity, identity)[:5])}); use --overwrite to "
-                                  "prepare it again from the inputs as they are now, or a new --output")
+                raise ConfigError(
+                    f"output: the inputs changed since {self.output} was prepared ("
+                    f"{'; '.join(_changed_inputs(old_identity, identity)[:5])}); use --overwrite to "
+                    "prepare it again from the inputs as they are now, or a new --output"
+                )
         ensure_dir(self.output)
         marker.write_text(json.dumps({**self.settings(), IDENTITY_KEY: identity}, indent=2))
         # stats.json marks a complete output (`midtrain pack` reads no other): gone while this run has work to
@@ -395,9 +443,14 @@ class PrepRun:
         """Every stage in a stage chain (local, or Slurm job arrays chained afterok); nothing runs yet."""
         chain = StageChain(self.executor, self.site, self.workers, label=f"prep {self.source}")
         for name, pipeline, tasks in self.stages():
-            chain.add(name, pipeline, tasks, str(self.output / "logs" / name),
-                      job_name=f"midtrain-prep-{self.source}-{name}",
-                      slurm_logs_dir=str(self.output / "logs" / "slurm" / name))
+            chain.add(
+                name,
+                pipeline,
+                tasks,
+                str(self.output / "logs" / name),
+                job_name=f"midtrain-prep-{self.source}-{name}",
+                slurm_logs_dir=str(self.output / "logs" / "slurm" / name),
+            )
         return chain
 
     def run(self) -> dict | None:
@@ -405,8 +458,12 @@ class PrepRun:
         chain = self.chain()
         chain.run()
         if chain.on_slurm:
-            log.info("submitted %d Slurm stages for %s; stats will be written to %s", len(chain.stages), self.source,
-                     self.output / STATS_FILE)
+            log.info(
+                "submitted %d Slurm stages for %s; stats will be written to %s",
+                len(chain.stages),
+                self.source,
+                self.output / STATS_FILE,
+            )
             return None
         return json.loads((self.output / STATS_FILE).read_text())
 
@@ -443,20 +500,32 @@ def config_yaml(source: str, overrides: list[str] | None = None) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def build_run(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,
-              **kw: Any) -> PrepRun:
+def build_run(
+    source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None, **kw: Any
+) -> PrepRun:
     name, source_cfg, curation_cfg = resolve_configs(source, overrides)
-    return PrepRun(name, [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
-                   location(output), source_cfg, curation_cfg, pipeline_file=pipeline_file(source), **kw)
+    return PrepRun(
+        name,
+        [p if is_url(p) else str(Path(p).expanduser().absolute()) for p in inputs],
+        location(output),
+        source_cfg,
+        curation_cfg,
+        pipeline_file=pipeline_file(source),
+        **kw,
+    )
 
 
-def prep(source: str, inputs: list[str], output: str | Path, overrides: list[str] | None = None,
-         overwrite: bool = False, **kw: Any) -> dict | None:
+def prep(
+    source: str,
+    inputs: list[str],
+    output: str | Path,
+    overrides: list[str] | None = None,
+    overwrite: bool = False,
+    **kw: Any,
+) -> dict | None:
     """Library entry point of `midtrain prep` (see the module docstring for the output layout)."""
     check_inputs(inputs)
     run = build_run(source, inputs, output, overrides, **kw)
     with output_lock(run.output, f"midtrain prep {run.source}"), naming_output(run.output):  # one run at a time
         run.check_resume(overwrite)
         return run.run()
-
-

@@ -101,7 +101,7 @@ def diff_sections(patch: str) -> list[tuple[str, str, str]]:
     heads = list(_SECTION.finditer(patch))
     out = []
     for m, nxt in zip(heads, heads[1:] + [None]):
-        out.append((m.group(1), m.group(2), patch[m.start(): nxt.start() if nxt else len(patch)]))
+        out.append((m.group(1), m.group(2), patch[m.start() : nxt.start() if nxt else len(patch)]))
     return out
 
 
@@ -115,10 +115,15 @@ def section_file(old: str, new: str, section: str) -> dict:
     elif old != new:
         status = "renamed"
     hunk = section.find("\n@@")
-    patch = section[hunk + 1:] if hunk >= 0 else ""
+    patch = section[hunk + 1 :] if hunk >= 0 else ""
     lines = patch.splitlines()
-    entry = {"filename": new if status != "removed" else old, "status": status, "patch": patch,
-             "additions": sum(ln.startswith("+") for ln in lines), "deletions": sum(ln.startswith("-") for ln in lines)}
+    entry = {
+        "filename": new if status != "removed" else old,
+        "status": status,
+        "patch": patch,
+        "additions": sum(ln.startswith("+") for ln in lines),
+        "deletions": sum(ln.startswith("-") for ln in lines),
+    }
     if status == "renamed":
         entry["previous_filename"] = old
     return entry
@@ -183,22 +188,37 @@ def _history_records(repo: Path, name: str | None, picked: list) -> Iterator[tup
             base, head = merge_base(repo, parents[0], parents[1]), parents[1]
         if base is None:
             continue
-        files = [section_file(o, n, s) for o, n, s in diff_sections(diff(repo, base, head).decode(
-            "utf-8", "replace"))]
+        files = [section_file(o, n, s) for o, n, s in diff_sections(diff(repo, base, head).decode("utf-8", "replace"))]
         head_author = commit_summary(repo, head) if kind != "squash" else (author, email, subject)
         if not title.strip():  # an empty merge message: the head commit's subject, never the login-bearing one
             title = head_author[2]
-        user = {"login": login or head_author[0] or author, "type": "User", "name": head_author[0] or author,
-                "email": head_author[1] or email}
+        user = {
+            "login": login or head_author[0] or author,
+            "type": "User",
+            "name": head_author[0] or author,
+            "email": head_author[1] or email,
+        }
         head_info: dict = {"ref": head_ref or f"pr-{number}", "sha": head}
         if login:
             head_info["user"] = {"login": login, "type": "User"}
-        yield f"{repo}@{sha[:12]}", {
-            "repo": name, "number": number, "title": title.strip() or f"Pull request #{number}", "body": body.strip(),
-            "state": "closed", "merged": True, "merge_commit_sha": sha, "found_as": kind,
-            "user": user, "base": {"ref": "main", "sha": base}, "head": head_info,
-            "files": files, "merged_at": ts,
-        }
+        yield (
+            f"{repo}@{sha[:12]}",
+            {
+                "repo": name,
+                "number": number,
+                "title": title.strip() or f"Pull request #{number}",
+                "body": body.strip(),
+                "state": "closed",
+                "merged": True,
+                "merge_commit_sha": sha,
+                "found_as": kind,
+                "user": user,
+                "base": {"ref": "main", "sha": base},
+                "head": head_info,
+                "files": files,
+                "merged_at": ts,
+            },
+        )
 
 
 # -- what was read at the base commit ---------------------------------------------------------------------
@@ -216,8 +236,33 @@ def read_block(header: str, path: str, sha: str, why: str, text: str) -> str:
 
 
 CHANGELOG_NAMES = ("changes", "changelog", "news", "history")  # CHANGES.rst, CHANGELOG.md, NEWS, HISTORY.txt
-SOURCE_SUFFIXES = (".py", ".pyi", ".pyx", ".c", ".h", ".cc", ".cpp", ".hpp", ".rs", ".go", ".java", ".kt", ".js",
-                   ".jsx", ".ts", ".tsx", ".rb", ".php", ".cs", ".swift", ".scala", ".sh", ".lua", ".jl", ".r")
+SOURCE_SUFFIXES = (
+    ".py",
+    ".pyi",
+    ".pyx",
+    ".c",
+    ".h",
+    ".cc",
+    ".cpp",
+    ".hpp",
+    ".rs",
+    ".go",
+    ".java",
+    ".kt",
+    ".js",
+    ".jsx",
+    ".ts",
+    ".tsx",
+    ".rb",
+    ".php",
+    ".cs",
+    ".swift",
+    ".scala",
+    ".sh",
+    ".lua",
+    ".jl",
+    ".r",
+)
 WINDOW_LINES = 40  # lines shown either side of an edited hunk of a file too long to read whole
 
 
@@ -228,8 +273,11 @@ def relevance(path: str) -> int:
     if name.split(".", 1)[0] in CHANGELOG_NAMES:
         return 3
     parts = path.lower().split("/")
-    if any(p in ("test", "tests", "testing") for p in parts[:-1]) or name.startswith("test_") or \
-            name.split(".", 1)[0].endswith(("_test", "_tests")):
+    if (
+        any(p in ("test", "tests", "testing") for p in parts[:-1])
+        or name.startswith("test_")
+        or name.split(".", 1)[0].endswith(("_test", "_tests"))
+    ):
         return 1
     return 0 if name.endswith(SOURCE_SUFFIXES) else 2
 
@@ -260,15 +308,22 @@ def windowed(text: str, hunks: list[tuple[int, int]], around: int) -> tuple[str,
     for i, (lo, hi) in enumerate(spans):
         if lo > 1 and (i == 0 or lo > spans[i - 1][1] + 1):
             parts.append("...")
-        parts.extend(lines[lo - 1:hi])
+        parts.extend(lines[lo - 1 : hi])
     if spans[-1][1] < len(lines):
         parts.append("...")
     return "\n".join(parts), ", ".join(f"{lo}-{hi}" for lo, hi in spans)
 
 
-def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_tokens: int, header: str,
-                 max_file_bytes: int = 500_000, hunks: dict[str, list[tuple[int, int]]] | None = None
-                 ) -> tuple[list[ReadFile], dict[str, int]]:
+def base_context(
+    repo: Path,
+    base: str,
+    changed: list[str],
+    mode: str,
+    budget_tokens: int,
+    header: str,
+    max_file_bytes: int = 500_000,
+    hunks: dict[str, list[tuple[int, int]]] | None = None,
+) -> tuple[list[ReadFile], dict[str, int]]:
     """The files read at ``base`` within ``budget_tokens`` (counting each file's ``header``, formatted with
     path/sha/why) and {reason: count} of files left out. Order: the changed source files, their tests, other
     changed files, (``files+imports``) what the changed files import, nearest first, then changelogs. A changed
@@ -314,8 +369,9 @@ def base_context(repo: Path, base: str, changed: list[str], mode: str, budget_to
             if distance == 0:  # what a changed file imports is worth reading even when the file is too long
                 texts[path] = text
             if cost > left:
-                view = _window_block(header, path, base, why, text, hunks.get(path) or [], left) \
-                    if distance == 0 else None
+                view = (
+                    _window_block(header, path, base, why, text, hunks.get(path) or [], left) if distance == 0 else None
+                )
                 if view is None:
                     note("context_budget")
                     continue
@@ -362,8 +418,9 @@ def _tests_of(path: str, entries: dict) -> list[str]:
     return sorted(p for p in entries if p.rsplit("/", 1)[-1] in names and relevance(p) == 1)
 
 
-def _window_block(header: str, path: str, base: str, why: str, text: str, hunks: list[tuple[int, int]],
-                  left: int) -> str | None:
+def _window_block(
+    header: str, path: str, base: str, why: str, text: str, hunks: list[tuple[int, int]], left: int
+) -> str | None:
     """A read block of the lines around the edited hunks that fits in ``left`` tokens (narrower windows
     tried in turn), or None."""
     total = text.count("\n") + 1

@@ -39,8 +39,11 @@ class PullRowPartitioner(PullReader):
 
     def render(self, pr: dict, where: str, clone: Path | None = None) -> Document | None:
         repo = _repo_of(pr)
-        return Document(text=json.dumps(pr, ensure_ascii=False, default=str), id=where,
-                        metadata={"group": repo, "bucket": bucket_of(repo, self.buckets), "where": where})
+        return Document(
+            text=json.dumps(pr, ensure_ascii=False, default=str),
+            id=where,
+            metadata={"group": repo, "bucket": bucket_of(repo, self.buckets), "where": where},
+        )
 
 
 class PullAssembler(BucketAssembler, PullReader):
@@ -65,8 +68,9 @@ class PullAssembler(BucketAssembler, PullReader):
                     yield doc
 
 
-def pull_join_stages(inputs: list[str], cfg: PullsConfig, output: Path, tasks: int
-                     ) -> list[tuple[str, list, int]] | None:
+def pull_join_stages(
+    inputs: list[str], cfg: PullsConfig, output: Path, tasks: int
+) -> list[tuple[str, list, int]] | None:
     """[(stage name, pipeline, tasks)] for record inputs joined with ``pulls.repos``; None otherwise."""
     if not cfg.repos or any(is_git_repo(p) for p in expand_inputs(inputs)):
         return None
@@ -75,5 +79,7 @@ def pull_join_stages(inputs: list[str], cfg: PullsConfig, output: Path, tasks: i
     partition, assemble = grouping_stages(
         PullRowPartitioner(inputs, cfg, buckets=tasks, report_dir=report),
         PullAssembler(rows, tasks, cfg, report_dir=report, exclusion_dir=str(output / "excluded" / "source")),
-        rows, raw)
+        rows,
+        raw,
+    )
     return [("source_rows", partition, tasks), ("source", assemble, tasks)]

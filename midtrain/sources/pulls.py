@@ -80,9 +80,29 @@ from midtrain.sources.pull_context import (
 )
 from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 
-KNOWN_BOTS = {"dependabot", "renovate", "codecov", "github-actions", "coveralls", "mergify", "netlify", "vercel",
-              "stale", "allcontributors", "pre-commit-ci", "sonarcloud", "codecov-commenter", "gitpod-io",
-              "welcome", "greenkeeper", "snyk-bot", "imgbot", "bors", "k8s-ci-robot", "openshift-ci"}
+KNOWN_BOTS = {
+    "dependabot",
+    "renovate",
+    "codecov",
+    "github-actions",
+    "coveralls",
+    "mergify",
+    "netlify",
+    "vercel",
+    "stale",
+    "allcontributors",
+    "pre-commit-ci",
+    "sonarcloud",
+    "codecov-commenter",
+    "gitpod-io",
+    "welcome",
+    "greenkeeper",
+    "snyk-bot",
+    "imgbot",
+    "bors",
+    "k8s-ci-robot",
+    "openshift-ci",
+}
 PR_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
 # GitHub's closing keywords: "fixes #12", "Closes: #3", "resolved #7"
 _CLOSING_REF = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
@@ -166,12 +186,19 @@ def from_task_row(row: dict) -> dict:
     m = re.search(r"-(\d+)$", str(row.get("instance_id") or ""))
     problem = str(row.get("problem_statement") or "")
     patch = str(row.get("patch") or "") + ("\n" if row.get("test_patch") else "") + str(row.get("test_patch") or "")
-    pr = {"repo": row.get("repo"), "number": int(m.group(1)) if m else None, "instance_id": row.get("instance_id"),
-          "title": row.get("title") or (problem.strip().splitlines() or [""])[0][:200],
-          "body": "", "state": "closed", "merged": True, "base": {"sha": row.get("base_commit")},
-          "files": [section_file(o, n, sec) for o, n, sec in diff_sections(patch)],
-          "linked_issues": [{"title": "", "body": problem}] if problem.strip() else [],
-          "created_at": row.get("created_at")}
+    pr = {
+        "repo": row.get("repo"),
+        "number": int(m.group(1)) if m else None,
+        "instance_id": row.get("instance_id"),
+        "title": row.get("title") or (problem.strip().splitlines() or [""])[0][:200],
+        "body": "",
+        "state": "closed",
+        "merged": True,
+        "base": {"sha": row.get("base_commit")},
+        "files": [section_file(o, n, sec) for o, n, sec in diff_sections(patch)],
+        "linked_issues": [{"title": "", "body": problem}] if problem.strip() else [],
+        "created_at": row.get("created_at"),
+    }
     if str(row.get("hints_text") or "").strip():  # comments on the issue before the fix: read before the patch
         pr["hints"] = str(row["hints_text"])
     tests = _test_names(row.get("FAIL_TO_PASS"))
@@ -277,8 +304,12 @@ class PullReader(SourceReader):
         if "files" not in pr and "base_commit" in pr and isinstance(pr.get("patch"), str):
             pr = from_task_row(pr)
         if is_bot(pr.get("user")):
-            self.drop("bot_author", lambda: make_document(json.dumps(pr, ensure_ascii=False, default=str),
-                                                          f"pr:{pr.get('repo')}#{pr.get('number')}", "pr"))
+            self.drop(
+                "bot_author",
+                lambda: make_document(
+                    json.dumps(pr, ensure_ascii=False, default=str), f"pr:{pr.get('repo')}#{pr.get('number')}", "pr"
+                ),
+            )
             return None
         title = (pr.get("title") or "").strip()
         listed = f if isinstance(f := pr.get("files"), list) else []
@@ -313,8 +344,9 @@ class PullReader(SourceReader):
             out = [f"Title: {clean(title)}"]
             if repo:
                 out.append(f"Repository: {repo}")
-            out.append(f"State: {state}" + (f" ({base.get('ref')} <- {clean(head.get('ref'))})"
-                                            if base.get("ref") else ""))
+            out.append(
+                f"State: {state}" + (f" ({base.get('ref')} <- {clean(head.get('ref'))})" if base.get("ref") else "")
+            )
             if pr.get("linked_issues"):  # a task row's problem statement: the point of the PR, kept flat too
                 out += self._render_issues(pr, clean, [])
             out += _hints(pr, clean)
@@ -343,12 +375,14 @@ class PullReader(SourceReader):
         if pr.get("instance_id"):
             meta["instance_id_original"] = pr["instance_id"]
         license_id = meta.pop("license", None) or pr.get("license")
-        return make_document(text, doc_id, "pr", repo=repo, license=license_id, number=number,
-                             state=state, n_files=len(files), **meta)
+        return make_document(
+            text, doc_id, "pr", repo=repo, license=license_id, number=number, state=state, n_files=len(files), **meta
+        )
 
     # -- the work as it went: issue, what was read, commits with their feedback, outcome ------------------
-    def _render_workflow(self, pr: dict, clone: Path, names: Pseudonyms, clean: Any, title: str,
-                         repo: str | None, state: str) -> tuple[list[str], dict]:
+    def _render_workflow(
+        self, pr: dict, clone: Path, names: Pseudonyms, clean: Any, title: str, repo: str | None, state: str
+    ) -> tuple[list[str], dict]:
         base, head = pr.get("base") or {}, pr.get("head") or {}
         base_sha = str(base["sha"])
         head_sha = str(head.get("sha") or "")
@@ -375,16 +409,27 @@ class PullReader(SourceReader):
             out.append(self._opened(pr, names, clean))
         files = pr.get("files") or []
         changed = [str(f.get("previous_filename") or f.get("filename")) for f in files if isinstance(f, dict)]
-        hunks = {str(f.get("previous_filename") or f.get("filename")): hunk_ranges(str(f.get("patch") or ""))
-                 for f in files if isinstance(f, dict)}
+        hunks = {
+            str(f.get("previous_filename") or f.get("filename")): hunk_ranges(str(f.get("patch") or ""))
+            for f in files
+            if isinstance(f, dict)
+        }
         if not changed:
             secs = [(old, sec) for c in commits for old, _, sec in diff_sections(c.diff.decode("utf-8", "replace"))]
             changed = [old for old, _ in secs]
             hunks = {old: [] for old in changed}
             for old, sec in secs:  # the first commit's hunks are at the base; later ones' nearly so
                 hunks[old] += hunk_ranges(sec)
-        read, skipped = base_context(clone, base_sha, changed, self.cfg.context, self.cfg.context_budget(),
-                                     self.cfg.read_header, self.cfg.context_max_file_bytes, hunks)
+        read, skipped = base_context(
+            clone,
+            base_sha,
+            changed,
+            self.cfg.context,
+            self.cfg.context_budget(),
+            self.cfg.read_header,
+            self.cfg.context_max_file_bytes,
+            hunks,
+        )
         for reason, n in sorted(skipped.items()):
             self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
         context_bytes = 0
@@ -410,13 +455,22 @@ class PullReader(SourceReader):
             out += [text for k in sorted(placed) if k >= 0 for _, _, text, _ in placed[k]]
         out += _tests_to_pass(pr)
         merge = pr.get("merge_commit_sha")
-        out.append(f"\nFinal state: {state}" + (f" ({base.get('ref')} <- {clean(head.get('ref'))})"
-                                                 if base.get("ref") else "")
-                   + (f", merge commit {str(merge)[:12]}" if merge else ""))
+        out.append(
+            f"\nFinal state: {state}"
+            + (f" ({base.get('ref')} <- {clean(head.get('ref'))})" if base.get("ref") else "")
+            + (f", merge commit {str(merge)[:12]}" if merge else "")
+        )
         roots, origin = self._clone_identity(clone)
-        meta = {"base_commit": base_sha, "commits": [c.sha for c in commits], "root_commits": roots,
-                "context": self.cfg.context, "context_files": [r.path for r in read],
-                "context_bytes": context_bytes, "edit_bytes": edit_bytes, "_context_lines": context_lines}
+        meta = {
+            "base_commit": base_sha,
+            "commits": [c.sha for c in commits],
+            "root_commits": roots,
+            "context": self.cfg.context,
+            "context_files": [r.path for r in read],
+            "context_bytes": context_bytes,
+            "edit_bytes": edit_bytes,
+            "_context_lines": context_lines,
+        }
         if origin:  # the clone's own remote: decontamination knows a benchmark repository under any PR name
             meta["origin"] = origin
         if not pr.get("license"):
@@ -439,8 +493,7 @@ class PullReader(SourceReader):
         known = {i.get("number"): i for i in pr.get("issues") or [] if isinstance(i, dict)}
         table = self._issue_table()
         repo = str(pr.get("repo") or "").lower()
-        issues = explicit or [known.get(n) or table.get((repo, n)) or table.get(("", n)) or {"number": n}
-                              for n in refs]
+        issues = explicit or [known.get(n) or table.get((repo, n)) or table.get(("", n)) or {"number": n} for n in refs]
         out = []
         for issue in issues:
             num = issue.get("number")
@@ -475,8 +528,11 @@ class PullReader(SourceReader):
                         continue
                     url = str(row.get("repository_url") or "")
                     repo = str(row.get("repo") or ("/".join(url.rstrip("/").split("/")[-2:]) if url else ""))
-                    cache[(repo.lower(), number)] = {"number": number, "title": row.get("title"),
-                                                     "body": row.get("body")}
+                    cache[(repo.lower(), number)] = {
+                        "number": number,
+                        "title": row.get("title"),
+                        "body": row.get("body"),
+                    }
                     self.stat_update("issues_table/issues")
         self.__dict__["_issues"] = cache
         return cache
@@ -515,8 +571,10 @@ class PullReader(SourceReader):
         for f in files:
             patch = f.get("patch") or ""
             status = f.get("status") or "modified"
-            out.append(f"\n--- {f.get('filename') or '(unnamed file)'} ({status}, +{f.get('additions') or 0} "
-                       f"-{f.get('deletions') or 0})")
+            out.append(
+                f"\n--- {f.get('filename') or '(unnamed file)'} ({status}, +{f.get('additions') or 0} "
+                f"-{f.get('deletions') or 0})"
+            )
             if not patch:
                 out.append("[no textual diff: binary or too large]")
                 self.skip("file_without_patch")
@@ -542,9 +600,14 @@ class PullReader(SourceReader):
             if is_bot(c.get("user")):
                 self.skip("bot_comment")
                 continue
-            events.append((str(c.get("created_at") or ""), i,
-                           f"\n{_who(names, c.get('user'))} commented:\n{clean(c.get('body'))}",
-                           {"commit": None, "time": _time(c.get("created_at"))}))
+            events.append(
+                (
+                    str(c.get("created_at") or ""),
+                    i,
+                    f"\n{_who(names, c.get('user'))} commented:\n{clean(c.get('body'))}",
+                    {"commit": None, "time": _time(c.get("created_at"))},
+                )
+            )
         inline: dict[Any, list[dict]] = {}
         for c in pr.get("review_comments") or []:
             if is_bot(c.get("user")):
@@ -556,20 +619,37 @@ class PullReader(SourceReader):
             known = {r.get("id") for r in reviews}
             for rid in sorted((k for k in inline if k not in known), key=str):  # inline comments without review
                 first = inline[rid][0]
-                reviews.append({"id": rid, "user": first.get("user"), "state": "COMMENTED", "body": "",
-                                "submitted_at": first.get("created_at"),
-                                "commit_id": first.get("original_commit_id") or first.get("commit_id")})
+                reviews.append(
+                    {
+                        "id": rid,
+                        "user": first.get("user"),
+                        "state": "COMMENTED",
+                        "body": "",
+                        "submitted_at": first.get("created_at"),
+                        "commit_id": first.get("original_commit_id") or first.get("commit_id"),
+                    }
+                )
             for i, r in enumerate(reviews):
                 if is_bot(r.get("user")):
                     self.skip("bot_review")
                     continue
                 mine = inline.get(r.get("id"), [])
-                made_on = r.get("commit_id") or next((c.get("original_commit_id") or c.get("commit_id")
-                                                      for c in mine if c.get("original_commit_id") or
-                                                      c.get("commit_id")), None)
-                events.append((str(r.get("submitted_at") or ""), 10_000 + i,
-                               _render_review(r, mine, names, clean),
-                               {"commit": made_on, "time": _time(r.get("submitted_at"))}))
+                made_on = r.get("commit_id") or next(
+                    (
+                        c.get("original_commit_id") or c.get("commit_id")
+                        for c in mine
+                        if c.get("original_commit_id") or c.get("commit_id")
+                    ),
+                    None,
+                )
+                events.append(
+                    (
+                        str(r.get("submitted_at") or ""),
+                        10_000 + i,
+                        _render_review(r, mine, names, clean),
+                        {"commit": made_on, "time": _time(r.get("submitted_at"))},
+                    )
+                )
         return events
 
 
@@ -595,8 +675,12 @@ def _place_events(events: list[tuple[str, int, str, dict]], commits: list) -> di
 def _pseudonyms(pr: dict) -> Pseudonyms:
     """Pseudonyms for everyone in the pull request, numbered first so @mentions resolve in any text."""
     names = Pseudonyms("user")
-    logins = [pr.get("user")] + [c.get("user") for c in pr.get("comments") or []] + \
-             [r.get("user") for r in pr.get("reviews") or []] + [c.get("user") for c in pr.get("review_comments") or []]
+    logins = (
+        [pr.get("user")]
+        + [c.get("user") for c in pr.get("comments") or []]
+        + [r.get("user") for r in pr.get("reviews") or []]
+        + [c.get("user") for c in pr.get("review_comments") or []]
+    )
     head_user = (pr.get("head") or {}).get("user")  # the fork's owner: the login in a head branch name
     for u in logins + [head_user]:
         login, _ = _login(u)

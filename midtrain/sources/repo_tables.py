@@ -124,14 +124,29 @@ class RepoRowPartitioner(TableRowPartitioner):
                 if not isinstance(f, dict):
                     self.row_error("bad_row", where, "a file of a repository row is not an object")
                     continue
-                file_meta = dict(meta, licenses=sorted(set(licenses) | set(
-                    _ids(pick(f, "file_licenses", cols, ALIASES["file_licenses"])))))
-                docs += self._file(repo, pick(f, "path", cols, ALIASES["path"]),
-                                   pick(f, "content", cols, ALIASES["content"]), file_meta, where,
-                                   "a file of a repository row")
+                file_meta = dict(
+                    meta,
+                    licenses=sorted(
+                        set(licenses) | set(_ids(pick(f, "file_licenses", cols, ALIASES["file_licenses"])))
+                    ),
+                )
+                docs += self._file(
+                    repo,
+                    pick(f, "path", cols, ALIASES["path"]),
+                    pick(f, "content", cols, ALIASES["content"]),
+                    file_meta,
+                    where,
+                    "a file of a repository row",
+                )
             return docs
-        return self._file(repo, pick(row, "path", cols, ALIASES["path"]),
-                          pick(row, "content", cols, ALIASES["content"]), meta, where, "a file row")
+        return self._file(
+            repo,
+            pick(row, "path", cols, ALIASES["path"]),
+            pick(row, "content", cols, ALIASES["content"]),
+            meta,
+            where,
+            "a file row",
+        )
 
 
 class RepoAssembler(BucketAssembler, RepoReader):
@@ -184,10 +199,19 @@ class RepoAssembler(BucketAssembler, RepoReader):
             yield doc
 
 
-def repo_table_stages(inputs: list[str], cfg: ReposInputConfig, rows_dir: str, buckets: int, raw_dir: str,
-                      report_dir: str, exclusion_dir: str | None) -> tuple[list, list]:
+def repo_table_stages(
+    inputs: list[str],
+    cfg: ReposInputConfig,
+    rows_dir: str,
+    buckets: int,
+    raw_dir: str,
+    report_dir: str,
+    exclusion_dir: str | None,
+) -> tuple[list, list]:
     """(partition pipeline, assemble pipeline) for `midtrain prep repos` on table inputs."""
-    return grouping_stages(RepoRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
-                           RepoAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-                           rows_dir, raw_dir)
-
+    return grouping_stages(
+        RepoRowPartitioner(inputs, cfg, buckets=buckets, report_dir=report_dir),
+        RepoAssembler(rows_dir, buckets, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
+        rows_dir,
+        raw_dir,
+    )

@@ -27,14 +27,52 @@ from midtrain.sources.licenses import detect_spdx, is_license_file
 from midtrain.sources.ordering import dependency_order
 
 LANGUAGES = {
-    ".py": "Python", ".pyi": "Python", ".js": "JavaScript", ".jsx": "JavaScript", ".mjs": "JavaScript",
-    ".cjs": "JavaScript", ".ts": "TypeScript", ".tsx": "TypeScript", ".java": "Java", ".kt": "Kotlin",
-    ".go": "Go", ".rs": "Rust", ".c": "C", ".h": "C", ".cc": "C++", ".cpp": "C++", ".cxx": "C++",
-    ".hpp": "C++", ".hh": "C++", ".cs": "C#", ".rb": "Ruby", ".php": "PHP", ".swift": "Swift",
-    ".scala": "Scala", ".sh": "Shell", ".bash": "Shell", ".lua": "Lua", ".r": "R", ".jl": "Julia",
-    ".m": "Objective-C", ".sql": "SQL", ".html": "HTML", ".css": "CSS", ".scss": "CSS", ".vue": "Vue",
-    ".md": "Markdown", ".rst": "reStructuredText", ".toml": "TOML", ".yaml": "YAML", ".yml": "YAML",
-    ".json": "JSON", ".cmake": "CMake", ".dart": "Dart", ".ex": "Elixir", ".hs": "Haskell", ".ml": "OCaml",
+    ".py": "Python",
+    ".pyi": "Python",
+    ".js": "JavaScript",
+    ".jsx": "JavaScript",
+    ".mjs": "JavaScript",
+    ".cjs": "JavaScript",
+    ".ts": "TypeScript",
+    ".tsx": "TypeScript",
+    ".java": "Java",
+    ".kt": "Kotlin",
+    ".go": "Go",
+    ".rs": "Rust",
+    ".c": "C",
+    ".h": "C",
+    ".cc": "C++",
+    ".cpp": "C++",
+    ".cxx": "C++",
+    ".hpp": "C++",
+    ".hh": "C++",
+    ".cs": "C#",
+    ".rb": "Ruby",
+    ".php": "PHP",
+    ".swift": "Swift",
+    ".scala": "Scala",
+    ".sh": "Shell",
+    ".bash": "Shell",
+    ".lua": "Lua",
+    ".r": "R",
+    ".jl": "Julia",
+    ".m": "Objective-C",
+    ".sql": "SQL",
+    ".html": "HTML",
+    ".css": "CSS",
+    ".scss": "CSS",
+    ".vue": "Vue",
+    ".md": "Markdown",
+    ".rst": "reStructuredText",
+    ".toml": "TOML",
+    ".yaml": "YAML",
+    ".yml": "YAML",
+    ".json": "JSON",
+    ".cmake": "CMake",
+    ".dart": "Dart",
+    ".ex": "Elixir",
+    ".hs": "Haskell",
+    ".ml": "OCaml",
 }
 SPECIAL_NAMES = {"Makefile": "Makefile", "CMakeLists.txt": "CMake", "Dockerfile": "Dockerfile"}
 DOC_EXT = (".md", ".rst", ".txt", ".adoc", ".markdown")
@@ -64,8 +102,16 @@ class ReposConfig(ReaderConfig):
 
 
 # root files in which a project states its home (packaging metadata, README badges)
-MANIFEST_NAMES = ("pyproject.toml", "setup.py", "setup.cfg", "package.json", "Cargo.toml", "go.mod", "pom.xml",
-                  "composer.json")
+MANIFEST_NAMES = (
+    "pyproject.toml",
+    "setup.py",
+    "setup.cfg",
+    "package.json",
+    "Cargo.toml",
+    "go.mod",
+    "pom.xml",
+    "composer.json",
+)
 
 
 def root_manifests(files: dict[str, str], max_chars: int = 20_000) -> dict[str, str]:
@@ -128,8 +174,14 @@ class RepoReader(SourceReader):
 
     # -- file filter ------------------------------------------------------------------------------
     def _skip_reason_path(self, path: str, size: int) -> str | None:
-        return path_skip_reason(path, size, self.cfg.max_file_bytes, self.cfg.skip_vendored, self.cfg.skip_generated,
-                                self.cfg.extra_skip_dirs)
+        return path_skip_reason(
+            path,
+            size,
+            self.cfg.max_file_bytes,
+            self.cfg.skip_vendored,
+            self.cfg.skip_generated,
+            self.cfg.extra_skip_dirs,
+        )
 
     def _skip_reason_content(self, path: str, data: bytes) -> tuple[str | None, str | None]:
         if looks_binary(data):
@@ -188,10 +240,17 @@ class RepoReader(SourceReader):
         for blob_sha, data in read_blobs(repo, sorted(by_sha)):
             for e in by_sha[blob_sha]:
                 if e.mode == "120000":  # symlink: the blob is the target path
-                    target = posixpath.normpath(posixpath.join(posixpath.dirname(e.path),
-                                                               data.decode(errors="replace")))
-                    self.skip_path(e.path, "symlink_outside_repo" if target.startswith("../") or target.startswith("/")
-                                   or target == ".." else "symlink" if target in paths else "symlink_dangling")
+                    target = posixpath.normpath(
+                        posixpath.join(posixpath.dirname(e.path), data.decode(errors="replace"))
+                    )
+                    self.skip_path(
+                        e.path,
+                        "symlink_outside_repo"
+                        if target.startswith("../") or target.startswith("/") or target == ".."
+                        else "symlink"
+                        if target in paths
+                        else "symlink_dangling",
+                    )
                     continue
                 reason, text = self._skip_reason_content(e.path, data)
                 if reason:
@@ -219,8 +278,14 @@ class RepoReader(SourceReader):
                 if full.is_symlink():
                     target = os.path.realpath(full)
                     inside = target == real_root or target.startswith(real_root + os.sep)
-                    self.skip_path(rel, "symlink" if inside and os.path.exists(target)
-                                   else "symlink_outside_repo" if not inside else "symlink_dangling")
+                    self.skip_path(
+                        rel,
+                        "symlink"
+                        if inside and os.path.exists(target)
+                        else "symlink_outside_repo"
+                        if not inside
+                        else "symlink_dangling",
+                    )
                     continue
                 try:
                     size = full.stat().st_size
@@ -238,8 +303,9 @@ class RepoReader(SourceReader):
                     continue
                 size_read += len(data)
                 if len(files) >= self.cfg.max_files or size_read > self.cfg.max_input_bytes:
-                    self.skip_path(rel, "too_many_files" if len(files) >= self.cfg.max_files
-                                   else "repository_bytes_cap")
+                    self.skip_path(
+                        rel, "too_many_files" if len(files) >= self.cfg.max_files else "repository_bytes_cap"
+                    )
                     return files  # the rest of the directory is not walked (nor counted)
                 assert text is not None  # no skip reason: the decoded text
                 files[rel] = text
@@ -274,8 +340,14 @@ class RepoReader(SourceReader):
             return
         yield from self._render(root, files, repo_name, commit, roots)
 
-    def _render(self, root: Path, files: dict[str, str], repo_name: str | None, commit: str | None,
-                roots: list[str] | None = None) -> Iterator[Document]:
+    def _render(
+        self,
+        root: Path,
+        files: dict[str, str],
+        repo_name: str | None,
+        commit: str | None,
+        roots: list[str] | None = None,
+    ) -> Iterator[Document]:
         license_id = None
         for path in sorted(p for p in files if "/" not in p and is_license_file(p)):
             license_id = detect_spdx(files[path])
@@ -294,8 +366,11 @@ class RepoReader(SourceReader):
         display = repo_name or root.name.removesuffix(".git")
         base_id = f"repo:{display}" + (f"@{commit[:12]}" if commit else "")
         header = self.cfg.repo_header.format(repo=display)
-        meta: dict[str, Any] = dict(languages=[k for k, _ in sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))],
-                    language_bytes=dict(sorted(languages.items())), commit=commit)
+        meta: dict[str, Any] = dict(
+            languages=[k for k, _ in sorted(languages.items(), key=lambda kv: (-kv[1], kv[0]))],
+            language_bytes=dict(sorted(languages.items())),
+            commit=commit,
+        )
         if roots:  # the history's root commits: decontamination knows a renamed mirror by them
             meta["root_commits"] = roots
         # split at file boundaries when the repository is larger than max_doc_bytes
@@ -321,8 +396,18 @@ class RepoReader(SourceReader):
                 chunks.append(block)
                 pos += len(block)
             doc_id = base_id if len(parts) == 1 else f"{base_id}#part{i + 1}"
-            yield make_document("".join(chunks), doc_id, "repo", repo=repo_name, license=license_id,
-                                files=paths, file_offsets=offsets, part=i + 1, parts=len(parts), **meta,
-                                # the repository's removed files, listed once (on its first part)
-                                removed_files=sorted(self._removed, key=lambda r: r["path"]) if i == 0 else [],
-                                removed_files_total=self._removed_total if i == 0 else 0)
+            yield make_document(
+                "".join(chunks),
+                doc_id,
+                "repo",
+                repo=repo_name,
+                license=license_id,
+                files=paths,
+                file_offsets=offsets,
+                part=i + 1,
+                parts=len(parts),
+                **meta,
+                # the repository's removed files, listed once (on its first part)
+                removed_files=sorted(self._removed, key=lambda r: r["path"]) if i == 0 else [],
+                removed_files_total=self._removed_total if i == 0 else 0,
+            )

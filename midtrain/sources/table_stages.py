@@ -26,8 +26,9 @@ def uses_tables(source: str, inputs: list[str], cfg: ReaderConfig) -> bool:
     return fmt == "table" or all(is_table_input(i) for i in inputs)
 
 
-def table_source_stages(source: str, inputs: list[str], cfg: ReaderConfig, output: Path, tasks: int
-                        ) -> list[tuple[str, list, int]] | None:
+def table_source_stages(
+    source: str, inputs: list[str], cfg: ReaderConfig, output: Path, tasks: int
+) -> list[tuple[str, list, int]] | None:
     """[(stage name, pipeline, tasks)] reading table inputs, or None when the inputs are not tables."""
     if source == "pulls":  # records joined with their repositories' clones: partitioned by repository
         from midtrain.sources.pull_stages import pull_join_stages
@@ -43,8 +44,16 @@ def table_source_stages(source: str, inputs: list[str], cfg: ReaderConfig, outpu
         from midtrain.sources.trace_tables import TracesInputConfig, TraceTableReader
 
         assert isinstance(cfg, TracesInputConfig)  # prep resolves the table form (SOURCE_CONFIGS)
-        return [("source", [TraceTableReader(inputs, cfg, report_dir=report, exclusion_dir=excluded),
-                            JsonlWriter(raw, output_filename="${rank}.jsonl")], tasks)]
+        return [
+            (
+                "source",
+                [
+                    TraceTableReader(inputs, cfg, report_dir=report, exclusion_dir=excluded),
+                    JsonlWriter(raw, output_filename="${rank}.jsonl"),
+                ],
+                tasks,
+            )
+        ]
     buckets = getattr(cfg, "buckets", 0) or tasks
     rows = str(output / "rows")
     if source == "repos":

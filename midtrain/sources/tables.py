@@ -120,8 +120,7 @@ def _split_patterns(data_files: Any) -> dict[str, list[str]]:
     return out
 
 
-def card_data_files(meta: dict | None, files: list[str], config: str = "", split: str = ""
-                    ) -> tuple[list[str], str]:
+def card_data_files(meta: dict | None, files: list[str], config: str = "", split: str = "") -> tuple[list[str], str]:
     """(the data files of the chosen config and split, a problem or ''), FILES being the table files of the
     folder relative to it. No ``configs:`` in the card: every file (HF's default). Config: ``config``, else
     the one marked ``default: true``, else one named ``default``, else the only one."""
@@ -142,12 +141,16 @@ def card_data_files(meta: dict | None, files: list[str], config: str = "", split
         if chosen is None:
             return [], f"no config {config!r} in the dataset card (configs: {', '.join(names)})"
     else:
-        chosen = next((c for c in configs if c.get("default") is True), None) or \
-            next((c for c, n in zip(configs, names) if n == "default"), None) or \
-            (configs[0] if len(configs) == 1 else None)
+        chosen = (
+            next((c for c in configs if c.get("default") is True), None)
+            or next((c for c, n in zip(configs, names) if n == "default"), None)
+            or (configs[0] if len(configs) == 1 else None)
+        )
         if chosen is None:
-            return [], (f"the dataset card has several configs ({', '.join(names)}) and none is the default: "
-                        "choose one with SOURCE.dataset_config=NAME")
+            return [], (
+                f"the dataset card has several configs ({', '.join(names)}) and none is the default: "
+                "choose one with SOURCE.dataset_config=NAME"
+            )
     splits = _split_patterns(chosen.get("data_files"))
     if not splits and chosen.get("data_dir"):
         splits = {"train": [str(chosen["data_dir"]).rstrip("/") + "/**"]}
@@ -206,8 +209,13 @@ def table_units(inputs: Iterable[str], cfg: Any = None) -> list[tuple[str, Table
             parent, name = inp.rstrip("/").rsplit("/", 1) if "/" in inp.rstrip("/") else (".", inp)
             units.append((inp, TableUnit(get_datafolder(with_revision(parent, revision)), name)))
             continue
-        files = sorted(f for f in folder.list_files(recursive=True) if f.endswith(TABLE_SUFFIXES)
-                       and not _HUB_EXTRAS.search(f)) if folder.isdir("") else []
+        files = (
+            sorted(
+                f for f in folder.list_files(recursive=True) if f.endswith(TABLE_SUFFIXES) and not _HUB_EXTRAS.search(f)
+            )
+            if folder.isdir("")
+            else []
+        )
         problem = ""
         meta = _card_of(folder) if files else None
         if meta is not None or config or split:
@@ -226,8 +234,9 @@ def unit_name(unit: TableUnit) -> str:
 NO_TABLE_FILES = f"no table files ({', '.join(TABLE_SUFFIXES)}) at or under this path"
 
 
-def iter_table_rows(folder: DataFolder, rel: str,
-                    max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, Any]]:
+def iter_table_rows(
+    folder: DataFolder, rel: str, max_record_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[tuple[str, Any]]:
     """(where, row dict or the exception that made a row unreadable) for every row of one table file.
 
     A JSONL record or JSON file over ``max_record_bytes`` comes as a :class:`RecordTooLarge` (never held
@@ -274,8 +283,10 @@ def iter_table_rows(folder: DataFolder, rel: str,
         # JSON Lines (also in a .json file, as the-stack-smol's data.json): one record a line, streamed and capped
         for lineno, line in enumerate(capped_lines(fh, max_record_bytes, head), 1):
             if line is TOO_LONG:
-                yield f"{where}:{lineno}", RecordTooLarge(f"a record over {max_record_bytes} bytes "
-                                                          "(max_record_bytes), skipped")
+                yield (
+                    f"{where}:{lineno}",
+                    RecordTooLarge(f"a record over {max_record_bytes} bytes (max_record_bytes), skipped"),
+                )
             elif isinstance(line, bytes) and line.strip():  # bytes: every item but the TOO_LONG sentinel
                 try:
                     yield f"{where}:{lineno}", json.loads(line.decode("utf-8"))
@@ -292,8 +303,7 @@ def _first_line_is_object(head: bytes) -> bool:
         return False
 
 
-def readable_rows(reader: SourceReader, unit: TableUnit, origin: str,
-                  counter: str) -> Iterator[tuple[str, Any]]:
+def readable_rows(reader: SourceReader, unit: TableUnit, origin: str, counter: str) -> Iterator[tuple[str, Any]]:
     """(where, row) for every row of one table unit that could be decoded, each counted as COUNTER on READER.
 
     A missing table and every row that could not be decoded are recorded as READER's errors, naming where.
@@ -349,8 +359,9 @@ def license_expression(value: Any) -> str | None:
 
 
 # -- schema checks ---------------------------------------------------------------------------------------
-def missing_fields(row: dict, fields: Iterable[str], columns: dict[str, str],
-                   aliases: Mapping[str, tuple[str, ...]]) -> list[str]:
+def missing_fields(
+    row: dict, fields: Iterable[str], columns: dict[str, str], aliases: Mapping[str, tuple[str, ...]]
+) -> list[str]:
     """The reader fields of FIELDS that no column of ROW provides (the configured column, else an alias)."""
     return [f for f in fields if not (columns[f] in row if f in columns else any(a in row for a in aliases[f]))]
 
@@ -367,8 +378,13 @@ def _did_you_mean(field: str, names: tuple[str, ...], found: list[str]) -> str |
     return best if score >= 0.6 else None
 
 
-def schema_problem(source: str, row: dict, alternatives: Sequence[tuple[str, ...]], columns: dict[str, str],
-                   aliases: Mapping[str, tuple[str, ...]]) -> str | None:
+def schema_problem(
+    source: str,
+    row: dict,
+    alternatives: Sequence[tuple[str, ...]],
+    columns: dict[str, str],
+    aliases: Mapping[str, tuple[str, ...]],
+) -> str | None:
     """None when ROW's columns provide every field of one of ALTERNATIVES (sets of reader fields), else what
     is missing: the columns expected, the columns found and the ``SOURCE.columns.FIELD=COLUMN`` override that
     would map them (a did-you-mean over the row's column names)."""
@@ -385,6 +401,8 @@ def schema_problem(source: str, row: dict, alternatives: Sequence[tuple[str, ...
         guess = _did_you_mean(f, aliases[f], [c for c in found if c not in columns.values()])
         if guess:
             guesses.append(f"{source}.columns.{f}={guess}")
-    return (f"no column for {', '.join(missing)} (expected {'; '.join(expected)}); found columns: "
-            f"{', '.join(found)}; map a column with {source}.columns.FIELD=COLUMN"
-            + (f" (did you mean {' '.join(guesses)}?)" if guesses else ""))
+    return (
+        f"no column for {', '.join(missing)} (expected {'; '.join(expected)}); found columns: "
+        f"{', '.join(found)}; map a column with {source}.columns.FIELD=COLUMN"
+        + (f" (did you mean {' '.join(guesses)}?)" if guesses else "")
+    )

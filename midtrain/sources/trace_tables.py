@@ -134,6 +134,6 @@ class TraceTableReader(TraceReader):
                 self.error("malformed_json", where, str(e), origin)
                 continue
             name = Path(unit.rel).name if unit.rel is not None else ""  # rows come only from a unit with a rel
-            doc = self._record_document(partial(parse_trajectory, record), name + where[len(prefix):], where, origin)
+            doc = self._record_document(partial(parse_trajectory, record), name + where[len(prefix) :], where, origin)
             if doc is not None:
                 yield doc

@@ -59,9 +59,19 @@ from midtrain.sources.common import (
 )
 
 TRACE_SUFFIXES = (".traj", ".traj.json", ".json", ".jsonl", ".jsonl.gz")
-_ROLES = {"system": "system", "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
-          "gpt": "assistant", "model": "assistant", "tool": "tool", "function": "tool", "observation": "tool",
-          "ipython": "tool"}
+_ROLES = {
+    "system": "system",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "gpt": "assistant",
+    "model": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "observation": "tool",
+    "ipython": "tool",
+}
 
 
 class TraceFormatError(ValueError):
@@ -101,10 +111,16 @@ class TracesConfig(ReaderConfig):
 
     def check(self) -> None:
         super().check()
-        require(self.max_tool_output_chars == 0 or self.max_tool_output_chars >= 200, "max_tool_output_chars",
-                "must be 0 (no limit) or at least 200")
-        require(0 <= self.tool_output_tail_chars < max(self.max_tool_output_chars, 1) or not self.max_tool_output_chars,
-                "tool_output_tail_chars", "must be below max_tool_output_chars")
+        require(
+            self.max_tool_output_chars == 0 or self.max_tool_output_chars >= 200,
+            "max_tool_output_chars",
+            "must be 0 (no limit) or at least 200",
+        )
+        require(
+            0 <= self.tool_output_tail_chars < max(self.max_tool_output_chars, 1) or not self.max_tool_output_chars,
+            "tool_output_tail_chars",
+            "must be below max_tool_output_chars",
+        )
 
 
 # -- parsing ---------------------------------------------------------------------------------------------
@@ -250,8 +266,13 @@ def parse_trajectory(obj: Any, name: str | None = None) -> Trajectory:
     instance_id = obj.get("instance_id") or info.get("instance_id") or stem
     resolved = _as_bool(obj.get("resolved", obj.get("target", info.get("resolved"))))
     exit_status = obj.get("exit_status") or info.get("exit_status")
-    if "trajectory" in obj and isinstance(obj["trajectory"], list) and obj["trajectory"] \
-            and isinstance(obj["trajectory"][0], dict) and "role" in obj["trajectory"][0]:
+    if (
+        "trajectory" in obj
+        and isinstance(obj["trajectory"], list)
+        and obj["trajectory"]
+        and isinstance(obj["trajectory"][0], dict)
+        and "role" in obj["trajectory"][0]
+    ):
         messages, fmt = normalize_messages(obj["trajectory"]), "nebius"  # role/text rows
     elif "history" in obj and isinstance(obj["history"], list) and obj["history"]:
         messages, fmt = normalize_messages(obj["history"]), "swe-agent"
@@ -261,18 +282,29 @@ def parse_trajectory(obj: Any, name: str | None = None) -> Trajectory:
             raise TraceFormatError("empty trajectory")
     elif "messages" in obj:
         messages = normalize_messages(obj["messages"])
-        fmt = "mini-swe-agent" if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent") or \
-            "mini_version" in info else "openai"
+        fmt = (
+            "mini-swe-agent"
+            if str(obj.get("trajectory_format", "")).startswith("mini-swe-agent") or "mini_version" in info
+            else "openai"
+        )
     else:
         raise TraceFormatError("no 'messages', 'history' or 'trajectory' key")
     tools = _tools(obj.get("tools"))
-    return Trajectory(messages, instance_id=str(instance_id) if instance_id else None, resolved=resolved,
-                      exit_status=str(exit_status) if exit_status else None, format=fmt, tools=tools,
-                      repo=obj.get("repo"), license=obj.get("license"))
+    return Trajectory(
+        messages,
+        instance_id=str(instance_id) if instance_id else None,
+        resolved=resolved,
+        exit_status=str(exit_status) if exit_status else None,
+        format=fmt,
+        tools=tools,
+        repo=obj.get("repo"),
+        license=obj.get("license"),
+    )
 
 
-def iter_trajectory_records(path: Path, max_record_bytes: int = 32_000_000,
-                            max_input_bytes: int = 256_000_000) -> Iterator[tuple[str, Any]]:
+def iter_trajectory_records(
+    path: Path, max_record_bytes: int = 32_000_000, max_input_bytes: int = 256_000_000
+) -> Iterator[tuple[str, Any]]:
     """(where, parsed JSON or the exception) per trajectory record of a file, streamed: a record over
     ``max_record_bytes`` or input past ``max_input_bytes`` (decompressed) gives an InputTooLarge."""
     name = path.name.removesuffix(".gz")
@@ -337,8 +369,10 @@ def load_trajectories(path: str | Path) -> Iterator[Trajectory]:
 _HOME = re.compile(r"(?<![\w.])(/home/|/Users/|[A-Za-z]:\\+Users\\+)(?!user\b|Shared\b|runner\b)([A-Za-z0-9._-]+)")
 # an action in a text-only agent: a fenced command block, a function-call tag, a ReAct-style action line
 _TEXT_ACTION = re.compile(r"```|<function[=\s>]|<tool_call>|^\s*(?:Action|ACTION|Command)\s*:", re.MULTILINE)
-_PLACEHOLDER = re.compile(r"(?i)\b(?:blah[\s,.!]+){2,}|\blorem ipsum\b|^\s*(?:asdf\w*|qwerty|xxx+|todo|tbd|"
-                          r"placeholder|test(?:ing)?|foo|dummy)[\s.!]*$")
+_PLACEHOLDER = re.compile(
+    r"(?i)\b(?:blah[\s,.!]+){2,}|\blorem ipsum\b|^\s*(?:asdf\w*|qwerty|xxx+|todo|tbd|"
+    r"placeholder|test(?:ing)?|foo|dummy)[\s.!]*$"
+)
 
 
 def _home_user(m: re.Match) -> str:
@@ -457,8 +491,9 @@ def chat_template_sha(tokenizer: Any) -> str:
     return hashlib.sha256(str(getattr(tokenizer, "chat_template", "") or "").encode()).hexdigest()[:16]
 
 
-def render_chat_template(messages: list[dict], tokenizer: Any, tools: list | None = None
-                         ) -> tuple[str, list[list[int]]] | None:
+def render_chat_template(
+    messages: list[dict], tokenizer: Any, tools: list | None = None
+) -> tuple[str, list[list[int]]] | None:
     """The tokenizer's chat template rendering and assistant spans; None when the template is not ChatML-like
     or a span cannot be placed (the caller falls back to the plain format).
 
@@ -468,6 +503,7 @@ def render_chat_template(messages: list[dict], tokenizer: Any, tools: list | Non
     first ``<|im_end|>`` after its own content (and tool calls), which must be followed by the next turn's
     header or the end of the text.
     """
+
     def render(upto: list[dict], prompt: bool = False) -> str:
         return tokenizer.apply_chat_template(upto, tools=tools or None, tokenize=False, add_generation_prompt=prompt)
 
@@ -478,7 +514,7 @@ def render_chat_template(messages: list[dict], tokenizer: Any, tools: list | Non
             continue
         if k == 0:  # nothing before it to render: the template's assistant header opens the text
             head = render([{"role": "user", "content": "x"}], prompt=True)
-            head = head[head.rfind("<|im_start|>"):]
+            head = head[head.rfind("<|im_start|>") :]
             start = len(head) if head.startswith("<|im_start|>") and text.startswith(head) else -1
         else:
             before = render(messages[:k], prompt=True)
@@ -486,8 +522,9 @@ def render_chat_template(messages: list[dict], tokenizer: Any, tools: list | Non
         if start < 0 or (spans and start < spans[-1][1]):
             return None
         cursor = start
-        for piece in [m["content"].strip()] + [json.dumps(c["function"].get("arguments"), ensure_ascii=False)[1:-1]
-                                               for c in m.get("tool_calls") or []]:
+        for piece in [m["content"].strip()] + [
+            json.dumps(c["function"].get("arguments"), ensure_ascii=False)[1:-1] for c in m.get("tool_calls") or []
+        ]:
             # the turn's own text, as far as it appears verbatim (a template may re-serialise tool arguments)
             at = text.find(piece, cursor) if piece else -1
             if at >= 0:
@@ -511,8 +548,13 @@ class TraceReader(SourceReader):
     config_class: type[TracesConfig] = TracesConfig
     cfg: TracesConfig
 
-    def __init__(self, inputs: list[str], cfg: TracesConfig | None = None, report_dir: str | None = None,
-                 exclusion_dir: str | None = None):
+    def __init__(
+        self,
+        inputs: list[str],
+        cfg: TracesConfig | None = None,
+        report_dir: str | None = None,
+        exclusion_dir: str | None = None,
+    ):
         super().__init__(inputs, cfg, report_dir, exclusion_dir)
         self._tokenizer: Any = None
         self._resolved: dict[str, bool] | None = None
@@ -535,14 +577,19 @@ class TraceReader(SourceReader):
                 except Exception as e:
                     if self.cfg.format == "chat_template":
                         raise
-                    log.warning("traces: tokenizer %s not usable (%s); rendering the plain format",
-                                self.cfg.tokenizer or "(default)", e)
+                    log.warning(
+                        "traces: tokenizer %s not usable (%s); rendering the plain format",
+                        self.cfg.tokenizer or "(default)",
+                        e,
+                    )
                     tok = None
                 if getattr(tok, "chat_template", None):
                     self._tokenizer = tok
                 if self._tokenizer is False and self.cfg.format == "chat_template":
-                    raise RuntimeError(f"traces.format=chat_template but tokenizer {self.cfg.tokenizer or '(default)'} "
-                                       "has no chat template")
+                    raise RuntimeError(
+                        f"traces.format=chat_template but tokenizer {self.cfg.tokenizer or '(default)'} "
+                        "has no chat template"
+                    )
         return self._tokenizer or None
 
     def _resolved_map(self) -> dict[str, bool]:
@@ -573,7 +620,10 @@ class TraceReader(SourceReader):
                 continue
             doc = self._record_document(
                 partial(parse_trajectory, obj, name=path.name if where == str(path) else None),
-                rel if where == str(path) else f"{rel}:{where.rsplit(':', 1)[-1]}", where, origin)
+                rel if where == str(path) else f"{rel}:{where.rsplit(':', 1)[-1]}",
+                where,
+                origin,
+            )
             if doc is not None:
                 yield doc
 
@@ -598,17 +648,19 @@ class TraceReader(SourceReader):
         if inst in self._resolved_map():
             traj.resolved = self._resolved_map()[inst]
         if self.cfg.only_resolved and traj.resolved is not True:
-            self.drop("unresolved" if traj.resolved is False else "resolved_unknown",
-                      lambda: make_document(render_plain(traj.messages)[0], doc_id,
-                                            "trace", instance_id=inst, resolved=traj.resolved))
+            self.drop(
+                "unresolved" if traj.resolved is False else "resolved_unknown",
+                lambda: make_document(
+                    render_plain(traj.messages)[0], doc_id, "trace", instance_id=inst, resolved=traj.resolved
+                ),
+            )
             return None
         messages, counts, reason = clean_messages(traj.messages, self.cfg)
         for what, n in counts.items():
             if n:
                 self.skip(what, n)
         if reason:
-            self.drop(reason, lambda: make_document(render_plain(traj.messages)[0], doc_id,
-                                                    "trace", instance_id=inst))
+            self.drop(reason, lambda: make_document(render_plain(traj.messages)[0], doc_id, "trace", instance_id=inst))
             return None
         traj.messages = messages
         rendered = None
@@ -620,15 +672,24 @@ class TraceReader(SourceReader):
         fmt = "chat_template" if rendered else "plain"
         text, spans = rendered or render_plain(traj.messages)
         # an assistant turn its producer excluded from training (nebius ``mask``) stays as context, without loss
-        spans = [sp for sp, m in zip(spans, [m for m in traj.messages if m["role"] == "assistant"])
-                 if not m.get("masked")]
+        spans = [
+            sp for sp, m in zip(spans, [m for m in traj.messages if m["role"] == "assistant"]) if not m.get("masked")
+        ]
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             # a cut trajectory would teach a wrong ending: count it and leave it out
             self.drop("too_long", lambda: make_document(text, doc_id, "trace"))
             return None
-        meta: dict[str, Any] = dict(instance_id=inst, instance_id_original=traj.instance_id, resolved=traj.resolved,
-                                    exit_status=traj.exit_status, trace_format=traj.format, render_format=fmt,
-                                    loss_spans=spans, n_messages=len(traj.messages), **self.cfg.extra_metadata)
+        meta: dict[str, Any] = dict(
+            instance_id=inst,
+            instance_id_original=traj.instance_id,
+            resolved=traj.resolved,
+            exit_status=traj.exit_status,
+            trace_format=traj.format,
+            render_format=fmt,
+            loss_spans=spans,
+            n_messages=len(traj.messages),
+            **self.cfg.extra_metadata,
+        )
         if rendered:  # which template rendered it: a probe with another tokenizer's template must not reuse it
             meta["chat_template"] = {"sha": chat_template_sha(tok), "tokenizer": self.cfg.tokenizer or "(default)"}
         if self.cfg.keep_messages:

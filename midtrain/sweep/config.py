@@ -61,8 +61,11 @@ class SweepConfig(Config):
         bad = [s for s in self.inputs if s not in DOC_SOURCE]
         require(not bad, "inputs", f"unknown prep sources {bad}; choose from {sorted(DOC_SOURCE)}")
         for name in [self.baseline, *self.variants]:
-            require(bool(_NAME.match(name)), "variants",
-                    f"name '{name}' must be letters, digits, '_', '-', '.' (it becomes a directory)")
+            require(
+                bool(_NAME.match(name)),
+                "variants",
+                f"name '{name}' must be letters, digits, '_', '-', '.' (it becomes a directory)",
+            )
             require(name not in RESERVED, "variants", f"name '{name}' is reserved for {RESERVED}")
         require(self.baseline not in self.variants, "baseline", f"'{self.baseline}' is also a variant name")
         for name, v in self.variants.items():

@@ -65,9 +65,15 @@ class VariantPlan:
 
     def stamp(self) -> dict[str, Any]:
         # a prep Step as its [name, argv] pair: the stamp's JSON stays what it was before steps became Steps
-        return {"inputs": self.inputs, "prep": [[s.name, s.argv] for s in self.prep], "pack": self.pack.to_dict(),
-                "train_recipe": self.train_recipe,
-                "train_overrides": self.train_overrides, "tokens": self.tokens, "train_steps": self.train_steps}
+        return {
+            "inputs": self.inputs,
+            "prep": [[s.name, s.argv] for s in self.prep],
+            "pack": self.pack.to_dict(),
+            "train_recipe": self.train_recipe,
+            "train_overrides": self.train_overrides,
+            "tokens": self.tokens,
+            "train_steps": self.train_steps,
+        }
 
 
 def _check_prep(variant: str, source: str, overrides: list[str]) -> None:
@@ -98,8 +104,12 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         if source in v.prep:
             _check_prep(name, source, v.prep[source])
             out = root / "prep" / source
-            prep_steps.append(Step(f"prep_{source}", ["prep", source, *v.prep[source], "--input",
-                                                      *cfg.raw_inputs[source], "--output", str(out)]))
+            prep_steps.append(
+                Step(
+                    f"prep_{source}",
+                    ["prep", source, *v.prep[source], "--input", *cfg.raw_inputs[source], "--output", str(out)],
+                )
+            )
             path = str(out)
         inputs.append(str(Path(path).absolute()))
     pack = cfg.pack.apply_overrides(v.pack)
@@ -119,16 +129,25 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         raise ConfigError(f"variants.{name}.train: {e}") from None
     tokens = v.tokens or cfg.tokens
     steps = math.ceil(tokens / (tcfg.optim.global_batch_size * pack.seq_length))
-    train = [*shared, f"name={cfg.name}-{name}", f"run_dir={root / 'run'}", f"data.path={root / 'shards'}",
-             f"data.seq_length={pack.seq_length}",
-             f"init_from={base_checkpoint(cfg)}", f"seed={cfg.seed}", f"data.seed={cfg.seed}",
-             f"optim.train_steps={steps}", f"optim.warmup_steps={min(tcfg.optim.warmup_steps, steps)}"]
+    train = [
+        *shared,
+        f"name={cfg.name}-{name}",
+        f"run_dir={root / 'run'}",
+        f"data.path={root / 'shards'}",
+        f"data.seq_length={pack.seq_length}",
+        f"init_from={base_checkpoint(cfg)}",
+        f"seed={cfg.seed}",
+        f"data.seed={cfg.seed}",
+        f"optim.train_steps={steps}",
+        f"optim.warmup_steps={min(tcfg.optim.warmup_steps, steps)}",
+    ]
     try:
         load_train_config(recipe, train)
     except ConfigError as e:
         raise ConfigError(f"variants.{name}: the resolved training run is invalid: {e}") from None
-    return VariantPlan(name, v.about, root, inputs, prep_steps, pack, train, tokens, steps,
-                       tcfg.optim.global_batch_size, recipe)
+    return VariantPlan(
+        name, v.about, root, inputs, prep_steps, pack, train, tokens, steps, tcfg.optim.global_batch_size, recipe
+    )
 
 
 def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:
@@ -137,8 +156,7 @@ def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:
     p = ProtocolConfig.from_dict(cfg.protocol.to_dict())
     p.name = cfg.name
     p.output = str(out)
-    p.checkpoints = {cfg.baseline: base_checkpoint(cfg),
-                     **{name: str(out / name / "run") for name in cfg.variants}}
+    p.checkpoints = {cfg.baseline: base_checkpoint(cfg), **{name: str(out / name / "run") for name in cfg.variants}}
     p.baseline = cfg.baseline
     p.report_dir = str(out / "report")
     if "traces" in cfg.inputs and not any(o.startswith("traces=") for o in p.sft_overrides):
@@ -147,8 +165,7 @@ def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:
         p.proxy.retrieval.repos = str(Path(cfg.inputs["repos"]).absolute())
     if "proxy" in p.evals and p.proxy.shards is None:
         p.proxy.shards = str(reference_shards(cfg))
-    p.notes = {cfg.baseline: "the start checkpoint, not midtrained",
-               **{n: v.about for n, v in cfg.variants.items()}}
+    p.notes = {cfg.baseline: "the start checkpoint, not midtrained", **{n: v.about for n, v in cfg.variants.items()}}
     return p.validate()
 
 
@@ -157,8 +174,12 @@ def setup_steps(cfg: SweepConfig, self_argv: list[str]) -> Steps:
     steps: Steps = []
     if cfg.base is None:
         steps.append(Step("init_base", ["sweep", *self_argv, "--init-base"]))
-    steps.append(Step("pack_reference", pack_argv(cfg.pack, [str(Path(p).absolute()) for p in cfg.inputs.values()],
-                                                  reference_shards(cfg))))
+    steps.append(
+        Step(
+            "pack_reference",
+            pack_argv(cfg.pack, [str(Path(p).absolute()) for p in cfg.inputs.values()], reference_shards(cfg)),
+        )
+    )
     return steps
 
 
@@ -171,10 +192,12 @@ def sweep_chains(cfg: SweepConfig) -> tuple[dict[str, VariantPlan], Chains]:
     plans = {name: variant_plan(cfg, name) for name in cfg.variants}
     chains = {cfg.baseline: proto[cfg.baseline]}
     for name, plan in plans.items():
-        train = Step("train", ["train", plan.train_recipe, *plan.train_overrides],
-                     done=functools.partial(finished, plan.run_dir, plan.train_steps))
-        chains[name] = [*plan.prep, Step("pack", pack_argv(plan.pack, plan.inputs, plan.shards)), train,
-                        *proto[name]]
+        train = Step(
+            "train",
+            ["train", plan.train_recipe, *plan.train_overrides],
+            done=functools.partial(finished, plan.run_dir, plan.train_steps),
+        )
+        chains[name] = [*plan.prep, Step("pack", pack_argv(plan.pack, plan.inputs, plan.shards)), train, *proto[name]]
     return plans, chains
 
 
@@ -190,8 +213,10 @@ def check_stamp(plan: VariantPlan, write: bool) -> None:
         old = json.loads(path.read_text())
         if old != stamp:
             changed = sorted(k for k in stamp if old.get(k) != stamp[k])
-            raise ConfigError(f"variants.{plan.name}: {plan.root} holds a run of this variant with other settings "
-                              f"({', '.join(changed)} changed); use another output or remove that directory")
+            raise ConfigError(
+                f"variants.{plan.name}: {plan.root} holds a run of this variant with other settings "
+                f"({', '.join(changed)} changed); use another output or remove that directory"
+            )
     elif write:
         plan.root.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stamp, indent=2))

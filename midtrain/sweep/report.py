@@ -68,15 +68,29 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     held = _row(rows, "Proxy: held-out loss (before SFT)/all sources")
     retr = _row(rows, "Proxy: code retrieval (before SFT)/accuracy, mean over depth x length")
     base = cfg.baseline
-    md = [f"# Sweep {cfg.name}", "",
-          f"Every variant midtrained from `{proto.checkpoints[base]}` with the same seed ({cfg.seed}) and, unless "
-          f"the variant changes it, the same budget ({cfg.tokens:,} tokens); then the identical SFT probe "
-          f"(`{proto.sft_recipe}`, seeds {proto.probe_seeds or 'the recipe’s'}) and the proxy evals. "
-          f"Ranked on **{cfg.rank_by}** ({'higher' if key and key.higher_is_better else 'lower'} is better); "
-          f"**{base}** is the start checkpoint through the same probe, without midtraining.", "",
-          f"Seed noise: {RULE}. ▲ better, ▼ worse than the reference.", ""]
-    head = ["rank", "variant", "what changes", "tokens trained", cfg.rank_by.split("/")[-1], f"Δ vs {base}",
-            "Δ vs best", "proxy held-out loss", "retrieval accuracy"]
+    md = [
+        f"# Sweep {cfg.name}",
+        "",
+        f"Every variant midtrained from `{proto.checkpoints[base]}` with the same seed ({cfg.seed}) and, unless "
+        f"the variant changes it, the same budget ({cfg.tokens:,} tokens); then the identical SFT probe "
+        f"(`{proto.sft_recipe}`, seeds {proto.probe_seeds or 'the recipe’s'}) and the proxy evals. "
+        f"Ranked on **{cfg.rank_by}** ({'higher' if key and key.higher_is_better else 'lower'} is better); "
+        f"**{base}** is the start checkpoint through the same probe, without midtraining.",
+        "",
+        f"Seed noise: {RULE}. ▲ better, ▼ worse than the reference.",
+        "",
+    ]
+    head = [
+        "rank",
+        "variant",
+        "what changes",
+        "tokens trained",
+        cfg.rank_by.split("/")[-1],
+        f"Δ vs {base}",
+        "Δ vs best",
+        "proxy held-out loss",
+        "retrieval accuracy",
+    ]
     md += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     ranking: list[dict[str, Any]] = []
     best = ranked[0] if ranked else None
@@ -86,19 +100,45 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
         steps = steps_done(plan.run_dir)
         # sequence tokens (padding included) the run went through: steps x global batch x context length
         tokens = steps * plan.batch * plan.pack.seq_length if steps else None
-        md.append("| " + " | ".join([str(i), name, cfg.variants[name].about or "", f"{tokens:,}" if tokens else "—",
-                                     _fmt(key, name), _delta(key, name, base),
-                                     "—" if name == best else _delta(key, name, best),
-                                     _fmt(held, name), _fmt(retr, name)]) + " |")
+        md.append(
+            "| "
+            + " | ".join(
+                [
+                    str(i),
+                    name,
+                    cfg.variants[name].about or "",
+                    f"{tokens:,}" if tokens else "—",
+                    _fmt(key, name),
+                    _delta(key, name, base),
+                    "—" if name == best else _delta(key, name, best),
+                    _fmt(held, name),
+                    _fmt(retr, name),
+                ]
+            )
+            + " |"
+        )
         value, base_value = scores[name], key.values.get(base)
-        ranking.append({"rank": i, "variant": name, "value": value, "samples": key.samples.get(name),
-                        "delta_vs_baseline": None if base_value is None else value - base_value,
-                        "difference_vs_baseline": is_difference(key.samples.get(base) or [], key.samples[name])
-                        if key.samples.get(base) else None, "tokens_trained": tokens, "steps": steps,
-                        "seq_length": plan.pack.seq_length})
+        ranking.append(
+            {
+                "rank": i,
+                "variant": name,
+                "value": value,
+                "samples": key.samples.get(name),
+                "delta_vs_baseline": None if base_value is None else value - base_value,
+                "difference_vs_baseline": is_difference(key.samples.get(base) or [], key.samples[name])
+                if key.samples.get(base)
+                else None,
+                "tokens_trained": tokens,
+                "steps": steps,
+                "seq_length": plan.pack.seq_length,
+            }
+        )
     if key is not None and key.values.get(base) is not None:
-        md.append("| — | " + " | ".join([base, "no midtraining", "0", _fmt(key, base), "", "", _fmt(held, base),
-                                          _fmt(retr, base)]) + " |")
+        md.append(
+            "| — | "
+            + " | ".join([base, "no midtraining", "0", _fmt(key, base), "", "", _fmt(held, base), _fmt(retr, base)])
+            + " |"
+        )
     md.append("")
     if key is not None and len(ranked) > 1:
         cols = [*ranked, base] if key.values.get(base) is not None else ranked
@@ -112,9 +152,19 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
         md += ["## Missing", "", *[f"- {n}: no {cfg.rank_by} result yet" for n in missing], ""]
     md += ["Side-by-side tables and figures of every metric: [report.md](report.md).", ""]
     (out / "sweep.md").write_text("\n".join(md))
-    (out / "sweep.json").write_text(json.dumps({"name": cfg.name, "rank_by": cfg.rank_by, "baseline": base,
-                                                "ranking": ranking, "missing": missing, "noise_rule": RULE,
-                                                "proxy_agreement": [a.to_dict() for a in agreements]},
-                                               indent=2))
+    (out / "sweep.json").write_text(
+        json.dumps(
+            {
+                "name": cfg.name,
+                "rank_by": cfg.rank_by,
+                "baseline": base,
+                "ranking": ranking,
+                "missing": missing,
+                "noise_rule": RULE,
+                "proxy_agreement": [a.to_dict() for a in agreements],
+            },
+            indent=2,
+        )
+    )
     log.info("sweep report: %d ranked, %d missing -> %s", len(ranked), len(missing), out / "sweep.md")
     return out / "sweep.md"

@@ -29,10 +29,16 @@ def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> Prot
         if complete(cfg, name):
             reused.append(name)
             continue
-        jobs[name] = [build_train_job(load_train_config(plans[name].train_recipe, plans[name].train_overrides), site,
-                                      job_name=f"{prefix}-{name}-train")
-                      if step.name == "train" else render_step(site, slurm_dir, name, step.name, step.argv, prefix)
-                      for step in chain]
+        jobs[name] = [
+            build_train_job(
+                load_train_config(plans[name].train_recipe, plans[name].train_overrides),
+                site,
+                job_name=f"{prefix}-{name}-train",
+            )
+            if step.name == "train"
+            else render_step(site, slurm_dir, name, step.name, step.argv, prefix)
+            for step in chain
+        ]
     report = render_step(site, slurm_dir, "", "report", report_argv(self_argv), prefix)
     return ProtocolJobs(jobs, report, setup=setup, reused=reused)
 

@@ -59,8 +59,9 @@ class VarlenCall:
     takes_scale: bool
     takes_gqa: bool
 
-    def __call__(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor,
-                 longest: int, scale: float) -> torch.Tensor:
+    def __call__(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, longest: int, scale: float
+    ) -> torch.Tensor:
         """Causal attention within each cu-delimited document: [t, hq, d] and [t, hkv, d] in, [t, hq, d] out."""
         kwargs: dict[str, object] = {self.causal[0]: self.causal[1]}
         heads, groups = query.shape[1], key.shape[1]
@@ -84,15 +85,19 @@ def plan_varlen_call(fn: Callable[..., Any]) -> VarlenCall | str:
         return f"the signature of torch {torch.__version__}'s varlen_attn is unreadable ({e})"
     positional = [p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len(positional) < VARLEN_POSITIONAL:
-        return (f"torch {torch.__version__}'s varlen_attn takes {len(positional)} positional arguments, "
-                f"not the {VARLEN_POSITIONAL} (q, k, v, cu_seq_q, cu_seq_k, max_q, max_k) this code passes")
+        return (
+            f"torch {torch.__version__}'s varlen_attn takes {len(positional)} positional arguments, "
+            f"not the {VARLEN_POSITIONAL} (q, k, v, cu_seq_q, cu_seq_k, max_q, max_k) this code passes"
+        )
     if "window_size" in params:
         causal: tuple[str, object] = ("window_size", (-1, 0))
     elif "is_causal" in params:
         causal = ("is_causal", True)
     else:
-        return (f"torch {torch.__version__}'s varlen_attn takes neither window_size nor is_causal, so it "
-                "cannot mask causally")
+        return (
+            f"torch {torch.__version__}'s varlen_attn takes neither window_size nor is_causal, so it "
+            "cannot mask causally"
+        )
     return VarlenCall(fn, causal, takes_scale="scale" in params, takes_gqa="enable_gqa" in params)
 
 
@@ -135,8 +140,7 @@ def choose_backend(setting: str, q: torch.Tensor, dropout_p: float) -> str:
     if why is None:
         return "varlen"
     if setting == "varlen":
-        raise ValueError(f"precision.portable_attention=varlen cannot run here: {why} "
-                         "(use auto or per_document)")
+        raise ValueError(f"precision.portable_attention=varlen cannot run here: {why} (use auto or per_document)")
     return "per_document"
 
 
@@ -170,22 +174,33 @@ class PortableDocumentAttention(MegatronModule):
             raise ValueError(f"portable document attention supports self-attention only, got {attention_type}")
         self.layer_number = layer_number
         self.attn_mask_type = attn_mask_type
-        tp = (pg_collection.tp.size() if pg_collection is not None and hasattr(pg_collection, "tp")
-              else parallel_state.get_tensor_model_parallel_world_size())
+        tp = (
+            pg_collection.tp.size()
+            if pg_collection is not None and hasattr(pg_collection, "tp")
+            else parallel_state.get_tensor_model_parallel_world_size()
+        )
         self.heads_per_partition = divide(config.num_attention_heads, tp)
         self.groups_per_partition = divide(config.num_query_groups or config.num_attention_heads, tp)
         kv_channels = config.kv_channels
-        self.softmax_scale = softmax_scale if softmax_scale is not None else (
-            config.softmax_scale if getattr(config, "softmax_scale", None) else 1.0 / math.sqrt(kv_channels))
+        self.softmax_scale = (
+            softmax_scale
+            if softmax_scale is not None
+            else (config.softmax_scale if getattr(config, "softmax_scale", None) else 1.0 / math.sqrt(kv_channels))
+        )
         self.dropout_p = config.attention_dropout if attention_dropout is None else attention_dropout
         self.backend = getattr(config, BACKEND_ATTR, "auto")
 
     def _sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         # q: [b, np, s, hn], k/v: [b, ng, s, hn]; GQA without materialising repeated key/value heads.
         return F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, scale=self.softmax_scale,
+            q,
+            k,
+            v,
+            is_causal=True,
+            scale=self.softmax_scale,
             dropout_p=self.dropout_p if self.training else 0.0,
-            enable_gqa=self.groups_per_partition != self.heads_per_partition)
+            enable_gqa=self.groups_per_partition != self.heads_per_partition,
+        )
 
     def forward(
         self,
@@ -205,8 +220,9 @@ class PortableDocumentAttention(MegatronModule):
             out = self._sdpa(*(x.permute(1, 2, 0, 3) for x in (query, key, value)))
             return out.permute(2, 0, 1, 3).reshape(s, b, -1)
         if packed_seq_params.qkv_format != "thd":
-            raise ValueError(f"portable document attention expects qkv_format='thd', got "
-                             f"{packed_seq_params.qkv_format!r}")
+            raise ValueError(
+                f"portable document attention expects qkv_format='thd', got {packed_seq_params.qkv_format!r}"
+            )
         if query.dim() == 4:  # [t, 1, h, d] when the caller did not squeeze the dummy batch dim
             query, key, value = (x.squeeze(1) for x in (query, key, value))
         bounds = document_bounds(packed_seq_params)
@@ -217,13 +233,22 @@ class PortableDocumentAttention(MegatronModule):
             return self._varlen(query, key, value, packed_seq_params, bounds)
         # [t, h, d] -> [h, t, d]: each document is a contiguous slice of the token axis.
         q, k, v = (x.transpose(0, 1) for x in (query, key, value))
-        outs = [self._sdpa(q[None, :, s:e], k[None, :, s:e], v[None, :, s:e])[0]
-                for s, e in zip(bounds[:-1], bounds[1:]) if e > s]
+        outs = [
+            self._sdpa(q[None, :, s:e], k[None, :, s:e], v[None, :, s:e])[0]
+            for s, e in zip(bounds[:-1], bounds[1:])
+            if e > s
+        ]
         out = outs[0] if len(outs) == 1 else torch.cat(outs, dim=1)  # [h, t, d]
         return out.transpose(0, 1).reshape(query.shape[0], -1)
 
-    def _varlen(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                packed_seq_params: PackedSeqParams, bounds: list[int]) -> torch.Tensor:
+    def _varlen(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        packed_seq_params: PackedSeqParams,
+        bounds: list[int],
+    ) -> torch.Tensor:
         """All documents in one flash-attention call: [t, h, d] in, [t, h*d] out."""
         call = varlen_call()
         assert not isinstance(call, str), call  # choose_backend picked varlen, so the call exists

@@ -31,8 +31,13 @@ class Batch:
         return self.tokens.shape[1]
 
 
-def to_batch(sample: dict[str, torch.Tensor], device: torch.device | str = "cpu", cp_size: int = 1,
-             cp_rank: int = 0, cu_seqlens_on_host: bool = False) -> Batch:
+def to_batch(
+    sample: dict[str, torch.Tensor],
+    device: torch.device | str = "cpu",
+    cp_size: int = 1,
+    cp_rank: int = 0,
+    cu_seqlens_on_host: bool = False,
+) -> Batch:
     """Build a Batch (on ``device``) from a reader sample; validates the shapes the model relies on.
 
     ``cu_seqlens_on_host``: keep the document boundaries on the CPU (the portable attention path). There the
@@ -48,8 +53,10 @@ def to_batch(sample: dict[str, torch.Tensor], device: torch.device | str = "cpu"
     bounds = cu.tolist()
     lengths = [e - s for s, e in zip(bounds[:-1], bounds[1:])]
     non_blocking = torch.device(device).type == "cuda"
-    fields = {k: sample[k].reshape(1, S).to(device, non_blocking=non_blocking)
-              for k in ("tokens", "labels", "loss_mask", "position_ids", "source_ids")}
+    fields = {
+        k: sample[k].reshape(1, S).to(device, non_blocking=non_blocking)
+        for k in ("tokens", "labels", "loss_mask", "position_ids", "source_ids")
+    }
     cu_dev = cu.to(device, non_blocking=non_blocking)
     max_len = max(lengths)
     if cp_size > 1:
@@ -57,10 +64,12 @@ def to_batch(sample: dict[str, torch.Tensor], device: torch.device | str = "cpu"
 
         unpadded = sample.get("cu_seqlens_unpadded", cu).to(torch.int32).to(device)
         fields, psp = get_thd_batch_on_this_cp_rank(
-            fields, unpadded, cu_dev, torch.tensor([max_len]), cp_size=cp_size, cp_rank=cp_rank)
+            fields, unpadded, cu_dev, torch.tensor([max_len]), cp_size=cp_size, cp_rank=cp_rank
+        )
     else:
         cu_psp = cu if cu_seqlens_on_host else cu_dev
-        psp = PackedSeqParams(qkv_format="thd", cu_seqlens_q=cu_psp, cu_seqlens_kv=cu_psp,
-                              max_seqlen_q=max_len, max_seqlen_kv=max_len)
+        psp = PackedSeqParams(
+            qkv_format="thd", cu_seqlens_q=cu_psp, cu_seqlens_kv=cu_psp, max_seqlen_q=max_len, max_seqlen_kv=max_len
+        )
         setattr(psp, BOUNDS_ATTR, bounds)  # the portable attention slices with these, no device sync
     return Batch(packed_seq_params=psp, index=index, doc_lengths=lengths, **fields)

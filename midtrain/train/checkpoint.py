@@ -95,9 +95,12 @@ def layout() -> dict[str, int]:
 
     if not ps.model_parallel_is_initialized():
         return {"tensor": 1, "pipeline": 1, "context": 1, "data": 1}
-    return {"tensor": ps.get_tensor_model_parallel_world_size(),
-            "pipeline": ps.get_pipeline_model_parallel_world_size(),
-            "context": ps.get_context_parallel_world_size(), "data": ps.get_data_parallel_world_size()}
+    return {
+        "tensor": ps.get_tensor_model_parallel_world_size(),
+        "pipeline": ps.get_pipeline_model_parallel_world_size(),
+        "context": ps.get_context_parallel_world_size(),
+        "data": ps.get_data_parallel_world_size(),
+    }
 
 
 def _rng_object(is_loading: bool) -> Any:
@@ -113,12 +116,14 @@ def _rng_object(is_loading: bool) -> Any:
         replica = ps.get_data_parallel_rank(with_context_parallel=True)
     else:
         pp, tp, pp_size, tp_size, replica = 0, 0, 1, 1, 0
-    return ShardedObject(RNG_KEY, None if is_loading else [_rng_state()], (pp_size, tp_size), (pp, tp),
-                         replica_id=replica)
+    return ShardedObject(
+        RNG_KEY, None if is_loading else [_rng_state()], (pp_size, tp_size), (pp, tp), replica_id=replica
+    )
 
 
-def _sharded_state(model: torch.nn.Module, optimizer: Any | None, common: dict[str, Any],
-                   is_loading: bool, with_rng: bool = True) -> dict[str, Any]:
+def _sharded_state(
+    model: torch.nn.Module, optimizer: Any | None, common: dict[str, Any], is_loading: bool, with_rng: bool = True
+) -> dict[str, Any]:
     model_sd = unwrap(model).sharded_state_dict()
     state: dict[str, Any] = {"model": model_sd, **common}
     if optimizer is not None:
@@ -158,8 +163,15 @@ def shield_checkpoint_helper() -> None:
             signal.signal(sig, handler)
 
 
-def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: Any,
-                    common: dict[str, Any], keep_last: int, async_queue: Any = None) -> Path:
+def save_checkpoint(
+    run_dir: str | Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: Any,
+    common: dict[str, Any],
+    keep_last: int,
+    async_queue: Any = None,
+) -> Path:
     """Save atomically to RUN_DIR/checkpoints/iter_<step>; keep the newest ``keep_last``. Collective.
 
     With ``async_queue`` (megatron's ``AsyncCallsQueue``) the tensors are staged and written by a background
@@ -219,7 +231,7 @@ def _checksums(root: Path, names: list[str]) -> dict[str, str]:
     """SHA-256 of each file under ``root``, computed by all ranks in parallel (rank r hashes every world-th
     file) and gathered on every rank. Collective."""
     world = dist.get_world_size() if dist.is_initialized() else 1
-    mine = {name: _sha256(root / name) for name in names[_rank()::world]}
+    mine = {name: _sha256(root / name) for name in names[_rank() :: world]}
     if world == 1:
         return mine
     every: list[Any] = [None] * world
@@ -243,7 +255,8 @@ def verify_checksums(path: Path) -> str | None:
     bad = [name for name in names if actual.get(name) != recorded[name]]
     if bad:
         return f"{path / bad[0]} does not have the SHA-256 recorded when it was written (content changed)" + (
-            f", and {len(bad) - 1} more file(s)" if len(bad) > 1 else "")
+            f", and {len(bad) - 1} more file(s)" if len(bad) > 1 else ""
+        )
     return None
 
 
@@ -264,13 +277,15 @@ def verify_checkpoint(path: str | Path) -> Path:
     else:
         candidates = list_checkpoints(path)
         if not candidates:
-            raise CheckpointError(f"{path}: no midtrain checkpoint (expected {path}/{CHECKPOINTS}/iter_*/ with "
-                                  f"{MARKER})")
+            raise CheckpointError(
+                f"{path}: no midtrain checkpoint (expected {path}/{CHECKPOINTS}/iter_*/ with {MARKER})"
+            )
         found = next((p for _, p in reversed(candidates) if verify(p) is None), candidates[-1][1])
     problem = _problem(found)
     if problem:
-        raise CheckpointError(f"checkpoint {found} is damaged: {problem}; restore it, or name an older "
-                              f"{CHECKPOINTS}/iter_* directory")
+        raise CheckpointError(
+            f"checkpoint {found} is damaged: {problem}; restore it, or name an older {CHECKPOINTS}/iter_* directory"
+        )
     return found
 
 
@@ -372,7 +387,8 @@ def load_checkpoint(run_dir: str | Path, model: torch.nn.Module, optimizer: Any)
     if found:
         raise CheckpointError(
             f"{Path(run_dir) / CHECKPOINTS}: none of its {len(found)} checkpoint(s) is complete, so the run cannot "
-            f"resume ({'; '.join(damaged)}). Restore them, or move the directory aside to start the run over")
+            f"resume ({'; '.join(damaged)}). Restore them, or move the directory aside to start the run over"
+        )
     return None
 
 
@@ -444,7 +460,8 @@ def _load(path: Path, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
         raise CheckpointError(
             f"checkpoint {path} was written at TP={saved.get('tensor')} PP={saved.get('pipeline')}, this run is "
             f"TP={now['tensor']} PP={now['pipeline']}: the distributed optimizer's state reshards over data "
-            f"parallelism only. Resume at the checkpoint's TP/PP, or start from its weights with init_from={path}")
+            f"parallelism only. Resume at the checkpoint's TP/PP, or start from its weights with init_from={path}"
+        )
     error, loaded = None, {}
     try:
         # no_grad: the distributed optimizer copies the loaded fp32 state into views of parameters that require
@@ -465,12 +482,25 @@ def _load(path: Path, model: torch.nn.Module, optimizer: Any) -> dict[str, Any]:
     if same_mp:
         _set_rng_state(loaded["rng"][0])
     else:
-        log.warning("checkpoint %s was written at %s, this run is %s: RNG states reset from the seed (megatron "
-                    "keeps them per tensor/pipeline rank)", path, saved or "an older layout", now)
+        log.warning(
+            "checkpoint %s was written at %s, this run is %s: RNG states reset from the seed (megatron "
+            "keeps them per tensor/pipeline rank)",
+            path,
+            saved or "an older layout",
+            now,
+        )
     if saved is not None and saved != now and _rank() == 0:
-        log.info("resuming a checkpoint written at TP=%s PP=%s CP=%s DP=%s on TP=%d PP=%d CP=%d DP=%d", saved.get(
-            "tensor"), saved.get("pipeline"), saved.get("context"), saved.get("data"), now["tensor"],
-            now["pipeline"], now["context"], now["data"])
+        log.info(
+            "resuming a checkpoint written at TP=%s PP=%s CP=%s DP=%s on TP=%d PP=%d CP=%d DP=%d",
+            saved.get("tensor"),
+            saved.get("pipeline"),
+            saved.get("context"),
+            saved.get("data"),
+            now["tensor"],
+            now["pipeline"],
+            now["context"],
+            now["data"],
+        )
     log.info("resumed from %s (step %s)", path, common.get("step"))
     return loaded["common"]
 
@@ -496,8 +526,11 @@ def _init_torch_adam_state(optimizer: Any, restored: bool = False) -> None:
                 if restored and group.get("step") is not None:
                     inner.state[param]["step"] = torch.tensor(float(group["step"]), dtype=torch.float32)
                 elif not inner.state[param]:
-                    inner.state[param] = {"step": torch.zeros((), dtype=torch.float32),
-                                          "exp_avg": torch.zeros_like(param), "exp_avg_sq": torch.zeros_like(param)}
+                    inner.state[param] = {
+                        "step": torch.zeros((), dtype=torch.float32),
+                        "exp_avg": torch.zeros_like(param),
+                        "exp_avg_sq": torch.zeros_like(param),
+                    }
 
 
 def _checkpoint_exception() -> type[BaseException]:
@@ -520,22 +553,33 @@ def _load_sharded(sharded: dict[str, Any], path: Path, drop_unused: bool = False
     loaded, missing, unexpected = dist_checkpointing.load(sharded, str(path), strict=strict)
     absent = sorted(k for k in unexpected if not k.endswith(EXTRA_STATE))
     if absent:
-        raise CheckpointError(f"the checkpoint has no {', '.join(absent[:3])}"
-                              + (f" (and {len(absent) - 3} more)" if len(absent) > 3 else "")
-                              + ": it was written for another model shape or layer spec")
+        raise CheckpointError(
+            f"the checkpoint has no {', '.join(absent[:3])}"
+            + (f" (and {len(absent) - 3} more)" if len(absent) > 3 else "")
+            + ": it was written for another model shape or layer spec"
+        )
     # the optimizer's state and the RNG are asked for only on a full resume; a weights-only load leaves them
     unused = sorted(k for k in missing if not (k.startswith(("optimizer.", RNG_KEY)) or k.endswith(EXTRA_STATE)))
     if unused and not drop_unused:
-        raise CheckpointError(f"the checkpoint holds {', '.join(unused[:3])}"
-                              + (f" (and {len(unused) - 3} more)" if len(unused) > 3 else "")
-                              + " that this model has no place for: it was written for another model shape or "
-                              "layer spec (init_from_drop_unused=true drops them)")
+        raise CheckpointError(
+            f"the checkpoint holds {', '.join(unused[:3])}"
+            + (f" (and {len(unused) - 3} more)" if len(unused) > 3 else "")
+            + " that this model has no place for: it was written for another model shape or "
+            "layer spec (init_from_drop_unused=true drops them)"
+        )
     if unused:
-        log.warning("checkpoint %s: %d tensors this model has no place for are dropped (init_from_drop_unused): "
-                    "%s", path, len(unused), ", ".join(unused[:5]))
+        log.warning(
+            "checkpoint %s: %d tensors this model has no place for are dropped (init_from_drop_unused): %s",
+            path,
+            len(unused),
+            ", ".join(unused[:5]),
+        )
     if unexpected:
-        log.info("checkpoint %s has no Transformer Engine extra state (%d modules): the modules keep their "
-                 "fresh state", path, len(unexpected))
+        log.info(
+            "checkpoint %s has no Transformer Engine extra state (%d modules): the modules keep their fresh state",
+            path,
+            len(unexpected),
+        )
     return loaded
 
 

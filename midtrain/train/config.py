@@ -31,8 +31,11 @@ class ParallelConfig(Config):
     def check(self) -> None:
         for name in ("tensor", "pipeline", "context", "expert"):
             require(getattr(self, name) >= 1, name, "must be >= 1")
-        require(self.expert_tensor is None or self.expert_tensor >= 1, "expert_tensor",
-                "must be >= 1 (or null: same as tensor)")
+        require(
+            self.expert_tensor is None or self.expert_tensor >= 1,
+            "expert_tensor",
+            "must be >= 1 (or null: same as tensor)",
+        )
         require(self.data is None or self.data >= 1, "data", "must be >= 1 (or null: derived from world size)")
         require(not self.sequence_parallel or self.tensor > 1, "sequence_parallel", "needs tensor > 1")
 
@@ -65,15 +68,21 @@ class PrecisionConfig(Config):
 
     def check(self) -> None:
         fp8 = self.fp8 != "none"
-        require(not fp8 or self.transformer_impl != "local", "fp8",
-                "FP8 needs Transformer Engine (transformer_impl=auto or transformer_engine), not local")
+        require(
+            not fp8 or self.transformer_impl != "local",
+            "fp8",
+            "FP8 needs Transformer Engine (transformer_impl=auto or transformer_engine), not local",
+        )
         require(not fp8 or self.dtype == "bf16", "dtype", "FP8 training keeps master weights in bf16: set dtype=bf16")
-        require(self.fp8_bf16_first_layers >= 0 and self.fp8_bf16_last_layers >= 0, "fp8_bf16_first_layers",
-                "must be >= 0")
-        require(not (fp8 and self.fp8_recipe == "delayed"
-                     and (self.fp8_bf16_first_layers or self.fp8_bf16_last_layers)),
-                "fp8_recipe", "delayed scaling cannot keep first/last layers in BF16 (megatron-core): set "
-                "fp8_bf16_first_layers=0 fp8_bf16_last_layers=0 or use tensorwise/blockwise/mxfp8")
+        require(
+            self.fp8_bf16_first_layers >= 0 and self.fp8_bf16_last_layers >= 0, "fp8_bf16_first_layers", "must be >= 0"
+        )
+        require(
+            not (fp8 and self.fp8_recipe == "delayed" and (self.fp8_bf16_first_layers or self.fp8_bf16_last_layers)),
+            "fp8_recipe",
+            "delayed scaling cannot keep first/last layers in BF16 (megatron-core): set "
+            "fp8_bf16_first_layers=0 fp8_bf16_last_layers=0 or use tensorwise/blockwise/mxfp8",
+        )
         require(self.fp8_amax_history_len >= 1, "fp8_amax_history_len", "must be >= 1")
 
 
@@ -119,10 +128,13 @@ class DataConfig(Config):
         require(self.seq_length > 0, "seq_length", "must be positive")
         # Every rank memory-maps the shards: they must be files, not objects. Packing into a bucket is fine;
         # training reads a copy on a shared (or node-local) filesystem.
-        require(not is_url(self.path), "path",
-                f"{self.path} is in object storage, and the trainer memory-maps shards from a filesystem: copy "
-                f"them to a shared filesystem first, e.g. `aws s3 sync {self.path.rstrip('/')} /lustre/shards` "
-                "(any S3 client; the whole directory, manifest.json included), then set data.path=/lustre/shards")
+        require(
+            not is_url(self.path),
+            "path",
+            f"{self.path} is in object storage, and the trainer memory-maps shards from a filesystem: copy "
+            f"them to a shared filesystem first, e.g. `aws s3 sync {self.path.rstrip('/')} /lustre/shards` "
+            "(any S3 client; the whole directory, manifest.json included), then set data.path=/lustre/shards",
+        )
 
 
 @dataclass
@@ -188,9 +200,18 @@ class TrainConfig(Config):
     def in_one_process(self) -> TrainConfig:
         """The same model for one process (scoring, conversion): no model, data or expert parallelism, no FP8.
         dist_checkpointing stores global tensors, so a checkpoint saved at any layout loads into it."""
-        return self.replace(parallel={"tensor": 1, "pipeline": 1, "context": 1, "sequence_parallel": False,
-                                      "data": None, "expert": 1, "expert_tensor": None},
-                            precision={"fp8": "none"})
+        return self.replace(
+            parallel={
+                "tensor": 1,
+                "pipeline": 1,
+                "context": 1,
+                "sequence_parallel": False,
+                "data": None,
+                "expert": 1,
+                "expert_tensor": None,
+            },
+            precision={"fp8": "none"},
+        )
 
     def summary(self) -> str:
         """Parameters, FLOPs/token and memory per GPU with a verdict (printed by `midtrain config`)."""
@@ -209,73 +230,127 @@ class TrainConfig(Config):
         p, m = self.parallel, self.model
         split = p.context * (p.tensor if p.sequence_parallel else 1)
         tokens = self.data.seq_length // split
-        require(self.data.seq_length % split == 0 and tokens % 8 == 0, "data.seq_length",
-                f"{self.data.seq_length} tokens give {self.data.seq_length / split:g} per rank (over context="
-                f"{p.context}" + (f" x tensor={p.tensor} sequence-parallel" if p.sequence_parallel else "")
-                + "); FP8 GEMMs need a multiple of 8: pick a seq_length that is a multiple of " + str(8 * split))
-        require(m.hidden_size % 16 == 0, "model.hidden_size",
-                f"{m.hidden_size} is not a multiple of 16, which FP8 GEMMs need (or set precision.fp8=none)")
+        require(
+            self.data.seq_length % split == 0 and tokens % 8 == 0,
+            "data.seq_length",
+            f"{self.data.seq_length} tokens give {self.data.seq_length / split:g} per rank (over context="
+            f"{p.context}"
+            + (f" x tensor={p.tensor} sequence-parallel" if p.sequence_parallel else "")
+            + "); FP8 GEMMs need a multiple of 8: pick a seq_length that is a multiple of "
+            + str(8 * split),
+        )
+        require(
+            m.hidden_size % 16 == 0,
+            "model.hidden_size",
+            f"{m.hidden_size} is not a multiple of 16, which FP8 GEMMs need (or set precision.fp8=none)",
+        )
         # TE asserts the weights too (assert_dim_for_fp8_exec: all dims but the last % 8, the last % 16): the
         # row-parallel fc2 and proj take ffn/tp and heads*head_dim/tp inputs, the fused QKV has (heads+2*groups)
         # *head_dim/tp outputs. An MoE model's MLPs are its experts (split over expert_tensor) and shared expert.
         tp, hd = p.tensor, m.head_dim
-        widths = ([("model.moe_ffn_hidden_size", m.moe_ffn_hidden_size, p.expert_tensor_size),
-                   ("model.moe_shared_expert_ffn_hidden_size", m.moe_shared_expert_ffn_hidden_size, tp)]
-                  if m.is_moe else [("model.ffn_hidden_size", m.ffn_hidden_size, tp)])
+        widths = (
+            [
+                ("model.moe_ffn_hidden_size", m.moe_ffn_hidden_size, p.expert_tensor_size),
+                ("model.moe_shared_expert_ffn_hidden_size", m.moe_shared_expert_ffn_hidden_size, tp),
+            ]
+            if m.is_moe
+            else [("model.ffn_hidden_size", m.ffn_hidden_size, tp)]
+        )
         for name, width, split in widths:
-            require(width is None or width % (16 * split) == 0, name,
-                    f"{width} / {split} tensor-parallel ranks is not a multiple of 16, which FP8 GEMMs need (the "
-                    "MLP's output projection takes that width)")
-        require(m.num_attention_heads * hd % (16 * tp) == 0, "model.num_attention_heads",
-                f"num_attention_heads={m.num_attention_heads} x head_dim={hd} / tensor={tp} is not a multiple of "
-                "16, which FP8 GEMMs need (the attention's output projection takes that width)")
-        require((m.num_attention_heads + 2 * m.num_query_groups) * hd % (8 * tp) == 0, "model.num_query_groups",
-                f"(num_attention_heads={m.num_attention_heads} + 2 x num_query_groups={m.num_query_groups}) x "
-                f"head_dim={hd} / tensor={tp} is not a multiple of 8, which FP8 GEMMs need (the fused QKV's width)")
+            require(
+                width is None or width % (16 * split) == 0,
+                name,
+                f"{width} / {split} tensor-parallel ranks is not a multiple of 16, which FP8 GEMMs need (the "
+                "MLP's output projection takes that width)",
+            )
+        require(
+            m.num_attention_heads * hd % (16 * tp) == 0,
+            "model.num_attention_heads",
+            f"num_attention_heads={m.num_attention_heads} x head_dim={hd} / tensor={tp} is not a multiple of "
+            "16, which FP8 GEMMs need (the attention's output projection takes that width)",
+        )
+        require(
+            (m.num_attention_heads + 2 * m.num_query_groups) * hd % (8 * tp) == 0,
+            "model.num_query_groups",
+            f"(num_attention_heads={m.num_attention_heads} + 2 x num_query_groups={m.num_query_groups}) x "
+            f"head_dim={hd} / tensor={tp} is not a multiple of 8, which FP8 GEMMs need (the fused QKV's width)",
+        )
 
 
 # -- parallel layout: which TP/PP/CP/DP/SP/EP combinations can run (static; the world size is checked at
 # launch by midtrain/train/layout.py) ---------------------------------------------------------------
 
+
 def _check_layout(cfg: TrainConfig) -> None:
     m, p, prec = cfg.model, cfg.parallel, cfg.precision
     tp, pp, cp = p.tensor, p.pipeline, p.context
-    require(cfg.data.seq_length <= m.max_position_embeddings, "data.seq_length",
-            f"{cfg.data.seq_length} exceeds model.max_position_embeddings={m.max_position_embeddings}")
-    require(m.num_attention_heads % tp == 0, "parallel.tensor",
-            f"num_attention_heads={m.num_attention_heads} is not divisible by tensor={tp}")
-    require(m.num_query_groups % tp == 0, "parallel.tensor",
-            f"num_query_groups={m.num_query_groups} (key/value heads) is not divisible by tensor={tp}")
-    require(m.ffn_hidden_size % tp == 0, "parallel.tensor",
-            f"ffn_hidden_size={m.ffn_hidden_size} is not divisible by tensor={tp}")
-    require(m.vocab_size % tp == 0, "parallel.tensor",
-            f"vocab_size={m.vocab_size} is not divisible by tensor={tp}")
-    require(m.num_layers % pp == 0, "parallel.pipeline",
-            f"num_layers={m.num_layers} is not divisible by pipeline={pp}")
+    require(
+        cfg.data.seq_length <= m.max_position_embeddings,
+        "data.seq_length",
+        f"{cfg.data.seq_length} exceeds model.max_position_embeddings={m.max_position_embeddings}",
+    )
+    require(
+        m.num_attention_heads % tp == 0,
+        "parallel.tensor",
+        f"num_attention_heads={m.num_attention_heads} is not divisible by tensor={tp}",
+    )
+    require(
+        m.num_query_groups % tp == 0,
+        "parallel.tensor",
+        f"num_query_groups={m.num_query_groups} (key/value heads) is not divisible by tensor={tp}",
+    )
+    require(
+        m.ffn_hidden_size % tp == 0,
+        "parallel.tensor",
+        f"ffn_hidden_size={m.ffn_hidden_size} is not divisible by tensor={tp}",
+    )
+    require(m.vocab_size % tp == 0, "parallel.tensor", f"vocab_size={m.vocab_size} is not divisible by tensor={tp}")
+    require(m.num_layers % pp == 0, "parallel.pipeline", f"num_layers={m.num_layers} is not divisible by pipeline={pp}")
     if cp > 1:
-        require(prec.transformer_impl != "local", "parallel.context",
-                f"context={cp} needs Transformer Engine (THD + context parallel attention); "
-                "precision.transformer_impl=local has no context parallelism")
-        require(cfg.data.seq_length % (2 * cp) == 0, "data.seq_length",
-                f"{cfg.data.seq_length} is not divisible by 2*context={2 * cp} (load-balanced CP splits each "
-                "sequence into 2*CP chunks)")
+        require(
+            prec.transformer_impl != "local",
+            "parallel.context",
+            f"context={cp} needs Transformer Engine (THD + context parallel attention); "
+            "precision.transformer_impl=local has no context parallelism",
+        )
+        require(
+            cfg.data.seq_length % (2 * cp) == 0,
+            "data.seq_length",
+            f"{cfg.data.seq_length} is not divisible by 2*context={2 * cp} (load-balanced CP splits each "
+            "sequence into 2*CP chunks)",
+        )
     if p.sequence_parallel:
-        require(prec.transformer_impl != "local", "parallel.sequence_parallel",
-                "sequence parallelism needs Transformer Engine norms (the local spec's torch norms fail)")
+        require(
+            prec.transformer_impl != "local",
+            "parallel.sequence_parallel",
+            "sequence parallelism needs Transformer Engine norms (the local spec's torch norms fail)",
+        )
         mult = 2 * cp * tp if cp > 1 else tp
-        require(cfg.data.seq_length % mult == 0, "data.seq_length",
-                f"{cfg.data.seq_length} is not divisible by {mult} (sequence parallel splits the sequence over "
-                f"tensor={tp}" + (f" after context={cp}" if cp > 1 else "") + ")")
+        require(
+            cfg.data.seq_length % mult == 0,
+            "data.seq_length",
+            f"{cfg.data.seq_length} is not divisible by {mult} (sequence parallel splits the sequence over "
+            f"tensor={tp}" + (f" after context={cp}" if cp > 1 else "") + ")",
+        )
     if prec.fp8 != "none":
         n_bf16 = prec.fp8_bf16_first_layers + prec.fp8_bf16_last_layers
-        require(n_bf16 < m.num_layers or prec.fp8_recipe == "delayed", "precision.fp8_bf16_first_layers",
-                f"{n_bf16} BF16 layers leave no FP8 layer out of num_layers={m.num_layers}")
+        require(
+            n_bf16 < m.num_layers or prec.fp8_recipe == "delayed",
+            "precision.fp8_bf16_first_layers",
+            f"{n_bf16} BF16 layers leave no FP8 layer out of num_layers={m.num_layers}",
+        )
         per_stage = m.num_layers // pp
-        require(prec.fp8_bf16_first_layers <= per_stage and prec.fp8_bf16_last_layers <= per_stage,
-                "precision.fp8_bf16_first_layers", f"at most {per_stage} (layers per pipeline stage)")
+        require(
+            prec.fp8_bf16_first_layers <= per_stage and prec.fp8_bf16_last_layers <= per_stage,
+            "precision.fp8_bf16_first_layers",
+            f"at most {per_stage} (layers per pipeline stage)",
+        )
     if p.data is not None:
-        require(cfg.optim.global_batch_size % p.data == 0, "optim.global_batch_size",
-                f"{cfg.optim.global_batch_size} is not divisible by parallel.data={p.data}")
+        require(
+            cfg.optim.global_batch_size % p.data == 0,
+            "optim.global_batch_size",
+            f"{cfg.optim.global_batch_size} is not divisible by parallel.data={p.data}",
+        )
     _check_expert_layout(cfg)
 
 
@@ -290,34 +365,63 @@ def _check_expert_layout(cfg: TrainConfig) -> None:
     ep, etp = p.expert, p.expert_tensor_size
     if not m.is_moe:
         require(ep == 1, "parallel.expert", f"expert={ep} needs a mixture-of-experts model (model.num_experts)")
-        require(p.expert_tensor in (None, p.tensor), "parallel.expert_tensor",
-                "needs a mixture-of-experts model (model.num_experts)")
+        require(
+            p.expert_tensor in (None, p.tensor),
+            "parallel.expert_tensor",
+            "needs a mixture-of-experts model (model.num_experts)",
+        )
         return
     assert m.num_experts is not None and m.moe_ffn_hidden_size is not None  # is_moe; ModelConfig.check needs both
-    require(m.num_experts % ep == 0, "parallel.expert",
-            f"model.num_experts={m.num_experts} is not divisible by expert={ep}")
-    require(m.moe_ffn_hidden_size % etp == 0, "parallel.expert_tensor",
-            f"model.moe_ffn_hidden_size={m.moe_ffn_hidden_size} is not divisible by expert_tensor={etp}")
+    require(
+        m.num_experts % ep == 0, "parallel.expert", f"model.num_experts={m.num_experts} is not divisible by expert={ep}"
+    )
+    require(
+        m.moe_ffn_hidden_size % etp == 0,
+        "parallel.expert_tensor",
+        f"model.moe_ffn_hidden_size={m.moe_ffn_hidden_size} is not divisible by expert_tensor={etp}",
+    )
     if m.moe_shared_expert_ffn_hidden_size:
-        require(m.moe_shared_expert_ffn_hidden_size % p.tensor == 0, "parallel.tensor",
-                f"model.moe_shared_expert_ffn_hidden_size={m.moe_shared_expert_ffn_hidden_size} is not "
-                f"divisible by tensor={p.tensor}")
-    require(p.tensor == 1 or p.sequence_parallel, "parallel.sequence_parallel",
-            f"MoE layers with tensor={p.tensor} need sequence_parallel=true (megatron-core refuses to train "
-            "them otherwise)")
+        require(
+            m.moe_shared_expert_ffn_hidden_size % p.tensor == 0,
+            "parallel.tensor",
+            f"model.moe_shared_expert_ffn_hidden_size={m.moe_shared_expert_ffn_hidden_size} is not "
+            f"divisible by tensor={p.tensor}",
+        )
+    require(
+        p.tensor == 1 or p.sequence_parallel,
+        "parallel.sequence_parallel",
+        f"MoE layers with tensor={p.tensor} need sequence_parallel=true (megatron-core refuses to train "
+        "them otherwise)",
+    )
     if p.data is not None:
         per_stage = p.tensor * p.context * p.data
-        require(per_stage % (ep * etp) == 0, "parallel.expert",
-                f"expert={ep} x expert_tensor={etp} = {ep * etp} does not divide tensor x context x data = "
-                f"{p.tensor} x {p.context} x {p.data} = {per_stage} (the ranks of one pipeline stage)")
+        require(
+            per_stage % (ep * etp) == 0,
+            "parallel.expert",
+            f"expert={ep} x expert_tensor={etp} = {ep * etp} does not divide tensor x context x data = "
+            f"{p.tensor} x {p.context} x {p.data} = {per_stage} (the ranks of one pipeline stage)",
+        )
 
 
 # Fields a run cannot change when it resumes from its checkpoints: the parameters' shapes, their dtype (the
 # optimizer's master copies), the optimizer's state layout, and the sample order.
-RESUME_FIXED = tuple(f"model.{name}" for name in (
-    "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups", "kv_channels",
-    "vocab_size", "qk_layernorm", "tie_embeddings", "num_experts", "moe_ffn_hidden_size",
-    "moe_shared_expert_ffn_hidden_size")) + ("precision.dtype", "parallel.distributed_optimizer", "data.seed")
+RESUME_FIXED = tuple(
+    f"model.{name}"
+    for name in (
+        "num_layers",
+        "hidden_size",
+        "ffn_hidden_size",
+        "num_attention_heads",
+        "num_query_groups",
+        "kv_channels",
+        "vocab_size",
+        "qk_layernorm",
+        "tie_embeddings",
+        "num_experts",
+        "moe_ffn_hidden_size",
+        "moe_shared_expert_ffn_hidden_size",
+    )
+) + ("precision.dtype", "parallel.distributed_optimizer", "data.seed")
 
 
 def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
@@ -351,8 +455,10 @@ def read_run_config(path: str | Path) -> TrainConfig:
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML ({e}); a cut or damaged config") from None
     if not text.strip() or data is None:
-        raise ConfigError(f"{path} is empty: a run's config.yaml lists every field (a full disk or a killed "
-                          "writer leaves an empty one); write it again from the recipe, or give the recipe name")
+        raise ConfigError(
+            f"{path} is empty: a run's config.yaml lists every field (a full disk or a killed "
+            "writer leaves an empty one); write it again from the recipe, or give the recipe name"
+        )
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of config sections, got {type(data).__name__}")
     if not text.rstrip().endswith(END_OF_CONFIG):
@@ -362,9 +468,12 @@ def read_run_config(path: str | Path) -> TrainConfig:
         if isinstance(full.get(last), dict) and isinstance(data[last], dict):
             missing += [f"{last}.{k}" for k in full[last] if k not in data[last]]
         if missing:
-            raise ConfigError(f"{path} lacks {', '.join(missing[:5])}" + (f" and {len(missing) - 5} more"
-                              if len(missing) > 5 else "") + ": it is cut short (a run's config.yaml lists "
-                              "every field); write it again from the recipe, or give the recipe name")
+            raise ConfigError(
+                f"{path} lacks {', '.join(missing[:5])}"
+                + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+                + ": it is cut short (a run's config.yaml lists "
+                "every field); write it again from the recipe, or give the recipe name"
+            )
     return TrainConfig.from_dict(data)
 
 

@@ -61,8 +61,9 @@ def _tensor_type(tensor: torch.Tensor, dtype: Any = None, *args: Any, **kwargs: 
     as a conversion target means the CPU type of the same dtype."""
     if dtype is None and not kwargs.get("dtype"):
         name = torch.Tensor.type(tensor)
-        return name.replace("torch.", "torch.cuda.", 1) if tensor.device.type == "cpu" and ".cuda." not in name \
-            else name
+        return (
+            name.replace("torch.", "torch.cuda.", 1) if tensor.device.type == "cpu" and ".cuda." not in name else name
+        )
     if isinstance(dtype, str):
         dtype = dtype.replace("torch.cuda.", "torch.", 1)
     return torch.Tensor.type(tensor, dtype, *args, **kwargs)

@@ -56,13 +56,22 @@ def read_env(environ: dict[str, str] | None = None) -> DistEnv:
     if world is None or int(world) == 1:
         return DistEnv(0, 1, 0, addr, int(port) if port else 0)
     if port is None:
-        raise RuntimeError("distributed launch without MASTER_PORT: export MASTER_ADDR and MASTER_PORT "
-                           "(torchrun sets them; the sbatch template exports them for srun)")
+        raise RuntimeError(
+            "distributed launch without MASTER_PORT: export MASTER_ADDR and MASTER_PORT "
+            "(torchrun sets them; the sbatch template exports them for srun)"
+        )
     return DistEnv(int(rank or 0), int(world), int(local or 0), addr, int(port))
 
 
-def initialize(tensor: int = 1, pipeline: int = 1, context: int = 1, seed: int = 1234,
-               timeout_minutes: int = 30, expert: int = 1, expert_tensor: int | None = None) -> DistEnv:
+def initialize(
+    tensor: int = 1,
+    pipeline: int = 1,
+    context: int = 1,
+    seed: int = 1234,
+    timeout_minutes: int = 30,
+    expert: int = 1,
+    expert_tensor: int | None = None,
+) -> DistEnv:
     """Initialise torch.distributed (if needed) and megatron's model-parallel groups; seed RNGs.
 
     ``expert``/``expert_tensor``: MoE expert-parallel and expert-tensor-parallel sizes (None = tensor)."""
@@ -75,19 +84,30 @@ def initialize(tensor: int = 1, pipeline: int = 1, context: int = 1, seed: int =
         if torch.cuda.is_available():
             device = pick_cuda_device(env.local_rank, torch.cuda.device_count())
             torch.cuda.set_device(device)
-            log.debug("rank %d (local %d): CUDA device %d of %d visible", env.rank, env.local_rank, device,
-                      torch.cuda.device_count())
+            log.debug(
+                "rank %d (local %d): CUDA device %d of %d visible",
+                env.rank,
+                env.local_rank,
+                device,
+                torch.cuda.device_count(),
+            )
         port = env.master_port or _free_port()
-        dist.init_process_group(backend=backend, init_method=f"tcp://{env.master_addr}:{port}",
-                                rank=env.rank, world_size=env.world_size,
-                                timeout=datetime.timedelta(minutes=timeout_minutes))
+        dist.init_process_group(
+            backend=backend,
+            init_method=f"tcp://{env.master_addr}:{port}",
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=datetime.timedelta(minutes=timeout_minutes),
+        )
     if parallel_state.model_parallel_is_initialized():
         parallel_state.destroy_model_parallel()
-    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tensor,
-                                             pipeline_model_parallel_size=pipeline,
-                                             context_parallel_size=context,
-                                             expert_model_parallel_size=expert,
-                                             expert_tensor_parallel_size=expert_tensor)
+    parallel_state.initialize_model_parallel(
+        tensor_model_parallel_size=tensor,
+        pipeline_model_parallel_size=pipeline,
+        context_parallel_size=context,
+        expert_model_parallel_size=expert,
+        expert_tensor_parallel_size=expert_tensor,
+    )
     # Each pipeline stage gets its own seed, as megatron's training loop offsets it (100 x pipeline rank):
     # otherwise every stage draws the same initial values for its (different) layers.
     stage_seed = seed + PIPELINE_SEED_OFFSET * parallel_state.get_pipeline_model_parallel_rank()

@@ -61,6 +61,7 @@ FIXED_OVERHEAD_BYTES = 4 * GIB  # CUDA context, NCCL buffers, cuBLAS/TE workspac
 
 # -- FLOPs ----------------------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Flops:
     dense: float  # 6·N per token
@@ -93,8 +94,10 @@ def flops_per_token(cfg: TrainConfig, doc_lengths: list[int] | None = None) -> F
 
 # -- memory ---------------------------------------------------------------------------------------------
 
-def activation_bytes_per_token_layer(m: ModelConfig, tensor: int, sequence_parallel: bool,
-                                     dtype_bytes: int = 2, expert_tensor: int = 1) -> float:
+
+def activation_bytes_per_token_layer(
+    m: ModelConfig, tensor: int, sequence_parallel: bool, dtype_bytes: int = 2, expert_tensor: int = 1
+) -> float:
     """Activations one layer keeps for backward, per token on one GPU (fused attention).
 
     MoE: per routed copy of a token (top-k of them; balanced routing brings as many to each rank as leave it)
@@ -190,8 +193,7 @@ def memory_per_gpu(cfg: TrainConfig, num_gpus: int | None = None) -> MemoryEstim
         acts_first = layer_input * layers_per_stage * in_flight + per_layer
     else:
         acts_first = per_layer * layers_per_stage * in_flight
-    acts_last = (layer_input * layers_per_stage + per_layer) if p.recompute == "full" \
-        else per_layer * layers_per_stage
+    acts_last = (layer_input * layers_per_stage + per_layer) if p.recompute == "full" else per_layer * layers_per_stage
     logits = 6.0 * tokens * m.vocab_size / tp
     # The last stage holds 1 micro-batch plus the logits; the first holds pp micro-batches.
     if pp == 1 or acts_first >= acts_last + logits:
@@ -199,23 +201,33 @@ def memory_per_gpu(cfg: TrainConfig, num_gpus: int | None = None) -> MemoryEstim
     else:
         activations, logit_bytes = acts_last, logits
 
-    notes = [f"optimizer sharded over {opt_shards} rank(s) (dp={dp} x cp={cp} at {num_gpus} GPUs)"
-             if p.distributed_optimizer else "optimizer replicated (distributed_optimizer=false)"]
+    notes = [
+        f"optimizer sharded over {opt_shards} rank(s) (dp={dp} x cp={cp} at {num_gpus} GPUs)"
+        if p.distributed_optimizer
+        else "optimizer replicated (distributed_optimizer=false)"
+    ]
     if m.is_moe:
         w = (2.0 if bf16 else 4.0) * expert_params
-        notes.append(f"experts: {expert_params / 1e9:.2f}B routed-expert parameters on this GPU ({ep * etp} "
-                     f"way expert x expert_tensor split, {w / GIB:.1f} GiB of the weights); their optimizer "
-                     f"state sharded over {expert_opt_shards} expert-data-parallel rank(s)")
+        notes.append(
+            f"experts: {expert_params / 1e9:.2f}B routed-expert parameters on this GPU ({ep * etp} "
+            f"way expert x expert_tensor split, {w / GIB:.1f} GiB of the weights); their optimizer "
+            f"state sharded over {expert_opt_shards} expert-data-parallel rank(s)"
+        )
     if fp8:
-        notes.append("FP8: weights include TE's FP8 weight copies; activations are counted in BF16 "
-                     "(TE saves some GEMM inputs in FP8, so the real figure is lower)")
+        notes.append(
+            "FP8: weights include TE's FP8 weight copies; activations are counted in BF16 "
+            "(TE saves some GEMM inputs in FP8, so the real figure is lower)"
+        )
     if p.recompute == "selective":
-        notes.append("selective recompute (the MLP, or the experts' activation for MoE, with TE layers) is "
-                     "counted like none: the activations are an upper bound")
+        notes.append(
+            "selective recompute (the MLP, or the experts' activation for MoE, with TE layers) is "
+            "counted like none: the activations are an upper bound"
+        )
     return MemoryEstimate(weights, grads, optimizer, activations, logit_bytes, notes=notes)
 
 
 # -- the summary `midtrain config` prints ---------------------------------------------------------------
+
 
 def _gib(x: float) -> str:
     return f"{x / GIB:7.1f} GiB"
@@ -234,8 +246,12 @@ def summary(cfg: TrainConfig, num_gpus: int | None = None) -> str:
     pc = m.param_count()
     fl = flops_per_token(cfg)
     mem = memory_per_gpu(cfg, num_gpus)
-    moe_line = (f", MoE {m.num_experts} experts top-{m.moe_router_topk}: {_count(pc.active)} active per token "
-                f"({pc.active / pc.total:.0%})" if m.is_moe else "")
+    moe_line = (
+        f", MoE {m.num_experts} experts top-{m.moe_router_topk}: {_count(pc.active)} active per token "
+        f"({pc.active / pc.total:.0%})"
+        if m.is_moe
+        else ""
+    )
     lines = [
         f"model: {m.family}, {_count(pc.total)} parameters ({_count(pc.total - pc.embedding - pc.output_layer)}"
         f" without embeddings{', tied output' if m.tie_embeddings else ''}){moe_line}",

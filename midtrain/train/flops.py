@@ -23,8 +23,17 @@ if TYPE_CHECKING:
 FLOPS_COUNT = "matmul fwd+bwd, causal per-document attention (6N + 6*L*d_attn*sum(l_i^2)/tokens)"
 
 # Dense BF16 peak TFLOP/s per device (no sparsity); the FP8 peak is twice that on these GPUs.
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "H800": 989.0, "B200": 2250.0, "B300": 2250.0,
-                    "GB200": 2500.0, "A100": 312.0, "A800": 312.0, "L40S": 362.0}
+PEAK_BF16_TFLOPS = {
+    "H200": 989.0,
+    "H100": 989.0,
+    "H800": 989.0,
+    "B200": 2250.0,
+    "B300": 2250.0,
+    "GB200": 2500.0,
+    "A100": 312.0,
+    "A800": 312.0,
+    "L40S": 362.0,
+}
 
 
 def matmul_params(cfg: TrainConfig) -> int:

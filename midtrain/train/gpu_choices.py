@@ -25,12 +25,16 @@ def choose_impl(requested: str, te_available: bool, dtype: str) -> str:
         return "transformer_engine" if te_available and dtype != "fp32" else "local"
     if requested == "transformer_engine":
         if not te_available:
-            raise ConfigError("precision.transformer_impl: transformer_engine requested but Transformer Engine "
-                              "does not import here (needs a CUDA GPU and the `gpu` extra)")
+            raise ConfigError(
+                "precision.transformer_impl: transformer_engine requested but Transformer Engine "
+                "does not import here (needs a CUDA GPU and the `gpu` extra)"
+            )
         if dtype == "fp32":
-            raise ConfigError("precision.dtype: fp32 with transformer_impl=transformer_engine: TE's packed "
-                              "(THD) attention kernels need bf16; set precision.dtype=bf16, or "
-                              "precision.transformer_impl=local for fp32")
+            raise ConfigError(
+                "precision.dtype: fp32 with transformer_impl=transformer_engine: TE's packed "
+                "(THD) attention kernels need bf16; set precision.dtype=bf16, or "
+                "precision.transformer_impl=local for fp32"
+            )
     return requested
 
 
@@ -46,9 +50,11 @@ def te_version_problem(fp8: str, fp8_recipe: str, te_version: str | None) -> str
     if need is None or have >= Version(f"{need}.0.dev0"):
         return None
     usable = [r for r, v in TE_MIN_FOR_FP8_RECIPE.items() if have >= Version(f"{v}.0.dev0") and r != "mxfp8"]
-    instead = (f"precision.fp8_recipe={' or '.join(usable)}" if usable else "precision.fp8=none")
-    return (f"precision.fp8_recipe: {fp8_recipe} needs Transformer Engine >= {need} (megatron-core builds that "
-            f"recipe only from there); this environment has {te_version}: upgrade TE or set {instead}")
+    instead = f"precision.fp8_recipe={' or '.join(usable)}" if usable else "precision.fp8=none"
+    return (
+        f"precision.fp8_recipe: {fp8_recipe} needs Transformer Engine >= {need} (megatron-core builds that "
+        f"recipe only from there); this environment has {te_version}: upgrade TE or set {instead}"
+    )
 
 
 def installed_te_version() -> str | None:
@@ -71,13 +77,13 @@ def pick_cuda_device(local_rank: int, visible_devices: int) -> int:
     device is device 0; with a socket's worth visible per group of tasks, local ranks wrap around them.
     """
     if visible_devices < 1:
-        raise RuntimeError("no CUDA device visible to this process (check CUDA_VISIBLE_DEVICES and the job's "
-                           "GPU request)")
+        raise RuntimeError(
+            "no CUDA device visible to this process (check CUDA_VISIBLE_DEVICES and the job's GPU request)"
+        )
     return local_rank % visible_devices
 
 
-def fusion_flags(impl: str, cuda: bool, rope_scaling: str, apex_wgrad: bool,
-                 jit_ok: bool = True) -> dict[str, object]:
+def fusion_flags(impl: str, cuda: bool, rope_scaling: str, apex_wgrad: bool, jit_ok: bool = True) -> dict[str, object]:
     """megatron-core fusion settings of the TransformerConfig for this machine and layer implementation.
 
     CPU (tests, the demo) keeps every fusion off: the fused paths are CUDA kernels or torch.compile'd ones.
@@ -162,6 +168,9 @@ def jit_fusions_work() -> bool:
         except Exception as e:  # noqa: BLE001 - any compile failure: run without the jit fusions
             logging.getLogger(__name__).warning(
                 "torch.compile does not work here (%s: %s); megatron's SwiGLU/bias-dropout/cross-entropy "
-                "fusions stay off", type(e).__name__, str(e).splitlines()[0] if str(e) else "")
+                "fusions stay off",
+                type(e).__name__,
+                str(e).splitlines()[0] if str(e) else "",
+            )
             _JIT_OK = False
     return _JIT_OK

@@ -45,8 +45,9 @@ def locate_checkpoint(src: str | Path) -> tuple[Path, Path]:
         return src.parent.parent, ckpt.verify_checkpoint(src)  # sizes and SHA-256s, CheckpointError naming a file
     found = ckpt.latest_checkpoint(src)
     if found is None:
-        raise ConfigError(f"{src}: no complete midtrain checkpoint (expected {src}/checkpoints/iter_*/ with "
-                          f"{ckpt.MARKER})")
+        raise ConfigError(
+            f"{src}: no complete midtrain checkpoint (expected {src}/checkpoints/iter_*/ with {ckpt.MARKER})"
+        )
     return src, ckpt.verify_checkpoint(found)
 
 
@@ -97,7 +98,8 @@ def save_safetensors(tensors: dict[str, torch.Tensor], dst: Path, shard_bytes: i
         weight_map.update(dict.fromkeys(shard, fname))
     total = sum(t.numel() * t.element_size() for t in tensors.values())
     (dst / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2)
+    )
     return names
 
 
@@ -121,8 +123,10 @@ def copy_tokenizer(dst: Path, tokenizer: str | Path | None, hf_source: Path | No
 
         load_tokenizer(None, shared=True).save_pretrained(str(dst))
         return "the default Qwen3 tokenizer (midtrain.formats.tokenizer)"
-    raise ConfigError("no tokenizer found for the export: the run has no hf_source/ and its init_from is not a "
-                      "Hugging Face directory; pass --tokenizer PATH (a HF model dir or tokenizer.json)")
+    raise ConfigError(
+        "no tokenizer found for the export: the run has no hf_source/ and its init_from is not a "
+        "Hugging Face directory; pass --tokenizer PATH (a HF model dir or tokenizer.json)"
+    )
 
 
 CHAT_EOS = "<|im_end|>"  # the end of a turn in the ChatML template Qwen3 uses
@@ -172,8 +176,12 @@ def chat_files(dst: Path, hf_cfg: dict[str, Any], source_gen: Path | None) -> li
     if gen:
         (dst / "generation_config.json").write_text(json.dumps(gen, indent=2, sort_keys=True) + "\n")
     elif not chat:
-        log.warning("mcore2hf: %s: the tokenizer has no %s/%s tokens; no generation_config.json written",
-                    dst, CHAT_EOS, TEXT_EOS)
+        log.warning(
+            "mcore2hf: %s: the tokenizer has no %s/%s tokens; no generation_config.json written",
+            dst,
+            CHAT_EOS,
+            TEXT_EOS,
+        )
     return eos
 
 
@@ -188,8 +196,13 @@ def mcore_state_dict(run_cfg: Any, ckpt_dir: Path) -> dict[str, torch.Tensor]:
         return {k: v for k, v in model.state_dict().items() if not k.endswith("_extra_state")}
 
 
-def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path | None = None,
-                        dtype: str | None = None, overwrite: bool = False) -> Path:
+def convert_mcore_to_hf(
+    src: str | Path,
+    dst: str | Path,
+    tokenizer: str | Path | None = None,
+    dtype: str | None = None,
+    overwrite: bool = False,
+) -> Path:
     """A midtrain run/checkpoint -> a Hugging Face model directory that transformers loads.
 
     ``dtype`` (bf16 | fp32) defaults to the run's precision.dtype. ``overwrite`` replaces an earlier
@@ -209,8 +222,9 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     dst = Path(dst)
     if (dst / "config.json").exists():
         if not overwrite:
-            raise FileExistsError(f"{dst} already holds a Hugging Face model; choose a new destination "
-                                  "(or --overwrite)")
+            raise FileExistsError(
+                f"{dst} already holds a Hugging Face model; choose a new destination (or --overwrite)"
+            )
         for old in [*dst.glob("model*.safetensors"), dst / "model.safetensors.index.json", dst / "config.json"]:
             old.unlink(missing_ok=True)
     dst.mkdir(parents=True, exist_ok=True)
@@ -221,21 +235,30 @@ def convert_mcore_to_hf(src: str | Path, dst: str | Path, tokenizer: str | Path 
     mc = mcore_state_dict(cfg, ckpt_dir)
     log.info("mcore2hf: checkpoint read in %.1fs; converting", time.monotonic() - t0)
     t0 = time.monotonic()
-    hf = hf_mapping.mcore_to_hf(mc, shape, progress=lambda i, n: log.info(
-        "mcore2hf: layer %d/%d converted (%.1fs)", i, n, time.monotonic() - t0))
+    hf = hf_mapping.mcore_to_hf(
+        mc,
+        shape,
+        progress=lambda i, n: log.info("mcore2hf: layer %d/%d converted (%.1fs)", i, n, time.monotonic() - t0),
+    )
     hf = {k: v.to(DTYPES[dtype]) for k, v in hf.items()}
     files = save_safetensors(hf, dst, SHARD_BYTES)
 
     source = find_hf_source(run_dir)
     base = json.loads((source / "config.json").read_text()) if source else None
-    hf_cfg = hf_mapping.hf_config_dict(cfg.model, base=base,
-                                       dtype="float32" if dtype == "fp32" else "bfloat16")
+    hf_cfg = hf_mapping.hf_config_dict(cfg.model, base=base, dtype="float32" if dtype == "fp32" else "bfloat16")
     tok_from = copy_tokenizer(dst, tokenizer, source, cfg.model.family)
     source_gen = source / "generation_config.json" if source else None
     chat_files(dst, hf_cfg, source_gen if source_gen and source_gen.is_file() else None)
     (dst / "config.json").write_text(json.dumps(hf_cfg, indent=2, sort_keys=True) + "\n")
-    log.info("mcore2hf: %s -> %s (%d tensors in %d file(s), %s; tokenizer from %s)", ckpt_dir, dst, len(hf),
-             len(files), dtype, tok_from)
+    log.info(
+        "mcore2hf: %s -> %s (%d tensors in %d file(s), %s; tokenizer from %s)",
+        ckpt_dir,
+        dst,
+        len(hf),
+        len(files),
+        dtype,
+        tok_from,
+    )
     return dst
 
 

@@ -95,16 +95,24 @@ def _check_shape_matches(model: torch.nn.Module, m: Any, path: str | Path) -> No
     tc = getattr(model, "config", None)
     if tc is None:
         return
-    pairs = {"num_layers": tc.num_layers, "hidden_size": tc.hidden_size, "ffn_hidden_size": tc.ffn_hidden_size,
-             "num_attention_heads": tc.num_attention_heads, "num_query_groups": tc.num_query_groups,
-             "kv_channels": tc.kv_channels, "qk_layernorm": tc.qk_layernorm,
-             "num_experts": tc.num_moe_experts, "moe_ffn_hidden_size": tc.moe_ffn_hidden_size if tc.num_moe_experts
-             else None}
+    pairs = {
+        "num_layers": tc.num_layers,
+        "hidden_size": tc.hidden_size,
+        "ffn_hidden_size": tc.ffn_hidden_size,
+        "num_attention_heads": tc.num_attention_heads,
+        "num_query_groups": tc.num_query_groups,
+        "kv_channels": tc.kv_channels,
+        "qk_layernorm": tc.qk_layernorm,
+        "num_experts": tc.num_moe_experts,
+        "moe_ffn_hidden_size": tc.moe_ffn_hidden_size if tc.num_moe_experts else None,
+    }
     for name, built in pairs.items():
         want = getattr(m, name)
         if want != built:
-            raise ConfigError(f"init_from: {path} has model.{name}={want} but the model was built with {built}; "
-                              "take the model section from the checkpoint (midtrain convert hf2mcore writes it)")
+            raise ConfigError(
+                f"init_from: {path} has model.{name}={want} but the model was built with {built}; "
+                "take the model section from the checkpoint (midtrain convert hf2mcore writes it)"
+            )
 
 
 def _tp_shard(name: str, full: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
@@ -114,11 +122,15 @@ def _tp_shard(name: str, full: torch.Tensor, param: torch.Tensor) -> torch.Tenso
     from megatron.core import parallel_state
 
     if ".mlp.experts." in name:  # routed experts are split over the expert-tensor-parallel ranks
-        tp, rank = (parallel_state.get_expert_tensor_parallel_world_size(),
-                    parallel_state.get_expert_tensor_parallel_rank())
+        tp, rank = (
+            parallel_state.get_expert_tensor_parallel_world_size(),
+            parallel_state.get_expert_tensor_parallel_rank(),
+        )
     else:
-        tp, rank = (parallel_state.get_tensor_model_parallel_world_size(),
-                    parallel_state.get_tensor_model_parallel_rank())
+        tp, rank = (
+            parallel_state.get_tensor_model_parallel_world_size(),
+            parallel_state.get_tensor_model_parallel_rank(),
+        )
     if tp == 1:
         return full
     if name.endswith("linear_fc1.weight"):  # SwiGLU [gate; up]: each rank holds [gate_r; up_r]
@@ -164,8 +176,7 @@ def global_expert_name(layer_param: str, expert_offset: int) -> str:
 
 
 @torch.no_grad()
-def load_full_into(model: GPTModel, full: Mapping[str, torch.Tensor], tied: bool,
-                   progress: str | None = None) -> int:
+def load_full_into(model: GPTModel, full: Mapping[str, torch.Tensor], tied: bool, progress: str | None = None) -> int:
     """Copy whole-model tensors (local-spec names; may be a lazy McoreView) into this rank's parameters:
     only the tensors of this pipeline stage are read, each cut to this rank's TP shard. Returns the count.
     With ``progress`` (a label such as "hf2mcore"), logs each layer as it is done."""
@@ -178,8 +189,9 @@ def load_full_into(model: GPTModel, full: Mapping[str, torch.Tensor], tied: bool
         mt = _LOCAL_LAYER.match(local)
         now = int(mt.group(1)) if mt else None
         if progress and layer is not None and now != layer:
-            log.info("%s: layer %d/%d done (%d tensors, %.1fs)", progress, layer + 1, n_layers, copied,
-                     time.monotonic() - t0)
+            log.info(
+                "%s: layer %d/%d done (%d tensors, %.1fs)", progress, layer + 1, n_layers, copied, time.monotonic() - t0
+            )
         layer = now
         if local not in params:
             continue  # _extra_state and buffers
@@ -204,12 +216,21 @@ def load_hf_into(model: torch.nn.Module, path: str | Path, model_cfg: Any | None
     """
     m = model_config_from_hf(path)
     if model_cfg is not None:
-        for f in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
-                  "vocab_size", "tie_embeddings", "qk_layernorm", "num_experts", "moe_ffn_hidden_size",
-                  "moe_router_topk"):
+        for f in (
+            "num_layers",
+            "hidden_size",
+            "ffn_hidden_size",
+            "num_attention_heads",
+            "num_query_groups",
+            "vocab_size",
+            "tie_embeddings",
+            "qk_layernorm",
+            "num_experts",
+            "moe_ffn_hidden_size",
+            "moe_router_topk",
+        ):
             if getattr(model_cfg, f) != getattr(m, f):
-                raise ConfigError(f"model.{f}: the recipe says {getattr(model_cfg, f)} but {path} has "
-                                  f"{getattr(m, f)}")
+                raise ConfigError(f"model.{f}: the recipe says {getattr(model_cfg, f)} but {path} has {getattr(m, f)}")
     _check_shape_matches(model, m, path)
     view = hf_mapping.McoreView(load_hf_state_dict(path), hf_mapping.Shape.of(m))
     n = load_full_into(model, view, m.tie_embeddings)
@@ -219,9 +240,18 @@ def load_hf_into(model: torch.nn.Module, path: str | Path, model_cfg: Any | None
 # -- midtrain convert hf2mcore ---------------------------------------------------------------------------
 
 HF_SOURCE = "hf_source"  # DST/hf_source/: the source config.json, generation config and tokenizer files
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-                   "merges.txt", "tokenizer.model", "added_tokens.json", "chat_template.jinja",
-                   "chat_template.json", "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.json",
+    "merges.txt",
+    "tokenizer.model",
+    "added_tokens.json",
+    "chat_template.jinja",
+    "chat_template.json",
+    "generation_config.json",
+)
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
 
 
@@ -230,8 +260,9 @@ def conversion_config(cfg: TrainConfig) -> TrainConfig:
 
     dist_checkpointing stores global tensors, so what one process writes loads at any TP/PP layout.
     """
-    return cfg.in_one_process().replace(parallel={"distributed_optimizer": False},
-                                        precision={"transformer_impl": "local"})
+    return cfg.in_one_process().replace(
+        parallel={"distributed_optimizer": False}, precision={"transformer_impl": "local"}
+    )
 
 
 @contextlib.contextmanager
@@ -266,8 +297,9 @@ def hf_dtype_name(hf: dict[str, Any]) -> str:
     return "fp32" if "float32" in name else "bf16"
 
 
-def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipeline: int = 1,
-                        dtype: str | None = None) -> Path:
+def convert_hf_to_mcore(
+    src: str | Path, dst: str | Path, tensor: int = 1, pipeline: int = 1, dtype: str | None = None
+) -> Path:
     """HF model directory -> a midtrain checkpoint directory (what init_from and `sft --from` take).
 
     DST gets checkpoints/iter_0000000/ (megatron dist_checkpointing, the trainer's layout), config.yaml
@@ -294,8 +326,11 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
     m = model_config_from_hf(src)
     dtype = dtype or hf_dtype_name(hf)
     cfg = TrainConfig(name=dst.name, run_dir=str(dst), model=m)
-    cfg = cfg.replace(precision={"dtype": dtype}, parallel={"tensor": tensor, "pipeline": pipeline},
-                      data={"seq_length": min(cfg.data.seq_length, m.max_position_embeddings)}).validate()
+    cfg = cfg.replace(
+        precision={"dtype": dtype},
+        parallel={"tensor": tensor, "pipeline": pipeline},
+        data={"seq_length": min(cfg.data.seq_length, m.max_position_embeddings)},
+    ).validate()
     if ckpt.latest_checkpoint(dst) is not None:
         raise FileExistsError(f"{dst} already holds a midtrain checkpoint; choose a new destination")
 
@@ -314,7 +349,8 @@ def convert_hf_to_mcore(src: str | Path, dst: str | Path, tensor: int = 1, pipel
         view = hf_mapping.McoreView(load_hf_state_dict(src), hf_mapping.Shape.of(m))
         n = load_full_into(model, view, m.tie_embeddings, progress="hf2mcore")
         log.info("hf2mcore: %d tensors converted; writing the checkpoint to %s", n, dst)
-        path = ckpt.save_checkpoint(dst, 0, model, None, {"step": 0, "converted_from": str(src.resolve()),
-                                                          "format": "hf2mcore"}, keep_last=1)
+        path = ckpt.save_checkpoint(
+            dst, 0, model, None, {"step": 0, "converted_from": str(src.resolve()), "format": "hf2mcore"}, keep_last=1
+        )
     log.info("hf2mcore: %s -> %s (%d tensors, %s, for TP=%d PP=%d)", src, path, n, dtype, tensor, pipeline)
     return path

@@ -38,8 +38,11 @@ HF_ARCH_MOE = {"qwen3": ("qwen3_moe", "Qwen3MoeForCausalLM")}
 LAYER_TABLE: list[tuple[str, tuple[str, ...], str]] = [
     # (megatron-core suffix, HF suffixes, how they combine)
     ("input_layernorm.weight", ("input_layernorm.weight",), "copy"),
-    ("self_attention.linear_qkv.weight",
-     ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"), "qkv"),
+    (
+        "self_attention.linear_qkv.weight",
+        ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
+        "qkv",
+    ),
     ("self_attention.q_layernorm.weight", ("self_attn.q_norm.weight",), "copy"),  # Qwen3 QK-norm
     ("self_attention.k_layernorm.weight", ("self_attn.k_norm.weight",), "copy"),
     ("self_attention.linear_proj.weight", ("self_attn.o_proj.weight",), "copy"),
@@ -54,18 +57,26 @@ def moe_entries(num_experts: int) -> list[tuple[str, tuple[str, ...], str]]:
     """The MLP rows of a Qwen3-MoE layer: router, then fc1 = [gate; up] and fc2 = down per expert."""
     rows: list[tuple[str, tuple[str, ...], str]] = [("mlp.router.weight", ("mlp.gate.weight",), "copy")]
     for e in range(num_experts):
-        rows += [(f"mlp.experts.local_experts.{e}.linear_fc1.weight",
-                  (f"mlp.experts.{e}.gate_proj.weight", f"mlp.experts.{e}.up_proj.weight"), "fc1"),
-                 (f"mlp.experts.local_experts.{e}.linear_fc2.weight", (f"mlp.experts.{e}.down_proj.weight",), "copy")]
+        rows += [
+            (
+                f"mlp.experts.local_experts.{e}.linear_fc1.weight",
+                (f"mlp.experts.{e}.gate_proj.weight", f"mlp.experts.{e}.up_proj.weight"),
+                "fc1",
+            ),
+            (f"mlp.experts.local_experts.{e}.linear_fc2.weight", (f"mlp.experts.{e}.down_proj.weight",), "copy"),
+        ]
     return rows
+
 
 GLOBAL_TABLE: list[tuple[str, str]] = [
     ("embedding.word_embeddings.weight", "model.embed_tokens.weight"),
     ("decoder.final_layernorm.weight", "model.norm.weight"),
     ("output_layer.weight", "lm_head.weight"),  # untied models only
 ]
-TE_NORM_NAMES = {"input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
-                 "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight"}
+TE_NORM_NAMES = {
+    "input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
+    "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight",
+}
 # HF keys that carry no weights (older checkpoints saved RoPE buffers).
 HF_IGNORED = re.compile(r".*\.rotary_emb\.inv_freq$")
 _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
@@ -88,37 +99,56 @@ class Shape:
     @classmethod
     def of(cls, m: Any) -> Shape:
         """From a ModelConfig."""
-        return cls(m.num_layers, m.num_attention_heads, m.num_query_groups,
-                   m.head_dim, m.hidden_size, m.qk_layernorm,
-                   m.tie_embeddings, int(getattr(m, "num_experts", None) or 0))
+        return cls(
+            m.num_layers,
+            m.num_attention_heads,
+            m.num_query_groups,
+            m.head_dim,
+            m.hidden_size,
+            m.qk_layernorm,
+            m.tie_embeddings,
+            int(getattr(m, "num_experts", None) or 0),
+        )
 
 
 # -- configs --------------------------------------------------------------------------------------------
+
 
 def model_fields_from_hf(hf: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
     """ModelConfig field values from a Hugging Face config dict; refuses what the tables cannot map."""
     model_type = hf.get("model_type")
     if model_type not in FAMILY_OF_MODEL_TYPE:
-        raise ConfigError(f"{where}: model_type {model_type!r} is not supported "
-                          f"(supported: {', '.join(FAMILY_OF_MODEL_TYPE)})")
+        raise ConfigError(
+            f"{where}: model_type {model_type!r} is not supported (supported: {', '.join(FAMILY_OF_MODEL_TYPE)})"
+        )
     family = FAMILY_OF_MODEL_TYPE[model_type]
-    refuse = {"hidden_act": ("silu", hf.get("hidden_act", "silu")),
-              "attention_bias": (False, hf.get("attention_bias", False)),
-              "mlp_bias": (False, hf.get("mlp_bias", False)),
-              "use_sliding_window": (False, hf.get("use_sliding_window", False))}
+    refuse = {
+        "hidden_act": ("silu", hf.get("hidden_act", "silu")),
+        "attention_bias": (False, hf.get("attention_bias", False)),
+        "mlp_bias": (False, hf.get("mlp_bias", False)),
+        "use_sliding_window": (False, hf.get("use_sliding_window", False)),
+    }
     for key, (want, got) in refuse.items():
         if got != want:
             raise ConfigError(f"{where}: {key}={got!r} is not supported (the {family} table expects {want!r})")
     heads = int(hf["num_attention_heads"])
     head_dim = int(hf.get("head_dim") or hf["hidden_size"] // heads)
-    rope_params = hf.get("rope_parameters") or {"rope_theta": hf.get("rope_theta", 10_000.0),
-                                                **(hf.get("rope_scaling") or {})}
+    rope_params = hf.get("rope_parameters") or {
+        "rope_theta": hf.get("rope_theta", 10_000.0),
+        **(hf.get("rope_scaling") or {}),
+    }
     fields = dict(
-        family=family, num_layers=int(hf["num_hidden_layers"]), hidden_size=int(hf["hidden_size"]),
-        ffn_hidden_size=int(hf["intermediate_size"]), num_attention_heads=heads,
-        num_query_groups=int(hf.get("num_key_value_heads") or heads), kv_channels=head_dim,
-        vocab_size=int(hf["vocab_size"]), max_position_embeddings=int(hf["max_position_embeddings"]),
-        qk_layernorm=family == "qwen3", tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
+        family=family,
+        num_layers=int(hf["num_hidden_layers"]),
+        hidden_size=int(hf["hidden_size"]),
+        ffn_hidden_size=int(hf["intermediate_size"]),
+        num_attention_heads=heads,
+        num_query_groups=int(hf.get("num_key_value_heads") or heads),
+        kv_channels=head_dim,
+        vocab_size=int(hf["vocab_size"]),
+        max_position_embeddings=int(hf["max_position_embeddings"]),
+        qk_layernorm=family == "qwen3",
+        tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
         norm_epsilon=float(hf.get("rms_norm_eps", 1e-6)),
         init_method_std=float(hf.get("initializer_range", 0.02)),
     )
@@ -131,28 +161,38 @@ def model_fields_from_hf(hf: dict[str, Any], where: str = "config.json") -> dict
 def _moe_fields_from_hf(hf: dict[str, Any], where: str) -> dict[str, Any]:
     """ModelConfig MoE fields from a Qwen3-MoE config.json (every layer an MoE layer, no shared expert)."""
     if hf.get("mlp_only_layers"):
-        raise ConfigError(f"{where}: mlp_only_layers={hf['mlp_only_layers']!r} is not supported (every layer "
-                          "must be an MoE layer)")
+        raise ConfigError(
+            f"{where}: mlp_only_layers={hf['mlp_only_layers']!r} is not supported (every layer must be an MoE layer)"
+        )
     if int(hf.get("decoder_sparse_step", 1)) != 1:
-        raise ConfigError(f"{where}: decoder_sparse_step={hf['decoder_sparse_step']!r} is not supported (every "
-                          "layer must be an MoE layer)")
+        raise ConfigError(
+            f"{where}: decoder_sparse_step={hf['decoder_sparse_step']!r} is not supported (every "
+            "layer must be an MoE layer)"
+        )
     experts = hf.get("num_experts") or hf.get("num_local_experts")
     if not experts:
         raise ConfigError(f"{where}: model_type qwen3_moe without num_experts")
-    return dict(num_experts=int(experts), moe_ffn_hidden_size=int(hf["moe_intermediate_size"]),
-                moe_router_topk=int(hf["num_experts_per_tok"]), moe_router_score_function="softmax",
-                moe_router_topk_norm=bool(hf.get("norm_topk_prob", False)),
-                moe_aux_loss_coeff=float(hf.get("router_aux_loss_coef", 1e-3)))
+    return dict(
+        num_experts=int(experts),
+        moe_ffn_hidden_size=int(hf["moe_intermediate_size"]),
+        moe_router_topk=int(hf["num_experts_per_tok"]),
+        moe_router_score_function="softmax",
+        moe_router_topk_norm=bool(hf.get("norm_topk_prob", False)),
+        moe_aux_loss_coeff=float(hf.get("router_aux_loss_coef", 1e-3)),
+    )
 
 
 def check_exportable(m: Any) -> None:
     """Refuse models the Hugging Face families cannot hold (before anything is written)."""
     if getattr(m, "moe_shared_expert_ffn_hidden_size", None):
-        raise ConfigError("model.moe_shared_expert_ffn_hidden_size: Qwen3-MoE has no shared expert, so this "
-                          "model has no Hugging Face layout to export to")
+        raise ConfigError(
+            "model.moe_shared_expert_ffn_hidden_size: Qwen3-MoE has no shared expert, so this "
+            "model has no Hugging Face layout to export to"
+        )
     if getattr(m, "is_moe", False) and m.family not in HF_ARCH_MOE:
-        raise ConfigError(f"model.family: no Hugging Face MoE layout for {m.family!r} (supported: "
-                          f"{', '.join(HF_ARCH_MOE)})")
+        raise ConfigError(
+            f"model.family: no Hugging Face MoE layout for {m.family!r} (supported: {', '.join(HF_ARCH_MOE)})"
+        )
     if getattr(m, "is_moe", False) and m.moe_router_score_function != "softmax":
         raise ConfigError("model.moe_router_score_function: Qwen3-MoE routes with softmax")
 
@@ -169,14 +209,24 @@ def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfl
     model_type, arch = (HF_ARCH_MOE if m.is_moe else HF_ARCH)[m.family]
     out = {k: v for k, v in (base or {}).items() if k not in ("rope_scaling", "rope_theta", "rope_parameters")}
     out.update(
-        model_type=model_type, architectures=[arch], hidden_size=m.hidden_size,
-        intermediate_size=m.ffn_hidden_size, num_hidden_layers=m.num_layers,
-        num_attention_heads=m.num_attention_heads, num_key_value_heads=m.num_query_groups,
-        head_dim=m.head_dim, vocab_size=m.vocab_size,
-        max_position_embeddings=m.max_position_embeddings, rms_norm_eps=m.norm_epsilon,
-        tie_word_embeddings=m.tie_embeddings, hidden_act="silu", attention_bias=False,
-        initializer_range=m.init_method_std, dtype=dtype,
-        rope_parameters=hf_rope.to_hf_rope_parameters(m), **hf_rope.legacy_hf_rope_keys(m),
+        model_type=model_type,
+        architectures=[arch],
+        hidden_size=m.hidden_size,
+        intermediate_size=m.ffn_hidden_size,
+        num_hidden_layers=m.num_layers,
+        num_attention_heads=m.num_attention_heads,
+        num_key_value_heads=m.num_query_groups,
+        head_dim=m.head_dim,
+        vocab_size=m.vocab_size,
+        max_position_embeddings=m.max_position_embeddings,
+        rms_norm_eps=m.norm_epsilon,
+        tie_word_embeddings=m.tie_embeddings,
+        hidden_act="silu",
+        attention_bias=False,
+        initializer_range=m.init_method_std,
+        dtype=dtype,
+        rope_parameters=hf_rope.to_hf_rope_parameters(m),
+        **hf_rope.legacy_hf_rope_keys(m),
     )
     if m.family == "llama3":
         out["mlp_bias"] = False
@@ -184,22 +234,28 @@ def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfl
         out["use_sliding_window"] = False
     if m.is_moe:
         out.pop("num_local_experts", None)
-        out.update(num_experts=m.num_experts, moe_intermediate_size=m.moe_ffn_hidden_size,
-                   num_experts_per_tok=m.moe_router_topk, norm_topk_prob=m.moe_router_topk_norm,
-                   router_aux_loss_coef=m.moe_aux_loss_coeff, decoder_sparse_step=1, mlp_only_layers=[])
+        out.update(
+            num_experts=m.num_experts,
+            moe_intermediate_size=m.moe_ffn_hidden_size,
+            num_experts_per_tok=m.moe_router_topk,
+            norm_topk_prob=m.moe_router_topk_norm,
+            router_aux_loss_coef=m.moe_aux_loss_coeff,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+        )
     out.pop("torch_dtype", None)
     return out
 
 
 # -- tensors --------------------------------------------------------------------------------------------
 
+
 def fuse_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, s: Shape) -> torch.Tensor:
     """HF q/k/v projections -> megatron's per-group interleaved linear_qkv weight."""
     g, d = s.num_query_groups, s.head_dim
     per_group = s.num_attention_heads // g
     h = q.shape[-1]
-    return torch.cat([q.reshape(g, per_group * d, h), k.reshape(g, d, h), v.reshape(g, d, h)], dim=1) \
-        .reshape(-1, h)
+    return torch.cat([q.reshape(g, per_group * d, h), k.reshape(g, d, h), v.reshape(g, d, h)], dim=1).reshape(-1, h)
 
 
 def split_qkv(qkv: torch.Tensor, s: Shape) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -214,8 +270,9 @@ QK_NORM = {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weig
 
 
 def _layer_entries(s: Shape) -> list[tuple[str, tuple[str, ...], str]]:
-    rows = [e for e in LAYER_TABLE if (s.qk_layernorm or e[0] not in QK_NORM)
-            and not (s.num_experts and e[0] in DENSE_MLP)]
+    rows = [
+        e for e in LAYER_TABLE if (s.qk_layernorm or e[0] not in QK_NORM) and not (s.num_experts and e[0] in DENSE_MLP)
+    ]
     return rows + moe_entries(s.num_experts) if s.num_experts else rows
 
 
@@ -240,14 +297,18 @@ class McoreView(Mapping):
         used = {n for srcs, _ in self._plan.values() for n in srcs}
         missing = sorted(used - names)
         if missing:
-            raise KeyError(f"Hugging Face weights lack {missing[0]!r}"
-                           + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
+            raise KeyError(
+                f"Hugging Face weights lack {missing[0]!r}"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
         if s.tie_embeddings:
             used.add("lm_head.weight")  # some tied checkpoints still store lm_head; it equals the embedding
         extra = sorted(names - used)
         if extra:
-            raise KeyError(f"Hugging Face weights have tensors the table does not map: {extra[:8]}"
-                           + (f" (+{len(extra) - 8} more)" if len(extra) > 8 else ""))
+            raise KeyError(
+                f"Hugging Face weights have tensors the table does not map: {extra[:8]}"
+                + (f" (+{len(extra) - 8} more)" if len(extra) > 8 else "")
+            )
 
     def __getitem__(self, key: str) -> torch.Tensor:
         srcs, how = self._plan[key]
@@ -269,8 +330,9 @@ def hf_to_mcore(hf: Mapping[str, torch.Tensor], s: Shape) -> dict[str, torch.Ten
     return dict(McoreView(hf, s).items())
 
 
-def mcore_to_hf(mc: dict[str, torch.Tensor], s: Shape,
-                progress: Callable[[int, int], None] | None = None) -> dict[str, torch.Tensor]:
+def mcore_to_hf(
+    mc: dict[str, torch.Tensor], s: Shape, progress: Callable[[int, int], None] | None = None
+) -> dict[str, torch.Tensor]:
     """HF state dict from a full megatron-core state dict (local-spec or TE names); ``progress(layer, n)``
     is called after each layer."""
     mc = from_te_names(mc)

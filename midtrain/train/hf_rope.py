@@ -21,10 +21,13 @@ if TYPE_CHECKING:
 
 # -- megatron-core --------------------------------------------------------------------------------------
 
+
 def gpt_model_kwargs(m: ModelConfig) -> dict[str, Any]:
     """Keyword arguments for ``megatron.core.models.gpt.GPTModel`` that set the positions."""
-    kwargs: dict[str, Any] = {"position_embedding_type": "yarn" if m.rope_scaling == "yarn" else "rope",
-                              "rotary_base": m.rotary_base}
+    kwargs: dict[str, Any] = {
+        "position_embedding_type": "yarn" if m.rope_scaling == "yarn" else "rope",
+        "rotary_base": m.rotary_base,
+    }
     if m.rope_scaling == "llama3":
         kwargs.update(rope_scaling=True, rope_scaling_factor=m.rope_scaling_factor)
     return kwargs
@@ -38,25 +41,40 @@ def transformer_config_attrs(m: ModelConfig) -> dict[str, Any]:
     """
     if m.rope_scaling != "yarn":
         return {}
-    return {"yarn_rotary_scaling_factor": m.rope_scaling_factor,
-            "yarn_original_max_position_embeddings": m.rope_original_max_position_embeddings,
-            "yarn_beta_fast": m.yarn_beta_fast, "yarn_beta_slow": m.yarn_beta_slow,
-            "yarn_mscale": 1.0, "yarn_mscale_all_dim": 0.0, "yarn_correction_range_round_to_int": True}
+    return {
+        "yarn_rotary_scaling_factor": m.rope_scaling_factor,
+        "yarn_original_max_position_embeddings": m.rope_original_max_position_embeddings,
+        "yarn_beta_fast": m.yarn_beta_fast,
+        "yarn_beta_slow": m.yarn_beta_slow,
+        "yarn_mscale": 1.0,
+        "yarn_mscale_all_dim": 0.0,
+        "yarn_correction_range_round_to_int": True,
+    }
 
 
 # -- Hugging Face ---------------------------------------------------------------------------------------
 
+
 def to_hf_rope_parameters(m: ModelConfig) -> dict[str, Any]:
     """``rope_parameters`` for a transformers-5 config."""
-    params: dict[str, Any] = {"rope_type": "default" if m.rope_scaling == "none" else m.rope_scaling,
-                              "rope_theta": float(m.rotary_base)}
+    params: dict[str, Any] = {
+        "rope_type": "default" if m.rope_scaling == "none" else m.rope_scaling,
+        "rope_theta": float(m.rotary_base),
+    }
     if m.rope_scaling == "llama3":
-        params.update(factor=m.rope_scaling_factor, low_freq_factor=m.rope_low_freq_factor,
-                      high_freq_factor=m.rope_high_freq_factor,
-                      original_max_position_embeddings=m.rope_original_max_position_embeddings)
+        params.update(
+            factor=m.rope_scaling_factor,
+            low_freq_factor=m.rope_low_freq_factor,
+            high_freq_factor=m.rope_high_freq_factor,
+            original_max_position_embeddings=m.rope_original_max_position_embeddings,
+        )
     elif m.rope_scaling == "yarn":
-        params.update(factor=m.rope_scaling_factor, beta_fast=m.yarn_beta_fast, beta_slow=m.yarn_beta_slow,
-                      original_max_position_embeddings=m.rope_original_max_position_embeddings)
+        params.update(
+            factor=m.rope_scaling_factor,
+            beta_fast=m.yarn_beta_fast,
+            beta_slow=m.yarn_beta_slow,
+            original_max_position_embeddings=m.rope_original_max_position_embeddings,
+        )
     return params
 
 
@@ -85,19 +103,27 @@ def from_hf_rope_parameters(params: dict[str, Any] | None, where: str = "config.
     if rope_type == "default":
         out["rope_scaling"] = "none"
     elif rope_type == "llama3":
-        out.update(rope_scaling="llama3", rope_scaling_factor=float(params["factor"]),
-                   rope_low_freq_factor=float(params.get("low_freq_factor", 1.0)),
-                   rope_high_freq_factor=float(params.get("high_freq_factor", 4.0)),
-                   rope_original_max_position_embeddings=int(params["original_max_position_embeddings"]))
+        out.update(
+            rope_scaling="llama3",
+            rope_scaling_factor=float(params["factor"]),
+            rope_low_freq_factor=float(params.get("low_freq_factor", 1.0)),
+            rope_high_freq_factor=float(params.get("high_freq_factor", 4.0)),
+            rope_original_max_position_embeddings=int(params["original_max_position_embeddings"]),
+        )
     elif rope_type == "yarn":
         extra = [k for k in _UNSUPPORTED_YARN_KEYS if params.get(k) is not None]
         if extra or params.get("truncate", True) is not True:
-            raise ConfigError(f"{where}: YaRN with {extra or ['truncate=false']} is not supported "
-                              "(megatron-core's YaRN matches HF's default attention factor only)")
-        out.update(rope_scaling="yarn", rope_scaling_factor=float(params["factor"]),
-                   rope_original_max_position_embeddings=int(params["original_max_position_embeddings"]),
-                   yarn_beta_fast=float(params.get("beta_fast") or 32.0),
-                   yarn_beta_slow=float(params.get("beta_slow") or 1.0))
+            raise ConfigError(
+                f"{where}: YaRN with {extra or ['truncate=false']} is not supported "
+                "(megatron-core's YaRN matches HF's default attention factor only)"
+            )
+        out.update(
+            rope_scaling="yarn",
+            rope_scaling_factor=float(params["factor"]),
+            rope_original_max_position_embeddings=int(params["original_max_position_embeddings"]),
+            yarn_beta_fast=float(params.get("beta_fast") or 32.0),
+            yarn_beta_slow=float(params.get("beta_slow") or 1.0),
+        )
     else:
         raise ConfigError(f"{where}: rope_type {rope_type!r} is not supported (default, llama3, yarn are)")
     return out

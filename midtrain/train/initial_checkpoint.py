@@ -29,7 +29,13 @@ def save_initial_checkpoint(cfg: TrainConfig, run_dir: str | Path) -> Path:
         model = build_gpt_model(cfg)
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg.save_yaml(run_dir / "config.yaml")
-        return save_checkpoint(run_dir, 0, model, None, {"step": 0, "name": cfg.name, "initial": True,
-                                                      "model_shape": model_shape(cfg.model)}, 1)
+        return save_checkpoint(
+            run_dir,
+            0,
+            model,
+            None,
+            {"step": 0, "name": cfg.name, "initial": True, "model_shape": model_shape(cfg.model)},
+            1,
+        )
     finally:
         distributed.destroy()

@@ -35,16 +35,26 @@ class RunLogger:
             except Exception as e:  # noqa: BLE001 - logging must not stop training
                 log.warning("TensorBoard disabled: %s", e)
         if self._tb is not None:
-            log.info("logging to %s (one line per step) and TensorBoard %s (view: tensorboard --logdir %s)",
-                     path, run_dir / "tb", run_dir / "tb")
+            log.info(
+                "logging to %s (one line per step) and TensorBoard %s (view: tensorboard --logdir %s)",
+                path,
+                run_dir / "tb",
+                run_dir / "tb",
+            )
         else:
             log.info("logging to %s (one line per step); TensorBoard off (log.tensorboard=true turns it on)", path)
         if cfg.log.wandb_project:
             try:
                 import wandb
 
-                self._wandb = wandb.init(project=cfg.log.wandb_project, name=cfg.name, config=cfg.to_dict(),
-                                         dir=str(run_dir), resume="allow", id=wandb_run_id(cfg.name, run_dir))
+                self._wandb = wandb.init(
+                    project=cfg.log.wandb_project,
+                    name=cfg.name,
+                    config=cfg.to_dict(),
+                    dir=str(run_dir),
+                    resume="allow",
+                    id=wandb_run_id(cfg.name, run_dir),
+                )
             except Exception as e:  # noqa: BLE001 - W&B is optional
                 log.warning("W&B disabled: %s", e)
 
@@ -79,8 +89,13 @@ class RunLogger:
         return per_step * max(self.total - step, 0)
 
     def format(self, r: dict[str, Any], eta_s: float | None = None, gpu_memory: str | None = None) -> str:
-        parts = [f"step {r['step']:>{len(str(self.total))}}/{self.total}", f"loss {r['loss']:.4f}",
-                 f"lr {r['lr']:.2e}", f"gnorm {r['grad_norm']:.3f}", f"{r['tokens_per_s']:,.0f} tok/s"]
+        parts = [
+            f"step {r['step']:>{len(str(self.total))}}/{self.total}",
+            f"loss {r['loss']:.4f}",
+            f"lr {r['lr']:.2e}",
+            f"gnorm {r['grad_norm']:.3f}",
+            f"{r['tokens_per_s']:,.0f} tok/s",
+        ]
         if r.get("tflops_per_device") is not None:
             parts.append(f"{r['tflops_per_device']:.2f} TFLOP/s/dev")
         if r.get("mfu") is not None:
@@ -136,8 +151,13 @@ def set_aside_later_steps(path: Path, resume_step: int) -> Path | None:
     tmp.write_text("".join(line + "\n" for line in kept))
     tmp.replace(path)
     if side is not None:
-        log.warning("%s: %d line(s) after step %d (steps past the checkpoint this run resumes from) moved to "
-                    "%s", path, len(later), resume_step, side)
+        log.warning(
+            "%s: %d line(s) after step %d (steps past the checkpoint this run resumes from) moved to %s",
+            path,
+            len(later),
+            resume_step,
+            side,
+        )
     return side
 
 

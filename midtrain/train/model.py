@@ -58,19 +58,27 @@ def resolve_impl(cfg: TrainConfig) -> str:
         if problem:
             raise ConfigError(problem)
     if impl == "local":
-        needs_te = {"parallel.context": cfg.parallel.context > 1, "precision.fp8": cfg.precision.fp8 != "none",
-                    "parallel.sequence_parallel": cfg.parallel.sequence_parallel}
+        needs_te = {
+            "parallel.context": cfg.parallel.context > 1,
+            "precision.fp8": cfg.precision.fp8 != "none",
+            "parallel.sequence_parallel": cfg.parallel.sequence_parallel,
+        }
         for field, needed in needs_te.items():
             if needed:
-                why = ("which is not available on this machine" if not te_available() else
-                       f"which transformer_impl={cfg.precision.transformer_impl} with dtype="
-                       f"{cfg.precision.dtype} does not use (TE layers train in bf16)")
+                why = (
+                    "which is not available on this machine"
+                    if not te_available()
+                    else f"which transformer_impl={cfg.precision.transformer_impl} with dtype="
+                    f"{cfg.precision.dtype} does not use (TE layers train in bf16)"
+                )
                 raise ConfigError(f"{field}: needs Transformer Engine, {why}")
     if cfg.precision.fp8_recipe == "mxfp8" and cfg.precision.fp8 != "none" and torch.cuda.is_available():
         major, _ = torch.cuda.get_device_capability()
         if major < 10:
-            raise ConfigError(f"precision.fp8_recipe: mxfp8 needs a Blackwell GPU (compute capability >= 10), "
-                              f"this one is {major}.x; use tensorwise or blockwise")
+            raise ConfigError(
+                f"precision.fp8_recipe: mxfp8 needs a Blackwell GPU (compute capability >= 10), "
+                f"this one is {major}.x; use tensorwise or blockwise"
+            )
     return impl
 
 
@@ -122,8 +130,7 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None, on_cpu: 
         # loss averaged per token over the global batch (the schedule sums, finalize divides)
         calculate_per_token_loss=True,
         # fused kernels where this machine has them (all off on CPU); see gpu_choices.fusion_flags
-        **fusion_flags(impl, gpu, m.rope_scaling, apex_wgrad_available(),
-                       jit_ok=gpu and jit_fusions_work()),
+        **fusion_flags(impl, gpu, m.rope_scaling, apex_wgrad_available(), jit_ok=gpu and jit_fusions_work()),
         use_cpu_initialization=not gpu,
         transformer_impl="transformer_engine" if impl == "transformer_engine" else "local",
     )
@@ -132,15 +139,25 @@ def build_transformer_config(cfg: TrainConfig, impl: str | None = None, on_cpu: 
     if p.recompute == "full":
         kwargs.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
     elif p.recompute == "selective":
-        kwargs.update(recompute_granularity="selective", recompute_modules=selective_recompute_modules(
-            impl, m.is_moe, moe.grouped_gemm(cfg, impl), prec.fp8 != "none" and prec.fp8_recipe == "delayed"))
+        kwargs.update(
+            recompute_granularity="selective",
+            recompute_modules=selective_recompute_modules(
+                impl, m.is_moe, moe.grouped_gemm(cfg, impl), prec.fp8 != "none" and prec.fp8_recipe == "delayed"
+            ),
+        )
     if prec.fp8 != "none":
-        kwargs.update(fp8=prec.fp8, fp8_recipe=prec.fp8_recipe,
-                      fp8_amax_history_len=prec.fp8_amax_history_len if prec.fp8_recipe == "delayed" else 1,
-                      fp8_amax_compute_algo="max" if prec.fp8_recipe == "delayed" else "most_recent")
+        kwargs.update(
+            fp8=prec.fp8,
+            fp8_recipe=prec.fp8_recipe,
+            fp8_amax_history_len=prec.fp8_amax_history_len if prec.fp8_recipe == "delayed" else 1,
+            fp8_amax_compute_algo="max" if prec.fp8_recipe == "delayed" else "most_recent",
+        )
         if prec.fp8_bf16_first_layers or prec.fp8_bf16_last_layers:
-            kwargs.update(first_last_layers_bf16=True, num_layers_at_start_in_bf16=prec.fp8_bf16_first_layers,
-                          num_layers_at_end_in_bf16=prec.fp8_bf16_last_layers)
+            kwargs.update(
+                first_last_layers_bf16=True,
+                num_layers_at_start_in_bf16=prec.fp8_bf16_first_layers,
+                num_layers_at_end_in_bf16=prec.fp8_bf16_last_layers,
+            )
     kwargs.update(moe.transformer_config_kwargs(cfg, impl))
     _, attrs = _rope_extra(cfg)
     tc = TransformerConfig(**kwargs)
@@ -166,8 +183,9 @@ def build_layer_spec(cfg: TrainConfig, impl: str) -> ModuleSpec:
     return spec
 
 
-def build_gpt_model(cfg: TrainConfig, pre_process: bool | None = None,
-                    post_process: bool | None = None, on_cpu: bool = False) -> GPTModel:
+def build_gpt_model(
+    cfg: TrainConfig, pre_process: bool | None = None, post_process: bool | None = None, on_cpu: bool = False
+) -> GPTModel:
     """Build this rank's GPTModel for a recipe (parallel_state must be initialised).
 
     pre_process/post_process default to this rank's pipeline position; on_cpu keeps the model on the CPU
@@ -195,8 +213,7 @@ def build_gpt_model(cfg: TrainConfig, pre_process: bool | None = None,
     )
     if torch.cuda.is_available() and not on_cpu:
         model.cuda(torch.cuda.current_device())
-    log.debug("built GPTModel (%s spec): %d parameters on this rank", impl,
-              sum(p.numel() for p in model.parameters()))
+    log.debug("built GPTModel (%s spec): %d parameters on this rank", impl, sum(p.numel() for p in model.parameters()))
     return model
 
 

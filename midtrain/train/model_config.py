@@ -14,8 +14,11 @@ from midtrain.config import Config, require
 # megatron-core's llama3 scaling (RotaryEmbedding._apply_scaling) takes only `factor` from GPTModel; the
 # other three values are fixed to Llama 3.1's. A recipe asking for others would train with different
 # rotations than it exports, so it is refused.
-MEGATRON_LLAMA3_FIXED = {"rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
-                         "rope_original_max_position_embeddings": 8192}
+MEGATRON_LLAMA3_FIXED = {
+    "rope_low_freq_factor": 1.0,
+    "rope_high_freq_factor": 4.0,
+    "rope_original_max_position_embeddings": 8192,
+}
 
 
 @dataclass(frozen=True)
@@ -124,57 +127,102 @@ class ModelConfig(Config):
         mlp_all, mlp_active = self.mlp_params()  # fc1 (gate+up) + fc2; MoE: router + experts (+ shared)
         norms = 2 * h + (2 * d if self.qk_layernorm else 0)
         emb = self.vocab_size * h
-        return ParamCount(embedding=emb, per_layer=attn + mlp_all + norms, num_layers=self.num_layers,
-                          final_norm=h, output_layer=0 if self.tie_embeddings else emb,
-                          matmul_per_layer=attn + mlp_active, output_matmul=emb,
-                          expert_per_layer=self.expert_params(), active_per_layer=attn + mlp_active + norms)
+        return ParamCount(
+            embedding=emb,
+            per_layer=attn + mlp_all + norms,
+            num_layers=self.num_layers,
+            final_norm=h,
+            output_layer=0 if self.tie_embeddings else emb,
+            matmul_per_layer=attn + mlp_active,
+            output_matmul=emb,
+            expert_per_layer=self.expert_params(),
+            active_per_layer=attn + mlp_active + norms,
+        )
 
     def check(self) -> None:
         require(self.num_layers > 0, "num_layers", "must be positive")
         if self.num_experts is not None:
             self._check_moe()
-        require(self.hidden_size % self.num_attention_heads == 0 or self.kv_channels is not None,
-                "hidden_size", f"{self.hidden_size} is not divisible by num_attention_heads="
-                f"{self.num_attention_heads}; set kv_channels explicitly")
-        require(self.num_attention_heads % self.num_query_groups == 0, "num_query_groups",
-                f"num_attention_heads={self.num_attention_heads} must be a multiple of num_query_groups="
-                f"{self.num_query_groups}")
+        require(
+            self.hidden_size % self.num_attention_heads == 0 or self.kv_channels is not None,
+            "hidden_size",
+            f"{self.hidden_size} is not divisible by num_attention_heads="
+            f"{self.num_attention_heads}; set kv_channels explicitly",
+        )
+        require(
+            self.num_attention_heads % self.num_query_groups == 0,
+            "num_query_groups",
+            f"num_attention_heads={self.num_attention_heads} must be a multiple of num_query_groups="
+            f"{self.num_query_groups}",
+        )
         if self.rope_scaling != "none":
             self._check_rope_scaling()
 
     def _check_moe(self) -> None:
-        require(self.num_experts is not None and self.num_experts >= 2, "num_experts",
-                f"{self.num_experts}: a mixture needs at least 2 experts (null = dense model)")
-        require(self.moe_ffn_hidden_size is not None and self.moe_ffn_hidden_size > 0, "moe_ffn_hidden_size",
-                "must be set (one expert's SwiGLU width) when num_experts is set")
-        require(1 <= self.moe_router_topk <= int(self.num_experts or 0), "moe_router_topk",
-                f"{self.moe_router_topk} must be in [1, num_experts={self.num_experts}]")
+        require(
+            self.num_experts is not None and self.num_experts >= 2,
+            "num_experts",
+            f"{self.num_experts}: a mixture needs at least 2 experts (null = dense model)",
+        )
+        require(
+            self.moe_ffn_hidden_size is not None and self.moe_ffn_hidden_size > 0,
+            "moe_ffn_hidden_size",
+            "must be set (one expert's SwiGLU width) when num_experts is set",
+        )
+        require(
+            1 <= self.moe_router_topk <= int(self.num_experts or 0),
+            "moe_router_topk",
+            f"{self.moe_router_topk} must be in [1, num_experts={self.num_experts}]",
+        )
         require(self.moe_aux_loss_coeff >= 0, "moe_aux_loss_coeff", "must be >= 0")
-        require(self.moe_z_loss_coeff is None or self.moe_z_loss_coeff > 0, "moe_z_loss_coeff",
-                "must be > 0 (or null: off)")
-        require(self.moe_capacity_factor is None or self.moe_capacity_factor > 0, "moe_capacity_factor",
-                "must be > 0 (or null: dropless)")
-        require(self.moe_shared_expert_ffn_hidden_size is None or self.moe_shared_expert_ffn_hidden_size > 0,
-                "moe_shared_expert_ffn_hidden_size", "must be > 0 (or null: no shared expert)")
+        require(
+            self.moe_z_loss_coeff is None or self.moe_z_loss_coeff > 0, "moe_z_loss_coeff", "must be > 0 (or null: off)"
+        )
+        require(
+            self.moe_capacity_factor is None or self.moe_capacity_factor > 0,
+            "moe_capacity_factor",
+            "must be > 0 (or null: dropless)",
+        )
+        require(
+            self.moe_shared_expert_ffn_hidden_size is None or self.moe_shared_expert_ffn_hidden_size > 0,
+            "moe_shared_expert_ffn_hidden_size",
+            "must be > 0 (or null: no shared expert)",
+        )
         # megatron-core always renormalises sigmoid top-k scores (and cannot keep them raw)
-        require(self.moe_router_score_function == "softmax" or self.moe_router_topk_norm, "moe_router_topk_norm",
-                "sigmoid routing always renormalises the top-k scores in megatron-core; set "
-                "moe_router_topk_norm=true")
+        require(
+            self.moe_router_score_function == "softmax" or self.moe_router_topk_norm,
+            "moe_router_topk_norm",
+            "sigmoid routing always renormalises the top-k scores in megatron-core; set moe_router_topk_norm=true",
+        )
 
     def _check_rope_scaling(self) -> None:
-        require(self.rope_scaling_factor > 1.0, "rope_scaling_factor",
-                f"must be > 1 with rope_scaling={self.rope_scaling!r} (got {self.rope_scaling_factor})")
+        require(
+            self.rope_scaling_factor > 1.0,
+            "rope_scaling_factor",
+            f"must be > 1 with rope_scaling={self.rope_scaling!r} (got {self.rope_scaling_factor})",
+        )
         orig = self.rope_original_max_position_embeddings
-        require(orig is not None and orig > 0, "rope_original_max_position_embeddings",
-                f"required with rope_scaling={self.rope_scaling!r}: the context length the RoPE base was "
-                "trained at")
-        require(orig is not None and orig < self.max_position_embeddings, "rope_original_max_position_embeddings",
-                f"{orig} must be below max_position_embeddings={self.max_position_embeddings} (scaling extends it)")
+        require(
+            orig is not None and orig > 0,
+            "rope_original_max_position_embeddings",
+            f"required with rope_scaling={self.rope_scaling!r}: the context length the RoPE base was trained at",
+        )
+        require(
+            orig is not None and orig < self.max_position_embeddings,
+            "rope_original_max_position_embeddings",
+            f"{orig} must be below max_position_embeddings={self.max_position_embeddings} (scaling extends it)",
+        )
         if self.rope_scaling == "llama3":
             for name, value in MEGATRON_LLAMA3_FIXED.items():
-                require(getattr(self, name) == value, name,
-                        f"megatron-core's llama3 RoPE scaling is fixed at {name}={value} (Llama 3.1's); "
-                        f"got {getattr(self, name)}")
+                require(
+                    getattr(self, name) == value,
+                    name,
+                    f"megatron-core's llama3 RoPE scaling is fixed at {name}={value} (Llama 3.1's); "
+                    f"got {getattr(self, name)}",
+                )
         if self.rope_scaling == "yarn":
-            require(self.yarn_beta_fast > self.yarn_beta_slow > 0, "yarn_beta_fast",
-                    f"need yarn_beta_fast > yarn_beta_slow > 0 (got {self.yarn_beta_fast}, {self.yarn_beta_slow})")
+            require(
+                self.yarn_beta_fast > self.yarn_beta_slow > 0,
+                "yarn_beta_fast",
+                f"need yarn_beta_fast > yarn_beta_slow > 0 (got {self.yarn_beta_fast}, {self.yarn_beta_slow})",
+            )

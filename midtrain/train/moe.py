@@ -26,8 +26,12 @@ if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig
 
 # The router's per-layer logging names in megatron-core's tracker -> our metric names.
-_TRACKED = {"load_balancing_loss": "moe_load_balancing_loss", "seq_load_balancing_loss": "moe_load_balancing_loss",
-            "global_load_balancing_loss": "moe_load_balancing_loss", "z_loss": "moe_z_loss"}
+_TRACKED = {
+    "load_balancing_loss": "moe_load_balancing_loss",
+    "seq_load_balancing_loss": "moe_load_balancing_loss",
+    "global_load_balancing_loss": "moe_load_balancing_loss",
+    "z_loss": "moe_z_loss",
+}
 
 
 def token_dispatcher() -> str:
@@ -64,11 +68,15 @@ def transformer_config_kwargs(cfg: TrainConfig, impl: str) -> dict[str, Any]:
         expert_tensor_parallel_size=cfg.parallel.expert_tensor_size,
     )
     if m.moe_capacity_factor is not None:
-        kwargs.update(moe_expert_capacity_factor=m.moe_capacity_factor, moe_token_drop_policy="probs",
-                      moe_pad_expert_input_to_capacity=False)
+        kwargs.update(
+            moe_expert_capacity_factor=m.moe_capacity_factor,
+            moe_token_drop_policy="probs",
+            moe_pad_expert_input_to_capacity=False,
+        )
     if m.moe_shared_expert_ffn_hidden_size:
-        kwargs.update(moe_shared_expert_intermediate_size=m.moe_shared_expert_ffn_hidden_size,
-                      moe_shared_expert_overlap=False)
+        kwargs.update(
+            moe_shared_expert_intermediate_size=m.moe_shared_expert_ffn_hidden_size, moe_shared_expert_overlap=False
+        )
     return kwargs
 
 
@@ -85,13 +93,16 @@ def layer_spec(cfg: TrainConfig, impl: str) -> ModuleSpec:
     m = cfg.model
     grouped = grouped_gemm(cfg, impl)
     if impl == "transformer_engine":
-        return get_gpt_layer_with_transformer_engine_spec(num_experts=m.num_experts, moe_grouped_gemm=grouped,
-                                                          qk_layernorm=m.qk_layernorm)
-    return get_gpt_layer_local_spec(num_experts=m.num_experts, moe_grouped_gemm=grouped,
-                                    qk_layernorm=m.qk_layernorm, normalization="RMSNorm")
+        return get_gpt_layer_with_transformer_engine_spec(
+            num_experts=m.num_experts, moe_grouped_gemm=grouped, qk_layernorm=m.qk_layernorm
+        )
+    return get_gpt_layer_local_spec(
+        num_experts=m.num_experts, moe_grouped_gemm=grouped, qk_layernorm=m.qk_layernorm, normalization="RMSNorm"
+    )
 
 
 # -- router metrics for the step log ----------------------------------------------------------------------
+
 
 def reset_router_log() -> None:
     """Forget what earlier models in this process logged (the tracker is a module-level dict)."""

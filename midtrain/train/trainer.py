@@ -73,8 +73,9 @@ class _SignalFlag:
 
     def _handle(self, signum: int, frame: Any) -> None:
         self.received = signum
-        log.warning("received %s: will checkpoint after this step and exit %d", signal.Signals(signum).name,
-                    EXIT_REQUEUE)
+        log.warning(
+            "received %s: will checkpoint after this step and exit %d", signal.Signals(signum).name, EXIT_REQUEUE
+        )
 
     def restore(self) -> None:
         for sig, handler in self._previous.items():
@@ -111,8 +112,9 @@ def _forward_step(n_sources: int, data_iterator: Iterator[Batch], model: torch.n
     # MoE: the router's load-balancing and z-losses count only real tokens when megatron gets the padding
     # mask (True = padding); without it the padding piece of every packed sequence is routed and counted.
     extra = {"padding_mask": batch.source_ids < 0} if moe_model else {}
-    output = model(batch.tokens, batch.position_ids, None, labels=batch.labels,
-                   packed_seq_params=batch.packed_seq_params, **extra)
+    output = model(
+        batch.tokens, batch.position_ids, None, labels=batch.labels, packed_seq_params=batch.packed_seq_params, **extra
+    )
     return output, partial(_loss_func, batch, n_sources)
 
 
@@ -138,27 +140,34 @@ def _require_shards(cfg: TrainConfig) -> None:
     """Fail before building the model when data.path holds no packed shards."""
     path = Path(cfg.data.path)
     if not (path / MANIFEST).exists():
-        raise FileNotFoundError(f"data.path: {path} has no {MANIFEST}; run `midtrain pack ... --output {path}` "
-                                "first (or `midtrain demo --only prep pack` for the demo's shards)")
+        raise FileNotFoundError(
+            f"data.path: {path} has no {MANIFEST}; run `midtrain pack ... --output {path}` "
+            "first (or `midtrain demo --only prep pack` for the demo's shards)"
+        )
 
 
 def check_shards(cfg: TrainConfig, manifest: dict) -> None:
     """The shards fit the recipe: sequence length, vocabulary, piece padding for context parallelism."""
     seq = int(manifest["seq_length"])
     if seq != cfg.data.seq_length:
-        raise ConfigError(f"data.seq_length: {cfg.data.seq_length} but the shards in {cfg.data.path} are packed "
-                          f"at {seq}; set data.seq_length={seq} or repack")
+        raise ConfigError(
+            f"data.seq_length: {cfg.data.seq_length} but the shards in {cfg.data.path} are packed "
+            f"at {seq}; set data.seq_length={seq} or repack"
+        )
     cp, tp = cfg.parallel.context, cfg.parallel.tensor
     need = 2 * cp * (tp if cfg.parallel.sequence_parallel else 1) if cp > 1 else 1
     have = int(manifest.get("pad_multiple", 1))
     if have % need:
-        raise ConfigError(f"parallel.context: context={cp} needs every document piece padded to a multiple of "
-                          f"{need}, but {cfg.data.path} was packed with pad_multiple={have}; repack with "
-                          f"pad_multiple={need}")
+        raise ConfigError(
+            f"parallel.context: context={cp} needs every document piece padded to a multiple of "
+            f"{need}, but {cfg.data.path} was packed with pad_multiple={have}; repack with "
+            f"pad_multiple={need}"
+        )
     vocab = manifest.get("vocab_size") or (manifest.get("tokenizer") or {}).get("vocab_size")
     if vocab and int(vocab) > cfg.model.vocab_size:
-        raise ConfigError(f"model.vocab_size: {cfg.model.vocab_size} is smaller than the shards' tokenizer "
-                          f"vocabulary ({vocab})")
+        raise ConfigError(
+            f"model.vocab_size: {cfg.model.vocab_size} is smaller than the shards' tokenizer vocabulary ({vocab})"
+        )
 
 
 def _open_data(cfg: TrainConfig, dp_rank: int, dp_size: int):
@@ -179,23 +188,41 @@ def build_optimizer(cfg: TrainConfig, model: torch.nn.Module) -> tuple[Any, Any]
 
     o = cfg.optim
     bf16 = cfg.precision.dtype == "bf16"
-    oc = OptimizerConfig(optimizer="adam", lr=o.lr, min_lr=o.min_lr, weight_decay=o.weight_decay,
-                         adam_beta1=o.beta1, adam_beta2=o.beta2, adam_eps=o.eps, clip_grad=o.clip_grad,
-                         bf16=bf16, params_dtype=torch.bfloat16 if bf16 else torch.float32,
-                         use_distributed_optimizer=cfg.parallel.distributed_optimizer)
+    oc = OptimizerConfig(
+        optimizer="adam",
+        lr=o.lr,
+        min_lr=o.min_lr,
+        weight_decay=o.weight_decay,
+        adam_beta1=o.beta1,
+        adam_beta2=o.beta2,
+        adam_eps=o.eps,
+        clip_grad=o.clip_grad,
+        bf16=bf16,
+        params_dtype=torch.bfloat16 if bf16 else torch.float32,
+        use_distributed_optimizer=cfg.parallel.distributed_optimizer,
+    )
     optimizer = get_megatron_optimizer(oc, [model])
     style = {"wsd": "WSD", "cosine": "cosine", "constant": "constant"}[o.decay_style]
     decay_steps = max(o.train_steps, o.warmup_steps + 1)
     # On a resume (load_state_dict) megatron keeps the checkpoint's values (use_checkpoint), takes this config's
     # (override), or asserts they agree (neither; check_resumable has refused a mismatch by then, naming it).
     scheduler = OptimizerParamScheduler(
-        optimizer, init_lr=0.0, max_lr=o.lr, min_lr=o.min_lr, lr_warmup_steps=o.warmup_steps,
-        lr_decay_steps=decay_steps, lr_decay_style=style, start_wd=o.weight_decay, end_wd=o.weight_decay,
-        wd_incr_steps=decay_steps, wd_incr_style="constant",
+        optimizer,
+        init_lr=0.0,
+        max_lr=o.lr,
+        min_lr=o.min_lr,
+        lr_warmup_steps=o.warmup_steps,
+        lr_decay_steps=decay_steps,
+        lr_decay_style=style,
+        start_wd=o.weight_decay,
+        end_wd=o.weight_decay,
+        wd_incr_steps=decay_steps,
+        wd_incr_style="constant",
         wsd_decay_steps=_wsd_decay_steps(o.wsd_decay_fraction, o.train_steps) if style == "WSD" else None,
         lr_wsd_decay_style="linear" if style == "WSD" else None,
         use_checkpoint_opt_param_scheduler=o.schedule_on_resume == "checkpoint",
-        override_opt_param_scheduler=o.schedule_on_resume == "config")
+        override_opt_param_scheduler=o.schedule_on_resume == "config",
+    )
     return optimizer, scheduler
 
 
@@ -215,12 +242,19 @@ def schedule_conflicts(common: dict[str, Any], cfg: TrainConfig) -> list[str]:
     if saved is None:
         sched = common.get("scheduler") or {}
         styles = {"WSD": "wsd", "cosine": "cosine", "constant": "constant"}
-        saved = {"lr": sched.get("max_lr"), "min_lr": sched.get("min_lr"), "warmup_steps": sched.get(
-            "lr_warmup_steps"), "decay_style": styles.get(sched.get("lr_decay_style", "")),
-            "weight_decay": sched.get("start_wd")}
+        saved = {
+            "lr": sched.get("max_lr"),
+            "min_lr": sched.get("min_lr"),
+            "warmup_steps": sched.get("lr_warmup_steps"),
+            "decay_style": styles.get(sched.get("lr_decay_style", "")),
+            "weight_decay": sched.get("start_wd"),
+        }
     now = schedule_of(cfg)
-    return [f"optim.{k}: {saved[k]!r} -> {now[k]!r}" for k in SCHEDULE_FIELDS
-            if saved.get(k) is not None and saved[k] != now[k]]
+    return [
+        f"optim.{k}: {saved[k]!r} -> {now[k]!r}"
+        for k in SCHEDULE_FIELDS
+        if saved.get(k) is not None and saved[k] != now[k]
+    ]
 
 
 def wrap_model(cfg: TrainConfig, model: torch.nn.Module) -> DistributedDataParallel:
@@ -240,9 +274,12 @@ def ddp_config(cfg: TrainConfig):
     from megatron.core.distributed import DistributedDataParallelConfig
 
     overlap = cfg.parallel.distributed_optimizer
-    return DistributedDataParallelConfig(grad_reduce_in_fp32=True, overlap_grad_reduce=overlap,
-                                         overlap_param_gather=overlap,
-                                         use_distributed_optimizer=cfg.parallel.distributed_optimizer)
+    return DistributedDataParallelConfig(
+        grad_reduce_in_fp32=True,
+        overlap_grad_reduce=overlap,
+        overlap_param_gather=overlap,
+        use_distributed_optimizer=cfg.parallel.distributed_optimizer,
+    )
 
 
 def _sync_params(model: DistributedDataParallel) -> None:
@@ -260,8 +297,9 @@ def _init_weights(cfg: TrainConfig, model: torch.nn.Module) -> None:
         try:
             from midtrain.train.hf_import import load_hf_into
         except ImportError as e:
-            raise ConfigError(f"init_from: {path} is a Hugging Face directory but HF import is not available "
-                              f"({e})") from None
+            raise ConfigError(
+                f"init_from: {path} is a Hugging Face directory but HF import is not available ({e})"
+            ) from None
         load_hf_into(ckpt.unwrap(model), path, cfg.model)  # checks the recipe's shape against config.json
         log.info("initialised weights from Hugging Face model %s", path)
     else:
@@ -294,8 +332,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
         # megatron-core logs its full configs and bucket layouts at INFO; keep them for -v.
         logging.getLogger("megatron").setLevel(logging.WARNING)
     p = cfg.parallel
-    env = distributed.initialize(p.tensor, p.pipeline, p.context, seed=cfg.seed, expert=p.expert,
-                                 expert_tensor=p.expert_tensor)
+    env = distributed.initialize(
+        p.tensor, p.pipeline, p.context, seed=cfg.seed, expert=p.expert, expert_tensor=p.expert_tensor
+    )
     flag = _SignalFlag()
     if threading.current_thread() is threading.main_thread():
         ckpt.shield_checkpoint_helper()
@@ -363,8 +402,9 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
             _checkpoint(run, stop)
             if stop and run.step < cfg.optim.train_steps:
                 if run.rank0:
-                    log.warning("checkpointed at step %d after a signal; exiting %d (requeue to resume)", run.step,
-                                EXIT_REQUEUE)
+                    log.warning(
+                        "checkpointed at step %d after a signal; exiting %d (requeue to resume)", run.step, EXIT_REQUEUE
+                    )
                 exit_code = EXIT_REQUEUE
                 break
         if run.saves is not None:
@@ -380,8 +420,9 @@ def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_bac
     return {"exit_code": exit_code, "step": run.step, "loss": last_loss, "run_dir": str(run.run_dir)}
 
 
-def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads: Any,
-           get_forward_backward_func: Any) -> _Run:
+def _build(
+    cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads: Any, get_forward_backward_func: Any
+) -> _Run:
     """Run directory and config.yaml, then the model, optimizer and data (in this order: the RNG draws), the
     restore (a checkpoint, init_from's weights, or none), then the batch iterator, megatron's schedule, the
     logger and process groups; run_info.json on rank 0."""
@@ -406,8 +447,9 @@ def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads
     step = _restore(cfg, run_dir, model, optimizer, scheduler, loader, rank0)
     if rank0 and step and cfg.optim.schedule_on_resume == "checkpoint":
         cfg.save_yaml(run_dir / "config.yaml")  # the checkpoint's schedule, which the steps follow
-    batches = _BatchIterator(loader, cfg.parallel.context, ps.get_context_parallel_rank(),
-                             cu_seqlens_on_host=resolve_impl(cfg) == "local")
+    batches = _BatchIterator(
+        loader, cfg.parallel.context, ps.get_context_parallel_rank(), cu_seqlens_on_host=resolve_impl(cfg) == "local"
+    )
     forward_backward = get_forward_backward_func()
     logger = RunLogger(run_dir, cfg, enabled=rank0, resume_step=step)
     dp_cp_group = ps.get_data_parallel_group(with_context_parallel=True)
@@ -416,10 +458,27 @@ def _build(cfg: TrainConfig, env: Any, parallel_state: Any, finalize_model_grads
     if rank0:
         _write_run_info(cfg, run_dir, env.world_size, dp, peak, sources, len(dataset))
     saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
-    return _Run(cfg=cfg, env=env, parallel_state=parallel_state, run_dir=run_dir, dp=dp, model=model,
-                optimizer=optimizer, scheduler=scheduler, dataset=dataset, loader=loader, sources=sources,
-                step=step, batches=batches, forward_backward=forward_backward, logger=logger,
-                dp_cp_group=dp_cp_group, last_stage=last_stage, peak=peak, saves=saves)
+    return _Run(
+        cfg=cfg,
+        env=env,
+        parallel_state=parallel_state,
+        run_dir=run_dir,
+        dp=dp,
+        model=model,
+        optimizer=optimizer,
+        scheduler=scheduler,
+        dataset=dataset,
+        loader=loader,
+        sources=sources,
+        step=step,
+        batches=batches,
+        forward_backward=forward_backward,
+        logger=logger,
+        dp_cp_group=dp_cp_group,
+        last_stage=last_stage,
+        peak=peak,
+        saves=saves,
+    )
 
 
 def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
@@ -433,9 +492,11 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
     if ckpt.list_checkpoints(run_dir) and saved_path.exists():
         conflicts = resume_conflicts(read_run_config(saved_path), cfg)
         if conflicts:
-            raise ConfigError(f"{conflicts[0].split(':')[0]}: {run_dir} holds checkpoints of a run with another "
-                              f"value ({'; '.join(conflicts)}), which a resume cannot change; set it back, or "
-                              "train in another run_dir")
+            raise ConfigError(
+                f"{conflicts[0].split(':')[0]}: {run_dir} holds checkpoints of a run with another "
+                f"value ({'; '.join(conflicts)}), which a resume cannot change; set it back, or "
+                "train in another run_dir"
+            )
     found = ckpt.latest_checkpoint(run_dir) if ckpt.list_checkpoints(run_dir) else None
     resuming = found is not None
     if found is None and cfg.init_from and not (Path(cfg.init_from) / "config.json").is_file():
@@ -445,17 +506,20 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
     common = ckpt.read_common(found)
     shape = ckpt.shape_conflicts(common, cfg.model)
     if shape:
-        raise ConfigError(f"{shape[0].split(':')[0]}: checkpoint {found} holds another model ({'; '.join(shape)}); "
-                          + ("set it back, or train in another run_dir" if resuming else "init_from needs the "
-                             "same model shape"))
+        raise ConfigError(
+            f"{shape[0].split(':')[0]}: checkpoint {found} holds another model ({'; '.join(shape)}); "
+            + ("set it back, or train in another run_dir" if resuming else "init_from needs the same model shape")
+        )
     if (Path(cfg.data.path) / MANIFEST).is_file():
         from midtrain.formats.shard_reader import load_manifest
 
         manifest = load_manifest(cfg.data.path)
         mismatch = ckpt.tokenizer_conflict(common, manifest)
         if mismatch:
-            raise ConfigError(f"data.path: {mismatch}: token ids mean other text; pack {cfg.data.path} with the "
-                              f"checkpoint's tokenizer (checkpoint {found})")
+            raise ConfigError(
+                f"data.path: {mismatch}: token ids mean other text; pack {cfg.data.path} with the "
+                f"checkpoint's tokenizer (checkpoint {found})"
+            )
         if resuming:
             _check_loader_state(cfg, common.get("loader") or {}, manifest, found)
     if resuming and "scheduler" in common and cfg.optim.schedule_on_resume == "strict":
@@ -465,7 +529,8 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
                 f"{changed[0].split(':')[0]}: checkpoint {found} was trained with another LR schedule "
                 f"({'; '.join(changed)}); set it back, or say which schedule the resumed steps follow: "
                 "optim.schedule_on_resume=config (this config's schedule from the checkpoint's step on; an "
-                "extension's WSD decay moves to its new last steps) or =checkpoint (the checkpoint's schedule)")
+                "extension's WSD decay moves to its new last steps) or =checkpoint (the checkpoint's schedule)"
+            )
 
 
 def _check_loader_state(cfg: TrainConfig, state: dict[str, Any], manifest: dict[str, Any], found: Path) -> None:
@@ -473,16 +538,21 @@ def _check_loader_state(cfg: TrainConfig, state: dict[str, Any], manifest: dict[
     once before the model is built, not as an error on every rank after it has loaded."""
     listed = (manifest.get("splits", {}).get("train") or {}).get("sequences")
     if "seed" in state and int(state["seed"]) != cfg.data.seed:
-        raise ConfigError(f"data.seed: checkpoint {found} walked the shards in the order of seed {state['seed']}, "
-                          f"this config has {cfg.data.seed}; set it back, or train in another run_dir")
+        raise ConfigError(
+            f"data.seed: checkpoint {found} walked the shards in the order of seed {state['seed']}, "
+            f"this config has {cfg.data.seed}; set it back, or train in another run_dir"
+        )
     if listed is not None and "num_sequences" in state and int(state["num_sequences"]) != int(listed):
-        raise ConfigError(f"data.path: checkpoint {found} trained on {state['num_sequences']} packed sequences, "
-                          f"{cfg.data.path} holds {listed}: the shards changed since; point data.path at the "
-                          "shards it trained on, or start another run_dir with init_from")
+        raise ConfigError(
+            f"data.path: checkpoint {found} trained on {state['num_sequences']} packed sequences, "
+            f"{cfg.data.path} holds {listed}: the shards changed since; point data.path at the "
+            "shards it trained on, or start another run_dir with init_from"
+        )
 
 
-def _restore(cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, loader: Any,
-             rank0: bool) -> int:
+def _restore(
+    cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, loader: Any, rank0: bool
+) -> int:
     """Resume from the newest complete checkpoint, or start from ``init_from``'s weights, or from scratch;
     the step the loop starts at."""
     resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
@@ -529,10 +599,15 @@ def _restore_schedule(cfg: TrainConfig, scheduler: Any, common: dict[str, Any], 
     before = _lr_at(common, scheduler) if changed and mode == "config" else None
     scheduler.load_state_dict(common["scheduler"])
     if changed and rank0:
-        log.warning("optim.schedule_on_resume=%s: %s; %s", mode, "; ".join(changed),
-                    f"the lr at step {scheduler.num_steps} is {scheduler.get_lr({}):.3g} "
-                    f"(the checkpoint's schedule: {before:.3g})" if before is not None else
-                    "the steps follow the checkpoint's schedule (past its decay steps: min_lr)")
+        log.warning(
+            "optim.schedule_on_resume=%s: %s; %s",
+            mode,
+            "; ".join(changed),
+            f"the lr at step {scheduler.num_steps} is {scheduler.get_lr({}):.3g} "
+            f"(the checkpoint's schedule: {before:.3g})"
+            if before is not None
+            else "the steps follow the checkpoint's schedule (past its decay steps: min_lr)",
+        )
 
 
 def _lr_at(common: dict[str, Any], scheduler: Any) -> float:
@@ -540,27 +615,55 @@ def _lr_at(common: dict[str, Any], scheduler: Any) -> float:
     sched = common["scheduler"]
     old = copy.copy(scheduler)
     old.max_lr, old.min_lr, old.lr_warmup_steps = sched["max_lr"], sched["min_lr"], sched["lr_warmup_steps"]
-    old.lr_decay_steps, old.lr_decay_style, old.num_steps = sched["lr_decay_steps"], sched["lr_decay_style"], sched[
-        "num_steps"]
+    old.lr_decay_steps, old.lr_decay_style, old.num_steps = (
+        sched["lr_decay_steps"],
+        sched["lr_decay_style"],
+        sched["num_steps"],
+    )
     saved = common.get("schedule")
     if saved and saved.get("decay_style") == "wsd":
         old.wsd_decay_steps = _wsd_decay_steps(saved["wsd_decay_fraction"], saved["train_steps"])
     return float(old.get_lr({}))
 
 
-def _write_run_info(cfg: TrainConfig, run_dir: Path, world_size: int, dp: int, peak: float | None,
-                    sources: list[str], train_sequences: int) -> None:
-    info = {"name": cfg.name, "flops_count": FLOPS_COUNT, "parameters": count_parameters(cfg),
-            "layer_impl": resolve_impl(cfg), "world_size": world_size, "data_parallel": dp,
-            "cpu_mode": not torch.cuda.is_available(), "peak_tflops_per_device": peak,
-            "mfu_against": "dense BF16 peak" + (" (FP8 runs: mfu_fp8_peak against twice that)"
-                                                if cfg.precision.fp8 != "none" else ""),
-            "sources": sources, "shards": str(cfg.data.path), "train_sequences": train_sequences}
+def _write_run_info(
+    cfg: TrainConfig,
+    run_dir: Path,
+    world_size: int,
+    dp: int,
+    peak: float | None,
+    sources: list[str],
+    train_sequences: int,
+) -> None:
+    info = {
+        "name": cfg.name,
+        "flops_count": FLOPS_COUNT,
+        "parameters": count_parameters(cfg),
+        "layer_impl": resolve_impl(cfg),
+        "world_size": world_size,
+        "data_parallel": dp,
+        "cpu_mode": not torch.cuda.is_available(),
+        "peak_tflops_per_device": peak,
+        "mfu_against": "dense BF16 peak"
+        + (" (FP8 runs: mfu_fp8_peak against twice that)" if cfg.precision.fp8 != "none" else ""),
+        "sources": sources,
+        "shards": str(cfg.data.path),
+        "train_sequences": train_sequences,
+    }
     (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
-    log.info("training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
-             cfg.name, cfg.optim.train_steps, cfg.optim.global_batch_size, cfg.data.seq_length,
-             cfg.parallel.tensor, cfg.parallel.pipeline, cfg.parallel.context, dp,
-             "CPU mode" if not torch.cuda.is_available() else torch.cuda.get_device_name(), FLOPS_COUNT)
+    log.info(
+        "training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
+        cfg.name,
+        cfg.optim.train_steps,
+        cfg.optim.global_batch_size,
+        cfg.data.seq_length,
+        cfg.parallel.tensor,
+        cfg.parallel.pipeline,
+        cfg.parallel.context,
+        dp,
+        "CPU mode" if not torch.cuda.is_available() else torch.cuda.get_device_name(),
+        FLOPS_COUNT,
+    )
 
 
 def _step(run: _Run) -> _StepResult:
@@ -573,10 +676,14 @@ def _step(run: _Run) -> _StepResult:
     model.zero_grad_buffer()
     optimizer.zero_grad()
     reported = run.forward_backward(
-        forward_step_func=partial(_forward_step, n_sources, moe_model=cfg.model.is_moe), data_iterator=batches,
+        forward_step_func=partial(_forward_step, n_sources, moe_model=cfg.model.is_moe),
+        data_iterator=batches,
         model=[model],
-        num_microbatches=micro_batches, seq_length=schedule_seq_length(cfg), micro_batch_size=1,
-        forward_only=False)
+        num_microbatches=micro_batches,
+        seq_length=schedule_seq_length(cfg),
+        micro_batch_size=1,
+        forward_only=False,
+    )
     stats = _step_stats(reported, n_sources, _device())
     router = moe.step_router_metrics(cfg, micro_batches)  # {} for dense models
     # Loss over the global batch: sum over micro-batches here, then over DP/CP ranks, then from the
@@ -584,10 +691,13 @@ def _step(run: _Run) -> _StepResult:
     # The same sums carry the attention-FLOPs terms (tokens computed and sum(l_i^2) of this rank's
     # sequences): each data-parallel rank holds different documents; CP ranks share theirs.
     computed, sum_sq = _flops_sums(batches.used)
-    totals = torch.cat([torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64,
-                                     device=_device()), stats.by_source.reshape(-1),
-                        torch.tensor([computed / cp_size, sum_sq / cp_size], dtype=torch.float64,
-                                     device=_device())])
+    totals = torch.cat(
+        [
+            torch.tensor([stats.loss_sum, stats.tokens], dtype=torch.float64, device=_device()),
+            stats.by_source.reshape(-1),
+            torch.tensor([computed / cp_size, sum_sq / cp_size], dtype=torch.float64, device=_device()),
+        ]
+    )
     _reduce(totals, run.dp_cp_group)
     if cfg.parallel.pipeline > 1:
         pp_group = run.parallel_state.get_pipeline_model_parallel_group()
@@ -596,16 +706,24 @@ def _step(run: _Run) -> _StepResult:
     # The LR of update k is the schedule at k (warmup starts above zero, not with a wasted step).
     run.scheduler.step(increment=1)
     found_inf = optimizer.prepare_grads()
-    grad_norm = (moe.clip_grad_norm(optimizer, cfg.optim.clip_grad) if cfg.optim.clip_grad > 0
-                 else optimizer.get_grad_norm())
+    grad_norm = (
+        moe.clip_grad_norm(optimizer, cfg.optim.clip_grad) if cfg.optim.clip_grad > 0 else optimizer.get_grad_norm()
+    )
     finite = math.isfinite(loss) and grad_norm is not None and math.isfinite(grad_norm) and not found_inf
     run.step += 1
     if finite:
         optimizer.step_with_ready_grads()
     if torch.cuda.is_available():  # the step time includes the optimizer's kernels, not only their launch
         torch.cuda.synchronize()
-    return _StepResult(step=run.step, loss=loss, grad_norm=grad_norm, totals=totals,
-                       dt=time.perf_counter() - t0, skipped=not finite, router=router)
+    return _StepResult(
+        step=run.step,
+        loss=loss,
+        grad_norm=grad_norm,
+        totals=totals,
+        dt=time.perf_counter() - t0,
+        skipped=not finite,
+        router=router,
+    )
 
 
 def _guard(run: _Run, result: _StepResult, skipped_in_row: int) -> int:
@@ -614,12 +732,15 @@ def _guard(run: _Run, result: _StepResult, skipped_in_row: int) -> int:
         return 0
     cfg, loss, grad_norm = run.cfg, result.loss, result.grad_norm
     where = _describe_batch(run.batches.used, run.dp_cp_group)
-    msg = (f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {result.step} "
-           f"(loss={loss}, grad_norm={grad_norm}); packed sequences {where} of {cfg.data.path}")
+    msg = (
+        f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {result.step} "
+        f"(loss={loss}, grad_norm={grad_norm}); packed sequences {where} of {cfg.data.path}"
+    )
     skipped_in_row += 1
     if cfg.guard.on_nonfinite == "stop" or skipped_in_row > cfg.guard.max_skipped:
-        raise NonFiniteError(msg + ("" if cfg.guard.on_nonfinite == "stop" else
-                                    f"; {skipped_in_row} skipped steps in a row"))
+        raise NonFiniteError(
+            msg + ("" if cfg.guard.on_nonfinite == "stop" else f"; {skipped_in_row} skipped steps in a row")
+        )
     log.warning("%s: update skipped (guard.on_nonfinite=skip)", msg)
     return skipped_in_row
 
@@ -627,17 +748,23 @@ def _guard(run: _Run, result: _StepResult, skipped_in_row: int) -> int:
 def _checkpoint(run: _Run, stop: bool) -> None:
     """Save at the save interval, at the end (save_final) and on a stop signal; reap finished async saves."""
     cfg, step = run.cfg, run.step
-    save_now = step % cfg.checkpoint.save_interval == 0 or (
-        step == cfg.optim.train_steps and cfg.checkpoint.save_final)
+    save_now = step % cfg.checkpoint.save_interval == 0 or (step == cfg.optim.train_steps and cfg.checkpoint.save_final)
     # background saves: complete those that are done; at most one in flight, none left at the end
     ckpt.finish_async_saves(run.saves, blocking=save_now or stop, run_dir=run.run_dir)
     if save_now or stop:
         _sync_params(run.model)
-        common = {"step": step, "scheduler": run.scheduler.state_dict(), "loader": run.loader.state_dict(),
-                  "name": cfg.name, "model_shape": ckpt.model_shape(cfg.model), "schedule": schedule_of(cfg),
-                  "tokenizer": _tokenizer_record(run.dataset.manifest)}
-        ckpt.save_checkpoint(run.run_dir, step, run.model, run.optimizer, common, cfg.checkpoint.keep_last,
-                             async_queue=run.saves)
+        common = {
+            "step": step,
+            "scheduler": run.scheduler.state_dict(),
+            "loader": run.loader.state_dict(),
+            "name": cfg.name,
+            "model_shape": ckpt.model_shape(cfg.model),
+            "schedule": schedule_of(cfg),
+            "tokenizer": _tokenizer_record(run.dataset.manifest),
+        }
+        ckpt.save_checkpoint(
+            run.run_dir, step, run.model, run.optimizer, common, cfg.checkpoint.keep_last, async_queue=run.saves
+        )
 
 
 def _tokenizer_record(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -667,16 +794,18 @@ def _describe_batch(used: list[Batch], group: Any) -> str:
 
 def _flops_sums(used: list[Batch]) -> tuple[float, float]:
     """Tokens computed (padding included) and sum of squared piece lengths of this rank's sequences."""
-    return (float(sum(sum(b.doc_lengths) for b in used)),
-            float(sum(n * n for b in used for n in b.doc_lengths)))
+    return (float(sum(sum(b.doc_lengths) for b in used)), float(sum(n * n for b in used for n in b.doc_lengths)))
 
 
 def _log_step(run: _Run, r: _StepResult) -> None:
     cfg, sources, world, peak, totals, dt = run.cfg, run.sources, run.env.world_size, run.peak, r.totals, r.dt
     n = len(sources)
-    by_source = totals[2:2 + 2 * n].reshape(n, 2) if n else None
-    loss_by_source = {name: float(by_source[i, 0] / by_source[i, 1])
-                      for i, name in enumerate(sources) if by_source is not None and by_source[i, 1] > 0}
+    by_source = totals[2 : 2 + 2 * n].reshape(n, 2) if n else None
+    loss_by_source = {
+        name: float(by_source[i, 0] / by_source[i, 1])
+        for i, name in enumerate(sources)
+        if by_source is not None and by_source[i, 1] > 0
+    }
     # Tokens processed this step by all data-parallel replicas (padding included: it is computed).
     tokens = cfg.optim.global_batch_size * cfg.data.seq_length
     # FLOPs of the whole global batch: token counts and sum(l_i^2) summed over the data-parallel ranks.
@@ -684,14 +813,21 @@ def _log_step(run: _Run, r: _StepResult) -> None:
     tflops_dev = flops / dt / world / 1e12
     fp8_peak = fp8_peak_tflops(cfg, peak)
     record = {
-        "step": r.step, "loss": r.loss, "lr": run.optimizer.param_groups[0]["lr"],
+        "step": r.step,
+        "loss": r.loss,
+        "lr": run.optimizer.param_groups[0]["lr"],
         "grad_norm": float(r.grad_norm) if r.grad_norm is not None else None,
-        "tokens_per_s": tokens / dt, "tokens_per_s_per_device": tokens / dt / world,
-        "trained_tokens": int(totals[1]), "step_time_s": dt,
-        "flops": flops, "tflops_per_device": tflops_dev,
+        "tokens_per_s": tokens / dt,
+        "tokens_per_s_per_device": tokens / dt / world,
+        "trained_tokens": int(totals[1]),
+        "step_time_s": dt,
+        "flops": flops,
+        "tflops_per_device": tflops_dev,
         "mfu": tflops_dev / peak if peak else None,  # against the dense BF16 peak
         **({"mfu_fp8_peak": tflops_dev / fp8_peak} if fp8_peak else {}),
-        "loss_by_source": loss_by_source, "skipped": r.skipped, "time": time.time(),
+        "loss_by_source": loss_by_source,
+        "skipped": r.skipped,
+        "time": time.time(),
         "process_cpu_s": time.process_time(),  # cumulative CPU time of this rank (bench/bench_step.py)
         **(r.router or {}),  # MoE: moe_load_balancing_loss, moe_aux_loss (midtrain/train/moe.py)
     }

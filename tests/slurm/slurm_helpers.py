@@ -15,8 +15,17 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 # Final job states (scontrol show job); a requeued job passes through PENDING again.
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL",
-         "DEADLINE"}
+FINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 def job_state(job_id: str) -> dict[str, str]:
@@ -82,10 +91,16 @@ def cluster_site(tmp_path: Path, **train: object) -> Path:
         "signal_before_s": 30,
         "max_requeues": 3,
         "env": {"OMP_NUM_THREADS": "1"},
-        "train": {"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1, "mem": "4G",
-                  "time": "00:20:00", **train},
-        "protocol": {"default": {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "mem": "1G",
-                                 "time": "00:05:00"}},
+        "train": {
+            "nodes": 1,
+            "gpus_per_node": 0,
+            "tasks_per_node": 2,
+            "cpus_per_task": 1,
+            "mem": "4G",
+            "time": "00:20:00",
+            **train,
+        },
+        "protocol": {"default": {"nodes": 1, "gpus_per_node": 0, "cpus_per_task": 1, "mem": "1G", "time": "00:05:00"}},
         "prep": {"tasks": 2, "time": "00:10:00", "cpus_per_task": 1, "mem_per_cpu_gb": 1},
     }
     path = tmp_path / "site.yaml"

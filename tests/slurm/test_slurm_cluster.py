@@ -29,8 +29,10 @@ def test_chain_runs_steps_in_order_then_final_after_all(slurm_cluster, tmp_path)
     site = load_site(cluster_site(tmp_path))
     out = tmp_path / "out"
     steps = {
-        "ok": [("first", ["config", "demo_tiny", "optim.train_steps=11", "--yaml-only"]),
-               ("second", ["recipes", "--kind", "protocol"])],
+        "ok": [
+            ("first", ["config", "demo_tiny", "optim.train_steps=11", "--yaml-only"]),
+            ("second", ["recipes", "--kind", "protocol"]),
+        ],
         # a failing first link must cancel the rest of its chain, not leave it pending forever
         "broken": [("first", ["config", "no_such_recipe"]), ("second", ["recipes"])],
     }
@@ -71,15 +73,26 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
     raw = tmp_path / "raw"
     raw.mkdir()
     for f in range(2):
-        rows = [{"text": f"def f{f}_{i}():\n    return {i}\n", "id": f"doc-{f}-{i}",
-                 "metadata": {"source": "repo", "repo": "octo/demo", "license": "MIT"}} for i in range(5)]
+        rows = [
+            {
+                "text": f"def f{f}_{i}():\n    return {i}\n",
+                "id": f"doc-{f}-{i}",
+                "metadata": {"source": "repo", "repo": "octo/demo", "license": "MIT"},
+            }
+            for i in range(5)
+        ]
         (raw / f"part{f}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     site = load_site(cluster_site(tmp_path))
     logs, docs = tmp_path / "logs", tmp_path / "documents"
 
     def executor():
-        return slurm_executor([JsonlReader(str(raw)), JsonlWriter(str(docs))], site, job_name="mt-prep-test",
-                              logging_dir=str(logs), slurm_logs_dir=str(tmp_path / "slurm_logs"))
+        return slurm_executor(
+            [JsonlReader(str(raw)), JsonlWriter(str(docs))],
+            site,
+            job_name="mt-prep-test",
+            logging_dir=str(logs),
+            slurm_logs_dir=str(tmp_path / "slurm_logs"),
+        )
 
     ex = executor()
     ex.run()
@@ -124,13 +137,36 @@ def _prep(out: Path) -> subprocess.CompletedProcess:
     if not site.exists():
         cluster_site(out.parent)  # one node: its /tmp is every job's (node_local_paths: [])
 
-    return subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "buildlogs",
-                           # dedup adds five more job arrays; the Slurm wiring is the same, the test budget is not
-                           "dedup.enabled=false", "--input",
-                           str(REPO / "data_prep" / "samples" / "buildlogs"), "--output", str(out),
-                           "--executor", "slurm", "--tasks", "2", "--partition", "debug", "--time", "00:10:00",
-                           "--mem-per-cpu-gb", "1", "--site", str(site)], capture_output=True, text=True,
-                          cwd=out.parent)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            "prep",
+            "buildlogs",
+            # dedup adds five more job arrays; the Slurm wiring is the same, the test budget is not
+            "dedup.enabled=false",
+            "--input",
+            str(REPO / "data_prep" / "samples" / "buildlogs"),
+            "--output",
+            str(out),
+            "--executor",
+            "slurm",
+            "--tasks",
+            "2",
+            "--partition",
+            "debug",
+            "--time",
+            "00:10:00",
+            "--mem-per-cpu-gb",
+            "1",
+            "--site",
+            str(site),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=out.parent,
+    )
 
 
 def test_midtrain_prep_executor_slurm_writes_documents_and_relaunch_resumes(slurm_cluster, tmp_path):
@@ -138,8 +174,11 @@ def test_midtrain_prep_executor_slurm_writes_documents_and_relaunch_resumes(slur
     r = _prep(out)
     assert r.returncode == 0, r.stderr[-3000:]
     stats_path = out / "stats.json"
-    wait_for(lambda: stats_path.exists() and json.loads(stats_path.read_text()).get("complete"), QUEUE_TIMEOUT_S + 900,
-             f"prep on Slurm finished (stats.json complete) in {out}")
+    wait_for(
+        lambda: stats_path.exists() and json.loads(stats_path.read_text()).get("complete"),
+        QUEUE_TIMEOUT_S + 900,
+        f"prep on Slurm finished (stats.json complete) in {out}",
+    )
     stats = json.loads(stats_path.read_text())
     docs = []
     for path in sorted((out / "documents").glob("*.jsonl.gz")):
@@ -163,9 +202,24 @@ def test_submit_protocol_cli_submits_one_afterok_chain_per_checkpoint(slurm_clus
     site = cluster_site(tmp_path)
     out = tmp_path / "protocol"
     # checkpoints that do not exist: each chain's SFT step fails, its evals are cancelled, the report still runs
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "submit", "protocol", "protocol_demo", f"output={out}",
-                        f"checkpoints={{a: {tmp_path}/none_a, b: {tmp_path}/none_b}}", "baseline=a",
-                        "--site", str(site)], capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            "submit",
+            "protocol",
+            "protocol_demo",
+            f"output={out}",
+            f"checkpoints={{a: {tmp_path}/none_a, b: {tmp_path}/none_b}}",
+            "baseline=a",
+            "--site",
+            str(site),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     chains = {m[0]: m[1:] for m in re.findall(r"^(\w+): sft (\d+) -> eval_proxy (\d+)", r.stdout, re.M)}
     assert set(chains) == {"a", "b"}, r.stdout

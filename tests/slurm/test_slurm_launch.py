@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # first start waits for USR1/TERM, then rank 0 "checkpoints" and exits 75 once the batch script says it
 # forwarded the signal, while rank 1 never returns (a late rank); on a restart both finish at once. In mode
 # "ignore" no rank ever returns (an eval that ignores TERM), in mode "hang" a rank sleeps and prints nothing.
-RANK_STUB = r'''
+RANK_STUB = r"""
 import os, signal, sys, time
 from pathlib import Path
 
@@ -50,7 +50,7 @@ while time.time() < deadline:
     if got and rank == "0" and os.environ["STUB_MODE"] == "signal" and "forwarded to the ranks" in log.read_text():
         sys.exit(75)
 sys.exit(1)
-'''
+"""
 
 
 def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, **site_changes):
@@ -60,14 +60,21 @@ def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, *
     (stub / "bin").mkdir(parents=True)
     (stub / "rank_stub.py").write_text(RANK_STUB)
     py = stub / "bin" / "python"
-    py.write_text('#!/bin/bash\nargs=()\nfor a in "$@"; do [ "$a" = midtrain.cli ] && a=rank_stub; args+=("$a"); '
-                  f'done\nexec {sys.executable} "${{args[@]}}"\n')
+    py.write_text(
+        '#!/bin/bash\nargs=()\nfor a in "$@"; do [ "$a" = midtrain.cli ] && a=rank_stub; args+=("$a"); '
+        f'done\nexec {sys.executable} "${{args[@]}}"\n'
+    )
     py.chmod(0o755)
     out = tmp_path / "out"
     out.mkdir()
     run_dir = tmp_path / "run"
-    env = {"PATH": f"{stub / 'bin'}:{os.environ['PATH']}", "PYTHONPATH": str(stub), "STUB_OUT": str(out),
-           "STUB_LOGS": str(run_dir / "slurm" / "logs"), "STUB_MODE": mode}
+    env = {
+        "PATH": f"{stub / 'bin'}:{os.environ['PATH']}",
+        "PYTHONPATH": str(stub),
+        "STUB_OUT": str(out),
+        "STUB_LOGS": str(run_dir / "slurm" / "logs"),
+        "STUB_MODE": mode,
+    }
     path = cluster_site(tmp_path, tasks_per_node=tasks, cpus_per_task=cpus, mem="1G")
     site = load_site(path, [f"{k}={v}" for k, v in site_changes.items()])
     site.env.update(env)
@@ -77,8 +84,9 @@ def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, *
         write_jobs(jobs)
         job = jobs.chains["base"][0]
         return job, out, submit(job.script_path)
-    job = train_job("demo_tiny", [f"run_dir={run_dir}", "optim.global_batch_size=2"], site,
-                    job_name=f"mt-launch-{mode}")
+    job = train_job(
+        "demo_tiny", [f"run_dir={run_dir}", "optim.global_batch_size=2"], site, job_name=f"mt-launch-{mode}"
+    )
     job.write()
     return job, out, submit(job.script_path)
 
@@ -97,9 +105,15 @@ def test_each_rank_is_bound_to_its_cpus_per_task(slurm_cluster, tmp_path):
 
 def _wait_ready(job_id: str, out: Path, job) -> None:
     wait_started(job_id)
-    wait_for(lambda: (out / "ready.0").exists() and (out / "ready.1").exists()
-             or job_state(job_id).get("JobState") not in ("RUNNING", "CONFIGURING", "PENDING"),
-             300, f"both ranks of job {job_id} started\n{_logs(job)}")
+    wait_for(
+        lambda: (
+            (out / "ready.0").exists()
+            and (out / "ready.1").exists()
+            or job_state(job_id).get("JobState") not in ("RUNNING", "CONFIGURING", "PENDING")
+        ),
+        300,
+        f"both ranks of job {job_id} started\n{_logs(job)}",
+    )
     assert (out / "ready.0").exists() and (out / "ready.1").exists(), _logs(job)
 
 
@@ -139,9 +153,15 @@ def test_scancel_ends_a_step_job_whose_ranks_ignore_term(slurm_cluster, tmp_path
     """An eval step that ignores TERM: scancel ends it (KillWait later, SIGKILL) as CANCELLED, not requeued."""
     job, out, job_id = _job(tmp_path, "ignore", tasks=2, cpus=1, step=True, max_retries=2)
     wait_started(job_id)
-    wait_for(lambda: (out / "ready.0").exists() and (out / "ready.1").exists()
-             or job_state(job_id).get("JobState") not in ("RUNNING", "CONFIGURING", "PENDING"),
-             300, f"both ranks of job {job_id} started")
+    wait_for(
+        lambda: (
+            (out / "ready.0").exists()
+            and (out / "ready.1").exists()
+            or job_state(job_id).get("JobState") not in ("RUNNING", "CONFIGURING", "PENDING")
+        ),
+        300,
+        f"both ranks of job {job_id} started",
+    )
     subprocess.run(["scancel", job_id], check=True)
     log = _step_log(job, job_id)
     # the batch script's TERM trap ran (it logs at once): from here on the script cannot requeue the job

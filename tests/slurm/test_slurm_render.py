@@ -51,8 +51,9 @@ def _check_golden(name: str, text: str) -> None:
 
 
 def test_golden_train_gpu_2x8_venv():
-    job = train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/golden", "parallel.tensor=2",
-                                        "optim.train_steps=1000"], _site())
+    job = train_job(
+        "demo_tiny", [GBS, "run_dir=/lustre/proj/runs/golden", "parallel.tensor=2", "optim.train_steps=1000"], _site()
+    )
     _check_golden("train_gpu_2x8_venv.sbatch", job.script)
     # what a cluster engineer checks first
     assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=8\n#SBATCH --gpus-per-node=8" in job.script
@@ -61,8 +62,7 @@ def test_golden_train_gpu_2x8_venv():
 
 
 def test_golden_train_gpu_2x8_container():
-    site = _site(venv=None, container_image="nvcr.io#nvidia/pytorch:25.09-py3",
-                 container_mounts=["/lustre:/lustre"])
+    site = _site(venv=None, container_image="nvcr.io#nvidia/pytorch:25.09-py3", container_mounts=["/lustre:/lustre"])
     job = train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/golden"], site)
     _check_golden("train_gpu_2x8_container.sbatch", job.script)
     srun = next(line for line in job.script.splitlines() if line.startswith("srun --kill-on-bad-exit"))
@@ -74,8 +74,7 @@ def test_golden_train_gpu_2x8_container():
 
 
 def test_golden_train_cpu():
-    site = _site(train={"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1,
-                        "time": "00:30:00"})
+    site = _site(train={"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1, "time": "00:30:00"})
     job = train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/cpu"], site)
     _check_golden("train_cpu_1x2.sbatch", job.script)
     assert "gpus-per-node" not in job.script and "CUDA_DEVICE_MAX_CONNECTIONS" not in job.script
@@ -83,10 +82,19 @@ def test_golden_train_cpu():
 
 def test_golden_protocol_steps():
     # fixed steps, so the golden files pin the Slurm rendering, not the protocol's argv
-    steps = {"base": [("sft", ["sft", "sft_probe", "--from", "/ckpt/base", "--output", "/p/base/sft"]),
-                      ("eval_proxy", ["eval", "proxy", "--checkpoint", "/ckpt/base", "--output", "/p/base/proxy"])]}
-    jobs = build_chains(_site(), Path("/lustre/proj/protocol/slurm"), steps,
-                        ("report", ["report", "base=/p/base", "--output", "/p/report"]), "mt-golden")
+    steps = {
+        "base": [
+            ("sft", ["sft", "sft_probe", "--from", "/ckpt/base", "--output", "/p/base/sft"]),
+            ("eval_proxy", ["eval", "proxy", "--checkpoint", "/ckpt/base", "--output", "/p/base/proxy"]),
+        ]
+    }
+    jobs = build_chains(
+        _site(),
+        Path("/lustre/proj/protocol/slurm"),
+        steps,
+        ("report", ["report", "base=/p/base", "--output", "/p/report"]),
+        "mt-golden",
+    )
     _check_golden("protocol_base_sft.sbatch", jobs.chains["base"][0].script)
     _check_golden("protocol_base_eval_proxy.sbatch", jobs.chains["base"][1].script)
     _check_golden("protocol_report.sbatch", jobs.final.script)
@@ -123,8 +131,9 @@ def _argv_from_script(script: str, launcher: str) -> list[str]:
 def test_train_job_replays_the_resolved_config(tmp_path):
     run_dir = tmp_path / "run"
     path = "/data/a b;$(touch /tmp/pwned)`id`'\"*"
-    job = train_job("demo_tiny", [GBS, f"run_dir={run_dir}", f"data.path={path}", "optim.train_steps=7"],
-                    _site(node_local_paths=[]))
+    job = train_job(
+        "demo_tiny", [GBS, f"run_dir={run_dir}", f"data.path={path}", "optim.train_steps=7"], _site(node_local_paths=[])
+    )
     argv = _argv_from_script(job.script, RANK)
     assert argv == ["train", str(run_dir / "slurm" / "config.yaml")]
     assert path not in job.script  # the override travels in config.yaml, never through the shell
@@ -165,8 +174,16 @@ def test_site_values_in_the_body_are_quoted(tmp_path):
     site = _site(workdir="/lustre/with space/$(id)", env={"X": "a'b $HOME"})
     job = train_job("demo_tiny", [GBS, "run_dir=/r"], site)
     assert "cd '/lustre/with space/$(id)'" in job.script
-    out = subprocess.run(["bash", "-c", next(line for line in job.script.splitlines() if line.startswith("export X="))
-                          + '; printf %s "$X"'], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [
+            "bash",
+            "-c",
+            next(line for line in job.script.splitlines() if line.startswith("export X=")) + '; printf %s "$X"',
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout == "a'b $HOME"
 
 
@@ -212,16 +229,32 @@ def test_shell_helpers():
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "midtrain.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, "MIDTRAIN_SITE": ""})
+    return subprocess.run(
+        [sys.executable, "-m", "midtrain.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MIDTRAIN_SITE": ""},
+    )
 
 
 def test_cli_dry_run_prints_the_script_and_writes_nothing(tmp_path):
     site = tmp_path / "site.yaml"
     site.write_text(yaml.safe_dump(GPU_SITE))
     run_dir = tmp_path / "run"
-    r = _cli("submit", "train", "demo_tiny", f"run_dir={run_dir}", GBS, "--site", str(site), "--nodes", "4",
-             "--time", "1-00:00:00", "--dry-run")
+    r = _cli(
+        "submit",
+        "train",
+        "demo_tiny",
+        f"run_dir={run_dir}",
+        GBS,
+        "--site",
+        str(site),
+        "--nodes",
+        "4",
+        "--time",
+        "1-00:00:00",
+        "--dry-run",
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("#!/bin/bash") and "#SBATCH --nodes=4" in r.stdout
     assert "#SBATCH --time=1-00:00:00" in r.stdout
@@ -231,8 +264,7 @@ def test_cli_dry_run_prints_the_script_and_writes_nothing(tmp_path):
     assert r.returncode == 2 and "time: 'soon' is not a Slurm time" in r.stderr
     r = _cli("submit", "protocol", "protocol_demo", f"output={tmp_path / 'p'}", "--site", str(site), "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert re.findall(r"^### .*?-(\w+)\.sbatch", r.stdout, re.M) == ["sft", "eval_proxy", "sft", "eval_proxy",
-                                                                     "report"]
+    assert re.findall(r"^### .*?-(\w+)\.sbatch", r.stdout, re.M) == ["sft", "eval_proxy", "sft", "eval_proxy", "report"]
 
 
 def test_cli_help_teaches_with_an_example():

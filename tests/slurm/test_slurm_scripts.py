@@ -50,8 +50,12 @@ esac
 
 
 def _site(tmp_path: Path, **changes) -> SiteConfig:
-    base = {"name": "t", "workdir": str(tmp_path), "node_local_paths": [],
-            "train": {"nodes": 2, "gpus_per_node": 8, "cpus_per_task": 12, "mem": "0", "time": "04:00:00"}}
+    base = {
+        "name": "t",
+        "workdir": str(tmp_path),
+        "node_local_paths": [],
+        "train": {"nodes": 2, "gpus_per_node": 8, "cpus_per_task": 12, "mem": "0", "time": "04:00:00"},
+    }
     return SiteConfig.from_dict({**base, **changes}).validate()
 
 
@@ -66,9 +70,16 @@ def _stubs(tmp_path: Path) -> Path:
 
 
 def _run(script: Path, stub: Path, **env: str) -> subprocess.CompletedProcess:
-    full = {"PATH": f"{stub / 'bin'}:{os.environ['PATH']}", "HOME": str(stub), "STUB_DIR": str(stub),
-            "SLURM_JOB_ID": "123", "SLURM_NNODES": "2", "SLURM_JOB_NODELIST": "n[1-2]",
-            "SLURM_CPUS_PER_TASK": "12", **env}
+    full = {
+        "PATH": f"{stub / 'bin'}:{os.environ['PATH']}",
+        "HOME": str(stub),
+        "STUB_DIR": str(stub),
+        "SLURM_JOB_ID": "123",
+        "SLURM_NNODES": "2",
+        "SLURM_JOB_NODELIST": "n[1-2]",
+        "SLURM_CPUS_PER_TASK": "12",
+        **env,
+    }
     return subprocess.run(["bash", str(script)], env=full, capture_output=True, text=True, cwd=stub, timeout=120)
 
 
@@ -105,14 +116,23 @@ def test_hostile_site_values_stay_single_words_when_the_script_runs(tmp_path, py
     assert r.returncode == 0, r.stderr
     assert not list(tmp_path.rglob("pwned")), "a value was executed by the shell"
     words = _launch(stub)
-    assert words[-6:] == ["-m", "midtrain.launch.rank", str(job.slurm_dir / "status" / "123.0"), "midtrain.cli",
-                          "train", str(job.slurm_dir / "config.yaml")]
+    assert words[-6:] == [
+        "-m",
+        "midtrain.launch.rank",
+        str(job.slurm_dir / "status" / "123.0"),
+        "midtrain.cli",
+        "train",
+        str(job.slurm_dir / "config.yaml"),
+    ]
     if python == "container":
         assert f"--container-image=img {HOSTILE}" in words
         assert f"--container-workdir={workdir}" in words
         mounts = next(w for w in words if w.startswith("--container-mounts=")).split("=", 1)[1].split(",")
-        assert mounts == [f"{tmp_path}/d:{tmp_path}/d", f"{workdir}:{workdir}",
-                          f"{job.run_dir}:{job.run_dir}"]  # the workdir and run dir are mounted
+        assert mounts == [
+            f"{tmp_path}/d:{tmp_path}/d",
+            f"{workdir}:{workdir}",
+            f"{job.run_dir}:{job.run_dir}",
+        ]  # the workdir and run dir are mounted
     log = (job.slurm_dir / "logs" / "train-123_0.out").read_text()
     assert "2 nodes x 8 ranks" in log
 
@@ -133,16 +153,27 @@ def test_step_script_runs_with_hostile_workdir_and_argv(tmp_path):
     assert Path(job.log_path.replace("%j", "123")).is_file()
 
 
-@pytest.mark.parametrize("exits,srun_rc,restart,usr1,requeued,rc", [
-    ("0:75", 137, "0", True, True, 0),  # rank 0 checkpointed; a slower rank was killed: srun says 137, requeue anyway
-    ("0:75 1:75", 75, "0", True, True, 0),
-    ("0:75", 137, "0", False, False, 137),  # checkpointed without USR1 (a TERM to the ranks): not requeued here
-    ("", 1, "0", False, False, 1),  # a crash: no retries by default, the job fails with srun's code
-    ("0:0 1:0", 0, "0", False, False, 0),  # done
-    ("0:75", 143, "3", True, False, 143),  # max_requeues (3) reached
-])
-def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(tmp_path, exits, srun_rc, restart, usr1,
-                                                                      requeued, rc):
+@pytest.mark.parametrize(
+    "exits,srun_rc,restart,usr1,requeued,rc",
+    [
+        (
+            "0:75",
+            137,
+            "0",
+            True,
+            True,
+            0,
+        ),  # rank 0 checkpointed; a slower rank was killed: srun says 137, requeue anyway
+        ("0:75 1:75", 75, "0", True, True, 0),
+        ("0:75", 137, "0", False, False, 137),  # checkpointed without USR1 (a TERM to the ranks): not requeued here
+        ("", 1, "0", False, False, 1),  # a crash: no retries by default, the job fails with srun's code
+        ("0:0 1:0", 0, "0", False, False, 0),  # done
+        ("0:75", 143, "3", True, False, 143),  # max_requeues (3) reached
+    ],
+)
+def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(
+    tmp_path, exits, srun_rc, restart, usr1, requeued, rc
+):
     job = _train(tmp_path, _site(tmp_path, max_requeues=3))
     stub = _stubs(tmp_path)
     env = {"STUB_SIGNAL_PARENT": "1"} if usr1 else {}
@@ -194,9 +225,11 @@ def test_a_term_to_the_batch_shell_ends_the_ranks_and_never_requeues(tmp_path):
     script = job.script_path.read_text()
     assert "trap terminate TERM" in script
     # the batch shell gets TERM while the ranks run (simulated by the ranks' srun, which is its child)
-    (stub / "bin" / "srun").write_text(SRUN.replace('kill -USR1 "$PPID"', 'kill -TERM "$PPID"')
-                                       .replace('until [ -e "$STUB_DIR/calls/1" ]', 'until [ -e "$STUB_DIR/term" ]')
-                                       .replace("#!/bin/bash\n", "#!/bin/bash\ntrap 'touch $STUB_DIR/term' TERM\n"))
+    (stub / "bin" / "srun").write_text(
+        SRUN.replace('kill -USR1 "$PPID"', 'kill -TERM "$PPID"')
+        .replace('until [ -e "$STUB_DIR/calls/1" ]', 'until [ -e "$STUB_DIR/term" ]')
+        .replace("#!/bin/bash\n", "#!/bin/bash\ntrap 'touch $STUB_DIR/term' TERM\n")
+    )
     r = _run(job.script_path, stub, STUB_EXITS="0:75 1:75", STUB_RC="143", STUB_SIGNAL_PARENT="1")
     log = (job.slurm_dir / "logs" / "train-123_0.out").read_text()
     assert not (stub / "requeued").exists(), log
@@ -217,10 +250,18 @@ def test_a_signal_before_the_trainers_handler_leaves_a_record(tmp_path, sig, cod
 
     (tmp_path / "early_stub.py").write_text(EARLY)
     status = tmp_path / "status"
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}",
-           "READY": str(tmp_path / "ready"), "SLURM_PROCID": "3"}
-    proc = subprocess.Popen([sys.executable, "-m", "midtrain.launch.rank", str(status), "early_stub"], env=env,
-                            stderr=subprocess.PIPE, text=True)
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{tmp_path}:{os.environ.get('PYTHONPATH', '')}",
+        "READY": str(tmp_path / "ready"),
+        "SLURM_PROCID": "3",
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "midtrain.launch.rank", str(status), "early_stub"],
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         for _ in range(1200):  # up to 120 s on a loaded machine; returns as soon as the stub is running
             if (tmp_path / "ready").exists() or proc.poll() is not None:
@@ -237,13 +278,23 @@ def test_a_signal_before_the_trainers_handler_leaves_a_record(tmp_path, sig, cod
 
 
 def test_gpu_steps_get_the_training_environment_and_requeue(tmp_path):
-    site = _site(tmp_path, protocol={"default": {"gpus_per_node": 8, "cpus_per_task": 12},
-                                     "report": {"gpus_per_node": 0, "cpus_per_task": 2}})
+    site = _site(
+        tmp_path,
+        protocol={
+            "default": {"gpus_per_node": 8, "cpus_per_task": 12},
+            "report": {"gpus_per_node": 0, "cpus_per_task": 2},
+        },
+    )
     jobs = build_chains(site, tmp_path / "slurm", {"base": [("sft", ["sft", "x"])]}, ("report", ["report"]))
     sft, report = jobs.chains["base"][0].script, jobs.final.script
-    for line in ("export CUDA_DEVICE_MAX_CONNECTIONS=1", "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
-                 "#SBATCH --requeue", "#SBATCH --signal=B:USR1@300", "#SBATCH --exclusive",
-                 "--cpus-per-task=12"):
+    for line in (
+        "export CUDA_DEVICE_MAX_CONNECTIONS=1",
+        "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1",
+        "#SBATCH --requeue",
+        "#SBATCH --signal=B:USR1@300",
+        "#SBATCH --exclusive",
+        "--cpus-per-task=12",
+    ):
         assert line in sft, line
     assert "CUDA_DEVICE_MAX_CONNECTIONS" not in report and "--exclusive" not in report
     assert "#SBATCH --requeue" in report
@@ -257,16 +308,27 @@ def test_placement_exclusive_and_cpus_per_node(tmp_path):
     cpu = {"nodes": 1, "gpus_per_node": 0, "tasks_per_node": 2, "cpus_per_task": 1}
     assert "--exclusive" not in train_job("demo_tiny", [GBS, "run_dir=/lustre/r"], _site(tmp_path, train=cpu)).script
     # per job: the 1-GPU proxy eval shares its node, a CPU report may ask for a whole one
-    site = _site(tmp_path, protocol={"default": {"gpus_per_node": 8, "cpus_per_task": 12},
-                                     "eval_proxy": {"gpus_per_node": 1, "exclusive": False},
-                                     "report": {"gpus_per_node": 0, "exclusive": True}})
+    site = _site(
+        tmp_path,
+        protocol={
+            "default": {"gpus_per_node": 8, "cpus_per_task": 12},
+            "eval_proxy": {"gpus_per_node": 1, "exclusive": False},
+            "report": {"gpus_per_node": 0, "exclusive": True},
+        },
+    )
     jobs = build_chains(site, tmp_path / "x", {"b": [("sft", ["sft"]), ("eval_proxy", ["eval"])]}, ("report", ["r"]))
     sft, proxy = (j.script for j in jobs.chains["b"])
     assert "#SBATCH --exclusive" in sft and "--exclusive" not in proxy and "#SBATCH --exclusive" in jobs.final.script
-    with pytest.raises(LaunchError, match="cpus_per_task 16 x 8 ranks per node = 128 CPUs, more than the site's "
-                                          "cpus_per_node 112; lower cpus_per_task to 14"):
-        train_job("demo_tiny", [GBS, "run_dir=/lustre/r"],
-                  _site(tmp_path, cpus_per_node=112, train={"nodes": 2, "gpus_per_node": 8, "cpus_per_task": 16}))
+    with pytest.raises(
+        LaunchError,
+        match="cpus_per_task 16 x 8 ranks per node = 128 CPUs, more than the site's "
+        "cpus_per_node 112; lower cpus_per_task to 14",
+    ):
+        train_job(
+            "demo_tiny",
+            [GBS, "run_dir=/lustre/r"],
+            _site(tmp_path, cpus_per_node=112, train={"nodes": 2, "gpus_per_node": 8, "cpus_per_task": 16}),
+        )
     train_job("demo_tiny", [GBS, "run_dir=/lustre/r"], _site(tmp_path, cpus_per_node=112))  # 12 x 8 fits
 
 
@@ -300,8 +362,17 @@ def test_container_mounts_must_show_host_paths_at_the_same_place(tmp_path):
 def test_master_port_stays_below_the_ephemeral_range(tmp_path):
     job = train_job("demo_tiny", [GBS, "run_dir=/lustre/r"], _site(tmp_path, master_port_base=30000))
     line = next(x for x in job.script.splitlines() if x.startswith("export MASTER_PORT="))
-    ports = [int(subprocess.run(["bash", "-c", f"SLURM_JOB_ID={j}; {line}; echo $MASTER_PORT"], capture_output=True,
-                                text=True, check=True).stdout) for j in (0, 2767, 2768, 99999999)]
+    ports = [
+        int(
+            subprocess.run(
+                ["bash", "-c", f"SLURM_JOB_ID={j}; {line}; echo $MASTER_PORT"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        for j in (0, 2767, 2768, 99999999)
+    ]
     assert ports[0] == 30000 and max(ports) <= 32767
     with pytest.raises(ConfigError, match="master_port_base"):
         _site(tmp_path, master_port_base=32000)
@@ -341,8 +412,13 @@ def test_prep_job_array_scripts_quote_site_values_and_run(tmp_path, monkeypatch)
     site = _site(tmp_path, workdir=str(workdir), venv=str(venv), env={"X": HOSTILE}, partition="cpu")
     stub = _sbatch_stub(tmp_path, monkeypatch)
     logs = tmp_path / "logs"
-    slurm_executor([JsonlReader(str(tmp_path))], site, job_name="mt-prep", logging_dir=str(logs),
-                   slurm_logs_dir=str(tmp_path / "slurm_logs")).run()
+    slurm_executor(
+        [JsonlReader(str(tmp_path))],
+        site,
+        job_name="mt-prep",
+        logging_dir=str(logs),
+        slurm_logs_dir=str(tmp_path / "slurm_logs"),
+    ).run()
     scripts = sorted((stub / "submitted").iterdir())
     assert len(scripts) == 2  # the array and datatrove's stats merge
     r = _run(scripts[0], stub)
@@ -357,8 +433,11 @@ def test_prep_and_pack_refuse_an_output_that_cannot_go_into_datatrove_scripts(tm
     site.write_text("partition: cpu\n")
     out = tmp_path / f"out {HOSTILE}"
     prep_in = Path(__file__).resolve().parents[2] / "data_prep" / "samples" / "buildlogs"
-    args = (["prep", "buildlogs", "--input", str(prep_in)] if command == "prep" else
-            ["pack", "--input", str(tmp_path / "prep"), "--seq-length", "256"])
+    args = (
+        ["prep", "buildlogs", "--input", str(prep_in)]
+        if command == "prep"
+        else ["pack", "--input", str(tmp_path / "prep"), "--seq-length", "256"]
+    )
     if command == "pack":
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         import random
@@ -366,9 +445,25 @@ def test_prep_and_pack_refuse_an_output_that_cannot_go_into_datatrove_scripts(tm
         from pack_helpers import commit_doc, write_prep
 
         write_prep(tmp_path / "prep", [commit_doc(i, random.Random(i)) for i in range(2)])
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", *args, "--output", str(out), "--executor", "slurm",
-                        "--site", str(site), "--dry-run"], capture_output=True, text=True, cwd=tmp_path,
-                       env={**os.environ, "MIDTRAIN_SITE": ""})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            *args,
+            "--output",
+            str(out),
+            "--executor",
+            "slurm",
+            "--site",
+            str(site),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "MIDTRAIN_SITE": ""},
+    )
     assert r.returncode != 0 and "cannot go into an #SBATCH line" in r.stderr, r.stderr[-2000:]
     assert "--output" in r.stderr
     assert not list(tmp_path.rglob("pwned"))
@@ -377,9 +472,24 @@ def test_prep_and_pack_refuse_an_output_that_cannot_go_into_datatrove_scripts(tm
 def test_dry_run_warns_where_submitting_would_refuse_a_node_local_path(tmp_path):
     site = tmp_path / "site.yaml"
     site.write_text(f"workdir: {tmp_path}\n")
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "submit", "train", "demo_tiny", "run_dir=runs/x",
-                        "optim.global_batch_size=8", "--site", str(site), "--dry-run"], capture_output=True,
-                       text=True, env={**os.environ, "MIDTRAIN_SITE": ""})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            "submit",
+            "train",
+            "demo_tiny",
+            "run_dir=runs/x",
+            "optim.global_batch_size=8",
+            "--site",
+            str(site),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MIDTRAIN_SITE": ""},
+    )
     assert r.returncode == 0, r.stderr
     assert f"warning: submitting would refuse this: run_dir: {tmp_path}/runs/x is under /tmp" in r.stderr
     assert f"train {tmp_path}/runs/x/slurm/config.yaml" in r.stdout  # resolved against the workdir
@@ -390,10 +500,14 @@ def test_prep_arrays_in_a_container_write_only_under_its_mounts(tmp_path):
     from midtrain.launch.prep import slurm_executor_kwargs
 
     site = _site(tmp_path, workdir="/lustre/w", container_image="img.sqsh", container_mounts=["/lustre:/lustre"])
-    kw = slurm_executor_kwargs(site, job_name="j", logging_dir="/lustre/out/logs/source",
-                               slurm_logs_dir="/lustre/out/logs/slurm/source")
-    assert kw["srun_args"] == {"container-image": "img.sqsh", "container-mounts": "/lustre:/lustre",
-                               "container-workdir": "/lustre/w --no-container-mount-home"}
+    kw = slurm_executor_kwargs(
+        site, job_name="j", logging_dir="/lustre/out/logs/source", slurm_logs_dir="/lustre/out/logs/slurm/source"
+    )
+    assert kw["srun_args"] == {
+        "container-image": "img.sqsh",
+        "container-mounts": "/lustre:/lustre",
+        "container-workdir": "/lustre/w --no-container-mount-home",
+    }
     # the documents beside an unmounted output would stay inside the container: refused
     with pytest.raises(LaunchError, match="/scratch/out/logs/source is not under any of the site's container_mounts"):
         slurm_executor_kwargs(site, job_name="j", logging_dir="/scratch/out/logs/source")

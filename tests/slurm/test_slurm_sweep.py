@@ -23,8 +23,12 @@ def test_two_variant_sweep_runs_as_afterok_chains_and_reports(slurm_cluster, tmp
 
     # a batch of 2 sequences, 2 steps of 2 x 512 tokens. One rank per training job: the 2-rank job is
     # tests/slurm/test_slurm_train.py's; here a 1-CPU training leaves the node's other CPU to the other chain
-    over = [*tiny_sweep(tmp_path), "protocol.probe_seeds=[4321]", "tokens=2048",
-            "train_overrides=[optim.global_batch_size=2, checkpoint.save_interval=1000, log.tensorboard=false]"]
+    over = [
+        *tiny_sweep(tmp_path),
+        "protocol.probe_seeds=[4321]",
+        "tokens=2048",
+        "train_overrides=[optim.global_batch_size=2, checkpoint.save_interval=1000, log.tensorboard=false]",
+    ]
     site = cluster_site(tmp_path, tasks_per_node=1)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     cmd = [sys.executable, "-m", "midtrain.cli", "sweep", "sweep_demo", *over, "--submit", "--site", str(site)]

@@ -22,10 +22,35 @@ def _prep_locally_and_on_slurm(table, settings: list[str], tmp_path, tasks: int,
 
     assert prep("repos", *settings, "--input", table, "--output", tmp_path / "local") == 0
     out = tmp_path / "slurm"
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "prep", "repos", *settings, "--input", str(table),
-                        "--output", str(out), "--executor", "slurm", "--tasks", str(tasks), "--partition", "debug",
-                        "--time", "00:20:00", "--mem-per-cpu-gb", "1", "--site", str(cluster_site(tmp_path))],
-                       capture_output=True, text=True, cwd=REPO)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            "prep",
+            "repos",
+            *settings,
+            "--input",
+            str(table),
+            "--output",
+            str(out),
+            "--executor",
+            "slurm",
+            "--tasks",
+            str(tasks),
+            "--partition",
+            "debug",
+            "--time",
+            "00:20:00",
+            "--mem-per-cpu-gb",
+            "1",
+            "--site",
+            str(cluster_site(tmp_path)),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     for _ in range(wait_s):
         if (out / "stats.json").exists() and json.loads((out / "stats.json").read_text()).get("complete"):
@@ -93,5 +118,8 @@ def test_prep_with_exact_dedup_on_3_slurm_tasks_keeps_the_copies_one_local_task_
         stats = json.loads((prep_dir / "stats.json").read_text())
         return {k.split("/", 1)[1]: v for k, v in {**stats["drops"], **stats["skips"]}.items() if "duplicate" in k}
 
-    assert duplicates(out) == duplicates(tmp_path / "local") == {
-        "dedup filter/dropped_duplicate_repo": 1, "dedup filter/removed_exact_duplicate_file": 5}
+    assert (
+        duplicates(out)
+        == duplicates(tmp_path / "local")
+        == {"dedup filter/dropped_duplicate_repo": 1, "dedup filter/removed_exact_duplicate_file": 5}
+    )

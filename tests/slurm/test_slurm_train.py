@@ -25,12 +25,26 @@ STEPS = 16
 
 def _tiny(run_dir: Path, shards: Path) -> list[str]:
     """demo_tiny shrunk to a few-second CPU model on tiny shards (the same overrides for both runs)."""
-    return [f"run_dir={run_dir}", f"data.path={shards}", "data.seq_length=64", "precision.dtype=fp32",
-            "precision.transformer_impl=local", "model.vocab_size=256", "model.hidden_size=64",
-            "model.ffn_hidden_size=128", "model.max_position_embeddings=512", "optim.lr=0.003",
-            "optim.min_lr=0.0003", "optim.warmup_steps=2", f"optim.train_steps={STEPS}",
-            "optim.global_batch_size=2", "checkpoint.save_interval=4", "checkpoint.keep_last=2",
-            "log.tensorboard=false", "name=slurm_tiny"]
+    return [
+        f"run_dir={run_dir}",
+        f"data.path={shards}",
+        "data.seq_length=64",
+        "precision.dtype=fp32",
+        "precision.transformer_impl=local",
+        "model.vocab_size=256",
+        "model.hidden_size=64",
+        "model.ffn_hidden_size=128",
+        "model.max_position_embeddings=512",
+        "optim.lr=0.003",
+        "optim.min_lr=0.0003",
+        "optim.warmup_steps=2",
+        f"optim.train_steps={STEPS}",
+        "optim.global_batch_size=2",
+        "checkpoint.save_interval=4",
+        "checkpoint.keep_last=2",
+        "log.tensorboard=false",
+        "name=slurm_tiny",
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +57,25 @@ def shards(tmp_path_factory):
 def _submit(tmp_path: Path, overrides: list[str]) -> tuple[str, Path]:
     site = cluster_site(tmp_path)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    r = subprocess.run([sys.executable, "-m", "midtrain.cli", "submit", "train", "demo_tiny", *overrides,
-                        "--site", str(site), "--job-name", f"mt-{tmp_path.name[-20:]}"],
-                       capture_output=True, text=True, cwd=REPO, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "midtrain.cli",
+            "submit",
+            "train",
+            "demo_tiny",
+            *overrides,
+            "--site",
+            str(site),
+            "--job-name",
+            f"mt-{tmp_path.name[-20:]}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+    )
     assert r.returncode == 0, r.stderr
     m = re.search(r"submitted job (\d+)", r.stdout)
     assert m, r.stdout
@@ -131,8 +161,9 @@ def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(refere
         info = job_state(job_id)
         if info.get("Restarts", "0") != "0" and info.get("JobState") == "PENDING":
             break
-        assert info.get("JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), \
+        assert info.get("JobState") not in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"), (
             f"job ended instead of requeueing: {info.get('JobState')}\n{log.read_text()[-3000:]}"
+        )
         assert time.time() - t0 < 300, f"job not requeued: {info.get('JobState')}"
         time.sleep(0.5)
     text = log.read_text()
