@@ -159,71 +159,105 @@ def _resolve_relative(path: str, spec: str, pathset: set[str], exts: tuple[str, 
 
 def file_dependencies(files: dict[str, str]) -> dict[str, set[str]]:
     """path -> the set of repository paths it imports."""
-    paths = sorted(files)
-    pathset = set(paths)
-    modules = _python_modules(paths)
-    by_basename: dict[str, list[str]] = defaultdict(list)
-    java_index: dict[str, str] = {}
-    go_dirs: dict[str, list[str]] = defaultdict(list)
-    for p in paths:
-        by_basename[posixpath.basename(p)].append(p)
-        if p.endswith((".java", ".kt")):
-            java_index[p.rsplit(".", 1)[0].replace("/", ".")] = p
-        if p.endswith(".go"):
-            go_dirs[posixpath.dirname(p)].append(p)
+    index = _PathIndex(sorted(files))
     deps: dict[str, set[str]] = {}
-    for p in paths:
+    for p in index.paths:
         text = files[p]
         d: set[str] = set()
         if not text:  # nothing to parse (pull_context passes every path, with text only where it reads)
             deps[p] = d
             continue
         if p.endswith(".py"):
-            d = _python_imports(p, text, modules)
+            d = _python_imports(p, text, index.modules)
         elif p.endswith(_JS_EXT):
-            for m in _JS_IMPORT.finditer(text):
-                spec = m.group(1)
-                if spec.startswith("."):
-                    t = _resolve_relative(p, spec, pathset, _JS_EXT + (".json",))
-                    if t:
-                        d.add(t)
+            d = _js_imports(p, text, index)
         elif p.endswith(_C_EXT):
-            for m in _C_INCLUDE.finditer(text):
-                t = _resolve_relative(p, m.group(1), pathset, ())
-                if t is None:  # include paths: same relative path elsewhere, else a unique basename
-                    hits = [q for q in paths if q.endswith("/" + m.group(1)) or q == m.group(1)]
-                    hits = hits or by_basename.get(posixpath.basename(m.group(1)), [])
-                    t = hits[0] if len(hits) == 1 else None
-                if t:
-                    d.add(t)
+            d = _c_includes(p, text, index)
         elif p.endswith(".rs"):
-            here = posixpath.dirname(p)
-            stem = posixpath.basename(p)[:-3]
-            mod_dir = here if stem in ("lib", "main", "mod") else posixpath.join(here, stem)
-            for m in _RUST_MOD.finditer(text):
-                for cand in (
-                    posixpath.join(mod_dir, m.group(1) + ".rs"),
-                    posixpath.join(mod_dir, m.group(1), "mod.rs"),
-                ):
-                    if cand in pathset:
-                        d.add(cand)
-                        break
+            d = _rust_mods(p, text, index)
         elif p.endswith((".java", ".kt")):
-            for m in _JAVA_IMPORT.finditer(text):
-                name = m.group(1)
-                hits = [q for k, q in java_index.items() if k == name or k.endswith("." + name)]
-                if len(hits) == 1:
-                    d.add(hits[0])
+            d = _java_imports(text, index)
         elif p.endswith(".go"):
-            specs = [s for blk in _GO_IMPORT_BLOCK.findall(text) for s in re.findall(r'"([^"]+)"', blk)]
-            specs += _GO_IMPORT_ONE.findall(text)
-            for spec in specs:
-                for dirname, gofiles in go_dirs.items():
-                    if dirname and (spec == dirname or spec.endswith("/" + dirname)):
-                        d.update(gofiles)
+            d = _go_imports(text, index)
         d.discard(p)
         deps[p] = d
     return deps
+
+
+class _PathIndex:
+    """The repository's paths, indexed the ways the languages' imports name them."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+        self.pathset = set(paths)
+        self.modules = _python_modules(paths)
+        self.by_basename: dict[str, list[str]] = defaultdict(list)
+        self.java: dict[str, str] = {}  # dotted class name -> path
+        self.go_dirs: dict[str, list[str]] = defaultdict(list)
+        for p in paths:
+            self.by_basename[posixpath.basename(p)].append(p)
+            if p.endswith((".java", ".kt")):
+                self.java[p.rsplit(".", 1)[0].replace("/", ".")] = p
+            if p.endswith(".go"):
+                self.go_dirs[posixpath.dirname(p)].append(p)
+
+
+def _js_imports(path: str, text: str, index: _PathIndex) -> set[str]:
+    out = set()
+    for m in _JS_IMPORT.finditer(text):
+        spec = m.group(1)
+        if spec.startswith("."):
+            t = _resolve_relative(path, spec, index.pathset, _JS_EXT + (".json",))
+            if t:
+                out.add(t)
+    return out
+
+
+def _c_includes(path: str, text: str, index: _PathIndex) -> set[str]:
+    out = set()
+    for m in _C_INCLUDE.finditer(text):
+        t = _resolve_relative(path, m.group(1), index.pathset, ())
+        if t is None:  # include paths: same relative path elsewhere, else a unique basename
+            hits = [q for q in index.paths if q.endswith("/" + m.group(1)) or q == m.group(1)]
+            hits = hits or index.by_basename.get(posixpath.basename(m.group(1)), [])
+            t = hits[0] if len(hits) == 1 else None
+        if t:
+            out.add(t)
+    return out
+
+
+def _rust_mods(path: str, text: str, index: _PathIndex) -> set[str]:
+    out = set()
+    here = posixpath.dirname(path)
+    stem = posixpath.basename(path)[:-3]
+    mod_dir = here if stem in ("lib", "main", "mod") else posixpath.join(here, stem)
+    for m in _RUST_MOD.finditer(text):
+        for cand in (posixpath.join(mod_dir, m.group(1) + ".rs"), posixpath.join(mod_dir, m.group(1), "mod.rs")):
+            if cand in index.pathset:
+                out.add(cand)
+                break
+    return out
+
+
+def _java_imports(text: str, index: _PathIndex) -> set[str]:
+    out = set()
+    for m in _JAVA_IMPORT.finditer(text):
+        name = m.group(1)
+        hits = [q for k, q in index.java.items() if k == name or k.endswith("." + name)]
+        if len(hits) == 1:
+            out.add(hits[0])
+    return out
+
+
+def _go_imports(text: str, index: _PathIndex) -> set[str]:
+    out: set[str] = set()
+    specs = [s for blk in _GO_IMPORT_BLOCK.findall(text) for s in re.findall(r'"([^"]+)"', blk)]
+    specs += _GO_IMPORT_ONE.findall(text)
+    for spec in specs:
+        for dirname, gofiles in index.go_dirs.items():
+            if dirname and (spec == dirname or spec.endswith("/" + dirname)):
+                out.update(gofiles)
+    return out
 
 
 def strongly_connected_components(nodes: list[str], deps: dict[str, set[str]]) -> list[list[str]]:

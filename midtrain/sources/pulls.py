@@ -46,7 +46,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from datatrove.data import Document
 from datatrove.io import get_datafolder
@@ -66,9 +66,18 @@ from midtrain.sources.common import (
     walk_files,
 )
 from midtrain.sources.filters import path_skip_reason
-from midtrain.sources.git import GitError, has_commit, is_git_repo, iter_commits, remote_name, root_commits
+from midtrain.sources.git import (
+    CommitRecord,
+    GitError,
+    has_commit,
+    is_git_repo,
+    iter_commits,
+    remote_name,
+    root_commits,
+)
 from midtrain.sources.pull_context import (
     CONTEXT_MODES,
+    ReadFile,
     base_context,
     clone_name,
     diff_sections,
@@ -231,6 +240,48 @@ def _time(value: Any) -> float | None:
     return None
 
 
+def _title(pr: dict) -> str:
+    return str(pr.get("title") or "").strip()
+
+
+def _repo(pr: dict) -> str | None:
+    """owner/name of a PR record: ``repo``, else its base repository's full name."""
+    return pr.get("repo") or ((pr.get("base") or {}).get("repo") or {}).get("full_name")
+
+
+def _state(pr: dict) -> str:
+    return "merged" if pr.get("merged") else str(pr.get("state") or "unknown")
+
+
+def _changed_at_base(files: list, commits: list[CommitRecord]) -> tuple[list[str], dict[str, list[tuple[int, int]]]]:
+    """(the paths the PR changes, as named at the base; {path: the base line ranges of its edited hunks}) from
+    the record's files, else from the commits' diffs (the first commit's hunks are at the base, later ones'
+    nearly so)."""
+    entries = [f for f in files if isinstance(f, dict)]
+    changed = [str(f.get("previous_filename") or f.get("filename")) for f in entries]
+    hunks = {
+        str(f.get("previous_filename") or f.get("filename")): hunk_ranges(str(f.get("patch") or "")) for f in entries
+    }
+    if changed:
+        return changed, hunks
+    secs = [(old, sec) for c in commits for old, _, sec in diff_sections(c.diff.decode("utf-8", "replace"))]
+    changed = [old for old, _ in secs]
+    hunks = {old: [] for old in changed}
+    for old, sec in secs:
+        hunks[old] += hunk_ranges(sec)
+    return changed, hunks
+
+
+class PullEvent(NamedTuple):
+    """A comment or review of a pull request, placed among its commits by where and when it was made."""
+
+    time: str  # as the record writes it (ISO 8601 sorts as text)
+    order: int  # the record's order (reviews after comments) among events of one time
+    text: str  # as rendered
+    commit: str | None  # the commit it was made on (a review's commit_id), when the record says
+    at: float | None  # epoch seconds of ``time``, when it parses
+
+
 class PullReader(SourceReader):
     """datatrove reader over pull-request record files (sharded by file) and git repositories (their merges)."""
 
@@ -311,50 +362,62 @@ class PullReader(SourceReader):
                 ),
             )
             return None
-        title = (pr.get("title") or "").strip()
         listed = f if isinstance(f := pr.get("files"), list) else []
         # a file entry whose fields are all null names nothing: it would render as "--- None (+None -None)"
-        if not title and not any(isinstance(f, dict) and (f.get("filename") or f.get("patch")) for f in listed):
+        if not _title(pr) and not any(isinstance(f, dict) and (f.get("filename") or f.get("patch")) for f in listed):
             self.error("bad_record", where, "no title and no files (the record's fields are empty or null)")
             return None
-        repo = pr.get("repo") or ((pr.get("base") or {}).get("repo") or {}).get("full_name")
-        number = pr.get("number")
+        files = pr.get("files") or []
+        if not isinstance(files, list):
+            raise TypeError("'files' is not a list")
         names = _pseudonyms(pr)
 
         def clean(text: Any) -> str:
             return scrub_mentions(names.scrub(str(text or "").replace("\r\n", "\n").strip()), names)
 
-        state = "merged" if pr.get("merged") else str(pr.get("state") or "unknown")
-        base, head = pr.get("base") or {}, pr.get("head") or {}
-        files = pr.get("files") or []
-        if not isinstance(files, list):
-            raise TypeError("'files' is not a list")
+        clone = self._readable_clone(pr, clone)
         meta: dict[str, Any] = {}
+        if clone is not None:
+            out, meta = self._render_workflow(pr, clone, names, clean)
+        else:
+            out = self._render_flat(pr, names, clean)
+        return self._document(pr, out, meta, where, len(files))
+
+    def _readable_clone(self, pr: dict, clone: Path | None) -> Path | None:
+        """The clone the PR is read against (the git input, else found under pulls.repos), or None when there
+        is none or it lacks the base commit (counted)."""
         if clone is None and self.cfg.repos:
-            clone = find_clone(self.cfg.repos, repo)
+            clone = find_clone(self.cfg.repos, _repo(pr))
             if clone is None:
                 self.skip("no_clone")
-        base_sha = str(base.get("sha") or "")
-        if clone is not None and not has_commit(clone, base_sha):
+        if clone is not None and not has_commit(clone, str((pr.get("base") or {}).get("sha") or "")):
             self.skip("no_base_commit")
             clone = None
-        if clone is not None:
-            out, meta = self._render_workflow(pr, clone, names, clean, title, repo, state)
-        else:
-            out = [f"Title: {clean(title)}"]
-            if repo:
-                out.append(f"Repository: {repo}")
-            out.append(
-                f"State: {state}" + (f" ({base.get('ref')} <- {clean(head.get('ref'))})" if base.get("ref") else "")
-            )
-            if pr.get("linked_issues"):  # a task row's problem statement: the point of the PR, kept flat too
-                out += self._render_issues(pr, clean, [])
-            out += _hints(pr, clean)
-            if pr.get("body") or pr.get("user"):  # a task row has no author nor description: no sentence
-                out.append(self._opened(pr, names, clean))
-            out += self._render_files(files)
-            out += [text for _, _, text, _ in sorted(self._events(pr, names, clean), key=lambda e: (e[0], e[1]))]
-            out += _tests_to_pass(pr)
+        return clone
+
+    def _render_flat(self, pr: dict, names: Pseudonyms, clean: Any) -> list[str]:
+        """A PR without its repository: title, state, issues, description, the changed files, the conversation."""
+        base, head, repo = pr.get("base") or {}, pr.get("head") or {}, _repo(pr)
+        out = [f"Title: {clean(_title(pr))}"]
+        if repo:
+            out.append(f"Repository: {repo}")
+        out.append(
+            f"State: {_state(pr)}" + (f" ({base.get('ref')} <- {clean(head.get('ref'))})" if base.get("ref") else "")
+        )
+        if pr.get("linked_issues"):  # a task row's problem statement: the point of the PR, kept flat too
+            out += self._render_issues(pr, clean, [])
+        out += _hints(pr, clean)
+        if pr.get("body") or pr.get("user"):  # a task row has no author nor description: no sentence
+            out.append(self._opened(pr, names, clean))
+        out += self._render_files(pr.get("files") or [])
+        out += [e.text for e in sorted(self._events(pr, names, clean), key=lambda e: (e.time, e.order))]
+        out += _tests_to_pass(pr)
+        return out
+
+    def _document(self, pr: dict, out: list[str], meta: dict[str, Any], where: str, n_files: int) -> Document:
+        """The document of the rendered lines: the read files' char span (dedup compares the PR's own text
+        without it), the size cap, the task's canonical id."""
+        repo, number, state = _repo(pr), pr.get("number"), _state(pr)
         text = "\n".join(out) + "\n"
         if "_context_lines" in meta:  # char span of the read files: dedup compares the PR's own text without it
             i0, i1 = meta.pop("_context_lines")
@@ -376,30 +439,15 @@ class PullReader(SourceReader):
             meta["instance_id_original"] = pr["instance_id"]
         license_id = meta.pop("license", None) or pr.get("license")
         return make_document(
-            text, doc_id, "pr", repo=repo, license=license_id, number=number, state=state, n_files=len(files), **meta
+            text, doc_id, "pr", repo=repo, license=license_id, number=number, state=state, n_files=n_files, **meta
         )
 
     # -- the work as it went: issue, what was read, commits with their feedback, outcome ------------------
-    def _render_workflow(
-        self, pr: dict, clone: Path, names: Pseudonyms, clean: Any, title: str, repo: str | None, state: str
-    ) -> tuple[list[str], dict]:
-        base, head = pr.get("base") or {}, pr.get("head") or {}
+    def _render_workflow(self, pr: dict, clone: Path, names: Pseudonyms, clean: Any) -> tuple[list[str], dict]:
+        base, head, repo = pr.get("base") or {}, pr.get("head") or {}, _repo(pr)
         base_sha = str(base["sha"])
-        head_sha = str(head.get("sha") or "")
-        commits = []
-        if head_sha and has_commit(clone, head_sha):
-            held = 0  # diffs past the document's size are never shown (it is cut there): not held either
-            for c in iter_commits(clone, f"{base_sha}..{head_sha}", max_commit_bytes=self.cfg.max_doc_bytes):
-                if len(c.parents) > 1:
-                    self.skip("merge_commit")  # the base branch merged into the PR's: no edit of its own
-                    continue
-                if c.cut_bytes or held + len(c.diff) > self.cfg.max_doc_bytes:
-                    c.cut_bytes, c.diff = c.cut_bytes or len(c.diff), b""
-                held += len(c.diff)
-                commits.append(c)
-        else:
-            self.skip("no_head_commit")  # the record's changed files stand for the commits
-        out = [f"Title: {clean(title)}"]
+        commits = self._pr_commits(clone, base_sha, str(head.get("sha") or ""))
+        out = [f"Title: {clean(_title(pr))}"]
         if repo:
             out.append(f"Repository: {repo}")
         out.append(f"Base: {base.get('ref') or 'base'} at commit {base_sha[:12]}")
@@ -407,56 +455,19 @@ class PullReader(SourceReader):
         out += _hints(pr, clean)
         if pr.get("body") or pr.get("user"):
             out.append(self._opened(pr, names, clean))
-        files = pr.get("files") or []
-        changed = [str(f.get("previous_filename") or f.get("filename")) for f in files if isinstance(f, dict)]
-        hunks = {
-            str(f.get("previous_filename") or f.get("filename")): hunk_ranges(str(f.get("patch") or ""))
-            for f in files
-            if isinstance(f, dict)
-        }
-        if not changed:
-            secs = [(old, sec) for c in commits for old, _, sec in diff_sections(c.diff.decode("utf-8", "replace"))]
-            changed = [old for old, _ in secs]
-            hunks = {old: [] for old in changed}
-            for old, sec in secs:  # the first commit's hunks are at the base; later ones' nearly so
-                hunks[old] += hunk_ranges(sec)
-        read, skipped = base_context(
-            clone,
-            base_sha,
-            changed,
-            self.cfg.context,
-            self.cfg.context_budget(),
-            self.cfg.read_header,
-            self.cfg.context_max_file_bytes,
-            hunks,
-        )
-        for reason, n in sorted(skipped.items()):
-            self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
+        read = self._read_at_base(pr, clone, base_sha, commits)
         context_bytes = 0
         first_read = len(out)
         for r in read:  # each block ends with its line ending: joined by "" below, not by the newline
             context_bytes += len(r.block.encode("utf-8", "surrogatepass"))
             out.append(r.block.removesuffix("\n"))
         context_lines = (first_read, len(out))  # which lines of ``out`` are read files (render makes a span)
-        events = self._events(pr, names, clean)
-        placed = _place_events(events, commits)
-        edit_bytes = 0
-        if commits:
-            for i, c in enumerate(commits):
-                block = self._render_commit(c, i, len(commits), names)
-                edit_bytes += len(block.encode("utf-8", "surrogatepass")) + 1
-                out.append(block)
-                out += [text for _, _, text, _ in placed.get(i, [])]
-        else:
-            out += [text for _, _, text, _ in placed.get(-1, [])]
-            edits = self._render_files(files)
-            edit_bytes = sum(len(e.encode("utf-8", "surrogatepass")) + 1 for e in edits)
-            out += edits
-            out += [text for k in sorted(placed) if k >= 0 for _, _, text, _ in placed[k]]
+        edits, edit_bytes = self._render_edits(pr, commits, names, clean)
+        out += edits
         out += _tests_to_pass(pr)
         merge = pr.get("merge_commit_sha")
         out.append(
-            f"\nFinal state: {state}"
+            f"\nFinal state: {_state(pr)}"
             + (f" ({base.get('ref')} <- {clean(head.get('ref'))})" if base.get("ref") else "")
             + (f", merge commit {str(merge)[:12]}" if merge else "")
         )
@@ -476,6 +487,63 @@ class PullReader(SourceReader):
         if not pr.get("license"):
             meta["license"] = license_at(clone, base_sha)
         return out, meta
+
+    def _pr_commits(self, clone: Path, base_sha: str, head_sha: str) -> list[CommitRecord]:
+        """The PR's own commits (base..head, merges of the base branch left out), their diffs held up to the
+        document's size; none when the head commit is not in the clone (the record's files stand for them)."""
+        if not (head_sha and has_commit(clone, head_sha)):
+            self.skip("no_head_commit")
+            return []
+        commits = []
+        held = 0  # diffs past the document's size are never shown (it is cut there): not held either
+        for c in iter_commits(clone, f"{base_sha}..{head_sha}", max_commit_bytes=self.cfg.max_doc_bytes):
+            if len(c.parents) > 1:
+                self.skip("merge_commit")  # the base branch merged into the PR's: no edit of its own
+                continue
+            if c.cut_bytes or held + len(c.diff) > self.cfg.max_doc_bytes:
+                c.cut_bytes, c.diff = c.cut_bytes or len(c.diff), b""
+            held += len(c.diff)
+            commits.append(c)
+        return commits
+
+    def _read_at_base(self, pr: dict, clone: Path, base_sha: str, commits: list[CommitRecord]) -> list[ReadFile]:
+        """The files read at the base commit (pulls.context, within the budget), what was left out counted."""
+        changed, hunks = _changed_at_base(pr.get("files") or [], commits)
+        read, skipped = base_context(
+            clone,
+            base_sha,
+            changed,
+            self.cfg.context,
+            self.cfg.context_budget(),
+            self.cfg.read_header,
+            self.cfg.context_max_file_bytes,
+            hunks,
+        )
+        for reason, n in sorted(skipped.items()):
+            self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
+        return read
+
+    def _render_edits(
+        self, pr: dict, commits: list[CommitRecord], names: Pseudonyms, clean: Any
+    ) -> tuple[list[str], int]:
+        """(each commit with the feedback made on it after it, or the record's files with the conversation;
+        the bytes of the commits' messages and diffs, or of the files' patches)."""
+        placed = _place_events(self._events(pr, names, clean), commits)
+        out: list[str] = []
+        edit_bytes = 0
+        if commits:
+            for i, c in enumerate(commits):
+                block = self._render_commit(c, i, len(commits), names)
+                edit_bytes += len(block.encode("utf-8", "surrogatepass")) + 1
+                out.append(block)
+                out += [e.text for e in placed.get(i, [])]
+            return out, edit_bytes
+        out += [e.text for e in placed.get(-1, [])]
+        edits = self._render_files(pr.get("files") or [])
+        edit_bytes = sum(len(e.encode("utf-8", "surrogatepass")) + 1 for e in edits)
+        out += edits
+        out += [e.text for k in sorted(placed) if k >= 0 for e in placed[k]]
+        return out, edit_bytes
 
     def _clone_identity(self, clone: Path) -> tuple[list[str], str | None]:
         """(root commits, origin remote) of a clone, read once per clone."""
@@ -592,22 +660,15 @@ class PullReader(SourceReader):
             out.append(patch.rstrip("\n"))
         return out
 
-    def _events(self, pr: dict, names: Pseudonyms, clean: Any) -> list[tuple[str, int, str, dict]]:
-        """Issue comments and reviews (with their inline comments) as (time, order, text, where made); bots'
-        are skipped, counted. ``where made``: {"commit": sha or None, "time": epoch or None}."""
-        events: list[tuple[str, int, str, dict]] = []
+    def _events(self, pr: dict, names: Pseudonyms, clean: Any) -> list[PullEvent]:
+        """Issue comments and reviews (with their inline comments) as events; bots' are skipped, counted."""
+        events: list[PullEvent] = []
         for i, c in enumerate(pr.get("comments") or []):
             if is_bot(c.get("user")):
                 self.skip("bot_comment")
                 continue
-            events.append(
-                (
-                    str(c.get("created_at") or ""),
-                    i,
-                    f"\n{_who(names, c.get('user'))} commented:\n{clean(c.get('body'))}",
-                    {"commit": None, "time": _time(c.get("created_at"))},
-                )
-            )
+            text = f"\n{_who(names, c.get('user'))} commented:\n{clean(c.get('body'))}"
+            events.append(PullEvent(str(c.get("created_at") or ""), i, text, None, _time(c.get("created_at"))))
         inline: dict[Any, list[dict]] = {}
         for c in pr.get("review_comments") or []:
             if is_bot(c.get("user")):
@@ -643,28 +704,28 @@ class PullReader(SourceReader):
                     None,
                 )
                 events.append(
-                    (
+                    PullEvent(
                         str(r.get("submitted_at") or ""),
                         10_000 + i,
                         _render_review(r, mine, names, clean),
-                        {"commit": made_on, "time": _time(r.get("submitted_at"))},
+                        made_on,
+                        _time(r.get("submitted_at")),
                     )
                 )
         return events
 
 
-def _place_events(events: list[tuple[str, int, str, dict]], commits: list) -> dict[int, list]:
+def _place_events(events: list[PullEvent], commits: list[CommitRecord]) -> dict[int, list[PullEvent]]:
     """Events grouped by the commit (index) they follow: the commit they name, else the last commit made
     before them, else -1 (before the first commit); in time order within a commit."""
-    placed: dict[int, list] = {}
-    for ev in sorted(events, key=lambda e: (e[0], e[1])):
-        where = ev[3]
+    placed: dict[int, list[PullEvent]] = {}
+    for ev in sorted(events, key=lambda e: (e.time, e.order)):
         k = None
-        sha = str(where.get("commit") or "")
+        sha = str(ev.commit or "")
         if len(sha) >= 7:
             k = next((i for i, c in enumerate(commits) if c.sha.startswith(sha) or sha.startswith(c.sha)), None)
-        if k is None and where.get("time") is not None and commits:
-            before = [i for i, c in enumerate(commits) if c.timestamp <= where["time"]]
+        if k is None and ev.at is not None and commits:
+            before = [i for i, c in enumerate(commits) if c.timestamp <= ev.at]
             k = before[-1] if before else -1
         if k is None:
             k = len(commits) - 1 if commits else 0  # no time, no commit: after the last commit
