@@ -16,6 +16,7 @@ from midtrain.eval.config import SweBenchConfig
 from midtrain.eval.swebench import (
     collect_results,
     convert_predictions,
+    exit_status,
     parse_harness_report,
     parse_pro_results,
     write_run,
@@ -151,9 +152,36 @@ def test_bad_reports_are_rejected_with_the_path(tmp_path):
     got = collect_results(tmp_path / "out")
     assert got["verified"]["rate"] is None and got["verified"]["failures"][0]["step"] == "collect"
     assert "unreadable report" in got["verified"]["failures"][0]["cause"]
+    assert exit_status(got) == 1
 
 
-def test_helper_cli_converts_predictions(tmp_path):
+def test_collect_exit_status_says_whether_what_ran_was_graded(tmp_path):
+    """One exit status for `midtrain eval swebench --collect` (which run.sh calls), --run and the local run: 1
+    when a unit that ran failed a step, has no report, or graded nothing; 0 when every unit has a rate, or has
+    not run yet (a queued run is pending, not failed)."""
+    from midtrain.cli import main
+
+    files = write_run(SweBenchConfig(benchmarks=["verified"]), tmp_path / "hf", tmp_path / "o")
+    collect = ["eval", "swebench", "--collect", "--output", str(tmp_path / "o")]
+    assert main(collect) == 0  # queued: nothing ran
+    assert json.loads((tmp_path / "o" / "swebench_results.json").read_text())["verified"]["pending"] is True
+    udir = files["verified/grade"].parent
+    (udir / "agent.rc").write_text("0\n")
+    (udir / "grade.rc").write_text("0\n")
+    assert main(collect) == 1  # both steps exited 0, yet there is no report: not graded
+    got = json.loads((tmp_path / "o" / "swebench_results.json").read_text())["verified"]
+    assert "pending" not in got and "no grading report" in got["failures"][0]["cause"]
+    (udir / "grading").mkdir()
+    report = {"total_instances": 2, "resolved_instances": 1}
+    (udir / "grading" / "m.midtrain-verified.json").write_text(json.dumps(report))
+    assert main(collect) == 0
+    (udir / "grading" / "m.midtrain-verified.json").write_text(json.dumps(report | {"total_instances": 0}))
+    assert main(collect) == 1  # a report over no instance: nothing graded (rate null)
+    (udir / "grade.rc").write_text("1\n")
+    assert exit_status(collect_results(tmp_path / "o")) == 1
+
+
+def test_script_step_converts_predictions(tmp_path):
     preds = tmp_path / "preds.json"
     preds.write_text(
         json.dumps(
@@ -161,13 +189,16 @@ def test_helper_cli_converts_predictions(tmp_path):
         )
     )
     out = subprocess.run(
-        [sys.executable, "-m", "midtrain.eval.swebench", "predictions", str(preds), str(tmp_path / "p.jsonl")],
+        [sys.executable, "-m", "midtrain.eval.swebench_steps", "predictions", str(preds), str(tmp_path / "p.jsonl")],
         capture_output=True,
         text=True,
         check=True,
     )
     assert json.loads(out.stdout.strip().splitlines()[-1])["dropped_no_instance_id"] == 1
     assert (tmp_path / "p.jsonl").read_text().count("\n") == 1
+    # a run.sh written before the steps had their own module is refused, never a silent no-op claim
+    old = subprocess.run([sys.executable, "-m", "midtrain.eval.swebench", "claim"], capture_output=True, text=True)
+    assert old.returncode == 1 and "midtrain.eval.swebench_steps" in old.stderr
 
 
 def test_eval_swebench_command(tmp_path, capsys):

@@ -143,8 +143,8 @@ def test_a_rerun_after_a_new_checkpoint_removes_the_old_outputs_the_tools_would_
     cfg = SweBenchConfig(benchmarks=["verified", "pro"])
     files = write_run(cfg, hf, tmp_path / "out")
     out = tmp_path / "out"
-    assert any("midtrain.eval.swebench claim" in line for line in files["run"].read_text().splitlines()[:5])
-    claim = [sys.executable, "-m", "midtrain.eval.swebench", "claim", str(out), str(hf)]
+    assert any("midtrain.eval.swebench_steps claim" in line for line in files["run"].read_text().splitlines()[:5])
+    claim = [sys.executable, "-m", "midtrain.eval.swebench_steps", "claim", str(out), str(hf)]
     subprocess.run(claim, check=True, capture_output=True)
     left = [
         out / "verified" / "agent" / "preds.json",

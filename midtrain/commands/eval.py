@@ -6,7 +6,9 @@
             under OUTPUT/hf for a midtrain checkpoint); writes OUTPUT/lm_eval_results.json.
   swebench  for an exported HF checkpoint, write the cluster run (vLLM server, mini-swe-agent on SWE-bench
             Verified / Multilingual / Pro, the graders) under OUTPUT; --run executes it here (GPUs + Docker),
-            --collect reads finished graders' reports into OUTPUT/swebench_results.json.
+            --collect reads finished graders' reports into OUTPUT/swebench_results.json (run.sh does too).
+            Exit status of --run, --collect and a local run: 1 when a benchmark that ran has a failed step, a
+            missing or unreadable report, or graded nothing; a run still queued (no step ran) is pending, 0.
             benchmarks=[local,local_oracle] runs the embedded CPU task set here instead: the checkpoint
             served on CPU, and an oracle endpoint (gold patches) as the plumbing check.
 
@@ -80,16 +82,16 @@ def run(args: argparse.Namespace) -> int:
     from midtrain.eval import swebench
 
     if args.collect:
-        print(json.dumps(swebench.collect_results(args.output), indent=2))
-        return 0
+        results = swebench.collect_results(args.output)
+        print(json.dumps(results, indent=2))
+        return swebench.exit_status(results)
     swe = SweBenchConfig().apply_overrides(args.overrides).validate()
     if set(swe.benchmarks) <= {"local", "local_oracle"}:  # the embedded CPU tasks: run here, nothing to submit
         from midtrain.eval.local_run import run_local
 
         results = run_local(swe, args.checkpoint, args.output)
         print(json.dumps(results, indent=2))
-        ok = all(results.get(b, {}).get("rate") is not None and not results[b].get("failures") for b in swe.benchmarks)
-        return 0 if ok else 1
+        return swebench.exit_status(results)
     from midtrain.eval.scoring import is_hf_dir
 
     if not args.checkpoint or not is_hf_dir(args.checkpoint):

@@ -170,12 +170,26 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path, s
     out = Path(output).resolve()
     out.mkdir(parents=True, exist_ok=True)
     ckpt = str(Path(checkpoint).resolve())
-    files: dict[str, Path] = {}
+    files = {"serve": _script(out / "serve.sh", f"exec {_sh(*_serve_command(cfg, ckpt))}")}
+    for key, name, harness in units(cfg):
+        files.update(_unit_scripts(cfg, out, key, name, harness))
+    files["run"] = _script(out / "run.sh", "\n".join(_run_lines(cfg, out, files, ckpt)))
+    return _finish(cfg, out, files, site)
 
+
+# The generated scripts run the job's Python ($MIDTRAIN_PYTHON: the site's venv or container) and call the
+# steps of midtrain.eval.swebench_steps with it; litellm must not fetch its cost map in every process.
+PY = "${MIDTRAIN_PYTHON:-python}"
+STEP = f"{PY} -m midtrain.eval.swebench_steps"
+ENV = "export LITELLM_LOCAL_MODEL_COST_MAP=True  # litellm: no network fetch of its cost map per process"
+
+
+def _serve_command(cfg: SweBenchConfig, checkpoint: str) -> list[str]:
+    """vLLM's OpenAI-compatible server for the checkpoint, with tool calls parsed for the agents."""
     serve = [
         "vllm",
         "serve",
-        ckpt,
+        checkpoint,
         "--served-model-name",
         cfg.served_model_name,
         "--port",
@@ -191,79 +205,75 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path, s
     ]
     if "deepswe" in cfg.benchmarks and "--host" not in cfg.vllm_args:
         serve[2:2] = ["--host", "0.0.0.0"]  # DeepSWE's agents call it from inside their task containers
-    files["serve"] = _script(out / "serve.sh", f"exec {_sh(*serve)}")
-
-    py = "${MIDTRAIN_PYTHON:-python}"
-    env = "export LITELLM_LOCAL_MODEL_COST_MAP=True  # litellm: no network fetch of its cost map per process"
-    for key, name, harness in units(cfg):
-        bench = BENCHMARKS[name]
-        bdir = out / name
-        udir = bdir if harness == "mini-swe-agent" else bdir / harness
-        udir.mkdir(parents=True, exist_ok=True)
-        if bench.grader == "pier":
-            files.update(_deepswe_unit(cfg, bench, udir, py, env))
-            continue
-        subset = bench.dataset
-        lines = [env]
-        if bench.grader == "pro":  # mini-swe-agent reads the image from `image_name`; Pro names it dockerhub_tag
-            subset = str(bdir / "dataset")
-            lines.append(f"{py} -m midtrain.eval.swebench prepare-pro {_sh(bench.dataset, cfg.split, subset)}")
-        ids_dataset = subset if harness != "openhands" else bench.dataset
-        lines.append(
-            f"{py} -m midtrain.eval.swebench instances "
-            f"{_sh(ids_dataset, cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}"
-        )
-        if harness == "mini-swe-agent":
-            (udir / "agent.yaml").write_text(
-                yaml.dump(agent_config(cfg, bench), Dumper=_BlockDumper, sort_keys=False, width=120, allow_unicode=True)
-            )
-            files[f"{key}/agent.yaml"] = udir / "agent.yaml"
-            agent = [
-                "mini-extra",
-                "swebench",
-                "--subset",
-                subset,
-                "--split",
-                cfg.split,
-                "--config",
-                str(udir / "agent.yaml"),
-                "--output",
-                str(udir / "agent"),
-                "--workers",
-                str(cfg.agent_workers),
-                "--environment-class",
-                cfg.environment,
-            ]
-            if cfg.instance_slice:
-                agent += ["--slice", cfg.instance_slice]
-            lines.append(_sh(*agent))
-            convert = f"{py} -m midtrain.eval.swebench predictions {_sh(str(udir / 'agent' / 'preds.json'))}"
-        else:
-            agent_lines, convert = _harness_agent(
-                cfg, bench, udir, harness, py, subset if bench.grader == "pro" else None
-            )
-            lines += agent_lines
-        convert += f" {_sh(str(udir / 'preds.jsonl'), '--instances', str(udir / INSTANCES))}"
-        files[f"{key}/agent"] = _script(udir / "agent.sh", "\n".join(lines))
-        run_name = name if harness == "mini-swe-agent" else f"{name}-{harness}"
-        files[f"{key}/grade"] = _script(
-            udir / "grade.sh", "\n".join([env, convert, *_grade_lines(cfg, bench, udir, run_name, py)])
-        )
-
-    files["run"] = _script(out / "run.sh", "\n".join(_run_lines(cfg, out, files, py, env, ckpt)))
-    return _finish(cfg, out, files, site)
+    return serve
 
 
-def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, env: str, checkpoint: str) -> list[str]:
+def _unit_scripts(cfg: SweBenchConfig, out: Path, key: str, name: str, harness: str) -> dict[str, Path]:
+    """One unit's agent.sh (the instances asked for -> instances.txt, then the agent) and grade.sh (its
+    predictions, completed to every instance asked for, -> the grader), by files key."""
+    bench = BENCHMARKS[name]
+    udir = out / name if harness == "mini-swe-agent" else out / name / harness
+    udir.mkdir(parents=True, exist_ok=True)
+    if bench.grader == "pier":
+        return _deepswe_unit(cfg, bench, udir)
+    files: dict[str, Path] = {}
+    lines, subset = [ENV], bench.dataset
+    if bench.grader == "pro":  # mini-swe-agent reads the image from `image_name`; Pro names it dockerhub_tag
+        subset = str(out / name / "dataset")
+        lines.append(f"{STEP} prepare-pro {_sh(bench.dataset, cfg.split, subset)}")
+    ids_dataset = subset if harness != "openhands" else bench.dataset
+    lines.append(f"{STEP} instances {_sh(ids_dataset, cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}")
+    if harness == "mini-swe-agent":
+        agent, convert = _mini_swe_agent(cfg, bench, udir, subset)
+        files[f"{key}/agent.yaml"] = udir / "agent.yaml"
+    else:
+        agent, convert = _harness_agent(cfg, bench, udir, harness, subset if bench.grader == "pro" else None)
+    convert += f" {_sh(str(udir / 'preds.jsonl'), '--instances', str(udir / INSTANCES))}"
+    files[f"{key}/agent"] = _script(udir / "agent.sh", "\n".join(lines + agent))
+    run_name = name if harness == "mini-swe-agent" else f"{name}-{harness}"
+    files[f"{key}/grade"] = _script(
+        udir / "grade.sh", "\n".join([ENV, convert, *_grade_lines(cfg, bench, udir, run_name)])
+    )
+    return files
+
+
+def _mini_swe_agent(cfg: SweBenchConfig, bench: Benchmark, udir: Path, subset: str) -> tuple[list[str], str]:
+    """mini-swe-agent's batch run over SUBSET with UDIR/agent.yaml (written here), and its predictions
+    converter (run by grade.sh, so a crashed agent still leaves its finished instances graded)."""
+    (udir / "agent.yaml").write_text(
+        yaml.dump(agent_config(cfg, bench), Dumper=_BlockDumper, sort_keys=False, width=120, allow_unicode=True)
+    )
+    agent = [
+        "mini-extra",
+        "swebench",
+        "--subset",
+        subset,
+        "--split",
+        cfg.split,
+        "--config",
+        str(udir / "agent.yaml"),
+        "--output",
+        str(udir / "agent"),
+        "--workers",
+        str(cfg.agent_workers),
+        "--environment-class",
+        cfg.environment,
+    ]
+    if cfg.instance_slice:
+        agent += ["--slice", cfg.instance_slice]
+    return [_sh(*agent)], f"{STEP} predictions {_sh(str(udir / 'agent' / 'preds.json'))}"
+
+
+def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], checkpoint: str) -> list[str]:
     """run.sh: the server, every unit's agent then (server stopped) its grader, each as its own step, then the
-    collection; exits non-zero when anything failed, after all of it ran."""
+    collection (`midtrain eval swebench --collect`); exits non-zero when anything failed, after all of it ran."""
     agents = [k for k in files if k.endswith("/agent")]
     grades = [k for k in files if k.endswith("/grade")]
     q = lambda p: _sh(str(p))  # noqa: E731
     run = [
         "set +e  # one unit's failure must not stop the others, nor the collection",
-        env,
-        f"{py} -m midtrain.eval.swebench claim {q(out)} {q(checkpoint)} || exit 1  # stale outputs go",
+        ENV,
+        f"{STEP} claim {q(out)} {q(checkpoint)} || exit 1  # stale outputs go",
         "FAILED=0",
         "step() {  # step NAME SCRIPT: run it; its log and exit status go beside it, for the collection",
         '  local dir; dir=$(dirname "$2")',
@@ -297,13 +307,13 @@ def _run_lines(cfg: SweBenchConfig, out: Path, files: dict[str, Path], py: str, 
         "if [ $READY -eq 1 ]; then",
         *[f"  step grade {q(files[k])}" for k in grades],
         "fi",
-        f"{py} -m midtrain.eval.swebench collect {q(out)} || FAILED=1",
+        f"{PY} -m midtrain.cli eval swebench --collect --output {q(out)} || FAILED=1",
         "exit $FAILED",
     ]
     return run
 
 
-def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path, py: str, env: str) -> dict[str, Path]:
+def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path) -> dict[str, Path]:
     """DeepSWE's agent.sh (Pier's own Python >= 3.12 environment, the task checkout, `pier run` against our
     server: agent and verifier) and grade.sh (its trials -> results)."""
     from midtrain.eval import deepswe
@@ -311,7 +321,7 @@ def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path, py: str, en
     (udir / "agent.yaml").write_text(yaml.safe_dump(agent_config(cfg, bench), sort_keys=False))
     tasks = '"$DEEPSWE_DIR/tasks"'
     lines = [
-        env,
+        ENV,
         "# Harbor and Pier need Python >= 3.12: their own environment, the project's stays as it is",
         f"PIER_ENV={_sh(str(udir / 'pier-env'))}",
         'if [ ! -x "$PIER_ENV/bin/pier" ]; then',
@@ -323,11 +333,10 @@ def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path, py: str, en
         f"DEEPSWE_DIR=${{DEEPSWE_DIR:-{udir / 'deep-swe'}}}  # a checkout of {deepswe.REPO}",
         f'if [ ! -d {tasks} ]; then git clone https://github.com/{deepswe.REPO} "$DEEPSWE_DIR" && '
         f'git -C "$DEEPSWE_DIR" checkout {deepswe.REF}; fi',
-        f"{py} -m midtrain.eval.swebench instances {tasks} "
-        f"{_sh(cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}",
+        f"{STEP} instances {tasks} {_sh(cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}",
         "# the agent runs inside each task's container: it reaches the server at this node's address",
         "HOST=${MIDTRAIN_SERVER_HOST:-$(hostname -I | awk '{print $1}')}",
-        f"{py} -m midtrain.eval.swebench deepswe-config {_sh(str(udir / 'agent.yaml'))} "
+        f"{STEP} deepswe-config {_sh(str(udir / 'agent.yaml'))} "
         f'"http://$HOST:{cfg.port}/v1" {_sh(str(udir / "pier_agent.yaml"))}',
         "INCLUDE=()",
         f'{"" if cfg.instance_slice else "# "}while read -r t; do INCLUDE+=(-i "*$t"); done < '
@@ -362,7 +371,7 @@ def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path, py: str, en
             udir / "grade.sh",
             "\n".join(
                 [
-                    env,
+                    ENV,
                     "# Pier graded every trial during the agent step; here its results are only checked",
                     f"ls {_sh(str(udir / 'jobs' / deepswe.JOB))}/*/result.json >/dev/null",
                 ]
@@ -372,7 +381,7 @@ def _deepswe_unit(cfg: SweBenchConfig, bench: Benchmark, udir: Path, py: str, en
 
 
 def _harness_agent(
-    cfg: SweBenchConfig, bench: Benchmark, hdir: Path, harness: str, py: str, pro_dataset: str | None
+    cfg: SweBenchConfig, bench: Benchmark, hdir: Path, harness: str, pro_dataset: str | None
 ) -> tuple[list[str], str]:
     """SWE-agent's or OpenHands' agent step (its config checked against its schema) and its predictions
     converter (run by grade.sh, so a crashed agent still leaves its finished instances graded)."""
@@ -388,7 +397,7 @@ def _harness_agent(
                 'sweagent run-batch --config "${SWE_AGENT_DIR:?set SWE_AGENT_DIR to a SWE-agent checkout}'
                 '/config/default.yaml" ' + _sh("--config", str(hdir / "swe_agent.yaml"))
             ],
-            f"{py} -m midtrain.eval.swebench predictions {_sh(str(hdir / 'agent' / 'preds.json'))}",
+            f"{STEP} predictions {_sh(str(hdir / 'agent' / 'preds.json'))}",
         )
     (hdir / "config.toml").write_text(openhands_config(cfg, api_base, model_id(cfg)))
     limit = openhands_limit(cfg.instance_slice)
@@ -418,11 +427,11 @@ def _harness_agent(
         run += ["--eval-n-limit", str(limit)]
     return (
         ['cd "${OPENHANDS_DIR:?set OPENHANDS_DIR to an OpenHands checkout}"', _sh(*run)],
-        f"{py} -m midtrain.eval.swebench openhands-predictions {_sh(str(hdir / 'agent'))}",
+        f"{STEP} openhands-predictions {_sh(str(hdir / 'agent'))}",
     )
 
 
-def _grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str, py: str) -> list[str]:
+def _grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str) -> list[str]:
     """Grade BDIR/preds.jsonl (one line per instance asked for) into BDIR/grading; the harness report is
     named after ``run_name``."""
     grading = bdir / "grading"
@@ -448,16 +457,16 @@ def _grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: st
             f"IDS=$(cat {_sh(str(bdir / INSTANCES))})",
             f'[ -n "$IDS" ] || {{ echo "no instances listed in {bdir / INSTANCES}" >&2; exit 3; }}',
             f"mkdir -p {_sh(str(grading))} && cd {_sh(str(grading))}",  # the harness logs under cwd
-            f"{py} {harness} --instance_ids $IDS",
+            f"{PY} {harness} --instance_ids $IDS",
         ]
     # Scale's grader reads dockerfiles/ and imports helper_code/ relative to its checkout: it runs from there.
     # Without --use_local_docker it grades on Modal, and an instance it cannot run is written as `false`.
     return [
         ': "${SWEBENCH_PRO_DIR:?set SWEBENCH_PRO_DIR to a checkout of scaleapi/SWE-bench_Pro-os}"',
-        f"{py} -m midtrain.eval.swebench pro-patches {_sh(str(bdir / 'preds.jsonl'), str(bdir / 'patches.json'))}",
+        f"{STEP} pro-patches {_sh(str(bdir / 'preds.jsonl'), str(bdir / 'patches.json'))}",
         f"mkdir -p {_sh(str(grading))}",
         'cd "$SWEBENCH_PRO_DIR"',
-        f"{py} swe_bench_pro_eval.py --raw_sample_path={PRO_RAW_SAMPLES} "
+        f"{PY} swe_bench_pro_eval.py --raw_sample_path={PRO_RAW_SAMPLES} "
         f"--patch_path={_sh(str(bdir / 'patches.json'))} --output_dir={_sh(str(grading))} "
         f"--scripts_dir=run_scripts --num_workers={cfg.grading_workers} "
         f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]} --use_local_docker",
@@ -611,15 +620,6 @@ def convert_predictions(
     return write_predictions(complete_predictions(rows, instances, counts), out_jsonl, counts)
 
 
-def pro_patches(preds_jsonl: str | Path, out_json: str | Path) -> int:
-    """Harness JSONL -> the list Scale's Pro grader reads ([{instance_id, patch, prefix}])."""
-    rows = [json.loads(line) for line in Path(preds_jsonl).read_text().splitlines() if line.strip()]
-    Path(out_json).write_text(
-        json.dumps([{"instance_id": r["instance_id"], "patch": r["model_patch"], "prefix": ""} for r in rows])
-    )
-    return len(rows)
-
-
 def pro_problem_statement(row: dict[str, Any]) -> str:
     """The task text Scale's harness gives the agent (helper_code/create_problem_statement.py): the issue, then
     the requirements and the new interfaces the hidden tests call; published Pro scores are with both."""
@@ -644,13 +644,6 @@ def write_pro_rows(rows: list[dict[str, Any]], out_dir: str | Path, split: str) 
             row["problem_statement"] = pro_problem_statement(row)
             f.write(json.dumps(row) + "\n")
     return len(rows)
-
-
-def prepare_pro(dataset: str, split: str, out_dir: str | Path) -> int:
-    """Write SWE-bench Pro as a local dataset dir (SPLIT.jsonl) for the agent (cluster, needs the hub)."""
-    from datasets import load_dataset
-
-    return write_pro_rows([dict(r) for r in load_dataset(dataset, split=split)], out_dir, split)
 
 
 # -- results ----------------------------------------------------------------------------------------
@@ -756,7 +749,8 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
     Keys: the benchmark name for mini-swe-agent (OUTPUT/<bench>/), ``<bench>/<harness>`` for another harness
     (OUTPUT/<bench>/<harness>/). Every unit the run's swebench_config.yaml asked for gets an entry: ``total``
     is the instances asked for (instances.txt), ``failures`` lists failed steps with their cause, and a unit
-    without a readable report has ``rate: null`` (unknown, never 0).
+    without a readable report has ``rate: null`` (unknown, never 0); one none of whose steps has run yet is
+    also ``pending``.
     """
     from midtrain.eval.config import HARNESSES
 
@@ -770,130 +764,75 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
     server = (out / SERVER_FAILED).read_text().strip() if (out / SERVER_FAILED).is_file() else None
     results: dict[str, dict[str, Any]] = {}
     for key, name, harness in planned:
-        bench = BENCHMARKS[name]
         udir = out / name if harness == "mini-swe-agent" else out / name / harness
-        grading = udir / "grading"
-        if scanned and not grading.is_dir():
+        if scanned and not (udir / "grading").is_dir():
             continue
-        run_name = name if harness == "mini-swe-agent" else f"{name}-{harness}"
-        asked = read_instances(udir / INSTANCES)
-        failures = step_failures(udir, server)
-        result: dict[str, Any] | None = None
-        try:
-            if bench.grader == "swebench":
-                reports = sorted(grading.glob(f"*.midtrain-{run_name}.json")) if grading.is_dir() else []
-                if reports:
-                    result = parse_harness_report(reports[-1])
-            elif bench.grader == "pier":
-                from midtrain.eval.deepswe import JOB, parse_trials
-
-                if (udir / "jobs" / JOB).is_dir():
-                    result = parse_trials(udir / "jobs" / JOB, asked)
-            elif (grading / "eval_results.json").exists():
-                result = parse_pro_results(grading / "eval_results.json", udir / "preds.jsonl", asked)
-        except (ValueError, json.JSONDecodeError) as e:
-            failures.append({"step": "collect", "cause": f"unreadable report: {e}"})
-        if result is None:
-            if not failures:
-                failures.append({"step": "grade", "cause": f"no grading report in {grading}"})
-            result = {"resolved": 0, "total": len(asked) if asked is not None else 0, "rate": None}
-        if asked is not None:
-            result["asked"] = len(asked)
-            if result["total"] != len(asked):
-                log.warning(
-                    "swebench %s: the report covers %d instances, %d were asked for", key, result["total"], len(asked)
-                )
-        empty = result.get("empty_patch", 0)
-        if result.get("total") and empty / result["total"] > EMPTY_PATCH_FLAG:  # e.g. the server died mid-run
-            result["flag"] = f"mostly empty patches: {empty} of {result['total']}"
-            log.warning("swebench %s: %s (did the model server stop?)", key, result["flag"])
-        if failures:
-            result["failures"] = failures
-            log.error("swebench %s: %s", key, "; ".join(f"{f['step']}: {f['cause']}" for f in failures))
-        results[key] = result
+        results[key] = _unit_result(key, BENCHMARKS[name], harness, udir, server)
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2))
     return results
 
 
-def load_rows(dataset: str, split: str) -> list[dict[str, Any]]:
-    """A dataset's rows in the agent's order: DATASET/SPLIT.jsonl when it is a local dir (the prepared Pro set),
-    else ``datasets.load_dataset`` as mini-swe-agent loads it (a hub id, or a local dataset directory)."""
-    local = Path(dataset) / f"{split}.jsonl"
-    if next(Path(dataset).glob("*/task.toml"), None) is not None:  # Harbor tasks (DeepSWE)
-        from midtrain.eval.deepswe import read_tasks
-
-        return read_tasks(dataset)
-    if local.is_file():
-        return [json.loads(line) for line in local.read_text().splitlines() if line.strip()]
-    from datasets import load_dataset
-
-    return [dict(r) for r in load_dataset(dataset, split=split)]
+def exit_status(results: dict[str, dict[str, Any]]) -> int:
+    """The exit status of a SWE-bench run or collection: 1 when a unit that ran has a failed step, a missing or
+    unreadable report, or graded nothing (rate null), else 0. A pending unit (none of its steps has run yet)
+    fails nothing: collecting a run still in the queue says so in its results, not as an error."""
+    return (
+        1 if any((r.get("failures") or r.get("rate") is None) and not r.get("pending") for r in results.values()) else 0
+    )
 
 
-def _main(argv: list[str] | None = None) -> int:
-    """Helpers the generated scripts call: instances | predictions | openhands-predictions | pro-patches |
-    prepare-pro | collect."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m midtrain.eval.swebench", description=_main.__doc__)
-    sub = p.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("instances", help="list the instance ids an agent is asked to run")
-    a.add_argument("dataset")
-    a.add_argument("split")
-    a.add_argument("slice")
-    a.add_argument("out")
-    a = sub.add_parser("predictions")
-    a.add_argument("preds_json")
-    a.add_argument("out_jsonl")
-    a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
-    a = sub.add_parser("pro-patches")
-    a.add_argument("preds_jsonl")
-    a.add_argument("out_json")
-    a = sub.add_parser("prepare-pro")
-    a.add_argument("dataset")
-    a.add_argument("split")
-    a.add_argument("out_dir")
-    a = sub.add_parser("openhands-predictions")
-    a.add_argument("output_dir")
-    a.add_argument("out_jsonl")
-    a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
-    a = sub.add_parser("collect")
-    a.add_argument("output")
-    a = sub.add_parser("claim", help="remove outputs of another checkpoint or settings; stamp OUTPUT")
-    a.add_argument("output")
-    a.add_argument("checkpoint")
-    a = sub.add_parser("deepswe-config", help="Pier's mini-swe-agent layer from agent.yaml and the server URL")
-    a.add_argument("agent_yaml")
-    a.add_argument("api_base")
-    a.add_argument("out")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    if args.cmd == "instances":
-        print(write_instances(load_rows(args.dataset, args.split), args.slice, args.out))
-    elif args.cmd == "predictions":
-        print(json.dumps(convert_predictions(args.preds_json, args.out_jsonl, read_instances(args.instances))))
-    elif args.cmd == "openhands-predictions":
-        from midtrain.eval.harnesses import openhands_predictions
-
-        print(json.dumps(openhands_predictions(args.output_dir, args.out_jsonl, read_instances(args.instances))))
-    elif args.cmd == "pro-patches":
-        print(pro_patches(args.preds_jsonl, args.out_json))
-    elif args.cmd == "prepare-pro":
-        print(prepare_pro(args.dataset, args.split, args.out_dir))
-    elif args.cmd == "claim":
-        claim_run(args.output, args.checkpoint)
-    elif args.cmd == "deepswe-config":
-        from midtrain.eval.deepswe import agent_config as pier_config
-
-        conf = pier_config(yaml.safe_load(Path(args.agent_yaml).read_text()), args.api_base)
-        Path(args.out).write_text(yaml.safe_dump(conf, sort_keys=False))
-        print(args.out)
-    else:
-        results = collect_results(args.output)
-        print(json.dumps(results, indent=2))
-        return 1 if any(r.get("failures") for r in results.values()) else 0
-    return 0
+def _unit_result(key: str, bench: Benchmark, harness: str, udir: Path, server: str | None) -> dict[str, Any]:
+    """One unit's counts from its grader's report, its failed steps with their cause, and flags."""
+    asked = read_instances(udir / INSTANCES)
+    failures = step_failures(udir, server)
+    result: dict[str, Any] | None = None
+    try:
+        result = _grader_report(
+            bench, udir, bench.name if harness == "mini-swe-agent" else f"{bench.name}-{harness}", asked
+        )
+    except (ValueError, json.JSONDecodeError) as e:
+        failures.append({"step": "collect", "cause": f"unreadable report: {e}"})
+    if result is None:
+        pending = not failures and not any((udir / f"{s}.rc").is_file() for s in STEPS)  # nor a server
+        if not failures:
+            why = " (not run yet)" if pending else ""
+            failures.append({"step": "grade", "cause": f"no grading report in {udir / 'grading'}{why}"})
+        result = {"resolved": 0, "total": len(asked) if asked is not None else 0, "rate": None}
+        if pending:
+            result["pending"] = True
+    if asked is not None:
+        result["asked"] = len(asked)
+        if result["total"] != len(asked):
+            log.warning(
+                "swebench %s: the report covers %d instances, %d were asked for", key, result["total"], len(asked)
+            )
+    empty = result.get("empty_patch", 0)
+    if result.get("total") and empty / result["total"] > EMPTY_PATCH_FLAG:  # e.g. the server died mid-run
+        result["flag"] = f"mostly empty patches: {empty} of {result['total']}"
+        log.warning("swebench %s: %s (did the model server stop?)", key, result["flag"])
+    if failures:
+        result["failures"] = failures
+        log.error("swebench %s: %s", key, "; ".join(f"{f['step']}: {f['cause']}" for f in failures))
+    return result
 
 
-if __name__ == "__main__":
-    raise SystemExit(_main())
+def _grader_report(bench: Benchmark, udir: Path, run_name: str, asked: list[str] | None) -> dict[str, Any] | None:
+    """The counts in the unit's grading report (each grader writes its own format); None when there is none."""
+    grading = udir / "grading"
+    if bench.grader == "swebench":
+        reports = sorted(grading.glob(f"*.midtrain-{run_name}.json")) if grading.is_dir() else []
+        return parse_harness_report(reports[-1]) if reports else None
+    if bench.grader == "pier":
+        from midtrain.eval.deepswe import JOB, parse_trials
+
+        return parse_trials(udir / "jobs" / JOB, asked) if (udir / "jobs" / JOB).is_dir() else None
+    if (grading / "eval_results.json").exists():
+        return parse_pro_results(grading / "eval_results.json", udir / "preds.jsonl", asked)
+    return None
+
+
+if __name__ == "__main__":  # a run.sh written before its steps moved: refused, never a silent no-op
+    raise SystemExit(
+        "python -m midtrain.eval.swebench: the generated scripts' steps are python -m midtrain.eval.swebench_steps "
+        "now; write the run again with midtrain eval swebench"
+    )

@@ -1,0 +1,112 @@
+"""The steps the generated SWE-bench scripts run inside the job: ``python -m midtrain.eval.swebench_steps STEP ...``.
+
+run.sh, agent.sh and grade.sh (written by :func:`midtrain.eval.swebench.write_run`) call these between the tools
+they drive: list the instances asked for, convert each agent's predictions for its grader, prepare SWE-bench
+Pro's rows, stamp the output (claim) and write Pier's agent config. This is not a user command: a user runs
+``midtrain eval swebench``, which writes the scripts, runs them (``--run``) and collects the results
+(``--collect``, which run.sh calls too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from midtrain.eval.predictions import read_instances
+from midtrain.eval.swebench import claim_run, convert_predictions, write_instances, write_pro_rows
+
+
+def load_rows(dataset: str, split: str) -> list[dict[str, Any]]:
+    """A dataset's rows in the agent's order: DATASET/SPLIT.jsonl when it is a local dir (the prepared Pro set),
+    else ``datasets.load_dataset`` as mini-swe-agent loads it (a hub id, or a local dataset directory)."""
+    local = Path(dataset) / f"{split}.jsonl"
+    if next(Path(dataset).glob("*/task.toml"), None) is not None:  # Harbor tasks (DeepSWE)
+        from midtrain.eval.deepswe import read_tasks
+
+        return read_tasks(dataset)
+    if local.is_file():
+        return [json.loads(line) for line in local.read_text().splitlines() if line.strip()]
+    from datasets import load_dataset
+
+    return [dict(r) for r in load_dataset(dataset, split=split)]
+
+
+def pro_patches(preds_jsonl: str | Path, out_json: str | Path) -> int:
+    """Harness JSONL -> the list Scale's Pro grader reads ([{instance_id, patch, prefix}])."""
+    rows = [json.loads(line) for line in Path(preds_jsonl).read_text().splitlines() if line.strip()]
+    Path(out_json).write_text(
+        json.dumps([{"instance_id": r["instance_id"], "patch": r["model_patch"], "prefix": ""} for r in rows])
+    )
+    return len(rows)
+
+
+def prepare_pro(dataset: str, split: str, out_dir: str | Path) -> int:
+    """Write SWE-bench Pro as a local dataset dir (SPLIT.jsonl) for the agent (cluster, needs the hub)."""
+    from datasets import load_dataset
+
+    return write_pro_rows([dict(r) for r in load_dataset(dataset, split=split)], out_dir, split)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m midtrain.eval.swebench_steps", description=__doc__)
+    sub = p.add_subparsers(dest="step", required=True)
+    a = sub.add_parser("instances", help="list the instance ids an agent is asked to run")
+    a.add_argument("dataset")
+    a.add_argument("split")
+    a.add_argument("slice")
+    a.add_argument("out")
+    for name, src in (("predictions", "preds_json"), ("openhands-predictions", "output_dir")):
+        a = sub.add_parser(name, help="an agent's predictions -> the harness's JSONL, one line per instance")
+        a.add_argument(src)
+        a.add_argument("out_jsonl")
+        a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
+    a = sub.add_parser("pro-patches", help="the harness's JSONL -> the patches Scale's Pro grader reads")
+    a.add_argument("preds_jsonl")
+    a.add_argument("out_json")
+    a = sub.add_parser("prepare-pro", help="SWE-bench Pro as a local dataset dir for the agent")
+    a.add_argument("dataset")
+    a.add_argument("split")
+    a.add_argument("out_dir")
+    a = sub.add_parser("claim", help="remove outputs of another checkpoint or settings; stamp OUTPUT")
+    a.add_argument("output")
+    a.add_argument("checkpoint")
+    a = sub.add_parser("deepswe-config", help="Pier's mini-swe-agent layer from agent.yaml and the server URL")
+    a.add_argument("agent_yaml")
+    a.add_argument("api_base")
+    a.add_argument("out")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.step == "instances":
+        print(write_instances(load_rows(args.dataset, args.split), args.slice, args.out))
+    elif args.step == "predictions":
+        print(json.dumps(convert_predictions(args.preds_json, args.out_jsonl, read_instances(args.instances))))
+    elif args.step == "openhands-predictions":
+        from midtrain.eval.harnesses import openhands_predictions
+
+        print(json.dumps(openhands_predictions(args.output_dir, args.out_jsonl, read_instances(args.instances))))
+    elif args.step == "pro-patches":
+        print(pro_patches(args.preds_jsonl, args.out_json))
+    elif args.step == "prepare-pro":
+        print(prepare_pro(args.dataset, args.split, args.out_dir))
+    elif args.step == "claim":
+        claim_run(args.output, args.checkpoint)
+    else:
+        from midtrain.eval.deepswe import agent_config as pier_config
+
+        conf = pier_config(yaml.safe_load(Path(args.agent_yaml).read_text()), args.api_base)
+        Path(args.out).write_text(yaml.safe_dump(conf, sort_keys=False))
+        print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
