@@ -115,6 +115,20 @@ def show(repo: Path, rev: str, path: str) -> str:
     ).stdout
 
 
+def tree_paths(block: str) -> list[str]:
+    """The file paths of a rendered file tree (two spaces a level; ``name/`` a folder), in its order."""
+    out, folders = [], []
+    for line in block.strip("\n").split("\n")[1:]:
+        depth = (len(line) - len(line.lstrip(" "))) // 2
+        name = line.strip()
+        del folders[depth:]
+        if name.endswith("/"):
+            folders.append(name[:-1])
+        else:
+            out.append("/".join([*folders, name]))
+    return out
+
+
 def read_blocks(text: str) -> list[tuple[str, str, str, str]]:
     """(sha, path, why, content) of every file the document says was read (a block ends where the next
     section starts: another read file, a commit, the changed files, a comment or the final state)."""
@@ -180,11 +194,16 @@ def test_merged_pull_requests_from_history_read_at_base_commit_then_commits_in_o
         assert ident not in text
     stats = {k: v.total for k, v in reader.stats.stats.items()}
     assert stats["skip/file_lock_file"] == 1 and stats["records"] == 2 and stats["documents"] == 2
-    # context vs edits: bytes of the read files and of the commits, as the document holds them
-    read_part = text[text.index("\n[read at") : text.index("\nCommit 1/2")]
+    # the file tree at the base, first: every path git lists there, in order, read back from the indentation
+    tree = text[text.index("\n[file tree at base commit") : text.index("\n[read at")]
+    listed = git(repo, "ls-tree", "-r", "--name-only", base).split()
+    assert tree.split("\n")[1] == f"[file tree at base commit {base[:12]}: {len(listed)} files]"
+    assert tree_paths(tree) == listed and meta["tree_bytes"] == len(tree.encode())
+    # context vs edits: bytes of the tree and read files and of the commits, as the document holds them
+    read_part = text[text.index("\n[file tree at") : text.index("\nCommit 1/2")]
     edit_part = text[text.index("\nCommit 1/2") : text.index("\nFinal state")]
     assert meta["context_bytes"] == len(read_part.encode()) and meta["edit_bytes"] == len(edit_part.encode())
-    start, end = meta["context_span"]  # the read files' chars, which dedup leaves out of the PR's signature
+    start, end = meta["context_span"]  # the tree and read files' chars, which dedup leaves out of the signature
     assert text[start:end] == read_part and stats["skip/issue_without_text"] == 1
     pr8 = docs[1]
     assert pr8.metadata["base_commit"] == sha["m7"] and pr8.metadata["commits"] == [sha["c3"]]
@@ -283,8 +302,8 @@ def test_records_joined_with_clones_reviews_after_the_commit_they_were_made_on(c
 def test_context_modes_and_token_budget_nearest_first(calc):
     repo, sha = calc
 
-    def read(**kw) -> tuple[list[tuple], dict]:
-        reader = PullReader([str(repo)], PullsConfig(**{"context": "files+imports", **kw}))
+    def read(**kw) -> tuple[list[tuple], dict]:  # the read files alone (no tree) unless tree_tokens is given
+        reader = PullReader([str(repo)], PullsConfig(**{"context": "files+imports", "tree_tokens": 0, **kw}))
         doc = run_reader(reader)[0]
         return read_blocks(doc.text), {k: v.total for k, v in reader.stats.stats.items()}
 
@@ -311,6 +330,14 @@ def test_context_modes_and_token_budget_nearest_first(calc):
         assert sum(cost(b) for b in blocks) <= budget
         assert [b for b in full if b in blocks] == blocks
     assert read(context_tokens=0)[0] == []
+    # the file tree is counted first, against the same budget: what it takes, the read files do not get
+    for budget in (20, 60, 200, 10_000):
+        reader = PullReader([str(repo)], PullsConfig(context="files+imports", context_tokens=budget))
+        doc = run_reader(reader)[0]
+        start, end = doc.metadata.get("context_span", (0, 0))
+        tree = doc.text[start:end].split("\n[read at")[0] if doc.metadata["tree_bytes"] else ""
+        assert estimate_tokens(tree) + sum(cost(b) for b in read_blocks(doc.text)) <= budget
+        assert bool(tree) == (budget >= 60) and doc.metadata["tree_bytes"] == len(tree.encode())
 
 
 def test_swebench_style_task_row_renders_issue_context_and_patch(calc, tmp_path):

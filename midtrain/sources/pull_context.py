@@ -5,10 +5,11 @@
 ``repo`` folder as the mirror tool lays them out). A git repository given as an input is its own clone: the
 pull requests merged or squashed into any of its branches are its pull requests (:func:`history_pulls`).
 
-What was read: the files the PR changes, as they were at the base commit (source first, then tests, other
-files, changelogs last; a file too long for what is left of the budget as windows around its edited hunks),
-then (``files+imports``) the modules they import within the repository and the tests named for them,
-breadth first over the import graph `prep repos` orders files by
+What was read: the repository's file tree at the base commit (:func:`file_tree`: bounded, folders folded past
+the bound, those down to the changed files opened first), the files the PR changes, as they were at the base
+commit (source first, then tests, other files, changelogs last; a file too long for what is left of the budget
+as windows around its edited hunks), then (``files+imports``) the modules they import within the repository
+and the tests named for them, breadth first over the import graph `prep repos` orders files by
 (:func:`midtrain.sources.ordering.file_dependencies`), nearest first, until the token budget is spent. Each
 file goes through the repository reader's filters (lock files, generated, minified, binary, data, vendored,
 private keys, too large); what is left out is counted by reason.
@@ -16,6 +17,7 @@ private keys, too large); what is left out is counted by reason.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterator
@@ -25,6 +27,7 @@ from pathlib import Path
 from midtrain.sources.common import decode_utf8, looks_binary
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import (
+    TreeEntry,
     commit_summary,
     diff,
     first_parent_line,
@@ -87,7 +90,7 @@ def clone_name(repo: Path) -> str:
 
 def license_at(repo: Path, rev: str) -> str | None:
     """The SPDX id of the LICENSE/COPYING file at the root of ``rev``, or None."""
-    entries = [e for e in list_tree(repo, rev) if "/" not in e.path and is_license_file(e.path) and e.mode != "120000"]
+    entries = [e for e in tree_at(repo, rev) if "/" not in e.path and is_license_file(e.path) and e.mode != "120000"]
     for _, data in read_blobs(repo, [e.sha for e in sorted(entries, key=lambda e: e.path)]):
         spdx = detect_spdx(data.decode("utf-8", "replace"))
         if spdx:
@@ -332,7 +335,7 @@ def base_context(
     if mode == "none" or not changed:
         return [], skipped
     hunks = hunks or {}
-    entries = {e.path: e for e in list_tree(repo, base) if e.mode not in ("160000", "120000")}
+    entries = {e.path: e for e in tree_at(repo, base) if e.mode not in ("160000", "120000")}
     all_paths = dict.fromkeys(entries, "")  # module resolution needs every path; only the read ones are parsed
     present = sorted((p for p in dict.fromkeys(changed) if p in entries), key=relevance)  # stable: diff order kept
     logs = [(p, "changed by this pull request") for p in present if relevance(p) == 3]
@@ -433,3 +436,92 @@ def _window_block(
         if estimate_tokens(block) <= left:
             return block
     return None
+
+
+# -- the file tree at the base commit ---------------------------------------------------------------------
+TREE_HEADER = "[file tree at base commit {sha}: {files} files]"
+
+
+def file_tree(paths: list[str], changed: list[str], budget_tokens: int, sha: str) -> str | None:
+    """The repository's files at ``sha`` as an indented tree of at most ``budget_tokens`` (estimated), or None
+    when not even its top level fits. Names sorted within each folder; a folder is listed when it fits: the
+    folders down to each changed file first (in reading order: source first), then the others level by level
+    (shallow first, by name); one not listed is one line ``name/ (N files)``. The same paths and changed files
+    give the same text."""
+    kids: dict[str, dict[str, bool]] = {}  # folder ("" the top) -> {child name: is a folder}
+    count: dict[str, int] = {}  # folder -> files under it
+    for p in paths:
+        parts = p.split("/")
+        for i in range(len(parts)):
+            folder = "/".join(parts[:i])
+            count[folder] = count.get(folder, 0) + 1
+            kids.setdefault(folder, {})[parts[i]] = i < len(parts) - 1
+    if not paths:
+        return None
+    header = TREE_HEADER.format(sha=sha[:12], files=len(paths))
+    limit = int(budget_tokens * BYTES_PER_TOKEN)
+
+    def size(line: str) -> int:
+        return len(line.encode("utf-8", "surrogateescape")) + 1  # and its line ending
+
+    def listing(folder: str) -> int:  # bytes its children add when it is listed, each child folder folded
+        depth = folder.count("/") + 1 if folder else 0
+        total = 0
+        for name, is_dir in kids[folder].items():
+            sub = f"{folder}/{name}" if folder else name
+            total += size("  " * depth + name + (_folded(count[sub]) if is_dir else ""))
+        return total
+
+    used = size("") + size(header) + listing("")  # the block's leading blank line, its header, the top level
+    if used > limit:
+        return None
+    opened = {""}
+    # the folders down to each changed file, the files in reading order (source first), then the others
+    near = ["/".join(p.split("/")[:i]) for p in sorted(changed, key=relevance) for i in range(1, p.count("/") + 1)]
+    others = sorted((f for f in kids if f), key=lambda f: (f.count("/"), f))
+    for folder in near + others:
+        parent = folder.rpartition("/")[0]
+        if folder in opened or folder not in kids or parent not in opened:
+            continue
+        extra = listing(folder) - len(_folded(count[folder])) + 1  # its line keeps the "/"
+        if used + extra <= limit:
+            opened.add(folder)
+            used += extra
+    lines = [header]
+
+    def show(folder: str) -> None:
+        depth = folder.count("/") + 1 if folder else 0
+        for name in sorted(kids[folder]):
+            sub = f"{folder}/{name}" if folder else name
+            if not kids[folder][name]:
+                lines.append("  " * depth + name)
+            elif sub in opened:
+                lines.append("  " * depth + name + "/")
+                show(sub)
+            else:
+                lines.append("  " * depth + name + _folded(count[sub]))
+
+    show("")
+    return "\n" + "\n".join(lines) + "\n"
+
+
+def _folded(n: int) -> str:
+    return f"/ ({n} file{'s' if n != 1 else ''})"
+
+
+def base_tree(repo: Path, base: str, changed: list[str], budget_tokens: int) -> str | None:
+    """:func:`file_tree` of the commit ``base`` of ``repo`` (``git ls-tree``), or None."""
+    return file_tree([e.path for e in tree_at(repo, base)], changed, budget_tokens, base)
+
+
+@functools.lru_cache(maxsize=4)
+def _tree_of_commit(repo: Path, sha: str) -> tuple[TreeEntry, ...]:
+    return tuple(list_tree(repo, sha))
+
+
+def tree_at(repo: Path, rev: str) -> list[TreeEntry]:
+    """``list_tree`` of ``rev``; a full commit sha's is kept for the next caller (one PR reads its base's tree
+    for its file tree, its read files and its licence)."""
+    if re.fullmatch(r"[0-9a-f]{40}", rev):
+        return list(_tree_of_commit(repo, rev))
+    return list_tree(repo, rev)

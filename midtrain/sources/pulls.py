@@ -17,6 +17,10 @@ Input: JSONL (``.jsonl``/``.jsonl.gz``/``.json``), Parquet, or a Hugging Face da
     commit_id / original_commit_id   on reviews and review comments: the commit they were made on
     linked_issues   [{"number", "title", "body"}]  the issues the PR resolves (explicit); or
     issues          the same, matched by "fixes #N"-style references in the title, description and commits
+    check_runs      test and CI results: GitHub check runs ({"name", "head_sha", "conclusion", "status",
+                    "output": {"title"}}), or the check-runs listing {"total_count", "check_runs"}
+    statuses        commit statuses ({"context", "state", "description"}), or the combined status
+                    {"state", "statuses", "sha"}
 
 SWE-bench-style task rows (``repo``, ``instance_id``, ``base_commit``, ``patch``, ``test_patch``,
 ``problem_statement``, ``hints_text``: SWE-bench, SWE-Gym, SWE-bench-extra ...) are read as pull requests
@@ -29,13 +33,15 @@ opened by a bot is dropped whole. Changed files the repository reader would leav
 minified, binary, data, vendored, private keys) keep their header line, their diff is left out and counted.
 
 With the repository at hand (``pulls.repos=DIR`` of clones, or a git input) and the base commit in it, a
-pull request is rendered as the work went: the linked issue(s), the description, the files read at the base
-commit (``pulls.context``: none | files | files+imports, within ``pulls.context_tokens``, by default half the
-pack's ``pulls.seq_length``), each commit of the
-PR in order (message and diff) with the reviews and comments made on it after it, then the final state. A
-PR whose repository or base commit is missing keeps the rendering above, counted as ``skip/no_clone`` or
-``skip/no_base_commit``. Metadata ``context_bytes`` / ``edit_bytes``: the document's bytes of read files and
-of the commits' messages and diffs (the data card reports them as tokens).
+pull request is rendered as the work went: the linked issue(s), the description, the repository's file tree
+at the base commit (at most ``pulls.tree_tokens``, folders folded past it) and the files read there
+(``pulls.context``: none | files | files+imports; tree and files within ``pulls.context_tokens``, by default
+half the pack's ``pulls.seq_length``), each commit of the PR in order (message and diff) with the reviews and
+comments made on it after it, the test and CI results on its last commit (the record's own, else joined from
+``pulls.checks`` by commit), then the final state. A PR whose repository or base commit is missing keeps the
+rendering above (its results too, without a tree), counted as ``skip/no_clone`` or ``skip/no_base_commit``.
+Metadata ``context_bytes`` / ``edit_bytes``: the document's bytes of the tree and read files and of the
+commits' messages and diffs (the data card reports them as tokens); ``tree_bytes``: of the tree alone.
 """
 
 from __future__ import annotations
@@ -79,8 +85,10 @@ from midtrain.sources.pull_context import (
     CONTEXT_MODES,
     ReadFile,
     base_context,
+    base_tree,
     clone_name,
     diff_sections,
+    estimate_tokens,
     find_clone,
     history_pulls,
     hunk_ranges,
@@ -136,6 +144,13 @@ class PullsConfig(ReaderConfig):
     context_share: float = 0.5  # of seq_length, for the read files when context_tokens is None
     context_max_file_bytes: int = 500_000  # a larger file is not read (repos.max_file_bytes)
     read_header: str = "[read at base commit {sha}: {path} ({why})]"
+    # the repository's file tree at the base commit, before the read files and within their budget: at most this
+    # many tokens (folders folded to "name/ (N files)" past it; 0: no tree; context=none: neither)
+    tree_tokens: int = 1024
+    # test and CI results after the edits, joined by commit (the PR's head, else its merge commit) to the PRs
+    # of any input, git included: a JSONL/Parquet file or folder of GitHub-API check runs (head_sha), commit
+    # statuses (their url names the sha) or the responses listing them (check_runs; a combined status's sha)
+    checks: str | None = None
     # issues to join by number to the PRs that close them ("fixes #N"), git inputs included: a JSONL/Parquet
     # file or folder of GitHub-API issue records (number, title, body, and repository_url or repo)
     issues: str | None = None
@@ -150,6 +165,7 @@ class PullsConfig(ReaderConfig):
         super().check()
         require(self.context in CONTEXT_MODES, "context", f"must be one of {', '.join(CONTEXT_MODES)}")
         require(self.context_tokens is None or self.context_tokens >= 0, "context_tokens", "must be >= 0")
+        require(self.tree_tokens >= 0, "tree_tokens", "must be >= 0")
         require(self.seq_length > 0, "seq_length", "must be > 0")
         require(0.0 <= self.context_share <= 1.0, "context_share", "must be in [0, 1]")
         require("{path}" in self.read_header, "read_header", "must contain {path}")
@@ -282,6 +298,51 @@ class PullEvent(NamedTuple):
     at: float | None  # epoch seconds of ``time``, when it parses
 
 
+class CheckResult(NamedTuple):
+    """One test or CI result on a commit: a GitHub check run or commit status."""
+
+    name: str  # the check run's name, the status's context
+    result: str  # conclusion (success, failure, neutral ...; its status while it has none), a status's state
+    detail: str  # the check run's output title, the status's description
+    sha: str  # the commit it ran on ("" when the record does not say)
+    time: str  # completed_at / updated_at as written: of two results of one check, the later counts
+    order: int  # the record's order, for results of one time
+
+
+_STATUS_URL_SHA = re.compile(r"/statuses/([0-9a-fA-F]{40})/?$")
+
+
+def check_results(value: Any) -> list[CheckResult]:
+    """The results in a GitHub-API value: a list of check runs and/or commit statuses, the check-runs listing
+    (``{"total_count", "check_runs"}``) or a combined status (``{"state", "statuses", "sha"}``); entries that
+    are neither (no name, no result) are not results."""
+    sha = ""
+    if isinstance(value, dict):
+        sha = str(value.get("sha") or "")
+        value = value.get("check_runs") if "check_runs" in value else value.get("statuses")
+    if hasattr(value, "tolist"):  # a numpy array out of Parquet
+        value = value.tolist()
+    out = []
+    for i, e in enumerate(value if isinstance(value, list) else []):
+        if not isinstance(e, dict):
+            continue
+        if e.get("context") and e.get("state"):  # a commit status
+            m = _STATUS_URL_SHA.search(str(e.get("url") or ""))
+            on = sha or (m.group(1) if m else "")
+            when = str(e.get("updated_at") or e.get("created_at") or "")
+            out.append(CheckResult(str(e["context"]), str(e["state"]), str(e.get("description") or ""), on, when, i))
+        elif e.get("name") and (e.get("conclusion") or e.get("status")):  # a check run
+            title = str((e.get("output") or {}).get("title") or "") if isinstance(e.get("output"), dict) else ""
+            result = str(e.get("conclusion") or e.get("status"))
+            when = str(e.get("completed_at") or e.get("started_at") or "")
+            out.append(CheckResult(str(e["name"]), result, title, str(e.get("head_sha") or sha), when, i))
+    return out
+
+
+def _same_commit(a: str, b: str) -> bool:
+    return len(a) >= 7 and len(b) >= 7 and (a.startswith(b) or b.startswith(a))
+
+
 class PullReader(SourceReader):
     """datatrove reader over pull-request record files (sharded by file) and git repositories (their merges)."""
 
@@ -296,6 +357,8 @@ class PullReader(SourceReader):
             raise FileNotFoundError(f"pulls.repos={self.cfg.repos}: no such directory of clones")
         if self.cfg.issues and not Path(self.cfg.issues).exists():  # else every issue would quietly be missing
             raise FileNotFoundError(f"pulls.issues={self.cfg.issues}: no such file or folder")
+        if self.cfg.checks and not Path(self.cfg.checks).exists():
+            raise FileNotFoundError(f"pulls.checks={self.cfg.checks}: no such file or folder")
         urls = [i for i in self.inputs if is_url(i)]  # object storage: listed through datatrove's data folders
         units: list[tuple[str, Any]] = table_units(urls) if urls else []
         for p in sorted(expand_inputs(i for i in self.inputs if not is_url(i)), key=str):
@@ -411,6 +474,7 @@ class PullReader(SourceReader):
             out.append(self._opened(pr, names, clean))
         out += self._render_files(pr.get("files") or [])
         out += [e.text for e in sorted(self._events(pr, names, clean), key=lambda e: (e.time, e.order))]
+        out += self._render_checks(pr, clean)
         out += _tests_to_pass(pr)
         return out
 
@@ -455,15 +519,15 @@ class PullReader(SourceReader):
         out += _hints(pr, clean)
         if pr.get("body") or pr.get("user"):
             out.append(self._opened(pr, names, clean))
-        read = self._read_at_base(pr, clone, base_sha, commits)
-        context_bytes = 0
+        tree, read = self._read_at_base(pr, clone, base_sha, commits)
         first_read = len(out)
-        for r in read:  # each block ends with its line ending: joined by "" below, not by the newline
-            context_bytes += len(r.block.encode("utf-8", "surrogatepass"))
-            out.append(r.block.removesuffix("\n"))
-        context_lines = (first_read, len(out))  # which lines of ``out`` are read files (render makes a span)
+        # each block ends with its line ending: joined by "" below, not by the newline
+        for block in ([tree] if tree else []) + [r.block for r in read]:
+            out.append(block.removesuffix("\n"))
+        context_lines = (first_read, len(out))  # which lines of ``out`` are read at the base (render makes a span)
         edits, edit_bytes = self._render_edits(pr, commits, names, clean)
         out += edits
+        out += self._render_checks(pr, clean)
         out += _tests_to_pass(pr)
         merge = pr.get("merge_commit_sha")
         out.append(
@@ -478,7 +542,10 @@ class PullReader(SourceReader):
             "root_commits": roots,
             "context": self.cfg.context,
             "context_files": [r.path for r in read],
-            "context_bytes": context_bytes,
+            "context_bytes": sum(
+                len(b.encode("utf-8", "surrogatepass")) for b in [tree or ""] + [r.block for r in read]
+            ),
+            "tree_bytes": len((tree or "").encode("utf-8", "surrogatepass")),
             "edit_bytes": edit_bytes,
             "_context_lines": context_lines,
         }
@@ -506,22 +573,31 @@ class PullReader(SourceReader):
             commits.append(c)
         return commits
 
-    def _read_at_base(self, pr: dict, clone: Path, base_sha: str, commits: list[CommitRecord]) -> list[ReadFile]:
-        """The files read at the base commit (pulls.context, within the budget), what was left out counted."""
+    def _read_at_base(
+        self, pr: dict, clone: Path, base_sha: str, commits: list[CommitRecord]
+    ) -> tuple[str | None, list[ReadFile]]:
+        """(the file tree at the base commit, within pulls.tree_tokens; the files read there) within the context
+        budget, the tree counted first; what was left out counted."""
         changed, hunks = _changed_at_base(pr.get("files") or [], commits)
+        budget = self.cfg.context_budget()
+        tree = None
+        if self.cfg.context != "none" and self.cfg.tree_tokens > 0:
+            tree = base_tree(clone, base_sha, changed, min(self.cfg.tree_tokens, budget))
+            if tree is None:
+                self.skip("tree_over_budget")  # not even the top level fits: no tree rather than a cut one
         read, skipped = base_context(
             clone,
             base_sha,
             changed,
             self.cfg.context,
-            self.cfg.context_budget(),
+            budget - (estimate_tokens(tree) if tree else 0),
             self.cfg.read_header,
             self.cfg.context_max_file_bytes,
             hunks,
         )
         for reason, n in sorted(skipped.items()):
             self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
-        return read
+        return tree, read
 
     def _render_edits(
         self, pr: dict, commits: list[CommitRecord], names: Pseudonyms, clean: Any
@@ -603,6 +679,61 @@ class PullReader(SourceReader):
                     }
                     self.stat_update("issues_table/issues")
         self.__dict__["_issues"] = cache
+        return cache
+
+    def _render_checks(self, pr: dict, clean: Any) -> list[str]:
+        """The test and CI results on the PR's last commit (its head; else its merge commit): the record's own
+        ``check_runs`` / ``statuses``, else those ``pulls.checks`` has for that commit. Each check once (its
+        latest run), by name; results the record gives for an earlier commit are left out, counted."""
+        head = str((pr.get("head") or {}).get("sha") or "")
+        merge = str(pr.get("merge_commit_sha") or "")
+        own = check_results(pr.get("check_runs")) + check_results(pr.get("statuses"))
+        sha = head or merge
+        if own:
+            on = [r for r in own if not (sha and r.sha and not _same_commit(r.sha, sha))]
+            if len(on) < len(own):
+                self.skip("check_of_another_commit", len(own) - len(on))
+        else:
+            table = self._check_table()
+            sha = next((s for s in (head, merge) if s and s in table), sha)
+            on = table.get(sha, [])
+        latest: dict[str, CheckResult] = {}
+        for r in on:  # a check run again (a re-run, a later push of the same sha) replaces the earlier result
+            if r.name not in latest or (r.time, r.order) >= (latest[r.name].time, latest[r.name].order):
+                latest[r.name] = r
+        if not latest:
+            return []
+        where = f"on commit {sha[:12]}" if sha else "after the edits"
+        lines = [f"\nChecks {where}:"]
+        for name in sorted(latest):
+            r = latest[name]
+            detail = " ".join(clean(r.detail).split())[:200]
+            lines.append(f"- {clean(name)}: {r.result}" + (f" ({detail})" if detail else ""))
+        return ["\n".join(lines)]
+
+    def _check_table(self) -> dict[str, list[CheckResult]]:
+        """{commit sha: results} of ``pulls.checks``, read once per reader."""
+        cache = self.__dict__.get("_checks")
+        if cache is not None:
+            return cache
+        cache = {}
+        if self.cfg.checks:
+            for f in walk_files(Path(self.cfg.checks), PR_SUFFIXES):
+                for _where, row in iter_records(f, self.cfg.max_record_bytes):
+                    if not isinstance(row, dict):  # unreadable (an exception) or not an object: counted
+                        self.stat_update("checks_table/unreadable")
+                        continue
+                    results = check_results(row) if "check_runs" in row or "statuses" in row else check_results([row])
+                    if not results:
+                        self.stat_update("checks_table/no_result")
+                        continue
+                    for r in results:
+                        if not r.sha:
+                            self.stat_update("checks_table/no_commit")
+                            continue
+                        cache.setdefault(r.sha, []).append(r)
+                        self.stat_update("checks_table/results")
+        self.__dict__["_checks"] = cache
         return cache
 
     def _opened(self, pr: dict, names: Pseudonyms, clean: Any) -> str:
