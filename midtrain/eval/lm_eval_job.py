@@ -12,17 +12,15 @@ under OUTPUT/tasks/ pointing at that file; it proves the wiring on the demo mode
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from midtrain.eval.config import LmEvalConfig
-from midtrain.eval.results import LM_EVAL_RESULT
-from midtrain.formats.stamp import reusable_result, stamp
+from midtrain.eval.results import LM_EVAL_RESULT, scored_result
+from midtrain.formats.stamp import stamp
 
 log = logging.getLogger(__name__)
 
@@ -92,17 +90,15 @@ def summarize(results: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -> dict[str, Any]:
     """Run lm-eval on CHECKPOINT's HF export; writes OUTPUT/lm_eval_results.json and returns it."""
+    cfg.validate()
+    out = Path(output)
+    return scored_result(out / LM_EVAL_RESULT, stamp(checkpoint, cfg.to_dict()), lambda: _score(checkpoint, cfg, out))
+
+
+def _score(checkpoint: str | Path, cfg: LmEvalConfig, out: Path) -> dict[str, Any] | None:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    cfg.validate()
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    want = stamp(checkpoint, cfg.to_dict())
-    done = reusable_result(out / LM_EVAL_RESULT, want)
-    if done is not None:
-        return done
-    t0 = time.time()
     hf = hf_checkpoint(checkpoint, out, cfg.tokenizer)
     include = [str(out / "tasks")] if write_local_tasks(out / "tasks", cfg.tasks) else []
     if cfg.include_path:
@@ -128,17 +124,14 @@ def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -
         metadata={"max_seq_lengths": list(cfg.max_seq_lengths)} if cfg.max_seq_lengths else None,
     )
     if raw is None:  # non-zero ranks of a distributed run
-        return {}
-    result = {
-        **want,
+        return None
+    tasks = summarize(raw)
+    for task, row in tasks.items():
+        log.info("lm-eval %s: %s", task, ", ".join(f"{k}={v:.4f}" for k, v in row.items()))
+    return {
         "hf": str(hf),
-        "tasks": summarize(raw),
+        "tasks": tasks,
         "n_samples": raw.get("n-samples"),
         "versions": raw.get("versions"),
         "lm_eval_version": getattr(lm_eval, "__version__", None),
-        "seconds": round(time.time() - t0, 1),
     }
-    (out / LM_EVAL_RESULT).write_text(json.dumps(result, indent=2, default=str))
-    for task, row in result["tasks"].items():
-        log.info("lm-eval %s: %s", task, ", ".join(f"{k}={v:.4f}" for k, v in row.items()))
-    return result

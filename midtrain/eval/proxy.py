@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
 from midtrain.eval.config import ProxyConfig
+from midtrain.eval.results import scored_result
 from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
 from midtrain.formats.rundir import PROXY_RESULT
-from midtrain.formats.stamp import reusable_result, stamp
+from midtrain.formats.stamp import stamp
 
 log = logging.getLogger(__name__)
 
@@ -19,16 +18,14 @@ log = logging.getLogger(__name__)
 def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> dict[str, Any]:
     """Score CHECKPOINT; writes OUTPUT/proxy_results.json and returns it. Skips what the config leaves out."""
     cfg.validate()
-    out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
     manifest = Path(cfg.shards) / "manifest.json" if cfg.shards else None
     want = stamp(checkpoint, cfg.to_dict(), shards=manifest if manifest and manifest.is_file() else None)
-    done = reusable_result(out / PROXY_RESULT, want)
-    if done is not None:
-        return done
-    t0 = time.time()
+    return scored_result(Path(output) / PROXY_RESULT, want, lambda: _score(checkpoint, cfg))
+
+
+def _score(checkpoint: str | Path, cfg: ProxyConfig) -> dict[str, Any]:
     scorer = load_scorer(checkpoint)
-    result: dict[str, Any] = {**want, "scored": scorer.name}
+    result: dict[str, Any] = {"scored": scorer.name}
     if cfg.shards:
         result["heldout"] = _heldout(scorer, cfg.shards, cfg)
     if cfg.retrieval.repos:
@@ -41,8 +38,6 @@ def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> d
         from midtrain.train import distributed
 
         distributed.destroy()
-    result["seconds"] = round(time.time() - t0, 1)
-    (out / PROXY_RESULT).write_text(json.dumps(result, indent=2))
     _log_summary(result)
     return result
 

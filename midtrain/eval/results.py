@@ -10,15 +10,35 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from midtrain.formats.rundir import METRICS, PROXY_RESULT, SFT_RESULT, SWEBENCH_RESULT, read_metrics
+from midtrain.formats.stamp import reusable_result
 
 log = logging.getLogger(__name__)
 
 LM_EVAL_RESULT = "lm_eval_results.json"
+
+
+def scored_result(path: Path, want: dict[str, Any], score: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
+    """A scoring step's result file (the proxy's, lm-eval's): reused when its stamp equals WANT, else SCORE()'s
+    fields after WANT's, with the seconds scoring took, written to PATH. SCORE returns None where this process
+    writes nothing (lm-eval's non-zero ranks): {} then."""
+    done = reusable_result(path, want)
+    if done is not None:
+        return done
+    path.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.time()
+    fields = score()
+    if fields is None:
+        return {}
+    result = {**want, **fields, "seconds": round(time.time() - t0, 1)}
+    path.write_text(json.dumps(result, indent=2, default=str))
+    return result
 
 
 @dataclass
