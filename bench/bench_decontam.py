@@ -9,11 +9,11 @@ layer alone and prints the case x layer table.
     .venv/bin/python bench/bench_decontam.py
     .venv/bin/python bench/bench_decontam.py --index bench_index.json.gz --ordinary ~/src/a ~/src/b \
         --cases mirror=~/mirrors/tablekit tarball=~/tmp/benchlib-1.4.0-src
+    .venv/bin/python bench/bench_decontam.py --json -      # the figures as JSON instead of the table
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections import Counter
@@ -70,7 +70,9 @@ def run(step: SweBenchRepoFilter, docs: list) -> tuple[Counter, Counter]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    p = bench_parser(__doc__)
     p.add_argument("--index", default=str(ROOT / "tests/data/decontam/bench_index.json"))
     p.add_argument(
         "--ordinary",
@@ -84,8 +86,6 @@ def main(argv: list[str] | None = None) -> int:
         ],
     )
     p.add_argument("--cases", nargs="*", default=[], metavar="NAME=PATH")
-    p.add_argument("--json", metavar="PATH", help="write the figures here ('-': print them instead of the table)")
-    p.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = p.parse_args(argv)
     if args.smoke:  # the samples only: this checkout's tree and history are the slow part
         args.ordinary = [ROOT / "data_prep/samples/repo", ROOT / "data_prep/samples/pulls/sample_prs.jsonl"]

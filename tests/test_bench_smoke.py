@@ -53,3 +53,13 @@ def test_run_all_reports_a_script_that_rejects_the_interface(tmp_path: Path) -> 
     report = json.loads((tmp_path / "out" / "results.json").read_text())
     assert report["failures"] == {"bench_bad": "exit 2, no bench_bad.json"}
     assert "| bench_bad | FAILED |" in (tmp_path / "out" / "results.md").read_text()
+
+
+# scripts whose --json/--smoke are still their own; an entry that uses bench_parser now fails (the list only shrinks)
+OWN_PARSER = {"bench_pull_context": "its owner switches it to figures.bench_parser (#48)"}
+
+
+def test_every_bench_script_takes_the_interface_from_bench_parser() -> None:
+    """run_all.py's interface is declared once (bench/figures.py: bench_parser), not by each script."""
+    own = {s for s in SCRIPTS if "bench_parser(" not in (ROOT / "bench" / f"{s}.py").read_text()}
+    assert own == set(OWN_PARSER), own ^ set(OWN_PARSER)
