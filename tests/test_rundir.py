@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from midtrain.formats.rundir import CHECKPOINTS, MARKER, finished, latest_step
+from midtrain.formats.rundir import CHECKPOINTS, MARKER
+from midtrain.formats.stamp import finished, latest_step
 
 
 def _checkpoint(run_dir, step, complete=True):

@@ -99,7 +99,7 @@ def pack_stage(workdir: Path) -> str:
 
 def train_stage(workdir: Path) -> str:
     """Train demo_tiny on WORKDIR/shards; skipped when WORKDIR/runs/demo_tiny already finished."""
-    from midtrain.formats.rundir import finished
+    from midtrain.formats.stamp import finished
     from midtrain.train import distributed
     from midtrain.train.trainer import train
     from recipes import load_train_config
@@ -128,7 +128,7 @@ def demo_swebench():  # -> SweBenchConfig
 
 def demo_protocol(workdir: Path):  # -> ProtocolConfig
     """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
-    from midtrain.formats.rundir import latest_step
+    from midtrain.formats.stamp import latest_step
     from midtrain.protocol import ProtocolConfig
     from recipes import resolve_config
 

@@ -18,7 +18,6 @@ batch runner with its ``local`` environment, and grading into the `swebench` har
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -499,17 +498,15 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     if data.exists():
         shutil.rmtree(data)
     repo, tasks = build_tasks(data)
-    from midtrain.formats.stamp import content_id
+    from midtrain.formats.stamp import content_id, output_stamp, read_stamp, stale_fields
 
-    want = {
-        "config": cfg.to_dict(),
+    inputs = {
         "checkpoint": None if checkpoint is None else content_id(checkpoint),
-        "tasks": hashlib.sha256((tasks / "test.jsonl").read_bytes()).hexdigest(),
+        "tasks": content_id(tasks / "test.jsonl"),
     }
-    try:
-        done = json.loads((out / STAMP).read_text()) == want and json.loads((out / RESULTS_FILE).read_text())
-    except (OSError, ValueError):
-        done = None
+    want = output_stamp("swebench local", inputs, cfg.to_dict())
+    old = read_stamp(out / STAMP)
+    done = read_stamp(out / RESULTS_FILE) if old is not None and not stale_fields(old, want) else None
     if done and all(done.get(b, {}).get("rate") is not None for b in cfg.benchmarks):
         log.info("swebench local: %s already ran on this checkpoint with these settings; reused", out)
         return done

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from midtrain.formats.rundir import METRICS, PROXY_RESULT, SFT_RESULT, SWEBENCH_RESULT, read_metrics
+from midtrain.formats.rundir import METRICS, PROXY_RESULT, SFT_RESULT, SWEBENCH_RESULT, read_metrics, run_dir_of
 from midtrain.formats.stamp import reusable_result
 
 log = logging.getLogger(__name__)
@@ -73,11 +73,8 @@ def _read_json(path: Path, problems: list[str]) -> dict[str, Any] | None:
 
 def _run_dir_of(checkpoint: str | Path) -> Path | None:
     """The run directory a checkpoint path belongs to (run_dir or run_dir/checkpoints/iter_*)."""
-    p = Path(checkpoint)
-    for cand in (p, p.parent.parent):
-        if (cand / METRICS).exists():
-            return cand
-    return None
+    run = run_dir_of(checkpoint)
+    return run if (run / METRICS).exists() else None
 
 
 def seed_dir(step_dir: str, seed: int | None) -> str:

@@ -26,10 +26,12 @@ def is_hf_dir(path: str | Path) -> bool:
 
 def run_dir_of(checkpoint: str | Path) -> Path:
     """The run directory (holding config.yaml) of a run dir or of RUN/checkpoints/iter_*."""
-    p = Path(checkpoint)
-    for cand in (p, p.parent.parent):
-        if (cand / "config.yaml").is_file():
-            return cand
+    from midtrain.formats.rundir import CONFIG
+    from midtrain.formats.rundir import run_dir_of as layout_run_dir
+
+    run = layout_run_dir(checkpoint)
+    if (run / CONFIG).is_file():
+        return run
     raise FileNotFoundError(
         f"{checkpoint}: no config.yaml here or two levels up (not a midtrain run or "
         "checkpoint directory, and no config.json: not a Hugging Face model either)"

@@ -1,13 +1,30 @@
-"""Whether a finished result still stands for what it claims to measure: one stamp for every step that reuses one.
+"""Whether an output is finished and still stands for what it claims: one vocabulary for every stage.
 
-A stamp says what was scored (the path given, the checkpoint it resolved to, and a content id of that checkpoint's
-files) and with which settings. The probe, the proxy, lm-eval, the local agent run and the cluster SWE-bench run
-write it beside their result and reuse the result only when a fresh stamp equals it; a path alone is not enough,
-because a run directory names a newer checkpoint after more training (iter_10's numbers were reported for iter_12).
+A stamp says what was made, from what content, with which settings::
 
-The content id of a midtrain checkpoint is built from the SHA-256s its ``complete.json`` records (the ones resume
-and :func:`midtrain.train.checkpoint.verify_checkpoint` check), so no checkpoint is read again; any other directory
-(an HF export) is hashed file by file, large files by a content sample.
+    {"made": "proxy", "inputs": {"checkpoint": "<content id>", "shards": "<content id>"},
+     "config": {...the settings...}, "notes": {...where things lay: recorded, never compared...}}
+
+Every stage writes one beside what it made (the proxy, lm-eval and local-run results, the cluster SWE-bench run,
+a tokenize cache and its unfinished run, a pack output's manifest, a prep output's prep.json) and reuses or
+resumes its output only when the stamp it would write now has the same ``made``, ``inputs`` and ``config``:
+:func:`output_stamp` builds one, :func:`stamp` the one of a result made from a checkpoint;
+:func:`stale_fields` names what differs (``inputs.checkpoint``, ``config.seq_length``) and the stage redoes,
+refuses or starts over as its data demand. A path alone is never enough: a run directory names a newer
+checkpoint after more training (iter_10's numbers were reported for iter_12), documents prepared again in place
+are other documents.
+
+Content: :func:`content_id` is what a checkpoint, export or data file holds, independent of where it lies; a
+midtrain checkpoint's is built from the SHA-256s its ``complete.json`` records (:func:`file_sha256`, the one
+hash of a checkpoint's files, written by the trainer and checked by :func:`checksum_problem`), so scoring a
+large checkpoint does not read it again. Inputs too large to read on every rerun (prep's input trees, pack's
+document files) are identified by a :func:`digest` of their listing (names, sizes, mtimes or ETags, git HEAD).
+The SFT probe's probe_run.json is compared the same way, its fields at the top level.
+
+Checkpoints: :func:`checkpoint_problem` is whether one is complete (its marker, every file at its recorded size,
+and on request its recorded SHA-256s); :func:`latest_checkpoint` is the newest complete one of a run directory,
+for every reader (resume, export, init_from, evaluation, the probe, the demo, sweeps); :func:`finished` whether
+a run has reached its last step.
 """
 
 from __future__ import annotations
@@ -15,15 +32,38 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
-from midtrain.formats.rundir import MARKER, latest_checkpoint
+from midtrain.formats.rundir import CHECKPOINTS, MARKER, list_checkpoints, step_of
 
 log = logging.getLogger(__name__)
 
 _WHOLE_FILE = 64 << 20  # files up to this size are hashed whole
 _BLOCK, _BLOCKS = 1 << 20, 16  # larger ones: their size and 16 evenly spaced 1 MiB blocks
+NOTES = "notes"  # a stamp's key for what is recorded but never compared (paths given and resolved)
+
+# (checkpoint dir, file names relative to it) -> {name: SHA-256}; the trainer's hashes over its ranks in parallel
+Checksums = Callable[[Path, list[str]], dict[str, str]]
+# a checkpoint directory -> why it cannot be used, or None
+Check = Callable[[Path], str | None]
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint, or every checkpoint of a run directory, cannot be used; the message says which and why."""
+
+
+# -- content ----------------------------------------------------------------------------------------------------
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of one file: what complete.json records for every file of a checkpoint."""
+    with Path(path).open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def sha256_files(root: Path, names: list[str]) -> dict[str, str]:
+    """{name: SHA-256} of files under ROOT, in this process (the trainer's ranks split the work instead)."""
+    return {name: file_sha256(root / name) for name in names}
 
 
 def _file_digest(path: Path) -> str:
@@ -41,6 +81,14 @@ def _file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+def recorded_sha256(checkpoint: str | Path) -> dict[str, str]:
+    """The per-file SHA-256s a checkpoint's complete.json records ({} without: written before checksums)."""
+    try:
+        return json.loads((Path(checkpoint) / MARKER).read_text()).get("sha256") or {}
+    except (OSError, ValueError):
+        return {}
+
+
 def content_id(path: str | Path) -> str:
     """A digest of what a checkpoint, export or data file holds, independent of where it lies: a midtrain
     checkpoint's recorded per-file SHA-256s, else every file's relative name, size and bytes (hidden files aside)."""
@@ -49,10 +97,7 @@ def content_id(path: str | Path) -> str:
     if root.is_file():
         h.update(f"{root.stat().st_size}\0{_file_digest(root)}".encode())
         return h.hexdigest()
-    try:
-        recorded = json.loads((root / MARKER).read_text()).get("sha256") or {}
-    except (OSError, ValueError):
-        recorded = {}
+    recorded = recorded_sha256(root)
     if recorded:
         for rel, sha in sorted(recorded.items()):
             h.update(f"{rel}\0sha256:{sha}\n".encode())
@@ -63,6 +108,156 @@ def content_id(path: str | Path) -> str:
         rel = f.relative_to(root).as_posix()
         h.update(f"{rel}\0{f.stat().st_size}\0{_file_digest(f)}\n".encode())
     return h.hexdigest()
+
+
+def digest(value: Any) -> str:
+    """A short digest of a JSON value (a listing of files, a run's stamp): the same value, the same digest."""
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# -- stamps -----------------------------------------------------------------------------------------------------
+def output_stamp(
+    made: str, inputs: Mapping[str, Any], config: Mapping[str, Any], notes: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """What an output is: what was MADE, from which INPUTS (name -> content id, or a JSON description of the
+    content), with which CONFIG (the settings); NOTES are recorded beside, never compared."""
+    out: dict[str, Any] = {"made": made, "inputs": dict(inputs), "config": dict(config)}
+    if notes:
+        out[NOTES] = dict(notes)
+    return out
+
+
+def stale_fields(old: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
+    """Where an earlier stamp differs from the one that would be written now (empty: the output still stands):
+    ``made``, ``inputs.NAME``, ``config.FIELD`` (and any other key of WANT but the notes)."""
+    out: list[str] = []
+    for key, value in want.items():
+        if key == NOTES:
+            continue
+        before = old.get(key)
+        if key in ("inputs", "config") and isinstance(value, Mapping) and isinstance(before, Mapping):
+            out += [f"{key}.{k}" for k in sorted(set(value) | set(before)) if before.get(k) != value.get(k)]
+        elif before != value:
+            out.append(key)
+    return out
+
+
+def read_stamp(path: str | Path) -> dict[str, Any] | None:
+    """The JSON object at PATH (a local path, or an object-store one: midtrain.locations), None when it is missing
+    or unreadable (a kill mid-write: the output is redone)."""
+    try:
+        data = json.loads((Path(path) if isinstance(path, str) else path).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def reusable_result(path: str | Path, want: dict[str, Any]) -> dict[str, Any] | None:
+    """The result file at PATH when the stamp it holds (its :func:`output_stamp` keys) equals WANT, else None; a stale
+    one is logged with what changed, and redone by the caller."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    old = read_stamp(path)
+    if old is None:
+        log.warning("%s is unreadable; redone", path)
+        return None
+    diff = stale_fields(old, want)
+    if not diff:
+        log.info("%s is complete for this checkpoint's content and config; skipped", path)
+        return old
+    why = "written by an older midtrain, without a stamp" if "made" in diff else ", ".join(diff) + " changed"
+    log.info("%s is stale (%s); redone", path, why)
+    return None
+
+
+# -- checkpoints ------------------------------------------------------------------------------------------------
+def size_problem(path: str | Path) -> str | None:
+    """None when PATH has its complete.json and every file it lists has the size recorded, else what is not."""
+    path = Path(path)
+    marker = path / MARKER
+    if not marker.is_file():
+        return f"no {MARKER} (partial write)"
+    try:
+        files = json.loads(marker.read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        return f"unreadable {MARKER}: {e}"
+    for rel, size in files.items():
+        f = path / rel
+        if not f.is_file():
+            return f"missing file {rel}"
+        if f.stat().st_size != size:
+            return f"{rel} has {f.stat().st_size} bytes, expected {size} (truncated or overwritten)"
+    return None
+
+
+def checksum_problem(path: str | Path, checksums: Checksums = sha256_files) -> str | None:
+    """None when every file of the checkpoint has the SHA-256 its complete.json records, else what differs.
+    A checkpoint written before checksums were recorded passes (its sizes are checked by :func:`size_problem`)."""
+    path = Path(path)
+    try:
+        recorded = json.loads((path / MARKER).read_text()).get("sha256") or {}
+    except (OSError, ValueError) as e:
+        return f"unreadable {MARKER}: {e}"
+    names = sorted(recorded)
+    try:
+        actual = checksums(path, names)
+    except OSError as e:
+        return f"cannot read: {e}"
+    bad = [name for name in names if actual.get(name) != recorded[name]]
+    if bad:
+        return f"{path / bad[0]} does not have the SHA-256 recorded when it was written (content changed)" + (
+            f", and {len(bad) - 1} more file(s)" if len(bad) > 1 else ""
+        )
+    return None
+
+
+def checkpoint_problem(path: str | Path, checksums: Checksums | None = None) -> str | None:
+    """Why a checkpoint cannot be used (no marker, a missing or cut file, and with CHECKSUMS a file whose
+    SHA-256 differs from the recorded one), or None."""
+    return size_problem(path) or (checksum_problem(path, checksums) if checksums is not None else None)
+
+
+@overload
+def latest_checkpoint(path: str | Path, check: Check = ..., *, required: Literal[True], then: str = "") -> Path: ...
+@overload
+def latest_checkpoint(path: str | Path, check: Check = ..., required: bool = False, then: str = "") -> Path | None: ...
+def latest_checkpoint(
+    path: str | Path, check: Check = size_problem, required: bool = False, then: str = ""
+) -> Path | None:
+    """The checkpoint a reader of PATH uses: PATH itself when it is a checkpoint (it has complete.json), else the
+    newest ``checkpoints/iter_*`` of the run directory PATH that passes CHECK (by default: complete, every file
+    at its recorded size; resume passes the SHA-256 check too), newer unusable ones logged and skipped.
+
+    None when there is none; with ``required`` a :class:`CheckpointError` instead, naming each checkpoint found
+    and why it is unusable, then THEN (what to do)."""
+    path = Path(path)
+    if (path / MARKER).is_file():
+        problem = check(path)
+        if problem is None:
+            return path
+        if required:
+            raise CheckpointError(
+                f"checkpoint {path} is damaged: {problem}; "
+                + (then or f"restore it, or name an older {CHECKPOINTS}/iter_* directory")
+            )
+        return None
+    found = list_checkpoints(path)
+    damaged: list[str] = []
+    for _, ckpt in reversed(found):
+        problem = check(ckpt)
+        if problem is None:
+            return ckpt
+        log.warning("checkpoint %s is not usable: %s; trying an older one", ckpt, problem)
+        damaged.append(f"{ckpt.name}: {problem}")
+    if not required:
+        return None
+    if not found:
+        raise CheckpointError(f"{path}: no midtrain checkpoint (expected {path}/{CHECKPOINTS}/iter_*/ with {MARKER})")
+    raise CheckpointError(
+        f"{path / CHECKPOINTS}: none of its {len(found)} checkpoint(s) is complete ({'; '.join(damaged)}). "
+        + (then or "Restore them, or name a complete checkpoint")
+    )
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -77,40 +272,23 @@ def resolve_checkpoint(path: str | Path) -> Path:
     return ckpt
 
 
-def stamp(checkpoint: str | Path, config: dict[str, Any], **inputs: str | Path | None) -> dict[str, Any]:
-    """The stamp of a result: the checkpoint given, the one it resolves to and its content id, the settings,
-    and the content id of each other input named (data, tokenizer; None is recorded as None)."""
+def stamp(checkpoint: str | Path, config: dict[str, Any], made: str = "scores", **inputs: Any) -> dict[str, Any]:
+    """The :func:`output_stamp` of a result made from CHECKPOINT (a run directory: its newest complete
+    checkpoint): its content and that of each other input named (data, tokenizer; None is recorded as None),
+    and CONFIG. The path given and the checkpoint it resolved to are notes: the same content elsewhere is the
+    same result."""
     scored = resolve_checkpoint(checkpoint)
-    out: dict[str, Any] = {
-        "checkpoint": str(checkpoint),
-        "scored_checkpoint": str(scored),
-        "content": content_id(scored),
-        "config": config,
-    }
-    for name, p in inputs.items():
-        out[f"{name}_content"] = None if p is None else content_id(p)
-    return out
+    contents: dict[str, str | None] = {"checkpoint": content_id(scored)}
+    contents |= {name: None if p is None else content_id(p) for name, p in inputs.items()}
+    return output_stamp(made, contents, config, notes={"checkpoint": str(checkpoint), "scored_checkpoint": str(scored)})
 
 
-def stale_fields(old: dict[str, Any], want: dict[str, Any]) -> list[str]:
-    """The stamp fields in which an earlier result differs from what would be made now (empty: it still stands)."""
-    return [k for k in want if old.get(k) != want[k]]
+def latest_step(run_dir: str | Path) -> int | None:
+    """The step of the run's newest complete checkpoint (as :func:`latest_checkpoint` finds it), else None."""
+    done = latest_checkpoint(run_dir)
+    return step_of(done) if done is not None else None
 
 
-def reusable_result(path: str | Path, want: dict[str, Any]) -> dict[str, Any] | None:
-    """The result file at PATH when its stamp (the :func:`stamp` keys it holds) equals WANT, else None; a stale
-    one is logged with what changed, and redone by the caller."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    try:
-        old = json.loads(path.read_text())
-    except (OSError, ValueError):
-        log.warning("%s is unreadable; redone", path)
-        return None
-    diff = stale_fields(old, want)
-    if not diff:
-        log.info("%s is complete for this checkpoint's content and config; skipped", path)
-        return old
-    log.info("%s is stale (%s changed since it was written); redone", path, ", ".join(diff))
-    return None
+def finished(run_dir: str | Path, step: int) -> bool:
+    """Whether the run's newest complete checkpoint is the one of ``step`` (its last step: nothing to train)."""
+    return latest_step(run_dir) == step

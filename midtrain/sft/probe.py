@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from midtrain.formats.rundir import SFT_RESULT, finished, read_metrics
+from midtrain.formats.rundir import SFT_RESULT, read_metrics
+from midtrain.formats.stamp import finished
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)

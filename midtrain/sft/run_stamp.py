@@ -42,6 +42,8 @@ def start_identity(start: Path) -> dict[str, str]:
 def claim_output(out: Path, want: dict[str, Any], overwrite: bool = False) -> None:
     """Make OUTPUT a probe dir for WANT (start identity + settings hashes): check an earlier stamp, clear a
     mismatching run when ``overwrite``, else refuse naming the difference; then record WANT."""
+    from midtrain.formats.stamp import stale_fields
+
     stamp = out / PROBE_STAMP
     old: dict[str, Any] | None = None
     if stamp.exists():
@@ -49,7 +51,7 @@ def claim_output(out: Path, want: dict[str, Any], overwrite: bool = False) -> No
     elif any((out / w).exists() for w in WORK):
         old = {}  # work from before stamps: what it measured is unknown
     if old is not None:
-        diff = [f"{k}: recorded {old.get(k, '(none)')!r}, now {v!r}" for k, v in want.items() if old.get(k) != v]
+        diff = [f"{k}: recorded {old.get(k, '(none)')!r}, now {want[k]!r}" for k in stale_fields(old, want)]
         if diff:
             if not overwrite:
                 raise ProbeRunMismatch(

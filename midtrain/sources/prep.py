@@ -36,6 +36,7 @@ from datatrove.pipeline.base import PipelineStep
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.formats.documents import read_jsonl
+from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock, stage_stats, stat_total, step_label
 from midtrain.sources.buildlogs import BuildLogsConfig
@@ -57,7 +58,8 @@ SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
     "traces": TracesInputConfig,
 }
 STATS_FILE = "stats.json"
-IDENTITY_KEY = "input_identity"  # in prep.json: what the inputs held (a rerun on changed inputs is refused)
+PREP_STAMP = "prep.json"  # the output's stamp: its settings at the top level (as readers expect), and
+IDENTITY_KEY = "input_identity"  # what the inputs held (a rerun on changed inputs is refused)
 
 
 def split_overrides(source: str, overrides: list[str]) -> tuple[list[str], list[str]]:
@@ -255,12 +257,6 @@ class WriteStats(PipelineStep):
 
 
 # -- what the inputs hold ---------------------------------------------------------------------------------
-def _digest(entries: list) -> str:
-    import hashlib
-
-    return hashlib.sha256(json.dumps(entries).encode()).hexdigest()[:16]
-
-
 def _identity(item: str, skip: str) -> dict:
     """What identifies one input's content: a git repository's HEAD, a file's size and mtime, a folder's files
     with theirs, an object store prefix's objects with their ETags. ``skip``: the output (never an input)."""
@@ -278,7 +274,7 @@ def _identity(item: str, skip: str) -> dict:
             (k, v.get("size"), str(v.get("ETag") or v.get("LastModified") or v.get("mtime")))
             for k, v in sorted(found.items())
         ]
-        return {"objects": len(objects), "digest": _digest(objects)}
+        return {"objects": len(objects), "digest": digest(objects)}
     p = Path(item)
     if not p.exists():
         return {"missing": True}
@@ -300,7 +296,7 @@ def _identity(item: str, skip: str) -> dict:
             except OSError:
                 continue
             entries.append((str(f.relative_to(p)), st.st_size, st.st_mtime_ns))
-    return {"files": len(entries), "digest": _digest(entries)}
+    return {"files": len(entries), "digest": digest(entries)}
 
 
 def input_identity(inputs: list[str], output: str) -> dict[str, dict]:
@@ -326,6 +322,44 @@ def _changed_inputs(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
         for k in sorted(set(old) | set(new))
         if old.get(k) != new.get(k)
     ]
+
+
+def read_prep_stamp(path: Path) -> dict | None:
+    """OUTPUT/prep.json as a stamp (midtrain.formats.stamp): the settings are its config, the inputs' identity
+    its inputs (None in a prep.json from before identities were recorded: not compared). None when absent."""
+    flat = read_stamp(path) if path.exists() else None
+    if flat is None:
+        if path.exists():
+            raise ConfigError(f"output: {path} is unreadable; use --overwrite to prepare the output again")
+        return None
+    identity = flat.pop(IDENTITY_KEY, None)
+    return output_stamp("prep", identity or {}, flat) | {"inputs": identity}
+
+
+def write_prep_stamp(path: Path, stamp: dict) -> None:
+    """Write a prep stamp as prep.json holds it: the settings at the top level, beside the inputs' identity."""
+    write_text_atomic(path, json.dumps({**stamp["config"], IDENTITY_KEY: stamp["inputs"]}, indent=2))
+
+
+def refuse_stale(output: Path, old: dict, want: dict) -> None:
+    """ConfigError naming what differs when OUTPUT's stamp OLD is not the one of this run (WANT): other
+    settings (their shards would mix), or inputs changed since (finished tasks would be skipped: what was
+    added or changed since would be silently left out)."""
+    if old["inputs"] is None:  # recorded before identities: the settings alone decide
+        want = {**want, "inputs": None}
+    changed = stale_fields(old, want)
+    settings = [f.removeprefix("config.") for f in changed if f.startswith("config.")]
+    if settings:
+        raise ConfigError(
+            f"output: {output} was prepared with other settings ({', '.join(settings)} "
+            "differ); use a new --output or --overwrite"
+        )
+    if changed:
+        raise ConfigError(
+            f"output: the inputs changed since {output} was prepared ("
+            f"{'; '.join(_changed_inputs(old['inputs'], want['inputs'])[:5])}); use --overwrite to "
+            "prepare it again from the inputs as they are now, or a new --output"
+        )
 
 
 # -- running --------------------------------------------------------------------------------------------
@@ -390,42 +424,47 @@ class PrepRun:
         stages.append(("stats", [WriteStats(str(out), names, self.settings())], 1))
         return stages
 
+    def stamp(self) -> dict:
+        """What this run makes: a prep output of these settings, from the inputs as they are now."""
+        return output_stamp("prep", input_identity(self.inputs, str(self.output)), self.settings())
+
+    def resume_plan(self, overwrite: bool) -> tuple[dict, bool]:
+        """Decide, changing nothing: (the stamp this run records, whether OUTPUT is cleared first). An output
+        prepared with other settings, or from inputs that changed since, is refused (ConfigError naming what
+        differs) unless ``overwrite``; one of this stamp resumes (datatrove skips its finished tasks)."""
+        want = self.stamp()
+        if overwrite:
+            return want, self.output.exists()
+        old = read_prep_stamp(self.output / PREP_STAMP)
+        if old is not None:
+            refuse_stale(self.output, old, want)
+        return want, False
+
     def check_resume(self, overwrite: bool) -> None:
-        """Refuse to resume a directory prepared with other settings (its shards would mix)."""
-        marker = self.output / "prep.json"
-        if overwrite and self.output.exists():
-            log.info("--overwrite: removing %s", self.output)
-            if is_url(self.output):
-                remove_tree(self.output)
-            else:  # everything but the lock this run holds
-                for child in self.output.iterdir():
-                    if child.name != LOCK_FILE:
-                        remove_tree(child) if child.is_dir() else child.unlink()
-        identity = input_identity(self.inputs, str(self.output))
-        if marker.exists():
-            old = json.loads(marker.read_text())
-            old_identity = old.pop(IDENTITY_KEY, None)
-            if old != self.settings():
-                changed = sorted(k for k in set(old) | set(self.settings()) if old.get(k) != self.settings().get(k))
-                raise ConfigError(
-                    f"output: {self.output} was prepared with other settings ({', '.join(changed)} "
-                    "differ); use a new --output or --overwrite"
-                )
-            if old_identity is not None and old_identity != identity:
-                # finished tasks would be skipped: what was added or changed since would be silently left out
-                raise ConfigError(
-                    f"output: the inputs changed since {self.output} was prepared ("
-                    f"{'; '.join(_changed_inputs(old_identity, identity)[:5])}); use --overwrite to "
-                    "prepare it again from the inputs as they are now, or a new --output"
-                )
+        """Make OUTPUT ready for this run as :meth:`resume_plan` decides: clear it (``overwrite``), record the
+        stamp, and, while a stage has work left, take away the completion mark (stats.json)."""
+        want, clear = self.resume_plan(overwrite)
+        if clear:
+            self._clear()
         ensure_dir(self.output)
-        marker.write_text(json.dumps({**self.settings(), IDENTITY_KEY: identity}, indent=2))
-        # stats.json marks a complete output (`midtrain pack` reads no other): gone while this run has work to
-        # do, and its stage (cheap: it merges the others' stats) runs again at the end; a rerun of a finished
-        # output has nothing to do and rewrites nothing
+        write_prep_stamp(self.output / PREP_STAMP, want)
+        if not self._stages_complete():
+            self._unmark_complete()
+
+    def _clear(self) -> None:
+        log.info("--overwrite: removing %s", self.output)
+        if is_url(self.output):
+            remove_tree(self.output)
+        else:  # everything but the lock this run holds
+            for child in self.output.iterdir():
+                if child.name != LOCK_FILE:
+                    remove_tree(child) if child.is_dir() else child.unlink()
+
+    def _unmark_complete(self) -> None:
+        """stats.json marks a complete output (`midtrain pack` reads no other): gone while this run has work to
+        do, and its stage (cheap: it merges the others' stats) runs again at the end; a rerun of a finished
+        output has nothing to do and rewrites nothing."""
         stats, stats_done = self.output / STATS_FILE, self.output / "logs" / "stats" / "completions"
-        if self._stages_complete():
-            return
         if stats.exists():
             stats.unlink()
         if stats_done.exists():

@@ -19,7 +19,7 @@ from typing import Any
 from midtrain.chains import Chains, Step
 from midtrain.config import ConfigError
 from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
-from midtrain.formats.rundir import finished
+from midtrain.formats.stamp import finished
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig, protocol_steps
 from midtrain.sweep.config import DOC_SOURCE, SweepConfig

@@ -17,7 +17,6 @@ data-parallel size) loads them; after a change of TP/PP they are not loadable an
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import shutil
@@ -29,15 +28,15 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-# The checkpoint index (names, completeness, newest valid) is part of the run-directory format; importers of
-# this module get it here too.
-from midtrain.formats.rundir import (
-    CHECKPOINTS,
-    MARKER,
-    checkpoint_name,
+# The checkpoint index (names, completeness, newest complete) is part of the run-directory format and of the
+# one "finished and valid?" module; importers of this module get it here too.
+from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, list_checkpoints
+from midtrain.formats.stamp import (
+    CheckpointError,
+    checksum_problem,
+    file_sha256,
     latest_checkpoint,
-    list_checkpoints,
-    verify,
+    size_problem,
 )
 from midtrain.locations import fsync_dir, write_text_atomic
 
@@ -55,11 +54,6 @@ log = logging.getLogger(__name__)
 OPTIMIZER_METADATA = {"distrib_optim_sharding_type": "dp_reshardable"}
 RNG_KEY = "rng_state"
 EXTRA_STATE = "_extra_state"  # Transformer Engine modules' extra state (FP8 scaling; empty without FP8)
-_HASH_CHUNK = 1 << 24
-
-
-class CheckpointError(RuntimeError):
-    """A run directory holds checkpoints but none can be resumed from; the message says which and why."""
 
 
 def _rank() -> int:
@@ -222,16 +216,11 @@ def _complete(run_dir: str | Path, tmp: Path, final: Path, step: int, keep_last:
     _barrier()
 
 
-def _sha256(path: Path) -> str:
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
 def _checksums(root: Path, names: list[str]) -> dict[str, str]:
     """SHA-256 of each file under ``root``, computed by all ranks in parallel (rank r hashes every world-th
     file) and gathered on every rank. Collective."""
     world = dist.get_world_size() if dist.is_initialized() else 1
-    mine = {name: _sha256(root / name) for name in names[_rank() :: world]}
+    mine = {name: file_sha256(root / name) for name in names[_rank() :: world]}
     if world == 1:
         return mine
     every: list[Any] = [None] * world
@@ -240,48 +229,30 @@ def _checksums(root: Path, names: list[str]) -> dict[str, str]:
 
 
 def verify_checksums(path: Path) -> str | None:
-    """None when every file of the checkpoint has the SHA-256 its marker records, else what differs.
+    """None when every file of the checkpoint has the SHA-256 its marker records, else what differs
+    (midtrain.formats.stamp.checksum_problem, the ranks hashing in parallel). Collective."""
+    return checksum_problem(path, _checksums)
 
-    Checkpoints written before checksums were recorded pass (their sizes were verified). Collective."""
-    try:
-        recorded = json.loads((path / MARKER).read_text()).get("sha256") or {}
-    except (OSError, ValueError) as e:
-        return f"unreadable {MARKER}: {e}"
-    names = sorted(recorded)
-    try:
-        actual = _checksums(path, names)
-    except OSError as e:
-        return f"cannot read: {e}"
-    bad = [name for name in names if actual.get(name) != recorded[name]]
-    if bad:
-        return f"{path / bad[0]} does not have the SHA-256 recorded when it was written (content changed)" + (
-            f", and {len(bad) - 1} more file(s)" if len(bad) > 1 else ""
-        )
-    return None
+
+def _sizes(path: Path) -> str | None:
+    """The size check of a checkpoint, the same answer on every rank. Collective."""
+    return _first_error(size_problem(path))
 
 
 def _problem(path: Path) -> str | None:
     """Why a checkpoint cannot be used (a missing or cut file, a marker out of step, a file whose SHA-256 differs
     from the one complete.json records), or None. Collective: every rank gets the same answer."""
-    return _first_error(verify(path)) or verify_checksums(path)
+    return _sizes(path) or verify_checksums(path)
 
 
 def verify_checkpoint(path: str | Path) -> Path:
-    """The checkpoint at ``path`` (a checkpoints/iter_* directory, or a run directory's newest complete one)
-    once every file complete.json lists has its recorded size and SHA-256; CheckpointError naming the file
-    otherwise. What resume checks before loading, for the readers that start from a checkpoint (export,
-    init_from, evaluation). Collective when torch.distributed is initialised (ranks hash in parallel)."""
-    path = Path(path)
-    if (path / MARKER).is_file():
-        found = path
-    else:
-        candidates = list_checkpoints(path)
-        if not candidates:
-            raise CheckpointError(
-                f"{path}: no midtrain checkpoint (expected {path}/{CHECKPOINTS}/iter_*/ with {MARKER})"
-            )
-        found = next((p for _, p in reversed(candidates) if verify(p) is None), candidates[-1][1])
-    problem = _problem(found)
+    """The checkpoint at ``path`` (a checkpoints/iter_* directory, or a run directory's newest complete one, as
+    :func:`latest_checkpoint` finds it for every reader) once every file complete.json lists has its recorded
+    SHA-256; CheckpointError naming the file otherwise. What resume checks before loading, for the readers that
+    start from a checkpoint (export, init_from, evaluation): they read the checkpoint their stamp names, never an
+    older one. Collective when torch.distributed is initialised (ranks hash in parallel)."""
+    found = latest_checkpoint(path, check=_sizes, required=True)
+    problem = verify_checksums(found)
     if problem:
         raise CheckpointError(
             f"checkpoint {found} is damaged: {problem}; restore it, or name an older {CHECKPOINTS}/iter_* directory"
@@ -337,7 +308,7 @@ def _prune(run_dir: str | Path, keep_last: int, saved: int) -> None:
     found = list_checkpoints(run_dir)
     kept: list[int] = []
     for step, path in reversed(found):
-        if step <= saved and len(kept) < keep_last and verify(path) is None:
+        if step <= saved and len(kept) < keep_last and size_problem(path) is None:
             kept.append(step)
     if kept:
         for step, path in found:
@@ -375,21 +346,15 @@ def load_checkpoint(run_dir: str | Path, model: torch.nn.Module, optimizer: Any)
     changed files) is reported and the previous one is used; when every checkpoint is damaged, or a complete
     one fails to load, :class:`CheckpointError` names the checkpoint and why. Collective.
     """
-    found = list_checkpoints(run_dir)
-    damaged: list[str] = []
-    for _, path in reversed(found):
-        problem = _problem(path)
-        if problem:
-            log.warning("checkpoint %s is damaged: %s; trying the previous one", path, problem)
-            damaged.append(f"{path.name}: {problem}")
-            continue
-        return path, _load(path, model, optimizer)
-    if found:
-        raise CheckpointError(
-            f"{Path(run_dir) / CHECKPOINTS}: none of its {len(found)} checkpoint(s) is complete, so the run cannot "
-            f"resume ({'; '.join(damaged)}). Restore them, or move the directory aside to start the run over"
-        )
-    return None
+    if not list_checkpoints(run_dir):
+        return None
+    path = latest_checkpoint(
+        run_dir,
+        check=_problem,
+        required=True,
+        then="The run cannot resume: restore them, or move the directory aside to start the run over",
+    )
+    return path, _load(path, model, optimizer)
 
 
 def read_common(path: str | Path) -> dict[str, Any]:

@@ -38,11 +38,12 @@ SHARD_BYTES = 5 * 1024**3
 
 def locate_checkpoint(src: str | Path) -> tuple[Path, Path]:
     """(run_dir, checkpoint dir) for a run directory or one of its checkpoints/iter_* directories."""
+    from midtrain.formats.rundir import run_dir_of
     from midtrain.train import checkpoint as ckpt
 
     src = Path(src)
     if (src / ckpt.MARKER).is_file():
-        return src.parent.parent, ckpt.verify_checkpoint(src)  # sizes and SHA-256s, CheckpointError naming a file
+        return run_dir_of(src), ckpt.verify_checkpoint(src)  # sizes and SHA-256s, CheckpointError naming a file
     found = ckpt.latest_checkpoint(src)
     if found is None:
         raise ConfigError(
@@ -53,6 +54,7 @@ def locate_checkpoint(src: str | Path) -> tuple[Path, Path]:
 
 def find_hf_source(run_dir: Path, max_hops: int = 8) -> Path | None:
     """The HF directory holding this run's original config.json + tokenizer: hf_source/, or init_from's."""
+    from midtrain.formats.rundir import run_dir_of
     from midtrain.train.config import TrainConfig
 
     for _ in range(max_hops):
@@ -67,9 +69,7 @@ def find_hf_source(run_dir: Path, max_hops: int = 8) -> Path | None:
         init_path = Path(init)
         if is_hf_model_dir(init_path):
             return init_path
-        if init_path.name.startswith("iter_"):  # a checkpoint directory: its run is two levels up
-            init_path = init_path.parent.parent
-        run_dir = init_path
+        run_dir = run_dir_of(init_path)  # a checkpoint directory: its run
     return None
 
 
