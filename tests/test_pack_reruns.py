@@ -65,6 +65,27 @@ def test_pack_with_other_settings_is_refused_unless_overwrite(packed, tmp_path, 
     assert json.loads((out / "manifest.json").read_text())["seed"] == 2
 
 
+def test_an_output_and_a_cache_stamped_by_an_older_midtrain_are_still_recognised(packed, tmp_path):
+    """A manifest without its stamp and a tokenize cache whose complete.json holds the former {"fingerprint",
+    "tokenizer", "boundaries"}: the same run is complete, and a pack into another output reuses the cache."""
+    src, ref = packed
+    prep = shutil.copytree(src.parent, tmp_path / "prep") / src.name  # copy2: the documents keep their mtimes
+    out = shutil.copytree(ref, tmp_path / "shards")
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest.pop("stamp")["inputs"]["tokenizer"]
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    (done,) = (prep / "tokenized").glob("*/complete.json")
+    stamp = json.loads(done.read_text())
+    legacy = json.dumps({"fingerprint": stamp["inputs"]["documents"], **stamp["notes"]})
+    done.write_text(legacy)
+    before, tokens = _files(out), {p: p.stat().st_mtime_ns for p in done.parent.glob("0*")}
+    assert main(_pack_argv([prep], out, "seed=1")) == 0
+    assert _files(out) == before  # complete: nothing redone
+    assert main(_pack_argv([prep], tmp_path / "other", "seed=1")) == 0
+    assert done.read_text() == legacy and {p: p.stat().st_mtime_ns for p in done.parent.glob("0*")} == tokens
+    assert (tmp_path / "other" / "manifest.json").is_file()
+
+
 def test_pack_refuses_an_unfinished_run_of_other_settings(packed, tmp_path, capsys):
     prep, ref = packed
     out = tmp_path / "shards"

@@ -28,6 +28,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.formats.shard_reader import MANIFEST
+from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature, write_text_atomic
 from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
 from midtrain.runner import OutputInUse, StageChain, naming_output, output_lock
@@ -117,11 +118,10 @@ def check_finished(prep_dir: str | Path) -> None:
 
 
 def fingerprint(prep_dir: str | Path) -> str:
-    """Names, sizes and mtimes (ETags in an object store) of an input's document files: the tokenize cache is
-    valid while they hold."""
+    """The content id of an input's documents for the pack stamps: names, sizes and mtimes (ETags in an object
+    store) of its document files (reading them would cost what tokenizing costs); the caches hold while they do."""
     files = sorted(documents_dir(prep_dir).glob(DOC_GLOB))
-    raw = json.dumps([(f.name, *signature(f)) for f in files])
-    return hashlib.sha256(raw.encode()).hexdigest()[:16]
+    return digest([(f.name, *signature(f)) for f in files])
 
 
 def _stream_end(fh, gzipped: bool) -> tuple[bool, bytes]:
@@ -167,8 +167,30 @@ def check_document_files(prep_dir: str | Path) -> None:
             )
 
 
-CACHE_DONE = "complete.json"  # a finished tokenize cache: the input fingerprint it was written for
-CACHE_RUN = "tokenize.json"  # an unfinished one: the fingerprint and task count its task outputs belong to
+CACHE_DONE = "complete.json"  # a finished tokenize cache: its stamp (the documents it holds, the cache key)
+CACHE_RUN = "tokenize.json"  # an unfinished one: the stamp of the run (documents, task count) its task outputs are of
+
+
+def cache_stamp(documents: str, key: str, tok: TokenizerInfo | None = None, boundaries: dict | None = None) -> dict:
+    """What a finished tokenize cache is: the tokens of these documents (their :func:`fingerprint`) under this
+    cache key (tokenizer, EOS, boundaries); the tokenizer file and patterns are notes."""
+    notes = {"tokenizer": tok.to_dict(), "boundaries": boundaries} if tok is not None else None
+    return output_stamp("tokenize cache", {"documents": documents}, {"cache_key": key}, notes)
+
+
+def tokenize_run_stamp(documents: str, tasks: int) -> dict:
+    """What an unfinished tokenize cache's task outputs are of: these documents split over TASKS tasks."""
+    return output_stamp("tokenize run", {"documents": documents}, {"tasks": tasks})
+
+
+def _read_cache_stamp(path: Path) -> dict | None:
+    """A cache's stamp, also as midtrain before the stamps wrote it ({"fingerprint", ...; "tasks"}): still read."""
+    old = read_stamp(path)
+    if old is None or "made" in old or "fingerprint" not in old:
+        return old
+    if path.name == CACHE_RUN:
+        return tokenize_run_stamp(old["fingerprint"], int(old.get("tasks") or 0))
+    return cache_stamp(old["fingerprint"], path.parent.name)  # the cache folder is named for its key
 
 
 def tokenize_cache(prep_dir: str | Path, key: str, root: str | Path | None = None) -> Path:
@@ -180,31 +202,30 @@ def tokenize_cache(prep_dir: str | Path, key: str, root: str | Path | None = Non
     return as_path(root) / f"{Path(name).name}-{hashlib.sha256(name.encode()).hexdigest()[:8]}" / key
 
 
-def _cached(cache: Path, fingerprint_: str) -> bool:
-    done = cache / CACHE_DONE
-    return done.exists() and json.loads(done.read_text()).get("fingerprint") == fingerprint_
+def _cached(cache: Path, want: dict) -> bool:
+    done = _read_cache_stamp(cache / CACHE_DONE)
+    return done is not None and not stale_fields(done, want)
 
 
-def _start_cache(cache: Path, name: str, fingerprint_: str, tasks: int) -> None:
-    """Make CACHE ready for a tokenize run of ``tasks`` tasks: a cache of other documents, or an unfinished one
-    of another task count (its finished tasks split the files otherwise: reusing them loses or duplicates
-    documents), is started over; one of the same run keeps its finished tasks. Records the run (CACHE_RUN)."""
-    run = {"fingerprint": fingerprint_, "tasks": tasks}
-    if cache.exists() and (cache / CACHE_DONE).exists():  # stale: the documents changed
-        log.info("tokenize %s: documents changed since %s was written; retokenizing", name, cache)
+def _start_cache(cache: Path, name: str, done: dict, run: dict) -> None:
+    """Make CACHE ready for a tokenize RUN (:func:`tokenize_run_stamp`): a finished cache of other documents
+    (not DONE), or an unfinished one of another run (its finished tasks split the files otherwise: reusing them
+    loses or duplicates documents), is started over; one of the same run keeps its finished tasks. Records RUN."""
+    if cache.exists() and (cache / CACHE_DONE).exists():  # stale: _cached said so
+        before = _read_cache_stamp(cache / CACHE_DONE)
+        why = ", ".join(stale_fields(before, done)) if before else f"unreadable {CACHE_DONE}"
+        log.info("tokenize %s: %s is stale (%s changed); retokenizing", name, cache, why)
         remove_tree(cache)
     elif cache.exists() and tokenized_prefixes(cache):
-        try:
-            earlier = json.loads((cache / CACHE_RUN).read_text())
-        except (OSError, ValueError):
-            earlier = None
-        if earlier != run:
+        earlier = _read_cache_stamp(cache / CACHE_RUN)
+        changed = stale_fields(earlier, run) if earlier is not None else ["made"]
+        if changed:
             log.warning(
                 "tokenize %s: %s holds an unfinished tokenize run of %s; starting it over",
                 name,
                 cache,
-                f"{earlier.get('tasks')} tasks"
-                if isinstance(earlier, dict) and earlier.get("fingerprint") == fingerprint_
+                f"{earlier['config'].get('tasks')} tasks"
+                if earlier is not None and changed == ["config.tasks"]
                 else "other documents (or an older midtrain)",
             )
             remove_tree(cache)
@@ -240,11 +261,18 @@ class ManifestStep(PipelineStep):
     type = "📦 - PACKER"
 
     def __init__(
-        self, cfg: dict, out_dir: str, cache_dirs: list[str], inputs: list[str], tokenizer: dict, run_key: str
+        self,
+        cfg: dict,
+        out_dir: str,
+        cache_dirs: list[str],
+        inputs: list[str],
+        tokenizer: dict,
+        run_key: str,
+        stamp: dict | None = None,
     ) -> None:
         super().__init__()
         self.cfg, self.out_dir, self.cache_dirs, self.inputs = cfg, out_dir, cache_dirs, inputs
-        self.tokenizer, self.run_key = tokenizer, run_key
+        self.tokenizer, self.run_key, self.stamp = tokenizer, run_key, stamp
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from midtrain.pack.manifest import build_manifest, write_manifest
@@ -254,13 +282,15 @@ class ManifestStep(PipelineStep):
             cfg, self.out_dir, self.cache_dirs, self.inputs, self.tokenizer, self.tokenizer["pad_id"]
         )
         manifest["run_key"] = self.run_key
+        if self.stamp is not None:
+            manifest["stamp"] = self.stamp
         write_manifest(manifest, self.out_dir)
         return
         yield
 
 
 class CacheStampStep(PipelineStep):
-    """Marks a tokenize cache complete for its input fingerprint (runs after every tokenize task)."""
+    """Marks a tokenize cache complete: writes its :func:`cache_stamp` (runs after every tokenize task)."""
 
     name = "midtrain tokenize stamp"
 
@@ -283,25 +313,37 @@ class PackResult:
     scripts: dict[str, str] = field(default_factory=dict)  # dry run: per stage, what it would run
 
 
-def _differences(old: dict, cfg: PackConfig, inputs: list[str] | None) -> str:
-    """What differs between a finished manifest and this run: config fields, inputs, else the documents."""
-    new_cfg = cfg.to_dict()
-    old_cfg = old.get("config") or {}
-    changed = sorted(k for k in set(old_cfg) | set(new_cfg) if old_cfg.get(k) != new_cfg.get(k))
-    if old.get("inputs") != inputs:
-        changed.append("inputs")
+def pack_stamp(cfg: PackConfig, key: str, names: list[str], prints: dict[str, str], held_key: list) -> dict:
+    """What a pack output is: the shards of these inputs' documents (their fingerprints), tokenized under cache
+    key KEY, with the trace sets' held-out splits, packed with CFG."""
+    inputs: dict[str, object] = {"tokenizer": key, **{i: prints[i] for i in names}}
+    if held_key:
+        inputs["heldout"] = held_key
+    return output_stamp("pack", inputs, cfg.to_dict())
+
+
+def run_key(want: dict, names: list[str]) -> str:
+    """The digest of a pack stamp that names the output's run (its logs/KEY task markers; manifest run_key),
+    computed as midtrain computed it before manifests held the stamp, so their outputs are still recognised."""
+    held = want["inputs"].get("heldout") or []
+    raw = [want["config"], want["inputs"]["tokenizer"], [want["inputs"][i] for i in names]] + held
+    return hashlib.sha256(json.dumps(raw).encode()).hexdigest()[:16]
+
+
+def _differences(old: dict, want: dict, names: list[str]) -> str:
+    """What differs between a finished manifest and this run's stamp: its stamp fields (a manifest from before
+    stamps: its config fields and input list), else the documents or the tokenizer."""
+    if isinstance(old.get("stamp"), dict):
+        changed = stale_fields(old["stamp"], want)
+    else:
+        changed = stale_fields({"config": old.get("config") or {}}, {"config": want["config"]})
+        changed += ["inputs"] if old.get("inputs") != names else []
     return ", ".join(changed) + " differ" if changed else "the input documents or the tokenizer changed"
 
 
-def _prepare_output(
-    out: Path,
-    run_key: str,
-    dry_run: bool,
-    overwrite: bool = False,
-    cfg: PackConfig | None = None,
-    inputs: list[str] | None = None,
-) -> dict | None:
-    """The finished manifest when OUT is already complete for RUN_KEY; else make OUT ready for this run.
+def _prepare_output(out: Path, want: dict, names: list[str], dry_run: bool, overwrite: bool = False) -> dict | None:
+    """The finished manifest when OUT is already complete for this run's stamp WANT (its :func:`run_key`); else
+    make OUT ready for this run.
 
     Another run's output (other settings or inputs, finished or not) is refused unless ``overwrite``: its
     shards may be read by a running job, and mixing two runs' tasks would mix their data. With ``overwrite``
@@ -309,8 +351,9 @@ def _prepare_output(
     its finished tasks are skipped.
     """
     manifest_path = out / MANIFEST
+    key = run_key(want, names)
     old = json.loads(manifest_path.read_text()) if manifest_path.exists() and not dry_run else None
-    if old is not None and old.get("run_key") == run_key and not overwrite:
+    if old is not None and old.get("run_key") == key and not overwrite:
         log.info("%s is complete for this configuration and these inputs; nothing to do", out)
         return old
     ours = manifest_path.exists() or (out / "logs").is_dir()
@@ -318,11 +361,11 @@ def _prepare_output(
         raise FileExistsError(
             f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output"
         )
-    resuming = (out / "logs" / run_key).exists() and old is None and not overwrite
+    resuming = (out / "logs" / key).exists() and old is None and not overwrite
     if ours and not dry_run and not resuming and not overwrite:
         what = (
-            f"a finished pack output made with other settings or inputs ({_differences(old, cfg, inputs)})"
-            if old is not None and cfg is not None
+            f"a finished pack output made with other settings or inputs ({_differences(old, want, names)})"
+            if old is not None
             else "an unfinished pack run with other settings or inputs"
         )
         raise FileExistsError(
@@ -386,10 +429,7 @@ def _pack(
     overwrite: bool,
     cache_root: str | Path | None = None,
 ) -> PackResult:
-    from datatrove.pipeline.readers import JsonlReader
-
     from midtrain.pack.mixture import heldout_rules
-    from midtrain.pack.tokenize import TokenizeStep
 
     cfg.validate()
     out = as_path(out_dir)
@@ -409,59 +449,18 @@ def _pack(
     # a trace set's held-out documents (the SFT probe's eval set, TRACES/heldout.json) are never packed
     heldout = heldout_rules(names)
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
-    run_key = hashlib.sha256(
-        json.dumps([cfg.to_dict(), key, [prints[i] for i in names]] + held_key).encode()
-    ).hexdigest()[:16]
-    done_manifest = _prepare_output(out, run_key, dry_run, overwrite, cfg, names)
+    want = pack_stamp(cfg, key, names, prints, held_key)
+    done_manifest = _prepare_output(out, want, names, dry_run, overwrite)
     if done_manifest is not None:
         return PackResult(manifest=done_manifest)
 
     chain = StageChain(cfg.executor, site, cfg.workers, label="pack")
-    local = not chain.on_slurm and not dry_run
     for i, cache_dir in zip(names, cache_dirs):
-        cache = as_path(cache_dir)
-        stamp = {"fingerprint": prints[i], "tokenizer": tok.to_dict(), "boundaries": cfg.boundaries}
-        if _cached(cache, prints[i]):
-            log.info("tokenize %s: cached in %s", i, cache)
-            continue
-        check_document_files(i)
-        n_files = len(list(documents_dir(i).glob(DOC_GLOB)))
-        tasks = min(cfg.tokenize_tasks, n_files)
-        with _cache_lock(cache, i, local), naming_output(cache):  # a full disk here names the cache's disk
-            if local and _cached(cache, prints[i]):  # another pack finished it while this one waited
-                log.info("tokenize %s: cached in %s (by another pack)", i, cache)
-                continue
-            if not dry_run:
-                _start_cache(cache, i, prints[i], tasks)
-            log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)
-            # the completion markers are per task of a run of `tasks` tasks: keyed on the count too
-            logs = cache / "logs" / f"{prints[i]}-{tasks}t"
-            stamp_logs = cache / "logs" / f"stamp-{prints[i]}"
-            chain.add(
-                f"tokenize {i}",
-                [
-                    JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
-                    TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries),
-                ],
-                tasks,
-                str(logs),
-                f"midtrain-tokenize-{Path(i).name}",
-                _slurm_logs(logs),
-            )
-            chain.add(
-                f"tokenize stamp {i}",
-                [CacheStampStep(str(cache), stamp)],
-                1,
-                str(stamp_logs),
-                f"midtrain-tokenize-stamp-{Path(i).name}",
-                _slurm_logs(stamp_logs),
-            )
-            if local:
-                chain.run()
-                if not tokenized_prefixes(cache):
-                    raise RuntimeError(f"tokenize {i}: no task output in {cache}; see {cache / 'logs'}")
-
-    pack_logs, manifest_logs = out / "logs" / run_key, out / "logs" / f"{run_key}-manifest"
+        _tokenize_stage(
+            chain, cfg, i, as_path(cache_dir), cache_stamp(prints[i], key, tok, cfg.boundaries), tok, dry_run
+        )
+    run = run_key(want, names)
+    pack_logs, manifest_logs = out / "logs" / run, out / "logs" / f"{run}-manifest"
     chain.add(
         "pack",
         [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, heldout)],
@@ -472,7 +471,7 @@ def _pack(
     )
     chain.add(
         "manifest",
-        [ManifestStep(cfg.to_dict(), str(out), cache_dirs, names, tok.to_dict(), run_key)],
+        [ManifestStep(cfg.to_dict(), str(out), cache_dirs, names, tok.to_dict(), run, want)],
         1,
         str(manifest_logs),
         "midtrain-pack-manifest",
@@ -485,3 +484,55 @@ def _pack(
         log.info("submitted tokenize -> pack -> manifest to Slurm; %s appears when done", out / MANIFEST)
         return PackResult(submitted=True)
     return PackResult(manifest=json.loads((out / MANIFEST).read_text()))
+
+
+def _tokenize_stage(
+    chain: StageChain, cfg: PackConfig, i: str, cache: Path, done: dict, tok: TokenizerInfo, dry_run: bool
+) -> None:
+    """Add input I's tokenize stages (its tasks, then the cache stamp DONE) to CHAIN, unless CACHE is finished
+    for DONE; run locally, they run here and now, under the cache's lock."""
+    from datatrove.pipeline.readers import JsonlReader
+
+    from midtrain.pack.tokenize import TokenizeStep
+
+    local = not chain.on_slurm and not dry_run
+    if _cached(cache, done):
+        log.info("tokenize %s: cached in %s", i, cache)
+        return
+    check_document_files(i)
+    n_files = len(list(documents_dir(i).glob(DOC_GLOB)))
+    tasks = min(cfg.tokenize_tasks, n_files)
+    documents = done["inputs"]["documents"]
+    with _cache_lock(cache, i, local), naming_output(cache):  # a full disk here names the cache's disk
+        if local and _cached(cache, done):  # another pack finished it while this one waited
+            log.info("tokenize %s: cached in %s (by another pack)", i, cache)
+            return
+        if not dry_run:
+            _start_cache(cache, i, done, tokenize_run_stamp(documents, tasks))
+        log.info("tokenize %s: %d files in %d tasks -> %s", i, n_files, tasks, cache)
+        # the completion markers are per task of a run of `tasks` tasks: keyed on the count too
+        logs = cache / "logs" / f"{documents}-{tasks}t"
+        stamp_logs = cache / "logs" / f"stamp-{documents}"
+        chain.add(
+            f"tokenize {i}",
+            [
+                JsonlReader(str(documents_dir(i)), glob_pattern=DOC_GLOB),
+                TokenizeStep(str(cache), str(tok.file), tok.eos_token, cfg.boundaries),
+            ],
+            tasks,
+            str(logs),
+            f"midtrain-tokenize-{Path(i).name}",
+            _slurm_logs(logs),
+        )
+        chain.add(
+            f"tokenize stamp {i}",
+            [CacheStampStep(str(cache), done)],
+            1,
+            str(stamp_logs),
+            f"midtrain-tokenize-stamp-{Path(i).name}",
+            _slurm_logs(stamp_logs),
+        )
+        if local:
+            chain.run()
+            if not tokenized_prefixes(cache):
+                raise RuntimeError(f"tokenize {i}: no task output in {cache}; see {cache / 'logs'}")
