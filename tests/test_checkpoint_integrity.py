@@ -12,19 +12,13 @@ from train_helpers import (
     destroy_process_groups,  # noqa: F401 (autouse fixture)
     metrics,
     tiny_config,
+    train_in_process,
     write_shards,
 )
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.checkpoint import CheckpointError, verify_checkpoint
-from midtrain.train.trainer import train
-
-
-def _in_process(cfg, run_dir: Path, *overrides: str) -> dict:
-    result = train(cfg.apply_overrides([f"run_dir={run_dir}", *overrides]))
-    distributed.destroy()
-    return result
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +27,7 @@ def run4(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run4")
     shards = write_shards(tmp / "shards", sequences=24, seq_length=64)
     cfg = tiny_config(**{"data.path": str(shards), "optim.train_steps": 4})
-    _in_process(cfg, tmp / "run")
+    train_in_process(cfg, tmp / "run")
     return cfg, tmp / "run"
 
 
@@ -63,7 +57,7 @@ def test_export_and_init_from_refuse_a_checkpoint_with_flipped_bytes_naming_the_
     assert str(victim) in err and "SHA-256" in err and "Traceback" not in err
     assert not (tmp_path / "hf").exists()  # nothing exported
     with pytest.raises(CheckpointError, match=f"{victim}.*SHA-256"):
-        _in_process(cfg, tmp_path / "fresh", f"init_from={run_dir}")
+        train_in_process(cfg, tmp_path / "fresh", f"init_from={run_dir}")
     assert not list((tmp_path / "fresh" / "checkpoints").glob("iter_*"))
 
 
@@ -79,10 +73,10 @@ def test_a_resume_onto_another_model_is_refused_from_the_checkpoint_without_conf
         match=r"model.qk_layernorm: .*iter_0000004 holds another model "
         r"\(model.qk_layernorm: True -> False\)",
     ):
-        _in_process(cfg, run_dir, "model.qk_layernorm=false")
+        train_in_process(cfg, run_dir, "model.qk_layernorm=false")
     assert not (run_dir / "config.yaml").exists()
     with pytest.raises(ConfigError, match=r"model.hidden_size: 64 -> 128.*init_from needs the same model shape"):
-        _in_process(
+        train_in_process(
             cfg, tmp_path / "other", f"init_from={run_dir}", "model.hidden_size=128", "model.ffn_hidden_size=256"
         )
 
@@ -99,8 +93,8 @@ def test_init_from_refuses_tensors_the_model_has_no_place_for_unless_told_to_dro
     distributed.destroy()
     without = ["model.qk_layernorm=false", f"init_from={tmp_path / 'bare'}", "optim.train_steps=2"]
     with pytest.raises(CheckpointError, match=r"holds .*q_layernorm.* that this model has no place for"):
-        _in_process(cfg, tmp_path / "strict", *without)
-    assert _in_process(cfg, tmp_path / "dropped", *without, "init_from_drop_unused=true")["step"] == 2
+        train_in_process(cfg, tmp_path / "strict", *without)
+    assert train_in_process(cfg, tmp_path / "dropped", *without, "init_from_drop_unused=true")["step"] == 2
 
 
 def test_fp32_with_the_distributed_optimizer_resumes_exactly(run4, tmp_path):
@@ -108,11 +102,11 @@ def test_fp32_with_the_distributed_optimizer_resumes_exactly(run4, tmp_path):
     writes into them under no_grad (before, every such checkpoint failed to load: 'a view of a leaf Variable')."""
     cfg, _ = run4
     opt = ["parallel.distributed_optimizer=true", "checkpoint.save_interval=2"]
-    _in_process(cfg, tmp_path / "whole", *opt)
+    train_in_process(cfg, tmp_path / "whole", *opt)
     run_dir = tmp_path / "resumed"
     shutil.copytree(tmp_path / "whole", run_dir)
     shutil.rmtree(run_dir / "checkpoints" / "iter_0000004")
-    assert _in_process(cfg, run_dir, *opt)["step"] == 4
+    assert train_in_process(cfg, run_dir, *opt)["step"] == 4
     assert [r["loss"] for r in metrics(run_dir)] == [r["loss"] for r in metrics(tmp_path / "whole")]
     assert (run_dir / "metrics.after_step_0000002.jsonl").is_file()  # it did resume at step 2
 
@@ -131,16 +125,18 @@ def test_shards_of_another_tokenizer_are_refused_after_init_from_and_on_resume(r
     first = _with_tokenizer(Path(cfg.data.path), tmp_path / "shards_a", "aaaa", 200)
     other = _with_tokenizer(Path(cfg.data.path), tmp_path / "shards_b", "bbbb", 256)
     run_dir = tmp_path / "run"
-    _in_process(cfg, run_dir, f"data.path={first}", "optim.train_steps=2")
+    train_in_process(cfg, run_dir, f"data.path={first}", "optim.train_steps=2")
     both = (
         r"tokenized with /tok/aaaa/tokenizer.json \(hash aaaa0000, 200 tokens\), these shards with "
         r"/tok/bbbb/tokenizer.json \(hash bbbb0000, 256 tokens\)"
     )
     with pytest.raises(ConfigError, match="data.path: the checkpoint was trained on shards " + both):
-        _in_process(cfg, tmp_path / "next", f"init_from={run_dir}", f"data.path={other}", "optim.train_steps=2")
+        train_in_process(cfg, tmp_path / "next", f"init_from={run_dir}", f"data.path={other}", "optim.train_steps=2")
     with pytest.raises(ConfigError, match=both):
-        _in_process(cfg, run_dir, f"data.path={other}", "optim.train_steps=2")
+        train_in_process(cfg, run_dir, f"data.path={other}", "optim.train_steps=2")
     assert (
-        _in_process(cfg, tmp_path / "same", f"init_from={run_dir}", f"data.path={first}", "optim.train_steps=2")["step"]
+        train_in_process(cfg, tmp_path / "same", f"init_from={run_dir}", f"data.path={first}", "optim.train_steps=2")[
+            "step"
+        ]
         == 2
     )

@@ -16,13 +16,12 @@ from train_helpers import (
     destroy_process_groups,  # noqa: F401 (autouse fixture)
     metrics,
     tiny_config,
+    train_in_process,
     write_shards,
 )
 
 from midtrain.config import ConfigError
-from midtrain.train import distributed
 from midtrain.train.checkpoint import MARKER, CheckpointError, list_checkpoints
-from midtrain.train.trainer import train
 
 REPO = Path(__file__).resolve().parents[1]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
@@ -59,12 +58,6 @@ def _torchrun(cfg_path: Path, run_dir: Path, nproc: int, *overrides: str) -> sub
     return out
 
 
-def _in_process(cfg, run_dir: Path, **overrides) -> dict:
-    result = train(cfg.apply_overrides([f"run_dir={run_dir}", *(f"{k}={v}" for k, v in overrides.items())]))
-    distributed.destroy()
-    return result
-
-
 def _killed_after_checkpoint(run_dir: Path) -> None:
     """Leave RUN_DIR as a job killed during step SAVED + 2 leaves it: the checkpoint of step SAVED, and
     metrics.jsonl lines up to the step it was killed in."""
@@ -91,7 +84,7 @@ def setup(tmp_path_factory):
     )
     cfg_path = tmp / "cfg.yaml"
     cfg.save_yaml(cfg_path)
-    _in_process(cfg, tmp / "reference")
+    train_in_process(cfg, tmp / "reference")
     return cfg, cfg_path, metrics(tmp / "reference")
 
 
@@ -121,7 +114,7 @@ def test_dp2_checkpoint_resumes_on_1_and_on_4_ranks(setup, tmp_path):
     one, four = tmp_path / "one", tmp_path / "four"
     shutil.copytree(dp2, one)
     shutil.copytree(dp2, four)
-    result = _in_process(cfg, one)  # one rank: DP=1
+    result = train_in_process(cfg, one)  # one rank: DP=1
     assert result["step"] == STEPS
     _assert_resumed(one)
     _assert_continues(metrics(one), reference, "DP=2 -> DP=1")
@@ -149,7 +142,7 @@ def test_dp2_checkpoints_after_an_epoch_wrap_resume_on_1_and_4_ranks(tmp_path):
     )
     cfg_path = tmp_path / "cfg.yaml"
     cfg.save_yaml(cfg_path)
-    _in_process(cfg, tmp_path / "reference")
+    train_in_process(cfg, tmp_path / "reference")
     reference = metrics(tmp_path / "reference")
     dp2 = tmp_path / "dp2"
     _torchrun(cfg_path, dp2, 2, "parallel.data=2")
@@ -161,7 +154,7 @@ def test_dp2_checkpoints_after_an_epoch_wrap_resume_on_1_and_4_ranks(tmp_path):
             if step != saved:
                 shutil.rmtree(path)
         if nproc == 1:
-            _in_process(cfg, run_dir)
+            train_in_process(cfg, run_dir)
         else:
             _torchrun(cfg_path, run_dir, nproc, f"parallel.data={nproc}")
         rows = {r["step"]: r for r in metrics(run_dir)}  # the steps after `saved` are the resumed run's
@@ -177,7 +170,7 @@ def test_tp2_checkpoint_resumes_on_tp1(setup, tmp_path):
     tp2 = tmp_path / "tp2"
     _torchrun(cfg_path, tp2, 2, "parallel.tensor=2")
     _killed_after_checkpoint(tp2)
-    result = _in_process(cfg, tp2)
+    result = train_in_process(cfg, tp2)
     assert result["step"] == STEPS
     _assert_resumed(tp2)
     _assert_continues(metrics(tp2), reference, "TP=2 -> TP=1")
@@ -198,7 +191,7 @@ def run8(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run8")
     shards = write_shards(tmp / "shards", sequences=24, seq_length=64)
     cfg = tiny_config(**{"data.path": str(shards)})
-    _in_process(cfg, tmp / "run")
+    train_in_process(cfg, tmp / "run")
     return cfg, tmp / "run"
 
 
@@ -215,7 +208,7 @@ def test_every_checkpoint_damaged_stops_naming_each_and_keeps_the_run_dir(run8, 
         match=r"none of its 2 checkpoint\(s\).*iter_0000008: .*bytes, expected"
         r".*iter_0000004: ",
     ):
-        _in_process(cfg, run_dir)
+        train_in_process(cfg, run_dir)
     assert (run_dir / "metrics.jsonl").read_text() == before  # history untouched
     assert [s for s, _ in list_checkpoints(run_dir)] == [4, 8]  # nothing pruned, nothing new
 
@@ -228,7 +221,7 @@ def test_garbage_bytes_of_the_same_size_are_detected_by_checksum(run8, tmp_path)
     shutil.copytree(src, run_dir)
     original = {r["step"]: r["loss"] for r in metrics(src)}
     _damage_distcp(run_dir / "checkpoints" / "iter_0000008")
-    result = _in_process(cfg, run_dir, **{"optim.train_steps": 8})
+    result = train_in_process(cfg, run_dir, **{"optim.train_steps": 8})
     assert result["step"] == 8
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == list(range(1, 9))
@@ -249,7 +242,7 @@ def test_a_complete_checkpoint_that_fails_to_load_stops_the_run(run8, tmp_path):
         victim = max(path.glob("*.distcp"), key=lambda f: f.stat().st_size)
         victim.write_bytes(b"\0" * victim.stat().st_size)
     with pytest.raises(CheckpointError, match=r"checkpoint .*iter_0000008 cannot be loaded: "):
-        _in_process(cfg, run_dir)
+        train_in_process(cfg, run_dir)
 
 
 def test_pruning_never_deletes_checkpoints_newer_than_the_one_saved(run8, tmp_path):
@@ -259,7 +252,7 @@ def test_pruning_never_deletes_checkpoints_newer_than_the_one_saved(run8, tmp_pa
     run_dir = tmp_path / "run"
     shutil.copytree(src, run_dir)
     _damage_distcp(run_dir / "checkpoints" / "iter_0000008")
-    _in_process(
+    train_in_process(
         cfg,
         run_dir,
         **{
@@ -286,7 +279,7 @@ def test_resuming_with_another_model_shape_is_refused_before_anything_is_written
     shutil.copytree(src, run_dir)
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     with pytest.raises(ConfigError, match=r"model.num_layers: .*holds checkpoints.*model.num_layers: 2 -> 3"):
-        _in_process(cfg, run_dir, **{"model.num_layers": 3})
+        train_in_process(cfg, run_dir, **{"model.num_layers": 3})
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
 
 
@@ -304,7 +297,7 @@ def test_an_empty_or_cut_config_is_refused(run8, tmp_path, damage):
     with pytest.raises(ConfigError, match=expected):
         load_config(str(run_dir / "config.yaml"), [])  # `midtrain train RUN_DIR/config.yaml` (a replay)
     with pytest.raises(ConfigError, match=expected):
-        _in_process(cfg, run_dir)  # a resume from the recipe: the run's config cannot be compared
+        train_in_process(cfg, run_dir)  # a resume from the recipe: the run's config cannot be compared
 
 
 def test_config_is_written_atomically_and_whole_files_stay_readable(tmp_path):

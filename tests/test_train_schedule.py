@@ -12,13 +12,12 @@ from train_helpers import (
     destroy_process_groups,  # noqa: F401 (autouse fixture)
     metrics,
     tiny_config,
+    train_in_process,
     write_shards,
 )
 
 from midtrain.config import ConfigError
-from midtrain.train import distributed
 from midtrain.train.config import read_run_config
-from midtrain.train.trainer import train
 
 MAX, MIN, WARMUP, FRACTION = 3e-3, 3e-4, 2, 0.2  # tiny_config's schedule (WSD)
 
@@ -33,18 +32,12 @@ def wsd_lr(step: int, train_steps: int) -> float:
     return MAX if step <= start else MIN + (1 - (step - start) / decay) * (MAX - MIN)
 
 
-def _in_process(cfg, run_dir: Path, *overrides: str) -> dict:
-    result = train(cfg.apply_overrides([f"run_dir={run_dir}", *overrides]))
-    distributed.destroy()
-    return result
-
-
 @pytest.fixture(scope="module")
 def run8(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sched")
     shards = write_shards(tmp / "shards", sequences=24, seq_length=64)
     cfg = tiny_config(**{"data.path": str(shards)})
-    _in_process(cfg, tmp / "run")
+    train_in_process(cfg, tmp / "run")
     return cfg, tmp / "run"
 
 
@@ -63,9 +56,9 @@ def test_a_changed_schedule_is_refused_naming_the_fields_before_anything_is_writ
         match=r"optim.train_steps: .*another LR schedule \(optim.train_steps: 8 -> 12\)"
         r".*optim.schedule_on_resume=config",
     ):
-        _in_process(cfg, run_dir, "optim.train_steps=12")
+        train_in_process(cfg, run_dir, "optim.train_steps=12")
     with pytest.raises(ConfigError, match=r"optim.lr: 0.003 -> 0.001; optim.warmup_steps: 2 -> 1"):
-        _in_process(cfg, run_dir, "optim.lr=1e-3", "optim.warmup_steps=1")
+        train_in_process(cfg, run_dir, "optim.lr=1e-3", "optim.warmup_steps=1")
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
 
 
@@ -73,15 +66,15 @@ def test_an_extension_follows_the_schedule_its_mode_documents(run8, tmp_path):
     cfg, src = run8
     # config: the 12-step schedule from step 8 on, as if planned at 12 (WSD: peak again, decay over 11-12)
     extended = _copy(src, tmp_path / "config")
-    assert _in_process(cfg, extended, "optim.train_steps=12", "optim.schedule_on_resume=config")["step"] == 12
+    assert train_in_process(cfg, extended, "optim.train_steps=12", "optim.schedule_on_resume=config")["step"] == 12
     rows = metrics(extended)
     assert [r["step"] for r in rows] == list(range(1, 13))
     assert [r["lr"] for r in rows[8:]] == pytest.approx([wsd_lr(k, 12) for k in range(9, 13)], rel=1e-12)
     assert [r["lr"] for r in rows[8:]] == pytest.approx([MAX, MAX, (MAX + MIN) / 2, MIN], rel=1e-12)
     # the checkpoint now records the 12-step schedule: a plain resume of the extended run is not refused
-    assert _in_process(cfg, extended, "optim.train_steps=12", "optim.schedule_on_resume=strict")["step"] == 12
+    assert train_in_process(cfg, extended, "optim.train_steps=12", "optim.schedule_on_resume=strict")["step"] == 12
     # checkpoint: megatron's use_checkpoint_opt_param_scheduler, past the 8-step decay: min_lr
     kept = _copy(src, tmp_path / "checkpoint")
-    _in_process(cfg, kept, "optim.train_steps=12", "optim.lr=1e-2", "optim.schedule_on_resume=checkpoint")
+    train_in_process(cfg, kept, "optim.train_steps=12", "optim.lr=1e-2", "optim.schedule_on_resume=checkpoint")
     assert [r["lr"] for r in metrics(kept)[8:]] == pytest.approx([MIN] * 4, rel=1e-12)
     assert read_run_config(kept / "config.yaml").optim.lr == MAX  # what the steps used, not the ignored 1e-2

@@ -32,6 +32,17 @@ def metrics(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
 
 
+def train_in_process(cfg: TrainConfig, run_dir: Path, *overrides: str, **fields: object) -> dict:
+    """Train CFG into RUN_DIR in this process (``key=value`` OVERRIDES, or FIELDS as keywords), then take the
+    process group down so the next run in the test starts afresh; train()'s result."""
+    from midtrain.train.trainer import train
+
+    given = [f"run_dir={run_dir}", *overrides, *(f"{k}={v}" for k, v in fields.items())]
+    result = train(cfg.apply_overrides(given))
+    distributed.destroy()
+    return result
+
+
 def tiny_config(**overrides: object) -> TrainConfig:
     """A tiny fp32 Qwen3-shaped model with a small vocabulary (fast on CPU)."""
     cfg = TrainConfig(name="tiny", seed=7)
