@@ -11,7 +11,6 @@ the same documents.
 
 from __future__ import annotations
 
-import gzip
 import json
 import random
 import sys
@@ -25,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from datatrove.executor import LocalPipelineExecutor
 
 from midtrain.curate.stages import CurationConfig, curation_stages
+from midtrain.formats.documents import document_files, read_jsonl, write_jsonl_gz
 
 OFF = [f"{s}.enabled=false" for s in ("license", "decontam", "quality", "redact")] + ["dedup.near=false"]
 
@@ -32,18 +32,16 @@ OFF = [f"{s}.enabled=false" for s in ("license", "decontam", "quality", "redact"
 def write_raw(raw: Path, documents: int, files: int, dup_share: float, seed: int = 0) -> None:
     rng = random.Random(seed)
     raw.mkdir(parents=True)
-    outs = [gzip.open(raw / f"{i:05d}.jsonl.gz", "wt") for i in range(files)]
-    originals: list[str] = []
+    rows, originals = [], []
     for i in range(documents):
         if originals and rng.random() < dup_share:
             text = rng.choice(originals).replace(" ", "  ", 1)
         else:
             text = " ".join(f"w{rng.randrange(50_000)}" for _ in range(60))
             originals.append(text)
-        row = {"text": text, "id": f"doc-{i}", "metadata": {"source": "pr", "repo": "a/b", "license": "MIT"}}
-        outs[i % files].write(json.dumps(row) + "\n")
-    for f in outs:
-        f.close()
+        rows.append({"text": text, "id": f"doc-{i}", "metadata": {"source": "pr", "repo": "a/b", "license": "MIT"}})
+    for i in range(files):  # document i in file i % files
+        write_jsonl_gz(raw / f"{i:05d}.jsonl.gz", rows[i::files])
 
 
 def run(raw: Path, work: Path, tasks: int) -> dict[str, tuple[int, float, float]]:
@@ -62,11 +60,7 @@ def run(raw: Path, work: Path, tasks: int) -> dict[str, tuple[int, float, float]
 
 
 def output_set(documents: Path) -> list[str]:
-    lines: list[str] = []
-    for f in sorted(documents.glob("*.jsonl.gz")):
-        with gzip.open(f, "rt") as fh:
-            lines.extend(fh)
-    return sorted(lines)
+    return sorted(json.dumps(row, sort_keys=True) for f in document_files(documents) for _, row in read_jsonl(f))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,6 @@ real code: stdlib modules packed at --seq-length with `midtrain pack`'s pipeline
 
 from __future__ import annotations
 
-import gzip
 import inspect
 import json
 import logging
@@ -37,20 +36,15 @@ def code_prep(out: Path) -> Path:
     import pathlib
     import textwrap
 
+    from midtrain.formats.documents import write_jsonl_gz
+
     (out / "documents").mkdir(parents=True)
-    with gzip.open(out / "documents" / "00000.jsonl.gz", "wt") as fh:
-        for m in (a, ast, dataclasses, email.message, functools, i, pathlib, textwrap):
-            name = m.__name__.replace(".", "/")
-            fh.write(
-                json.dumps(
-                    {
-                        "text": f"<|repo_name|>cpython\n<|file_sep|>Lib/{name}.py\n{inspect.getsource(m)}",
-                        "id": f"repo:{name}",
-                        "metadata": {"source": "repo"},
-                    }
-                )
-                + "\n"
-            )
+    rows = []
+    for m in (a, ast, dataclasses, email.message, functools, i, pathlib, textwrap):
+        name = m.__name__.replace(".", "/")
+        text = f"<|repo_name|>cpython\n<|file_sep|>Lib/{name}.py\n{inspect.getsource(m)}"
+        rows.append({"text": text, "id": f"repo:{name}", "metadata": {"source": "repo"}})
+    write_jsonl_gz(out / "documents" / "00000.jsonl.gz", rows)
     return out
 
 
