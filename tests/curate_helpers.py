@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import sysconfig
+from collections.abc import Sequence
 from pathlib import Path
 
 from midtrain.curate.stages import CurationConfig, curation_stages
@@ -51,7 +52,7 @@ def doc_row(
     }
 
 
-def write_raw(raw: Path, *files: list[dict | str]) -> None:
+def write_raw(raw: Path, *files: Sequence[dict | str]) -> None:
     """One JSONL file per list (a str row is written verbatim: malformed lines)."""
     raw.mkdir(parents=True, exist_ok=True)
     for i, rows in enumerate(files):
@@ -61,7 +62,7 @@ def write_raw(raw: Path, *files: list[dict | str]) -> None:
 
 
 def read_docs(folder: Path) -> list[dict]:
-    out = []
+    out: list[dict] = []
     for f in sorted(Path(folder).rglob("*.jsonl*")):
         opener = gzip.open if f.suffix == ".gz" else open
         with opener(f, "rt") as fh:

@@ -6,6 +6,7 @@ import gzip
 import json
 import os
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 
 from midtrain.demo.inputs import NOT_SAMPLES
@@ -47,7 +48,7 @@ def git(
     return proc.stdout
 
 
-def write_files(root: Path, files: dict[str, str | bytes]) -> None:
+def write_files(root: Path, files: Mapping[str, str | bytes]) -> None:
     for rel, content in files.items():
         p = root / rel
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -59,7 +60,7 @@ def write_files(root: Path, files: dict[str, str | bytes]) -> None:
 
 def make_repo(
     root: Path,
-    files: dict[str, str | bytes],
+    files: Mapping[str, str | bytes],
     message: str = "initial commit",
     author: tuple[str, str] = ("Jane Doe", "jane.doe@example.org"),
 ) -> Path:
@@ -73,7 +74,7 @@ def make_repo(
 
 def commit(
     repo: Path,
-    files: dict[str, str | bytes],
+    files: Mapping[str, str | bytes],
     message: str,
     author=("Jane Doe", "jane.doe@example.org"),
     date: str = "2024-01-02T00:00:00Z",
@@ -86,7 +87,7 @@ def commit(
 
 def read_documents(out_dir: Path) -> list[dict]:
     """Every document in DIR/documents (or a raw dir), in file order."""
-    docs = []
+    docs: list[dict] = []
     base = out_dir / "documents" if (out_dir / "documents").exists() else out_dir
     for f in sorted(base.rglob("*.jsonl*")):
         opener = gzip.open if f.suffix == ".gz" else open

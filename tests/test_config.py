@@ -59,7 +59,7 @@ def test_validate_names_field():
     with pytest.raises(ConfigError, match=r"^inner.steps: must be positive"):
         cfg.validate()
     cfg = Outer()
-    cfg.inner.lr = "fast"  # set behind the parser's back: validate still catches it
+    cfg.inner.lr = "fast"  # type: ignore[assignment]  # a wrong type behind the parser's back: validate catches it
     with pytest.raises(ConfigError, match=r"inner.lr: expected float"):
         cfg.validate()
 

@@ -69,17 +69,22 @@ def test_repository_list_comes_from_the_swebench_package_plus_pro():
     ],
 )
 def test_repository_matching(meta, reason):
-    hit = SweBenchRepoFilter(DecontamConfig()).match(meta)
-    assert (hit[0] if hit else None) == reason
+    assert _reason(SweBenchRepoFilter(DecontamConfig()), meta) == reason
+
+
+def _reason(f: SweBenchRepoFilter, meta: dict) -> str | None:
+    """The filter's reason for matching META, None when it does not."""
+    hit = f.match(meta)
+    return hit[0] if hit else None
 
 
 def test_user_list_of_repositories_and_instance_ids(tmp_path):
     lst = tmp_path / "bench.txt"
     lst.write_text("# our private benchmark\nMyOrg/Private-Bench\nfoo__bar-123\n")
     f = SweBenchRepoFilter(DecontamConfig(repo_list=str(lst)))
-    assert f.match({"repo": "https://github.com/myorg/private-bench.git"})[0] == "swebench_repo"
-    assert f.match({"repo": None, "instance_id": "foo__bar-123"})[0] == "swebench_instance"
-    assert f.match({"repo": "foo/bar"})[0] == "swebench_repo"  # the instance's repository
+    assert _reason(f, {"repo": "https://github.com/myorg/private-bench.git"}) == "swebench_repo"
+    assert _reason(f, {"repo": None, "instance_id": "foo__bar-123"}) == "swebench_instance"
+    assert _reason(f, {"repo": "foo/bar"}) == "swebench_repo"  # the instance's repository
     assert f.match({"repo": "acme/widgets"}) is None
 
 

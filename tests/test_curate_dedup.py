@@ -50,7 +50,7 @@ def raw_files() -> list[list[dict]]:
 
 def output_lines(documents: Path) -> list[str]:
     """Every output document's JSON line, sorted (the set of documents, byte for byte)."""
-    lines = []
+    lines: list[str] = []
     for f in sorted(documents.rglob("*.jsonl.gz")):
         with gzip.open(f, "rt") as fh:
             lines.extend(line for line in fh if line.strip())

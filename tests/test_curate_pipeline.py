@@ -119,7 +119,7 @@ def test_malformed_records_are_counted_not_fatal(tmp_path):
             {"text": good, "id": "meta-str", "metadata": "not a dict"},
             {"text": good.replace("A real", "Another real"), "id": "no-meta"},
             doc_row(good.replace("A real", "A third"), "bad-spans", source="trace", loss_spans=[[5, 10**9]]),
-            doc_row(good.replace("A real", "A fourth"), "repo-int", repo=42, license=["MIT"]),
+            doc_row(good.replace("A real", "A fourth"), "repo-int", repo=42, license=["MIT"]),  # type: ignore[arg-type]  # bad metadata types, on purpose
             "[1, 2, 3]",
             "not json at all",
         ],

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from recipe_helpers import train_recipe
 
 from midtrain.cli import main as cli_main
 from midtrain.train import distributed
 from midtrain.train.estimate import flops_per_token, memory_per_gpu
 from midtrain.train.model import build_gpt_model
-from recipes import get_recipe
 
 
 @pytest.fixture(scope="module")
@@ -21,19 +21,16 @@ def world_of_one():
 
 
 def test_30b_a3b_counts_match_megatron_core(world_of_one):
-    cfg = (
-        get_recipe("qwen3_30b_a3b_256k_h200")
-        .build(
-            [
-                "precision.transformer_impl=local",
-                "parallel.context=1",
-                "parallel.expert=1",
-                "parallel.distributed_optimizer=false",
-                "model.num_layers=2",
-            ]
-        )
-        .validate()
-    )  # 2 of 48 layers: quick
+    cfg = train_recipe(
+        "qwen3_30b_a3b_256k_h200",
+        [
+            "precision.transformer_impl=local",
+            "parallel.context=1",
+            "parallel.expert=1",
+            "parallel.distributed_optimizer=false",
+            "model.num_layers=2",
+        ],
+    ).validate()  # 2 of 48 layers: quick
     with torch.device("meta"):
         model = build_gpt_model(cfg)
     named = dict(model.named_parameters())
@@ -43,6 +40,7 @@ def test_30b_a3b_counts_match_megatron_core(world_of_one):
     assert experts == pc.expert_per_layer * cfg.model.num_layers
     # FLOPs/MFU count what a token uses: every linear layer except the 120 experts it is not routed to
     m = cfg.model
+    assert m.num_experts is not None
     linear = sum(p.numel() for k, p in named.items() if ".linear_" in k or "router" in k)
     active_linear = linear - experts * (m.num_experts - m.moe_router_topk) // m.num_experts
     assert pc.flops_params == active_linear + m.vocab_size * m.hidden_size
@@ -50,15 +48,15 @@ def test_30b_a3b_counts_match_megatron_core(world_of_one):
 
 
 def test_30b_a3b_totals_and_active_share():
-    pc = get_recipe("qwen3_30b_a3b_256k_h200").build().model.param_count()
+    pc = train_recipe("qwen3_30b_a3b_256k_h200").model.param_count()
     assert 30.4e9 < pc.total < 30.6e9  # "30.5B"
     assert 3.2e9 < pc.active < 3.4e9  # "3.3B activated"
-    dense_equiv = get_recipe("qwen3_30b_a3b_256k_h200").build(["model.moe_router_topk=128"]).model.param_count()
+    dense_equiv = train_recipe("qwen3_30b_a3b_256k_h200", ["model.moe_router_topk=128"]).model.param_count()
     assert dense_equiv.active == pytest.approx(pc.total, rel=1e-9)  # all experts active = every parameter
 
 
 def test_expert_parallelism_splits_expert_weights_and_their_optimizer_state():
-    base = get_recipe("qwen3_30b_a3b_256k_h200").build()
+    base = train_recipe("qwen3_30b_a3b_256k_h200")
     mem8 = memory_per_gpu(base)
     pc = base.model.param_count()
     experts = pc.expert_per_layer * pc.num_layers

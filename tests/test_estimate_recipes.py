@@ -6,12 +6,13 @@ import dataclasses
 
 import pytest
 import torch
+from recipe_helpers import train_recipe
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
 from midtrain.train.estimate import GPUS, USABLE_FRACTION, flops_per_token, memory_per_gpu
 from midtrain.train.model import build_gpt_model
-from recipes import all_recipes, get_recipe
+from recipes import all_recipes
 from recipes.long_context import progression_stages
 from recipes.models import SHAPES, abf_rotary_base
 
@@ -33,20 +34,17 @@ def world_of_one():
 
 def _single_gpu_layout(name: str):
     # The same shape on one rank, local spec: megatron-core builds it on the meta device in ~0.1 s.
-    return (
-        get_recipe(name)
-        .build(
-            [
-                "precision.transformer_impl=local",
-                "parallel.tensor=1",
-                "parallel.context=1",
-                "parallel.pipeline=1",
-                "parallel.sequence_parallel=false",
-                "parallel.distributed_optimizer=false",
-            ]
-        )
-        .validate()
-    )
+    return train_recipe(
+        name,
+        [
+            "precision.transformer_impl=local",
+            "parallel.tensor=1",
+            "parallel.context=1",
+            "parallel.pipeline=1",
+            "parallel.sequence_parallel=false",
+            "parallel.distributed_optimizer=false",
+        ],
+    ).validate()
 
 
 @pytest.mark.parametrize("name", REAL)
@@ -67,8 +65,9 @@ def test_param_count_matches_megatron_core(world_of_one, name):
 
 
 def test_flops_attention_term_and_document_masking():
-    cfg = get_recipe("qwen3_8b_256k_h200").build()
+    cfg = train_recipe("qwen3_8b_256k_h200")
     m, S = cfg.model, cfg.data.seq_length
+    assert m.kv_channels is not None  # the recipe sets the head dim
     causal = flops_per_token(cfg)
     assert causal.attention == pytest.approx(6 * m.num_layers * m.num_attention_heads * m.kv_channels * S)
     # the reference fact: at 256K about 82% of an 8B model's FLOPs are attention
@@ -81,7 +80,7 @@ def test_flops_attention_term_and_document_masking():
 
 
 def test_memory_estimate_responds_to_the_layout():
-    base = get_recipe("qwen3_8b_256k_h200").build()
+    base = train_recipe("qwen3_8b_256k_h200")
     mem = memory_per_gpu(base)
     pc = base.model.param_count()
     tp = base.parallel.tensor
@@ -107,7 +106,7 @@ def test_memory_estimate_responds_to_the_layout():
     "name", [n for n, r in all_recipes().items() if r.kind == "train" and ("_h100" in n or "_h200" in n)]
 )
 def test_every_real_recipe_fits_its_target_gpu(name):
-    cfg = get_recipe(name).build().validate()
+    cfg = train_recipe(name).validate()
     target = GPUS["h100" if "_h100" in name else "h200"]
     mem = memory_per_gpu(cfg)
     assert mem.total <= USABLE_FRACTION * target.memory_bytes, cfg.summary()
@@ -119,17 +118,17 @@ def test_every_real_recipe_fits_its_target_gpu(name):
 
 @pytest.mark.parametrize("shape", ["qwen3_1p7b", "qwen3_8b", "qwen3_32b", "llama31_8b"])
 def test_h100_variant_is_the_h200_recipe_plus_layout_deltas(shape):
-    h200 = get_recipe(f"{shape}_256k_h200").build()
-    h100 = get_recipe(f"{shape}_256k_h100").build()
+    h200 = train_recipe(f"{shape}_256k_h200")
+    h100 = train_recipe(f"{shape}_256k_h100")
     assert h100.model == h200.model and h100.optim == h200.optim and h100.data == h200.data
     assert h100.parallel != h200.parallel
     # a layout that does not fit is reported as such: the H200 layout of the 1.7B model on an H100
-    assert "does not fit" in memory_per_gpu(get_recipe("qwen3_1p7b_256k_h200").build()).verdict(GPUS["h100"])
+    assert "does not fit" in memory_per_gpu(train_recipe("qwen3_1p7b_256k_h200")).verdict(GPUS["h100"])
 
 
 def test_context_extension_fields_and_progression():
     assert abf_rotary_base(500_000, 8192, 65_536) == 8_000_000  # ProLong's published value
-    llama = get_recipe("llama31_8b_256k_h200").build()
+    llama = train_recipe("llama31_8b_256k_h200")
     assert (llama.model.rope_scaling, llama.model.rope_scaling_factor) == ("llama3", 16.0)
     assert llama.model.rope_original_max_position_embeddings == 8192
     stages = progression_stages("qwen3_8b_ctx_h200")
@@ -140,16 +139,16 @@ def test_context_extension_fields_and_progression():
     assert [s.init_from for s in stages[1:]] == [s.run_dir for s in stages[:-1]]
     # every stage keeps the tokens per step (global batch x seq_length)
     assert len({s.optim.global_batch_size * s.data.seq_length for s in stages}) == 1
-    yarn = get_recipe("qwen3_8b_256k_yarn_h200").build().validate()
+    yarn = train_recipe("qwen3_8b_256k_yarn_h200").validate()
     assert yarn.model.rope_scaling == "yarn" and yarn.model.rotary_base == 1e6
 
 
 def test_rope_scaling_errors_name_the_field():
-    cfg = get_recipe("qwen3_8b_256k_h200").build()
+    cfg = train_recipe("qwen3_8b_256k_h200")
     with pytest.raises(ConfigError, match="rope_original_max_position_embeddings"):
         cfg.apply_overrides(["model.rope_scaling=yarn", "model.rope_scaling_factor=4.0"]).validate()
     with pytest.raises(ConfigError, match="rope_scaling_factor"):
         cfg.apply_overrides(["model.rope_scaling=yarn", "model.rope_original_max_position_embeddings=32768"]).validate()
     with pytest.raises(ConfigError, match="rope_high_freq_factor"):
-        get_recipe("llama31_8b_256k_h200").build(["model.rope_high_freq_factor=2.0"]).validate()
+        train_recipe("llama31_8b_256k_h200", ["model.rope_high_freq_factor=2.0"]).validate()
     assert dataclasses.asdict(cfg.model)["rope_scaling"] == "none"

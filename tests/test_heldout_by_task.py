@@ -89,6 +89,7 @@ def test_no_heldout_instance_reaches_a_midtraining_training_shard(world):
     # the two trace sets recorded the same rule: each holds out exactly the held-out instances it has
     for s in world["sets"]:
         split = read_split(s)
+        assert split is not None
         assert split["rule"].startswith("sha256") and split["fraction"] == 0.1
         assert set(split["heldout_groups"]) == held & {doc_instance(d) for d in _docs(s)}
 
@@ -171,8 +172,9 @@ def test_repositories_and_commits_validate_by_repository(tmp_path):
     manifest = pack(
         PackConfig(seq_length=256, valid_fraction=0.2, tokenize_tasks=1), [repos, commits], tmp_path / "shards"
     ).manifest
+    assert manifest is not None
     train, valid = (shard_doc_ids(tmp_path / "shards", s) for s in ("train", "valid"))
-    side = {}
+    side: dict[str, set[bool]] = {}
     for d in train | valid:
         if d.startswith("repo:"):
             side.setdefault(d.split(":")[1], set()).add(d in valid)

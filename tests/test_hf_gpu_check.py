@@ -46,7 +46,9 @@ def test_script_plans_the_long_lengths_within_its_limits():
     text = SCRIPT.read_text()
     gpu_branch = text.split('if [[ "$MODE" == "gpu" ]]; then', 1)[1].split("\nelse\n", 1)[0]
     limits = [int(x) for x in re.findall(r'^  step "[^"]+" (\d+) ', gpu_branch, flags=re.M)]
-    limits += [int(re.search(r"^THROUGHPUT_LIMIT=(\d+)", text, flags=re.M).group(1))]
+    throughput = re.search(r"^THROUGHPUT_LIMIT=(\d+)", text, flags=re.M)
+    assert throughput, "no THROUGHPUT_LIMIT= in the script"
+    limits += [int(throughput.group(1))]
     assert len(limits) == 4 and sum(limits) <= 560, limits
 
 
@@ -58,6 +60,7 @@ def test_throughput_bench_cpu_mode_writes_the_table(tmp_path, capsys):
     out = tmp_path / "gpu_throughput.jsonl"
     assert gpu_throughput.main(["--cpu", "--seq", "128", "256", "--mean-doc-tokens", "30", "--rows", str(out)]) == 0
     header, rows = gpu_summary.read_rows(out)
+    assert header is not None
     assert header["impl"] == "local" and "not measured" in header["fp8"]
     assert [(r["seq_length"], r["mode"]) for r in rows] == [
         (128, "documents"),
@@ -176,7 +179,7 @@ def test_rows_are_planned_within_the_budget(left, warmup, expected):
 
     steps, skip = gpu_throughput.plan_row(flops=10e12, rate=1e12, left=left, warmup=warmup)
     if expected is None:
-        assert skip.startswith("skipped: predicted 13 s a step, 10 s of --budget-s left")
+        assert skip is not None and skip.startswith("skipped: predicted 13 s a step, 10 s of --budget-s left")
     else:
         assert skip is None and steps == expected
 

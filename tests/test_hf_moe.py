@@ -122,11 +122,12 @@ def test_moe_configs_the_tables_cannot_hold_are_refused(tmp_path):
 
 def test_conversion_builds_the_moe_recipe_on_one_cpu_process():
     """mcore2hf of an EP=8 / CP=8 GPU run builds its model here with EP=1, local spec (sequential experts)."""
+    from recipe_helpers import train_recipe
+
     from midtrain.train.hf_import import conversion_config
     from midtrain.train.model import resolve_impl
-    from recipes import get_recipe
 
-    gpu_run = get_recipe("qwen3_30b_a3b_256k_h100").build()
+    gpu_run = train_recipe("qwen3_30b_a3b_256k_h100")
     cfg = conversion_config(gpu_run).validate()
     assert resolve_impl(cfg) == "local" and (cfg.parallel.expert, cfg.parallel.expert_tensor) == (1, None)
     assert cfg.model == gpu_run.model

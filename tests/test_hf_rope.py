@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from recipe_helpers import train_recipe
 
 from midtrain.config import ConfigError
 from midtrain.train import cpu_mode, hf_mapping, hf_rope
-from recipes import all_recipes, get_recipe
+from recipes import all_recipes
 
 REAL = sorted(n for n, r in all_recipes().items() if r.kind == "train" and ("_h100" in n or "_h200" in n))
 
@@ -63,21 +64,21 @@ def _hf_inv_freq(m) -> tuple[torch.Tensor, float]:
 
 @pytest.mark.parametrize("name", REAL)
 def test_recipe_rope_is_the_same_in_megatron_and_in_the_exported_hf_config(name):
-    m = get_recipe(name).build().model
+    m = train_recipe(name).model
     ours, our_scale = _megatron_inv_freq(m)
     theirs, their_scale = _hf_inv_freq(m)
     assert torch.allclose(ours, theirs, rtol=1e-6, atol=0)
     assert our_scale == pytest.approx(their_scale, rel=1e-6)
     d = hf_mapping.hf_config_dict(m)
-    assert d["max_position_embeddings"] == m.max_position_embeddings >= get_recipe(name).build().data.seq_length
+    assert d["max_position_embeddings"] == m.max_position_embeddings >= train_recipe(name).data.seq_length
     assert d["rope_theta"] == m.rotary_base  # the legacy key engines read
 
 
 def test_the_three_extension_methods_really_differ():
-    base = get_recipe("qwen3_8b_ctx_stage1_32k_h200").build().model
-    abf = get_recipe("qwen3_8b_ctx_stage3_256k_h200").build().model
-    yarn = get_recipe("qwen3_8b_256k_yarn_h200").build().model
-    llama = get_recipe("llama31_8b_256k_h200").build().model
+    base = train_recipe("qwen3_8b_ctx_stage1_32k_h200").model
+    abf = train_recipe("qwen3_8b_ctx_stage3_256k_h200").model
+    yarn = train_recipe("qwen3_8b_256k_yarn_h200").model
+    llama = train_recipe("llama31_8b_256k_h200").model
     f0, f_abf, f_yarn = (_megatron_inv_freq(x)[0] for x in (base, abf, yarn))
     assert f0[0] == f_abf[0] == f_yarn[0] == 1.0  # the fastest rotation is never changed
     assert (f_abf[1:] < f0[1:]).all()  # a larger base slows every other frequency

@@ -104,13 +104,14 @@ def test_inspect_and_report_errors_go_to_stderr(tmp_path, capsys):
 
 
 def test_mixture_recipes_build():
-    from recipes import all_recipes
+    from midtrain.pack.mixture import MixtureConfig
+    from recipes import all_recipes, resolve_config
 
     mixes = {n: r for n, r in all_recipes().items() if r.kind == "mixture"}
     assert {"natural", "swe_midtrain", "swe_midtrain_500b"} <= set(mixes)
     for r in mixes.values():
         r.build().validate()
-    assert mixes["swe_midtrain_500b"].build().total_tokens == 500_000_000_000
+    assert resolve_config("swe_midtrain_500b", MixtureConfig, "mixture").total_tokens == 500_000_000_000
 
 
 def test_best_fit_decreasing_properties():

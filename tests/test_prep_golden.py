@@ -162,6 +162,7 @@ def run_golden(root: Path, source: str) -> tuple[str, dict]:
     inputs = golden_inputs(root / "in")
     out = root / "out" / source
     stats = prep(source, inputs[source], out, [f"decontam.instances=[{inputs['instances'][0]}]"])
+    assert stats is not None
     return output_digest(out, root), stats
 
 

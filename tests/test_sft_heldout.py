@@ -50,6 +50,7 @@ def test_heldout_traces_are_in_no_training_shard(tmp_path, first):
         probe = prepare_data(cfg, tmp_path / "sft_data")
         manifest = _pack_mixture(tmp_path, repos, traces)
     split = read_split(traces)
+    assert split is not None
     assert split["by"] == "instance" and split["decided_by"] == ("midtrain pack" if first == "pack" else "sft probe")
     held = set(split["heldout_ids"])
     assert held and set(probe["valid_ids"]) == held  # the probe scores exactly the recorded held-out set

@@ -23,7 +23,7 @@ TOOLS = [
 
 
 def _long_trajectory() -> dict:
-    msgs = [
+    msgs: list[dict] = [
         {"role": "system", "content": "You are a careful software engineering agent working in /repo."},
         {"role": "user", "content": "Issue: calc.add(1, '2') raises TypeError; make it coerce numeric strings."},
     ]
@@ -65,7 +65,9 @@ def test_long_trajectory_pieces_start_at_turns_and_repeat_the_head(tmp_path):
 
     tok = load_tokenizer()
     long = _long_trajectory()
-    text, _ = render_chat_template(long["metadata"]["messages"], tok, TOOLS)
+    rendered = render_chat_template(long["metadata"]["messages"], tok, TOOLS)
+    assert rendered is not None
+    text, _ = rendered
     head = text[: text.index("<|im_start|>assistant\n")]
     assert "bash" in head and "Issue:" in head and len(tok.encode(text)) > 2 * 2048
     head_ids = tok.encode(head, add_special_tokens=False)

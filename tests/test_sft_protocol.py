@@ -41,11 +41,11 @@ def _tiny(run_dir, shards):
 def protocol_run(tmp_path_factory):
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
-    from midtrain.protocol import protocol_steps, run_protocol
+    from midtrain.protocol import ProtocolConfig, protocol_steps, run_protocol
     from midtrain.train import distributed
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
     from midtrain.train.trainer import train
-    from recipes import get_recipe
+    from recipes import resolve_config
 
     tmp = tmp_path_factory.mktemp("protocol")
     repos = write_documents(tmp / "prep" / "repos", code_docs())
@@ -54,6 +54,7 @@ def protocol_run(tmp_path_factory):
     manifest = pack(
         PackConfig(seq_length=512, valid_fraction=0.3, seed=3, tokenize_tasks=1), [repos, traces], tmp / "shards"
     ).manifest
+    assert manifest is not None
     assert manifest["heldout_excluded"]["documents"] >= 1
     assert manifest["splits"]["valid"]["sequences"] > 0
     cfg = _tiny(tmp / "runs" / "mid", tmp / "shards")
@@ -62,7 +63,7 @@ def protocol_run(tmp_path_factory):
     distributed.destroy()
     assert result["exit_code"] == 0
 
-    proto = get_recipe("protocol_demo").build()
+    proto = resolve_config("protocol_demo", ProtocolConfig, "protocol", validate=False)
     proto.output = str(tmp / "protocol")
     proto.report_dir = str(tmp / "report")
     proto.checkpoints = {"base": str(tmp / "runs" / "base"), "midtrained": str(tmp / "runs" / "mid")}
@@ -238,7 +239,9 @@ def test_loss_only_on_assistant_tokens(protocol_run):
     assert stamp["masks"] is True
     expected, others = [], []
     for d in sample_trace_docs():
-        text, spans = render(d, tok)
+        rendered = render(d, tok)
+        assert not isinstance(rendered, str), rendered  # every sample trace renders
+        text, spans = rendered
         expected += [text[a:b] for a, b in spans]
         last = 0
         for a, b in spans:

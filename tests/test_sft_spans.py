@@ -15,7 +15,7 @@ def tok():
 
 def test_literal_end_token_inside_an_assistant_turn_keeps_the_whole_turn(tok):
     quoted = "The template closes a turn with <|im_end|>; the parser must not split here.\n```\ngrep im_end x\n```"
-    msgs = [
+    msgs: list[dict] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "fix it"},
         {"role": "assistant", "content": quoted},
@@ -28,7 +28,9 @@ def test_literal_end_token_inside_an_assistant_turn_keeps_the_whole_turn(tok):
             ],
         },
     ]
-    text, spans = render_chat_template(msgs, tok)
+    rendered = render_chat_template(msgs, tok)
+    assert rendered is not None
+    text, spans = rendered
     assert len(spans) == 2
     first, second = (text[a:b] for a, b in spans)
     assert first == quoted + "<|im_end|>"
@@ -54,7 +56,9 @@ def test_reasoning_content_is_kept_and_trained(tok):
         ]
     )
     assert msgs[1]["reasoning_content"] == "The bug is in add()."
-    text, spans = render_chat_template(msgs, tok)
+    rendered = render_chat_template(msgs, tok)
+    assert rendered is not None
+    text, spans = rendered
     ((a, b),) = spans
     assert "The bug is in add()." in text[a:b] and text[a:b].endswith("patched<|im_end|>")
 

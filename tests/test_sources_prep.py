@@ -24,7 +24,7 @@ def source_drops(stats: dict) -> dict:
     return {k: v for k, v in stats["drops"].items() if k.startswith("source/")}
 
 
-def prep(*argv: str) -> int:
+def prep(*argv: str | Path) -> int:
     return main(["prep", *map(str, argv)])
 
 
@@ -62,7 +62,7 @@ def test_pulls_end_to_end_stats_and_interface(tmp_path, capsys):
 @pytest.mark.slow
 def test_deterministic_output_resume_and_changed_settings(tmp_path, capsys):
     a, b = tmp_path / "a", tmp_path / "b"
-    args = ["traces", "traces.format=plain", "--input", SAMPLES / "traces", "--output"]
+    args: list[str | Path] = ["traces", "traces.format=plain", "--input", SAMPLES / "traces", "--output"]
     assert prep(*args, a) == 0 and prep(*args, b) == 0
     first = read_documents(a)
     # same input -> identical documents (a datatrove reader in curation may record the raw file's path)

@@ -23,7 +23,7 @@ def _paths(doc) -> list[str]:
 
 @pytest.fixture
 def pkg_repo(tmp_path):
-    files = {
+    files: dict[str, str | bytes] = {
         "README.md": "# demo\n",
         "docs/guide.md": "guide\n",
         "LICENSE": MIT,

@@ -82,7 +82,7 @@ def test_prep_reads_a_parquet_table_from_a_bucket(s3, tmp_path):
 def bucket_documents(fs, prefix: str) -> list[dict]:
     import gzip
 
-    docs = []
+    docs: list[dict] = []
     for key in sorted(fs.find(prefix)):
         if key.endswith(".jsonl.gz"):
             with fs.open(key, "rb") as raw, gzip.open(raw, "rt") as fh:

@@ -119,7 +119,7 @@ def test_stack_file_rows_give_the_git_readers_documents_for_1_and_4_tasks(tmp_pa
 
 def test_github_code_rows_with_a_column_mapping_and_bad_rows(tmp_path):
     """codeparrot/github-code columns (code, repo_name, path, license), one renamed; bad rows are counted."""
-    rows = [
+    rows: list[dict] = [
         {"code": "print(1)\n", "repo_name": "a/b", "path": "x.py", "language": "Python", "license": "mit", "size": 9},
         {
             "code": "def g():\n    pass\n",

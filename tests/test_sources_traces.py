@@ -214,6 +214,7 @@ NO_CURATION = [f"{s}.enabled=false" for s in ("license", "decontam", "quality", 
 
 def _fixture_module():
     spec = importlib.util.spec_from_file_location("make_fixtures", DATASETS / "make_fixtures.py")
+    assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

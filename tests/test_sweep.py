@@ -10,17 +10,19 @@ from sft_helpers import code_docs, sample_trace_docs, write_documents
 
 from midtrain.cli import build_parser, main
 from midtrain.config import ConfigError
-from recipes import get_recipe
+from midtrain.sweep.config import SweepConfig
+from recipes import resolve_config
 
 
 def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     from midtrain.sweep.plan import setup_steps, sweep_chains, variant_plan
 
     shares = "variants.traces_5={about: 5% traces, pack: [mixture.weights.trace=0.05]}"
-    cfg = (
-        get_recipe("sweep_demo")
-        .build([f"output={tmp_path}", "pack.mixture.weights={repo: 0.5, commit: 0.3, trace: 0.2}", shares])
-        .validate()
+    cfg = resolve_config(
+        "sweep_demo",
+        SweepConfig,
+        "sweep",
+        [f"output={tmp_path}", "pack.mixture.weights={repo: 0.5, commit: 0.3, trace: 0.2}", shares],
     )
     plans, chains = sweep_chains(cfg)
     assert list(chains)[0] == "no_midtraining" and chains["no_midtraining"][0].name == "sft"
@@ -62,16 +64,16 @@ def test_bad_sweeps_name_the_field(override, field):
     from midtrain.sweep.plan import sweep_chains
 
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
-        sweep_chains(get_recipe("sweep_demo").build(override).validate())
+        sweep_chains(resolve_config("sweep_demo", SweepConfig, "sweep", override))
 
 
 def test_changed_variant_is_refused_on_rerun(tmp_path):
     from midtrain.sweep.plan import check_stamp, variant_plan
 
-    cfg = get_recipe("sweep_demo").build([f"output={tmp_path}"]).validate()
+    cfg = resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}"])
     check_stamp(variant_plan(cfg, "all"), write=True)
     check_stamp(variant_plan(cfg, "all"), write=True)  # unchanged: fine
-    changed = get_recipe("sweep_demo").build([f"output={tmp_path}", "tokens=99999"]).validate()
+    changed = resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}", "tokens=99999"])
     with pytest.raises(ConfigError, match="tokens"):
         check_stamp(variant_plan(changed, "all"), write=True)
 
@@ -165,11 +167,11 @@ def test_a_variant_that_preps_again_stamps_its_run_dir(tmp_path):
     and refuses other settings: the local sweep writes every stamp before its first step."""
     from midtrain.sweep.plan import check_stamp, sweep_chains
 
-    plans, _ = sweep_chains(get_recipe("sweep_demo").build([f"output={tmp_path}"]).validate())
+    plans, _ = sweep_chains(resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}"]))
     plan = plans["pr_context_none"]
     assert plan.prep
     check_stamp(plan, write=True)
     check_stamp(plan, write=True)  # a rerun with the same settings
-    changed = sweep_chains(get_recipe("sweep_demo").build([f"output={tmp_path}", "tokens=4096"]).validate())[0]
+    changed = sweep_chains(resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}", "tokens=4096"]))[0]
     with pytest.raises(ConfigError, match="pr_context_none"):
         check_stamp(changed["pr_context_none"], write=True)

@@ -7,6 +7,7 @@ its keywords ask), and the varlen path must give the per-document backend's outp
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -47,7 +48,8 @@ def test_auto_falls_back_to_per_document_where_varlen_cannot_run():
     q = torch.zeros(8, 4, 16)
     assert choose_backend("auto", q, 0.0) == "per_document"
     assert choose_backend("per_document", q, 0.0) == "per_document"
-    assert "CUDA" in varlen_unsupported(q, 0.0) or "no torch.nn.attention.varlen" in varlen_unsupported(q, 0.0)
+    why = varlen_unsupported(q, 0.0)
+    assert why is not None and ("CUDA" in why or "no torch.nn.attention.varlen" in why)
 
 
 def test_explicit_varlen_that_cannot_run_names_the_setting_and_why():
@@ -82,13 +84,12 @@ def test_varlen_on_cpu_stops_the_forward_instead_of_silently_changing_kernel(mod
 def _documents_sdpa(query, key, value, cu, scale, causal, enable_gqa=False):
     """What varlen_attn computes: [t, h, d] per document, each document's tokens attending within it."""
     bounds = cu.tolist()
-    outs = [
-        F.scaled_dot_product_attention(
-            *(x[s:e].transpose(0, 1) for x in (query, key, value)), is_causal=causal, scale=scale, enable_gqa=enable_gqa
-        ).transpose(0, 1)
-        for s, e in zip(bounds[:-1], bounds[1:])
-    ]
-    return torch.cat(outs)
+
+    def one(s: int, e: int) -> torch.Tensor:
+        q, k, v = (x[s:e].transpose(0, 1) for x in (query, key, value))
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=enable_gqa)
+
+    return torch.cat([one(s, e).transpose(0, 1) for s, e in zip(bounds[:-1], bounds[1:])])
 
 
 def _same_heads(query, key):
@@ -166,6 +167,11 @@ def _core_attention(heads: int, groups: int, head_dim: int, softmax_scale: float
     )
 
 
+def _prefixed(prefix: str) -> Callable[[str], str]:
+    """assert_close's message: its own, after PREFIX (which tensor, which release)."""
+    return lambda m: f"{prefix}: {m}"
+
+
 def _run(layer, backend, q, k, v, psp, grad_out):
     layer.backend = backend
     q, k, v = (x.detach().clone().requires_grad_() for x in (q, k, v))
@@ -193,7 +199,7 @@ def test_varlen_call_follows_each_releases_signature(model_parallel, fake_varlen
     varlen = _run(layer, "varlen", q, k, v, psp, grad_out)
     per_document = _run(layer, "per_document", q, k, v, psp, grad_out)
     for name, a, b in zip(("output", "dq", "dk", "dv"), varlen, per_document):
-        torch.testing.assert_close(a, b, msg=lambda m, n=name: f"{release} {n}: {m}")
+        torch.testing.assert_close(a, b, msg=_prefixed(f"{release} {name}"))
 
 
 def test_the_model_trains_the_same_through_the_2_11_varlen_call(model_parallel, fake_varlen):
@@ -218,7 +224,7 @@ def test_the_model_trains_the_same_through_the_2_11_varlen_call(model_parallel, 
     torch.testing.assert_close(runs["varlen"][0], runs["per_document"][0])
     assert runs["varlen"][1].keys() == runs["per_document"][1].keys()
     for name, grad in runs["per_document"][1].items():
-        torch.testing.assert_close(runs["varlen"][1][name], grad, msg=lambda m, n=name: f"{n}: {m}")
+        torch.testing.assert_close(runs["varlen"][1][name], grad, msg=_prefixed(name))
 
 
 def test_a_signature_without_a_causal_keyword_falls_back_with_one_log_line(model_parallel, fake_varlen, caplog):
@@ -241,7 +247,8 @@ def test_a_signature_without_the_seven_positional_arguments_is_refused():
     def short(query, key, value, cu_seq, max_len, *, window_size=(-1, -1)):
         raise AssertionError("not to be called")
 
-    assert "positional arguments" in plan_varlen_call(short)
+    refused = plan_varlen_call(short)
+    assert isinstance(refused, str) and "positional arguments" in refused
 
 
 def test_the_installed_torchs_varlen_signature_is_understood():
@@ -261,8 +268,8 @@ def test_gpu_varlen_kernel_matches_per_document_sdpa_and_does_not_leak(model_par
     per-document SDPA's are; a document's output does not change when the other documents change, and a
     loss on one document gives exactly zero gradient to every other document's q, k and v."""
     probe = torch.zeros(1, 1, 128, device="cuda", dtype=torch.bfloat16)
-    if varlen_unsupported(probe, 0.0):
-        pytest.skip(varlen_unsupported(probe, 0.0))
+    if why := varlen_unsupported(probe, 0.0):
+        pytest.skip(why)
     layer = _core_attention(heads=8, groups=2, head_dim=128, softmax_scale=None)
     lengths = [300, 1000, 37, 700, 11]
     _, psp = _thd(lengths, "cuda")
@@ -270,11 +277,11 @@ def test_gpu_varlen_kernel_matches_per_document_sdpa_and_does_not_leak(model_par
     q, k, v = (torch.randn(sum(lengths), h, 128, generator=g, device="cuda") for h in (8, 2, 2))
     grad_out = torch.randn(sum(lengths), 8 * 128, generator=g, device="cuda")
     reference = _run(layer, "per_document", q, k, v, psp, grad_out)  # fp32
-    bf16 = [x.bfloat16() for x in (q, k, v, grad_out)]
+    bq, bk, bv, bgrad = (x.bfloat16() for x in (q, k, v, grad_out))
     for name, varlen, per_doc, ref in zip(
         ("output", "dq", "dk", "dv"),
-        _run(layer, "varlen", *bf16[:3], psp, bf16[3]),
-        _run(layer, "per_document", *bf16[:3], psp, bf16[3]),
+        _run(layer, "varlen", bq, bk, bv, psp, bgrad),
+        _run(layer, "per_document", bq, bk, bv, psp, bgrad),
         reference,
     ):
         err_varlen = ((varlen.float() - ref).abs().max() / ref.abs().max()).item()
@@ -283,11 +290,11 @@ def test_gpu_varlen_kernel_matches_per_document_sdpa_and_does_not_leak(model_par
     s, e = 300, 1300  # document 1
     others = torch.ones(sum(lengths), 1, 1, device="cuda")
     others[s:e] = 0
-    changed = [(x + 3 * others * torch.randn_like(x)).bfloat16() for x in (q, k, v)]
-    one_doc = torch.zeros_like(bf16[3])
-    one_doc[s:e] = bf16[3][s:e]
-    base = _run(layer, "varlen", *bf16[:3], psp, one_doc)
-    moved = _run(layer, "varlen", *changed, psp, one_doc)
+    cq, ck, cv = ((x + 3 * others * torch.randn_like(x)).bfloat16() for x in (q, k, v))
+    one_doc = torch.zeros_like(bgrad)
+    one_doc[s:e] = bgrad[s:e]
+    base = _run(layer, "varlen", bq, bk, bv, psp, one_doc)
+    moved = _run(layer, "varlen", cq, ck, cv, psp, one_doc)
     assert (base[0][s:e].float() - moved[0][s:e].float()).abs().max().item() <= 1e-3 * base[0].abs().max().item()
     for grad in base[1:]:
         assert grad[:s].abs().max().item() == 0 and grad[e:].abs().max().item() == 0
@@ -298,8 +305,8 @@ def test_gpu_varlen_kernel_matches_per_document_sdpa_and_does_not_leak(model_par
 def test_gpu_varlen_equals_per_document_and_does_not_leak():
     """bf16 on CUDA: the varlen kernel's per-token losses match per-document SDPA (different kernels, so
     within bf16 rounding), and a document's losses do not change when other documents are packed with it."""
-    if varlen_unsupported(torch.zeros(1, 1, 16, device="cuda", dtype=torch.bfloat16), 0.0):
-        pytest.skip(varlen_unsupported(torch.zeros(1, 1, 16, device="cuda", dtype=torch.bfloat16), 0.0))
+    if why := varlen_unsupported(torch.zeros(1, 1, 16, device="cuda", dtype=torch.bfloat16), 0.0):
+        pytest.skip(why)
     distributed.initialize(seed=3)
     try:
         cfg = tiny_config(

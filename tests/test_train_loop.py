@@ -29,6 +29,13 @@ def _run(shards, run_dir, **overrides):
     return result
 
 
+def _latest(run_dir: Path) -> Path:
+    """The run's newest complete checkpoint; there must be one."""
+    ckpt = latest_checkpoint(run_dir)
+    assert ckpt is not None, f"no checkpoint in {run_dir}"
+    return ckpt
+
+
 @pytest.fixture(scope="module")
 def straight_run(shards, tmp_path_factory):
     """12 straight steps (checkpoints at 4, 8, 12), shared by several tests."""
@@ -56,7 +63,7 @@ def test_loss_goes_down_and_everything_is_logged(straight_run):
     assert "sum(l_i^2)" in info["flops_count"] and info["layer_impl"] == "local" and info["data_parallel"] == 1
     assert list((run_dir / "tb").glob("events.out.tfevents.*"))
     assert [s for s, _ in list_checkpoints(run_dir)] == [4, 8, 12]
-    assert latest_checkpoint(run_dir).name == "iter_0000012"
+    assert _latest(run_dir).name == "iter_0000012"
 
 
 def test_resume_is_bitwise_exact(straight_run, shards, tmp_path):
@@ -87,7 +94,7 @@ def test_corrupt_or_partial_checkpoint_falls_back(straight_run, shards, tmp_path
     (run_dir / "checkpoints" / "iter_0000016.tmp").mkdir()  # an interrupted write
     partial = run_dir / "checkpoints" / "iter_0000020"
     partial.mkdir()  # renamed but marker missing (cannot happen with our writer; still must be ignored)
-    assert latest_checkpoint(run_dir).name == "iter_0000008"
+    assert _latest(run_dir).name == "iter_0000008"
     # Same size, garbage content: the marker check passes, loading fails, the previous one is used.
     ck8 = run_dir / "checkpoints" / "iter_0000008"
     big = max((f for f in ck8.rglob("*.distcp")), key=lambda f: f.stat().st_size)
@@ -153,7 +160,7 @@ def test_a_run_stopping_on_nonfinite_values_completes_its_background_checkpoint_
     assert [r["step"] for r in metrics(run_dir)] == [1, 2, 3, 4]
     assert [step for step, _ in list_checkpoints(run_dir)] == [2, 4]
     assert not list((run_dir / "checkpoints").glob("*.tmp"))
-    assert latest_checkpoint(run_dir).name == "iter_0000004" and (latest_checkpoint(run_dir) / MARKER).exists()
+    assert _latest(run_dir).name == "iter_0000004" and (_latest(run_dir) / MARKER).exists()
 
 
 def test_init_from_midtrain_checkpoint_loads_weights_only(straight_run, shards, tmp_path):
@@ -258,4 +265,4 @@ def test_weights_only_checkpoint_in_run_dir_starts_fresh_from_its_weights(straig
     rows = metrics(run_dir)
     assert [r["step"] for r in rows] == [1, 2]
     assert rows[0]["loss"] == metrics(src)[0]["loss"]  # the seeded initial weights, the same first batch
-    assert latest_checkpoint(run_dir).name == "iter_0000002"
+    assert _latest(run_dir).name == "iter_0000002"

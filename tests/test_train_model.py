@@ -67,13 +67,14 @@ def test_gradients_stay_inside_documents(model_parallel):
     toks = torch.randint(0, cfg.model.vocab_size, (1, 24), generator=torch.Generator().manual_seed(1))
     pos, psp = _thd(lengths)
     emb = model.embedding.word_embeddings
-    captured = {}
+    captured: dict[str, torch.Tensor] = {}
     handle = emb.register_forward_hook(lambda m, i, o: captured.update(out=o))
     logits = model(toks, pos, attention_mask=None, packed_seq_params=psp)
     handle.remove()
     hidden = captured["out"]
     hidden.retain_grad()
     logits[:, 10:].sum().backward()
+    assert hidden.grad is not None
     grad = hidden.grad.abs().sum(dim=-1).flatten()  # [s, b, h] -> per token
     assert grad[:10].max().item() == 0.0
     assert grad[10:].min().item() > 0.0

@@ -55,6 +55,7 @@ def test_moe_trains_and_logs_router_losses(straight):
     cfg = tiny_moe_config()
     # every expert is a parameter; only the top-2 of 4 count towards FLOPs (MFU)
     h, f = cfg.model.hidden_size, cfg.model.moe_ffn_hidden_size
+    assert f is not None
     assert info["parameters"]["total"] - matmul_params(cfg) > 2 * 3 * h * f * cfg.model.num_layers - 1
 
 
@@ -197,30 +198,36 @@ def test_ep2_over_gloo_matches_ep1_from_hf_weights(shards, tmp_path):
 def test_sft_probe_runs_from_a_moe_checkpoint(tmp_path):
     """The fixed probe from an MoE checkpoint: trains MoE (router losses logged), scores held-out traces,
     exports a Qwen3-MoE Hugging Face model that transformers loads."""
+    from recipe_helpers import train_recipe
     from sft_helpers import sample_trace_docs, write_documents
     from transformers import AutoConfig
 
+    from midtrain.sft.config import SFTConfig
     from midtrain.sft.probe import run_probe
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from recipes import get_recipe
+    from recipes import resolve_config
 
     traces = write_documents(tmp_path / "prep" / "traces", sample_trace_docs())
-    start_cfg = get_recipe("demo_tiny_moe").build(
+    start_cfg = train_recipe(
+        "demo_tiny_moe",
         [
             "model.hidden_size=32",
             "model.moe_ffn_hidden_size=32",
             "data.seq_length=512",
             "model.max_position_embeddings=1024",
-        ]
+        ],
     )
     start = save_initial_checkpoint(start_cfg, tmp_path / "moe_base")
-    probe = get_recipe("sft_probe_demo").build(
+    probe = resolve_config(
+        "sft_probe_demo",
+        SFTConfig,
+        "sft",
         [
             f"traces=[{traces}]",
             "train.optim.train_steps=3",
             "train.checkpoint.save_interval=3",
             "train.data.seq_length=512",
-        ]
+        ],
     )
     res = run_probe(probe, start.parent.parent, tmp_path / "probe")
     distributed.destroy()
