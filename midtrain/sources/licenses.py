@@ -1,9 +1,16 @@
 """SPDX license id of a repository from its LICENSE/COPYING file (key phrases of the common licenses), and
-the SPDX id of a license value a dataset table gives (GitHub's license keys)."""
+the SPDX id of a license value a dataset table gives (GitHub's license keys).
+
+A tree's license is the first license file at its root, by name (COPYING before LICENSE), whose text matches a
+rule: :func:`tree_license` for a tree read into memory (a repository document), :func:`license_at` for a
+commit of a git repository (commit histories, pull requests at their base).
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 
 LICENSE_FILE = re.compile(r"^(licen[cs]e|copying|unlicense)([-._][\w.-]*)?$", re.IGNORECASE)
 
@@ -45,6 +52,29 @@ def detect_spdx(text: str) -> str | None:
         if all(p in norm for p in phrases):
             return spdx
     return None
+
+
+def root_license_files(paths: Iterable[str]) -> list[str]:
+    """The license files at the root of a tree (PATHS relative to it), in the order they are read."""
+    return sorted(p for p in paths if "/" not in p and is_license_file(p))
+
+
+def _first_match(texts: Iterable[str]) -> str | None:
+    return next((spdx for spdx in map(detect_spdx, texts) if spdx), None)
+
+
+def tree_license(files: Mapping[str, str]) -> str | None:
+    """The SPDX id of a tree given as {path relative to its root: text}, or None."""
+    return _first_match(files[p] for p in root_license_files(files))
+
+
+def license_at(repo: Path, rev: str = "HEAD") -> str | None:
+    """The SPDX id of the tree of REV in the git repository REPO (a symlinked license file is not read), or None."""
+    from midtrain.sources.git import list_tree, read_blobs
+
+    blobs = {e.path: e.sha for e in list_tree(repo, rev) if e.mode != "120000"}
+    shas = [blobs[p] for p in root_license_files(blobs)]
+    return _first_match(data.decode("utf-8", "replace") for _, data in read_blobs(repo, shas))
 
 
 # GitHub's license keys (codeparrot/github-code's ``license`` column, GitHub's API ``license.key``) -> SPDX ids,

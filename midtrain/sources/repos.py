@@ -23,7 +23,7 @@ from midtrain.config import require
 from midtrain.sources.common import ReaderConfig, SourceReader, decode_utf8, expand_inputs, looks_binary, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import GitError, head_commit, is_git_repo, list_tree, read_blobs, remote_name, root_commits
-from midtrain.sources.licenses import detect_spdx, is_license_file
+from midtrain.sources.licenses import tree_license
 from midtrain.sources.ordering import dependency_order
 
 LANGUAGES = {
@@ -348,11 +348,7 @@ class RepoReader(SourceReader):
         commit: str | None,
         roots: list[str] | None = None,
     ) -> Iterator[Document]:
-        license_id = None
-        for path in sorted(p for p in files if "/" not in p and is_license_file(p)):
-            license_id = detect_spdx(files[path])
-            if license_id:
-                break
+        license_id = tree_license(files)
         languages: dict[str, int] = {}
         for path, text in files.items():
             lang = language_of(path)
