@@ -1,8 +1,10 @@
 """datatrove's SlurmPipelineExecutor configured from the site config (for `midtrain prep --executor slurm`).
 
 Each prep stage becomes one job array (one element per datatrove task) plus datatrove's stats-merge job;
-stages chain with afterok through ``depends``. datatrove writes a completion marker per finished task under
-the stage's logging dir, so relaunching the same command submits only the tasks that did not finish.
+stages chain with afterok through ``depends``, and a stage (with its stats merge) is cancelled when an
+element of the stage before it fails (``--kill-on-invalid-dep``), not left pending. datatrove writes a
+completion marker per finished task under the stage's logging dir, so relaunching the same command submits
+only the tasks that did not finish.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Any
 from datatrove.executor.slurm import SlurmPipelineExecutor
 
 from midtrain.launch.render import container_mounts, covered
+from midtrain.launch.sbatch import dependency_options
 from midtrain.launch.shell import LaunchError, directive, q
 from midtrain.launch.site import SiteConfig
 
@@ -42,11 +45,17 @@ def slurm_executor_kwargs(
     }
     if site.account:
         sbatch_args["account"] = directive(site.account, "account")
+    # datatrove chains each stage (and its stats merge) afterok on the stage before: one failed element must
+    # cancel them, not leave them pending (the same options as midtrain's own chains)
+    sbatch_args.update(dependency_options())
     logging_dir = directive(logging_dir, "logging dir (prep/pack --output)")
     if slurm_logs_dir:
         slurm_logs_dir = directive(slurm_logs_dir, "slurm logs dir (prep/pack --output)")
+    # datatrove runs `srun launch_pickled_pipeline ...` in each element. srun does not inherit sbatch's
+    # --cpus-per-task on Slurm 22.05-23.02: without its own, each element is bound to one CPU
+    srun_args = {"cpus-per-task": str(prep.cpus_per_task)}
     if site.container_image:
-        # datatrove runs `srun launch_pickled_pipeline ...`: the image comes in through srun's pyxis flags
+        # the image comes in through srun's pyxis flags
         mounts = container_mounts(site, [])
         for d in (logging_dir, slurm_logs_dir):
             # the stage's documents go beside its logs: mounting the logs alone would leave them in the
@@ -57,7 +66,7 @@ def slurm_executor_kwargs(
                     f"({', '.join(mounts)}); what the jobs write there would stay inside the "
                     "container. Add a mount covering it (e.g. /scratch:/scratch)"
                 )
-        srun_args = {
+        srun_args |= {
             "container-image": directive(site.container_image, "container_image"),
             "container-workdir": directive(site.job_workdir(), "workdir"),
             "container-mounts": directive(",".join(mounts), "container_mounts"),
@@ -66,8 +75,6 @@ def slurm_executor_kwargs(
             # a flag without a value, which datatrove's `--KEY=VALUE` rendering has no form for: it follows
             # the last option's value as its own word
             srun_args["container-workdir"] += " --no-container-mount-home"
-    else:
-        srun_args = None
     return dict(
         tasks=tasks or prep.tasks,
         time=directive(prep.time, "prep.time"),

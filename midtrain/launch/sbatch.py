@@ -23,6 +23,19 @@ def _need(tool: str) -> str:
     return path
 
 
+def dependency_options(after: list[str] | None = None, dependency: str = "afterok") -> dict[str, str]:
+    """The sbatch options (name -> value) of every job that waits on others: midtrain's chains (``after``:
+    the job ids) and datatrove's prep stages (no ``after``: datatrove names the job it waits for itself).
+
+    ``--kill-on-invalid-dep=yes`` cancels a job whose dependency can never be met (an afterok on a job that
+    failed). Without it, and without ``DependencyParameters=kill_invalid_depend`` on the cluster (Slurm's
+    default), such a job stays PENDING forever (Reason=DependencyNeverSatisfied)."""
+    opts = {"kill-on-invalid-dep": "yes"}
+    if after:
+        opts["dependency"] = f"{dependency}:{':'.join(after)}"
+    return opts
+
+
 def submit(
     script: str | Path,
     *,
@@ -34,8 +47,7 @@ def submit(
     cancelled if one of them fails (for afterok). Returns the job id."""
     cmd = [_need("sbatch"), "--parsable", *(extra_args or [])]
     if after:
-        cmd.append(f"--dependency={dependency}:{':'.join(after)}")
-        cmd.append("--kill-on-invalid-dep=yes")
+        cmd += [f"--{k}={v}" for k, v in dependency_options(after, dependency).items()]
     cmd.append(str(script))
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:

@@ -103,8 +103,9 @@ class PrepResources(Config):
 def _default_protocol() -> dict[str, JobResources]:
     return {
         "default": JobResources(gpus_per_node=8, time="04:00:00"),  # sft: one rank per GPU
-        # evals are one process each (proxy metrics on one GPU; SWE-bench drives its own workers)
-        "eval_proxy": JobResources(gpus_per_node=1, time="02:00:00"),
+        # evals are one process each (proxy metrics on one GPU; SWE-bench drives its own workers); the 1-GPU
+        # proxy eval shares its node instead of holding all 8 GPUs
+        "eval_proxy": JobResources(gpus_per_node=1, time="02:00:00", exclusive=False),
         "eval_swebench": JobResources(gpus_per_node=8, tasks_per_node=1, time="1-00:00:00"),
         "report": JobResources(gpus_per_node=0, cpus_per_task=2, time="00:30:00"),
     }

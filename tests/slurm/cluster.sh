@@ -77,13 +77,16 @@ SchedulerParameters=sched_interval=2
 MpiDefault=none
 ReturnToService=2
 JobRequeue=1
-DependencyParameters=kill_invalid_depend
+# No DependencyParameters=kill_invalid_depend: Slurm's default leaves a job whose afterok dependency failed
+# PENDING forever, so the tests show that each dependent job's own --kill-on-invalid-dep cancels it.
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/filetxt
 JobCompLoc=$DIR/log/jobcomp.txt
 MinJobAge=600
-KillWait=10
+# Seconds from a job's TERM to its KILL: the tests that end ranks which ignore TERM (a scancel, a late rank)
+# wait it out each time; a production cluster gives a checkpoint longer (30 s by default).
+KillWait=5
 InactiveLimit=0
 SlurmdTimeout=60
 MaxArraySize=1001

@@ -130,6 +130,59 @@ def test_prep_job_array_writes_documents_and_resumes(slurm_cluster, tmp_path):
     assert info == {} or info.get("JobState") in ("COMPLETED", None)
 
 
+def _records(job_id: str) -> list[dict[str, str]]:
+    """Every record ``scontrol show job`` holds for JOB_ID (one per array element once they have run)."""
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
+    return [dict(t.split("=", 1) for t in line.split() if "=" in t) for line in out.splitlines() if line.strip()]
+
+
+def test_a_failed_prep_array_element_cancels_the_next_stage(slurm_cluster, tmp_path):
+    """On the cluster's default DependencyParameters (the test cluster does not set kill_invalid_depend), the
+    stage after a failed element is cancelled by the job's own --kill-on-invalid-dep, not left pending."""
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    with gzip.open(raw / "part0.jsonl.gz", "wt") as fh:
+        fh.write(json.dumps({"text": "x = 1\n", "id": "doc-0"}) + "\n")
+    (raw / "part1.jsonl.gz").write_bytes(b"not gzip")  # the reader of the task that gets it raises
+    site = load_site(cluster_site(tmp_path))
+    first = slurm_executor(
+        [JsonlReader(str(raw)), JsonlWriter(str(tmp_path / "docs"))],
+        site,
+        job_name="mt-prep-fail",
+        logging_dir=str(tmp_path / "logs" / "first"),
+        slurm_logs_dir=str(tmp_path / "slurm_logs"),
+    )
+    second = slurm_executor(
+        [JsonlReader(str(tmp_path / "docs")), JsonlWriter(str(tmp_path / "docs2"))],
+        site,
+        job_name="mt-prep-fail",
+        logging_dir=str(tmp_path / "logs" / "second"),
+        slurm_logs_dir=str(tmp_path / "slurm_logs"),
+        depends=first,
+    )
+    second.run()  # submits the first stage, then the second afterok on it
+    array, after = str(first.job_id), str(second.job_id)
+    try:
+        _wait_queue_empty([array], timeout=QUEUE_TIMEOUT_S + 600)
+        states = sorted(r["JobState"] for r in _records(array))
+        assert states == ["COMPLETED", "FAILED"], _records(array)
+        # Slurm resolves the dependency when the array ends: CANCELLED at once, never run
+        wait_for(lambda: job_state(after).get("JobState") != "PENDING", 120, f"stage 2 (job {after}) left PENDING")
+        info = job_state(after)
+        assert info["JobState"] == "CANCELLED" and info["RunTime"] == "00:00:00", info
+        # and datatrove's stats merge of each stage (afterok too) is not left behind either
+        wait_for(
+            lambda: not subprocess.run(["squeue", "-h", "-n", "mt-prep-fail"], capture_output=True, text=True).stdout,
+            120,
+            "the stats-merge jobs of both stages cancelled",
+        )
+    finally:
+        subprocess.run(["scancel", "-n", "mt-prep-fail"], capture_output=True)
+
+
 def _prep(out: Path) -> subprocess.CompletedProcess:
     from slurm_helpers import REPO
 

@@ -319,6 +319,9 @@ def test_placement_exclusive_and_cpus_per_node(tmp_path):
     jobs = build_chains(site, tmp_path / "x", {"b": [("sft", ["sft"]), ("eval_proxy", ["eval"])]}, ("report", ["r"]))
     sft, proxy = (j.script for j in jobs.chains["b"])
     assert "#SBATCH --exclusive" in sft and "--exclusive" not in proxy and "#SBATCH --exclusive" in jobs.final.script
+    jobs = build_chains(_site(tmp_path), tmp_path / "y", {"b": [("sft", ["sft"]), ("eval_proxy", ["eval"])]})
+    sft, proxy = (j.script for j in jobs.chains["b"])
+    assert "#SBATCH --exclusive" in sft and "--exclusive" not in proxy  # the built-in rule for the 1-GPU eval
     with pytest.raises(
         LaunchError,
         match="cpus_per_task 16 x 8 ranks per node = 128 CPUs, more than the site's "
@@ -424,7 +427,11 @@ def test_prep_job_array_scripts_quote_site_values_and_run(tmp_path, monkeypatch)
     r = _run(scripts[0], stub)
     assert r.returncode == 0, r.stderr
     assert not list(tmp_path.rglob("pwned"))
-    assert _calls(stub)[0][-2:] == ["launch_pickled_pipeline", str(logs / "executor.pik")]
+    call = _calls(stub)[0]
+    assert call[-2:] == ["launch_pickled_pipeline", str(logs / "executor.pik")]
+    # srun gets the CPUs itself (22.05-23.02 do not pass sbatch's on), and a failed stage cancels what waits on it
+    assert "--cpus-per-task=1" in call
+    assert all("#SBATCH --kill-on-invalid-dep=yes" in p.read_text() for p in scripts)
 
 
 @pytest.mark.parametrize("command", ["prep", "pack"])
@@ -504,6 +511,7 @@ def test_prep_arrays_in_a_container_write_only_under_its_mounts(tmp_path):
         site, job_name="j", logging_dir="/lustre/out/logs/source", slurm_logs_dir="/lustre/out/logs/slurm/source"
     )
     assert kw["srun_args"] == {
+        "cpus-per-task": "1",
         "container-image": "img.sqsh",
         "container-mounts": "/lustre:/lustre",
         "container-workdir": "/lustre/w --no-container-mount-home",
