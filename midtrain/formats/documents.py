@@ -82,8 +82,9 @@ class DocumentWriter(JsonlWriter):
 
 def write_jsonl_gz(path: str | Path, rows: Iterable[dict]) -> None:
     """One JSON object per line, gzip-compressed as the curation writer does it (no timestamp, same level):
-    the same rows give the same bytes."""
-    with open(path, "wb") as raw, _open_gzip_fixed_mtime(raw, "wb") as gz:
+    the same rows give the same bytes; no rows give an empty (valid) gzip file."""
+    path = Path(path) if isinstance(path, str) else path  # a Path, or a universal_pathlib path in object storage
+    with path.open("wb") as raw, _open_gzip_fixed_mtime(raw, "wb") as gz:
         for row in rows:
             gz.write((json.dumps(row, ensure_ascii=False) + "\n").encode())
 
