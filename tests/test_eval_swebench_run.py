@@ -160,5 +160,5 @@ def test_a_rerun_after_a_new_checkpoint_removes_the_old_outputs_the_tools_would_
     (hf / "model.safetensors").write_bytes(b"iter_12 weights")  # more training, the same export path
     proc = subprocess.run(claim, check=True, capture_output=True, text=True)
     assert not any(f.exists() for f in left) and "model.safetensors" not in proc.stderr
-    assert "content changed" in proc.stderr
+    assert "checkpoint changed" in proc.stderr  # stale_fields names it: inputs.checkpoint
     assert all(f.exists() for f in files.values())  # the generated scripts stay

@@ -52,33 +52,30 @@ def prepare_pro(dataset: str, split: str, out_dir: str | Path) -> int:
     return write_pro_rows([dict(r) for r in load_dataset(dataset, split=split)], out_dir, split)
 
 
+# step: (what it does, its positional arguments); the predictions converters also take --instances
+STEPS = {
+    "instances": ("list the instance ids an agent is asked to run", ["dataset", "split", "slice", "out"]),
+    "predictions": ("mini-swe-agent's or SWE-agent's preds.json -> the harness's JSONL", ["preds_json", "out_jsonl"]),
+    "openhands-predictions": ("OpenHands' output.jsonl -> the harness's JSONL", ["output_dir", "out_jsonl"]),
+    "pro-patches": ("the harness's JSONL -> the patches Scale's Pro grader reads", ["preds_jsonl", "out_json"]),
+    "prepare-pro": ("SWE-bench Pro as a local dataset dir for the agent", ["dataset", "split", "out_dir"]),
+    "claim": ("remove outputs of another checkpoint or settings; stamp OUTPUT", ["output", "checkpoint"]),
+    "deepswe-config": (
+        "Pier's mini-swe-agent layer from agent.yaml and the server URL",
+        ["agent_yaml", "api_base", "out"],
+    ),
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m midtrain.eval.swebench_steps", description=__doc__)
     sub = p.add_subparsers(dest="step", required=True)
-    a = sub.add_parser("instances", help="list the instance ids an agent is asked to run")
-    a.add_argument("dataset")
-    a.add_argument("split")
-    a.add_argument("slice")
-    a.add_argument("out")
-    for name, src in (("predictions", "preds_json"), ("openhands-predictions", "output_dir")):
-        a = sub.add_parser(name, help="an agent's predictions -> the harness's JSONL, one line per instance")
-        a.add_argument(src)
-        a.add_argument("out_jsonl")
-        a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
-    a = sub.add_parser("pro-patches", help="the harness's JSONL -> the patches Scale's Pro grader reads")
-    a.add_argument("preds_jsonl")
-    a.add_argument("out_json")
-    a = sub.add_parser("prepare-pro", help="SWE-bench Pro as a local dataset dir for the agent")
-    a.add_argument("dataset")
-    a.add_argument("split")
-    a.add_argument("out_dir")
-    a = sub.add_parser("claim", help="remove outputs of another checkpoint or settings; stamp OUTPUT")
-    a.add_argument("output")
-    a.add_argument("checkpoint")
-    a = sub.add_parser("deepswe-config", help="Pier's mini-swe-agent layer from agent.yaml and the server URL")
-    a.add_argument("agent_yaml")
-    a.add_argument("api_base")
-    a.add_argument("out")
+    for name, (what, positional) in STEPS.items():
+        a = sub.add_parser(name, help=what)
+        for arg in positional:
+            a.add_argument(arg)
+        if name.endswith("predictions"):
+            a.add_argument("--instances", help="instances.txt: give each id without a prediction an empty patch")
     return p
 
 
