@@ -1,7 +1,8 @@
 """The training job's launch path on the real cluster (TaskPlugin=task/affinity), with a stand-in for the
-trainer so each rank's behaviour is chosen: CPU binding, one USR1 per rank from one forwarder per node,
-a requeue decided on the checkpointed rank's record while a late rank is killed, a scancel that ends a
-step job (CANCELLED, never requeued), and the hang watchdog killing a silent start, which is retried."""
+trainer so each rank's behaviour is chosen: one USR1 per rank from one forwarder per node, a requeue decided
+on the checkpointed rank's record while a late rank is killed, a scancel that ends a step job (CANCELLED,
+never requeued), and the hang watchdog killing a silent start, which is retried; each checks the ranks' CPU
+binding as it goes."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from pathlib import Path
 out = Path(os.environ["STUB_OUT"])
 rank, restart = os.environ["SLURM_PROCID"], os.environ.get("SLURM_RESTART_COUNT", "0")
 (out / f"cpus.{restart}.{rank}").write_text(" ".join(map(str, sorted(os.sched_getaffinity(0)))))
-if restart != "0" or os.environ.get("STUB_MODE") == "cpus":
+if restart != "0":
     sys.exit(0)
 if os.environ["STUB_MODE"] == "hang":
     (out / f"ready.{rank}").touch()
@@ -93,14 +94,6 @@ def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, *
 
 def _logs(job) -> str:
     return "\n".join(f"== {p.name}\n{p.read_text()[-2000:]}" for p in sorted((job.slurm_dir / "logs").glob("*.out")))
-
-
-def test_each_rank_is_bound_to_its_cpus_per_task(slurm_cluster, tmp_path):
-    job, out, job_id = _job(tmp_path, "cpus", tasks=1, cpus=2)
-    info = wait_job(job_id, timeout=300)
-    assert info["JobState"] == "COMPLETED", _logs(job)
-    # task/affinity binds each task to the CPUs of its step: srun --cpus-per-task gives the rank both
-    assert len((out / "cpus.0.0").read_text().split()) == 2, _logs(job)
 
 
 def _wait_ready(job_id: str, out: Path, job) -> None:
@@ -173,8 +166,12 @@ def test_scancel_ends_a_step_job_whose_ranks_ignore_term(slurm_cluster, tmp_path
 
 
 def test_hang_watchdog_kills_a_silent_start_and_the_retry_completes(slurm_cluster, tmp_path):
-    job, out, job_id = _job(tmp_path, "hang", tasks=1, cpus=1, hang_timeout_s=40, max_retries=1)
+    # 15 s of silence: a few times what starting the rank takes on a loaded machine (the rank must be up and
+    # hanging when the watchdog fires, asserted below), and the job's wall time is mostly this wait
+    job, out, job_id = _job(tmp_path, "hang", tasks=1, cpus=2, hang_timeout_s=15, max_retries=1)
     _wait_requeued_and_done(job_id, job)
     first = (job.slurm_dir / "logs" / f"train-{job_id}_0.out").read_text()
     assert "no progress for" in first and "after it hung: retry 1 of max_retries=1" in first, first
     assert (out / "ready.0").exists(), "the rank never started: the watchdog fired before it could hang"
+    # task/affinity binds each task to the CPUs of its step: srun --cpus-per-task gives the rank both
+    assert len((out / "cpus.0.0").read_text().split()) == 2, _logs(job)
