@@ -7,6 +7,7 @@ without a placeholder, is an error, so templates and code cannot drift apart sil
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -156,6 +157,23 @@ def container_mounts(site: SiteConfig, paths: list[str]) -> list[str]:
         if not covered(path, mounts):
             mounts.append(f"{path}:{path}")
     return mounts
+
+
+def check_mounted(site: SiteConfig, paths: dict[str, str], mounts: list[str]) -> None:
+    """With a container image the ranks see only what is mounted: refuse a path they read (``paths``: the
+    field it comes from -> the path) that neither the site's mounts nor the job's own (``mounts``: its
+    run or output directory, the workdir is added) cover, naming the field and the mounts."""
+    if not site.container_image:
+        return
+    seen = container_mounts(site, mounts)
+    for what, path in paths.items():
+        p = os.path.abspath(str(site.job_path(path)))
+        if not covered(p, seen):
+            raise LaunchError(
+                f"{what}: {p} is not under any directory mounted into the container ({', '.join(seen)}); "
+                "the job would not find it there. Add a container_mounts entry covering it (e.g. /lustre:/lustre) "
+                "or move it under one"
+            )
 
 
 def srun_container_args(site: SiteConfig, paths: list[str] | None = None) -> str:

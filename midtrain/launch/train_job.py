@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from midtrain.config import ConfigError
-from midtrain.launch.render import check_cpus, job_body, render, sbatch_lines
+from midtrain.launch.render import check_cpus, check_mounted, job_body, render, sbatch_lines
 from midtrain.launch.shell import qargv
 from midtrain.launch.site import JobResources, SiteConfig
 
@@ -104,6 +104,8 @@ def build_train_job(
     slurm_dir = run_dir / "slurm"
     data = getattr(getattr(cfg, "data", None), "path", None)
     mounts = [str(run_dir)] + ([str(site.job_path(data))] if data and "://" not in str(data) else [])
+    if cfg.init_from:  # read-only weights: the site must mount them (the run and data dirs are mounted here)
+        check_mounted(site, {"init_from": cfg.init_from}, mounts)
     values = {
         "sbatch": sbatch_lines(
             site, res, job_name=name, log_file=str(slurm_dir / "logs" / "train-%j.out"), gpu=gpu, requeue=True

@@ -196,6 +196,31 @@ def test_layout_must_fit_the_allocation():
         train_job("demo_tiny", [GBS, "run_dir=/r", "model.num_layers=3", "parallel.pipeline=3"], _site())
 
 
+def test_what_the_jobs_would_refuse_after_the_queue_is_refused_at_submission():
+    from midtrain.commands.submit import _check_protocol
+
+    container = _site(venv=None, container_image="img.sqsh", container_mounts=["/lustre:/lustre"])
+    # a path the ranks read that no mount covers is not there inside the container
+    with pytest.raises(
+        LaunchError, match=r"init_from: /scratch/ckpt is not under any directory mounted into the container \(/lustre"
+    ):
+        train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/x", "init_from=/scratch/ckpt"], container)
+    train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/x", "init_from=/lustre/ckpt"], container)
+    train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/x", "init_from=ckpt/base"], container)  # in the workdir
+    train_job("demo_tiny", [GBS, "run_dir=/r", "init_from=/scratch/ckpt"], _site())  # no container: any path
+    # the probe's batch over the sft step's 8 ranks (one per GPU), and the protocol's checkpoints in a container
+    cfg = get_recipe("protocol_demo").build(["output=/lustre/proj/protocol"]).validate()
+    with pytest.raises(ConfigError, match=r"sft_recipe sft_probe_demo: train.optim.global_batch_size: 1 is not divis"):
+        _check_protocol(cfg, _site())
+    cfg = get_recipe("protocol_demo").build(
+        ["output=/lustre/p", "sft_overrides=[train.optim.global_batch_size=8]", "checkpoints={a: /lustre/a, b: /s/b}"]
+        + ["baseline=a"]
+    )
+    _check_protocol(cfg.validate(), _site())
+    with pytest.raises(LaunchError, match=r"checkpoints.b: /s/b is not under any directory mounted"):
+        _check_protocol(cfg, container)
+
+
 def test_site_config_errors_name_the_field(tmp_path):
     bad = tmp_path / "site.yaml"
     bad.write_text(yaml.safe_dump({"train": {"time": "four hours"}}))
@@ -264,6 +289,8 @@ def test_cli_dry_run_prints_the_script_and_writes_nothing(tmp_path):
     assert r.returncode == 2 and "time: 'soon' is not a Slurm time" in r.stderr
     r = _cli("submit", "protocol", "protocol_demo", f"output={tmp_path / 'p'}", "--site", str(site), "--dry-run")
     assert r.returncode == 0, r.stderr
+    # the demo probe's batch of 1 over the site's 8 sft ranks: shown, and submitting would refuse it
+    assert "warning: submitting would refuse this: sft_recipe sft_probe_demo: train.optim.global_batch_size" in r.stderr
     assert re.findall(r"^### .*?-(\w+)\.sbatch", r.stdout, re.M) == ["sft", "eval_proxy", "sft", "eval_proxy", "report"]
 
 
