@@ -122,3 +122,27 @@ def test_the_tree_is_read_at_the_base_and_left_out_under_context_none(tmp_path):
     assert "[file tree" not in none.text and none.metadata["tree_bytes"] == 0
     (off,) = run_reader(PullReader([str(repo)], PullsConfig(tree_tokens=0)))
     assert "[file tree" not in off.text and "[read at base commit" in off.text
+
+
+def test_a_bots_pull_request_from_a_branch_of_the_repository_is_a_bots(tmp_path):
+    """Dependabot opens its PRs from branches of the repository (the merge names its owner, not the bot):
+    its commits' author says whose it is, and the PR is dropped as a bot's, counted."""
+    repo = make_repo(tmp_path / "lib", {"requirements.txt": "tox==3.15.0\n", "lib.py": "A = 1\n"})
+    for n, (branch, who, files) in enumerate(
+        [
+            (
+                "dependabot/pip/tox-3.15.1",
+                ("dependabot[bot]", "49699333+dependabot[bot]@users.noreply.github.com"),
+                {"requirements.txt": "tox==3.15.1\n"},
+            ),
+            ("fix-a", ("Ada Lane", "ada@example.org"), {"lib.py": "A = 2\n"}),
+        ],
+        start=1,
+    ):
+        git(repo, "checkout", "-q", "-b", branch, "main")
+        commit(repo, files, f"Change {n}", author=who)
+        git(repo, "checkout", "-q", "main")
+        git(repo, "merge", "-q", "--no-ff", branch, "-m", f"Merge pull request #{n} from acme/{branch}\n\nChange {n}")
+    reader = PullReader([str(repo)])
+    assert [d.id for d in run_reader(reader)] == ["pr:lib#2"]
+    assert reader.stats.stats["dropped/bot_author"].total == 1

@@ -201,6 +201,10 @@ def _history_records(repo: Path, name: str | None, picked: list) -> Iterator[tup
             "name": head_author[0] or author,
             "email": head_author[1] or email,
         }
+        # a bot's PR from a branch of the repository itself ("from pallets/dependabot/pip/tox-3.15.1") names the
+        # repository's owner, not the bot: its commits' author (GitHub's "dependabot[bot]") says who opened it
+        if "[bot]" in f"{head_author[0]} {head_author[1]}":
+            user = {"login": head_author[0] or "bot[bot]", "type": "Bot"}
         head_info: dict = {"ref": head_ref or f"pr-{number}", "sha": head}
         if login:
             head_info["user"] = {"login": login, "type": "User"}
