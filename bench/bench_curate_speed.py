@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,11 +223,12 @@ class _Timed:
 
 def run_pipeline(steps: list, rank: int = 0, world_size: int = 1) -> list[tuple[str, float]]:
     """Run datatrove steps as one task in-process; [(step name, own CPU seconds)]."""
-    data, timed = None, []
+    data: _Timed | None = None
+    timed: list[tuple[Any, _Timed]] = []
     for step in steps:
         data = _Timed(step, data, rank, world_size)
         timed.append((step, data))
-    for _ in data:
+    for _ in data or ():
         pass
     out, before = [], 0.0
     for step, t in timed:
@@ -386,8 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     _quiet()
     _warm_caches()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="curate_speed_") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="curate_speed_") as tmp_dir:
+        tmp = Path(tmp_dir)
         instances = _instances(tmp)
         for source in [args.profile] if args.profile else sources:
             raw = make_raw(source, tmp, args.mb)

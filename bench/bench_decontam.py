@@ -18,6 +18,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,7 +55,8 @@ def documents(path: Path) -> list:
 
 
 def run(step: SweBenchRepoFilter, docs: list) -> tuple[Counter, Counter]:
-    outcome, identity = Counter(), Counter()
+    outcome: Counter[str] = Counter()
+    identity: Counter[str] = Counter()
     for doc in docs:
         before = len(doc.metadata.get("files") or [])
         try:
@@ -90,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:  # the samples only: this checkout's tree and history are the slow part
         args.ordinary = [ROOT / "data_prep/samples/repo", ROOT / "data_prep/samples/pulls/sample_prs.jsonl"]
 
-    rows, total, dropped, files_total, files_cut = [], 0, 0, 0, 0
+    rows: list[dict[str, Any]] = []
+    total, dropped, files_total, files_cut = 0, 0, 0, 0
     for path in args.ordinary:
         step = SweBenchRepoFilter(DecontamConfig(index=args.index))
         docs = documents(path)

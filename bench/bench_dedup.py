@@ -32,7 +32,8 @@ OFF = [f"{s}.enabled=false" for s in ("license", "decontam", "quality", "redact"
 def write_raw(raw: Path, documents: int, files: int, dup_share: float, seed: int = 0) -> None:
     rng = random.Random(seed)
     raw.mkdir(parents=True)
-    rows, originals = [], []
+    rows: list[dict] = []
+    originals: list[str] = []
     for i in range(documents):
         if originals and rng.random() < dup_share:
             text = rng.choice(originals).replace(" ", "  ", 1)

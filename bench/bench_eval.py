@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         ds = PackedDataset(tmp / "shards", "valid")
         scorers = {"megatron": MidtrainScorer(tmp / "run"), "hf": HFScorer(tmp / "hf")}
         secs = dict.fromkeys(scorers, 0.0)
-        nll = {k: [] for k in scorers}
+        nll: dict[str, list[Any]] = {k: [] for k in scorers}  # per-token NLL tensors
         n = min(len(ds), args.sequences)
         for i in range(n):
             s = ds[i]

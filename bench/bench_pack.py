@@ -54,7 +54,12 @@ def pieces(lengths, sources, S, mult, seed):
             out.append(n)
             continue
         split += 1
-        files = np.cumsum(rng.lognormal(np.log(1500), 1.2, size=n // 200 + 2).astype(np.int64)) if src == "repo" else []
+        no_files = np.zeros(0, dtype=np.int64)
+        files = (
+            np.cumsum(rng.lognormal(np.log(1500), 1.2, size=n // 200 + 2).astype(np.int64))
+            if src == "repo"
+            else no_files
+        )
         lines = np.cumsum(rng.integers(4, 20, size=n // 4 + 2))
         cuts = split_points(n, S, [int(f) for f in files if f < n], lines[lines < n], mult)
         out.extend(np.diff([0] + cuts).tolist())

@@ -146,6 +146,7 @@ def _measure_prep_chain(pulls: Path, out: Path) -> dict:
         no_curation = []
     t0 = time.perf_counter()
     stats = prep("pulls", [str(pulls)], out, no_curation)
+    assert stats is not None  # None only for a dry run
     dt = time.perf_counter() - t0
     return {
         "source": "pulls (prep chain, curation off)",

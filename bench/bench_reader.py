@@ -25,7 +25,7 @@ def build(out: Path, tokens: float, S: int, masks: bool, seed: int = 0) -> None:
     from midtrain.pack.packer import best_fit_decreasing
 
     rng = np.random.default_rng(seed)
-    lengths = []
+    lengths: list[int] = []
     while sum(lengths) < tokens:
         lengths.extend(np.clip(rng.lognormal(np.log(3000), 1.3, 4096), 16, S).astype(int).tolist())
     bins = best_fit_decreasing(lengths, S)
@@ -81,7 +81,7 @@ def reader_read(out: Path) -> tuple[float, int]:
     return time.process_time() - t0, total
 
 
-def main() -> None:
+def main() -> int:
     from figures import bench_parser
 
     ap = bench_parser(__doc__)
@@ -116,6 +116,7 @@ def main() -> None:
     print("(a training step at this length consumes ~1e4-1e5 tokens/s per GPU; the reader needs only to beat that)")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
+    return 0
 
 
 if __name__ == "__main__":

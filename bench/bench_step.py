@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     from train_helpers import write_shards
 
     skip = 3  # warm-up steps left out of every median
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        tmp = Path(tmp_dir)
         shards = write_shards(tmp / "shards", sequences=2 * args.steps + 4, seq_length=args.seq_length, vocab=4096)
         cfg = _config(shards, tmp / "run", args.steps, args.seq_length)
         bare_a = bare_step_times(cfg, args.steps)

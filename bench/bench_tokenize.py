@@ -22,6 +22,7 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
+from typing import Any
 
 
 def load_documents(mb: float, trace_share: float):
@@ -89,7 +90,7 @@ def run_ours(docs, tok_file: str, eos: str, tmp: str) -> float:
     return time.process_time() - t0
 
 
-def main() -> None:
+def main() -> int:
     from figures import bench_parser
 
     ap = bench_parser(__doc__)
@@ -112,7 +113,7 @@ def main() -> None:
     tok_file = str(default_tokenizer_path())
     import megatron.core.datasets.indexed_dataset  # noqa: F401 - import cost outside the timing
 
-    figures = {"threads": int(os.environ["RAYON_NUM_THREADS"])}
+    figures: dict[str, Any] = {"threads": int(os.environ["RAYON_NUM_THREADS"])}
     rows = []
     for label, share in (("code only", 0.0), ("10% traces with loss_spans", 0.1)):
         docs, nbytes = load_documents(args.mb, share)
@@ -137,6 +138,7 @@ def main() -> None:
     print(f"target: overhead <= 10% on code -> {'met' if rows[0][5] <= 0.10 else 'NOT met'}")
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1))
+    return 0
 
 
 if __name__ == "__main__":

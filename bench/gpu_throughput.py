@@ -35,7 +35,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Literal, cast
 
 import torch
 import torch.nn.functional as F
@@ -47,17 +47,19 @@ import gpu_summary
 
 from midtrain.train.config import TrainConfig
 
+Recompute = Literal["none", "selective", "full"]  # ParallelConfig.recompute
 
-def recompute_for(seq_length: int, choice: str, cpu: bool) -> str:
+
+def recompute_for(seq_length: int, choice: str, cpu: bool) -> Recompute:
     """Activation recompute per case: ``auto`` = none up to 32K, full from 64K (where a 1.1B model's
     activations do not fit 141 GB otherwise); selective recompute only re-runs core attention, which the
     flash/per-document kernels already keep small, so it does not make 64K fit."""
     if choice != "auto":
-        return choice
+        return cast(Recompute, choice)  # argparse's choices
     return "none" if cpu or seq_length <= 32_768 else "full"
 
 
-def bench_config(seq_length: int, cpu: bool, recompute: str = "none") -> TrainConfig:
+def bench_config(seq_length: int, cpu: bool, recompute: Recompute = "none") -> TrainConfig:
     """~1.1B Qwen3-shaped (the Qwen3-1.7B layer shape, 16 layers, tied 151,936 vocabulary) or a CPU toy."""
     cfg = TrainConfig(name="gpu_throughput", seed=1234)
     m = cfg.model
@@ -128,7 +130,7 @@ def final_hidden(model: torch.nn.Module) -> Iterator[dict]:
         seen["weight"] = kwargs.get("weight") if kwargs.get("weight") is not None else module.weight
         return (args[0][:0], *args[1:]), kwargs
 
-    handle = model.output_layer.register_forward_pre_hook(keep, with_kwargs=True)
+    handle = model.get_submodule("output_layer").register_forward_pre_hook(keep, with_kwargs=True)
     try:
         yield seen
     finally:
@@ -251,7 +253,7 @@ def _free(device: torch.device, optimizer: torch.optim.Optimizer | None) -> None
 
 def run_row(
     model_for,
-    recompute: str,
+    recompute: Recompute,
     backend: str | None,
     cfg: TrainConfig,
     lengths: list[int],
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     impl = resolve_impl(cfg)
     built: dict[str, tuple] = {}  # one model (and optimizer) per recompute setting, built when first needed
 
-    def model_for(recompute: str):
+    def model_for(recompute: Recompute):
         if recompute not in built:
             built.clear()  # free the previous model before building the next
             _free(device, None)
@@ -366,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
 
     peak = args.peak_tflops or peak_tflops(cfg)
     gpu = torch.cuda.get_device_name() if device.type == "cuda" else "CPU"
-    header = {
+    header: dict[str, Any] = {
         "device": gpu,
         "torch": torch.__version__,
         "impl": impl,

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # train_helpers.write_shards: learnable synthetic packed shards
 
 
-def _shape(cpu: bool) -> dict[str, object]:
+def _shape(cpu: bool) -> dict[str, int]:
     if cpu:
         return {
             "model.num_layers": 2,

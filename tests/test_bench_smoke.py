@@ -38,17 +38,18 @@ def test_bench_script_follows_run_all_interface(script: str, tmp_path: Path) -> 
     assert f"| {script} |" in table and "FAILED" not in table
 
 
-def test_run_all_reports_a_script_that_rejects_the_interface(tmp_path: Path) -> None:
+def test_run_all_reports_a_script_that_rejects_the_interface(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A script that does not take --json fails the run and shows as FAILED in the table (exit 1)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("run_all", ROOT / "bench" / "run_all.py")
+    assert spec is not None and spec.loader is not None
     run_all = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run_all)
     bench = tmp_path / "bench"
     bench.mkdir()
     (bench / "bench_bad.py").write_text("import argparse\nargparse.ArgumentParser().parse_args()\n")
-    run_all.HERE = bench
+    monkeypatch.setattr(run_all, "HERE", bench)
     assert run_all.main(["--smoke", "--out", str(tmp_path / "out")]) == 1
     report = json.loads((tmp_path / "out" / "results.json").read_text())
     assert report["failures"] == {"bench_bad": "exit 2, no bench_bad.json"}

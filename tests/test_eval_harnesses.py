@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import tomllib
+from typing import Literal
 
 import pytest
 import yaml
@@ -25,7 +26,7 @@ from midtrain.eval.harnesses import (
 )
 from midtrain.eval.swebench import collect_results, write_run
 
-ALL = ["mini-swe-agent", "swe-agent", "openhands"]
+ALL: list[Literal["mini-swe-agent", "swe-agent", "openhands"]] = ["mini-swe-agent", "swe-agent", "openhands"]
 
 
 @pytest.fixture()

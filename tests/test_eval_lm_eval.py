@@ -12,14 +12,14 @@ pytestmark = pytest.mark.slow
 
 def test_lm_eval_on_demo_checkpoint_matches_own_likelihoods(tmp_path):
     import torch
+    from recipe_helpers import train_recipe
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from midtrain.cli import main
     from midtrain.eval.lm_eval_job import LOCAL_DATA
     from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from recipes import get_recipe
 
-    cfg = get_recipe("demo_tiny").build([])
+    cfg = train_recipe("demo_tiny")
     save_initial_checkpoint(cfg, tmp_path / "base")
     out = tmp_path / "lm_eval"
     assert main(["eval", "lm-eval", "--checkpoint", str(tmp_path / "base"), "--output", str(out), "limit=5"]) == 0

@@ -8,11 +8,16 @@ from midtrain.cli import build_parser
 from midtrain.config import ConfigError
 from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.protocol import ProtocolConfig, protocol_steps, report_argv
-from recipes import get_recipe
+from recipes import resolve_config
+
+
+def _protocol(name: str, overrides: list[str] | None = None) -> ProtocolConfig:
+    """Protocol recipe NAME with OVERRIDES, not validated (as its Recipe.build does)."""
+    return resolve_config(name, ProtocolConfig, "protocol", overrides, validate=False)
 
 
 def test_demo_protocol_chains_sft_then_evals_with_the_same_probe():
-    cfg = get_recipe("protocol_demo").build(["checkpoints.variant=runs/v"])
+    cfg = _protocol("protocol_demo", ["checkpoints.variant=runs/v"])
     steps = protocol_steps(cfg)
     assert list(steps) == ["base", "midtrained", "variant"]
     for name, chain in steps.items():
@@ -37,7 +42,7 @@ def test_demo_protocol_chains_sft_then_evals_with_the_same_probe():
 
 
 def test_eval_overrides_rebuild_the_exact_config():
-    cfg = get_recipe("protocol_swebench").build(["swebench.instance_slice=0:5", "swebench.vllm_args=[--enforce-eager]"])
+    cfg = _protocol("protocol_swebench", ["swebench.instance_slice=0:5", "swebench.vllm_args=[--enforce-eager]"])
     steps = protocol_steps(cfg)
     chain = {s.name: s.argv for s in steps["midtrained"]}
     assert [s.name for s in steps["base"]] == ["sft", "eval_proxy", "eval_lm_eval", "eval_swebench"]
@@ -70,11 +75,11 @@ def test_eval_overrides_rebuild_the_exact_config():
 )
 def test_bad_protocols_name_the_field(override, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
-        get_recipe("protocol_demo").build(override).validate()
+        _protocol("protocol_demo", override).validate()
 
 
 def test_protocol_yaml_round_trip():
-    cfg = get_recipe("protocol_swebench").build()
+    cfg = _protocol("protocol_swebench")
     assert ProtocolConfig.from_yaml(cfg.to_yaml()) == cfg
 
 
@@ -90,7 +95,7 @@ def test_overrides_after_the_options_are_accepted():
 
 
 def test_seeds_repeat_the_probe_and_the_retrieval_draws():
-    cfg = get_recipe("protocol_demo").build(["probe_seeds=[7, 8]", "proxy_seeds=[0, 1]"])
+    cfg = _protocol("protocol_demo", ["probe_seeds=[7, 8]", "proxy_seeds=[0, 1]"])
     chain = {s.name: s.argv for s in protocol_steps(cfg)["base"]}
     assert list(chain) == ["sft", "sft-s8", "eval_proxy", "eval_proxy-s1"]
     parser = build_parser()
@@ -109,4 +114,4 @@ def test_seeds_repeat_the_probe_and_the_retrieval_draws():
     redraw = ProxyConfig().apply_overrides(parser.parse_args(chain["eval_proxy-s1"]).overrides)
     assert redraw.retrieval.seed == 1 and redraw.shards is None  # held-out loss is deterministic: scored once
     with pytest.raises(ConfigError, match="proxy_seeds"):
-        get_recipe("protocol_demo").build(["proxy_seeds=[0, 1]", "proxy.retrieval.repos=null"]).validate()
+        _protocol("protocol_demo", ["proxy_seeds=[0, 1]", "proxy.retrieval.repos=null"]).validate()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import pytest
 from scipy import stats
@@ -37,7 +38,7 @@ RETRIEVAL_ACC = {"base": [0.2, 0.2], "a": [0.9, 0.8], "b": [0.5, 0.6], "c": [0.4
 def _results() -> list[CheckpointResults]:
     out = []
     for name in PROBE_LOSS:
-        r = CheckpointResults(name=name, root=None)
+        r = CheckpointResults(name=name, root=Path(name))
         r.sft_runs = [{"heldout_loss": v} for v in PROBE_LOSS[name]]
         r.proxy = {"heldout": {"all": {"loss": PROXY_LOSS[name]}, "per_source": {}}}
         r.proxy_runs = [{"retrieval": {"accuracy": v, "answer_nll": 1.0}} for v in RETRIEVAL_ACC[name]]
@@ -58,6 +59,7 @@ def test_proxy_agreement_per_metric_with_a_seed_interval():
     expected = stats.spearmanr([means[n] for n in names], [-sum(PROBE_LOSS[n]) / 2 for n in names]).statistic
     assert retr.spearman == pytest.approx(expected)
     assert (retr.proxy_pick, retr.probe_pick, retr.same_pick) == ("a", "c", False)
+    assert retr.spearman is not None and retr.spearman_interval is not None
     lo, hi = retr.spearman_interval
     assert -1.0 <= lo <= retr.spearman <= hi <= 1.0
 
@@ -78,10 +80,11 @@ def test_one_seed_gives_no_interval_and_two_checkpoints_no_correlation():
 
 
 def test_sweep_report_has_the_correlation_table(tmp_path):
+    from midtrain.sweep.config import SweepConfig
     from midtrain.sweep.report import write_sweep_report
-    from recipes import get_recipe
+    from recipes import resolve_config
 
-    cfg = get_recipe("sweep_demo").build([f"output={tmp_path}", "variants={a: {}, b: {}, c: {}}"]).validate()
+    cfg = resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}", "variants={a: {}, b: {}, c: {}}"])
     base = cfg.baseline
     for name in PROBE_LOSS:
         ck = base if name == "base" else name
