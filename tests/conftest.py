@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -130,7 +131,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.when == "call":
         for key, value in report.user_properties:
             if key == "documented_example_times":
-                _EXAMPLE_TIMES.extend(tuple(t) for t in value)
+                # pytest types user properties as object; the test stores (wall, cpu, command) triples
+                _EXAMPLE_TIMES.extend((w, c, cmd) for w, c, cmd in cast("list[tuple[float, float, str]]", value))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

@@ -51,3 +51,12 @@ def commit_doc(i: int, rng: random.Random) -> Document:
         id=f"commit-{i}",
         metadata={"source": "commit", "repo": "owner/x", "license": "Apache-2.0"},
     )
+
+
+def pack_manifest(*args, **kwargs) -> dict:
+    """`pack()` run locally: its manifest, which a local run that finished always has."""
+    from midtrain.pack.pipeline import pack
+
+    manifest = pack(*args, **kwargs).manifest
+    assert manifest is not None, "a local pack finished without a manifest"
+    return manifest

@@ -299,7 +299,7 @@ def workspace(tmp_path_factory, request) -> Iterator[tuple[Path, dict[str, str]]
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = []  # the sample rows that share one Arrow schema (the samples vary it on purpose)
+    table: list[dict] = []  # the sample rows that share one Arrow schema (the samples vary it on purpose)
     for row in rows:
         try:
             pa.Table.from_pylist(table + [row])

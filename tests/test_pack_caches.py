@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from pack_helpers import commit_doc, write_prep
+from pack_helpers import commit_doc, pack_manifest, write_prep
 
 from midtrain.pack.pack_step import PackConfig
 from midtrain.pack.pipeline import pack
@@ -59,10 +59,10 @@ def test_another_tokenize_tasks_after_an_interrupted_tokenize_loses_and_duplicat
     tmp_path, before, finished, after
 ):
     reference = write_prep(tmp_path / "ref" / "commits", _docs(), files=8)
-    ref = pack(_cfg(after), [reference], tmp_path / "ref" / "out").manifest
+    ref = pack_manifest(_cfg(after), [reference], tmp_path / "ref" / "out")
     prep = write_prep(tmp_path / "run" / "commits", _docs(), files=8)
     _interrupted_after(prep, before, finished)
-    got = pack(_cfg(after), [prep], tmp_path / "run" / "out").manifest
+    got = pack_manifest(_cfg(after), [prep], tmp_path / "run" / "out")
     assert got["input_documents"] == ref["input_documents"] == 48  # before: 24 (lost) or 72 (twice)
     assert got["input_tokens"] == ref["input_tokens"]
     assert _shards(tmp_path / "run" / "out") == _shards(tmp_path / "ref" / "out")

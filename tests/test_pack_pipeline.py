@@ -7,7 +7,7 @@ import random
 
 import numpy as np
 import pytest
-from pack_helpers import commit_doc, repo_doc, trace_doc, write_prep
+from pack_helpers import commit_doc, pack_manifest, repo_doc, trace_doc, write_prep
 
 from midtrain.formats.shard_reader import PackedDataset
 from midtrain.formats.tokenizer import load_tokenizer
@@ -40,7 +40,7 @@ def packed(prep, tmp_path_factory):
     dirs, _, _ = prep
     out = tmp_path_factory.mktemp("shards")
     cfg = PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=7)
-    manifest = pack(cfg, list(dirs.values()), out).manifest
+    manifest = pack_manifest(cfg, list(dirs.values()), out)
     return out, manifest
 
 
@@ -156,13 +156,13 @@ def test_deterministic_and_seeded(prep, packed, tmp_path):
     pack(cfg, list(dirs.values()), tmp_path / "again")
     for name in ("train/00000.bin", "train/00001.bin", "valid/00000.bin", "train/00000.mask.bin"):
         assert (out / name).read_bytes() == (tmp_path / "again" / name).read_bytes()
-    other = pack(
+    other = pack_manifest(
         PackConfig(seq_length=S, valid_fraction=0.15, tasks=2, seed=8), list(dirs.values()), tmp_path / "other"
-    ).manifest
+    )
     assert (out / "train/00000.bin").read_bytes() != (tmp_path / "other" / "train/00000.bin").read_bytes()
     assert other["input_tokens"] == m["input_tokens"]
     # A rerun with the same configuration and inputs does nothing.
-    assert pack(cfg, list(dirs.values()), out).manifest["created"] == m["created"]
+    assert pack_manifest(cfg, list(dirs.values()), out)["created"] == m["created"]
 
 
 def test_mixture_targets_repeats_and_cap(prep, tmp_path):
@@ -171,7 +171,7 @@ def test_mixture_targets_repeats_and_cap(prep, tmp_path):
     dirs, _, _ = prep
     mix = MixtureConfig(name="t", tokens={"trace": 0}, weights={"repo": 1.0, "commit": 1.0}, max_repeat=2.0)
     cfg = PackConfig(seq_length=S, valid_fraction=0.0, tasks=1, seed=1, mixture=mix)
-    m = pack(cfg, list(dirs.values()), tmp_path / "mix").manifest
+    m = pack_manifest(cfg, list(dirs.values()), tmp_path / "mix")
     src = m["sources"]
     assert src["trace"]["tokens"] == 0 and src["trace"]["target_tokens"] == 0
     # equal weights: both get the same target; the smaller source (commit) is repeated up to the cap
@@ -215,11 +215,11 @@ def test_small_vocab_tokenizer_file_packs_uint16(prep, tmp_path):
     )
     path = tmp_path / "tokenizer.json"
     tok.save(str(path))
-    m = pack(
+    m = pack_manifest(
         PackConfig(seq_length=S, tasks=1, tokenizer=str(path), valid_fraction=0.0),
         [dirs["commits"]],
         tmp_path / "small",
-    ).manifest
+    )
     assert m["dtype"] == "uint16" and m["eos_id"] == tok.token_to_id("<|endoftext|>")
     assert m["tokenizer"]["file"] == str(path)
     ds = PackedDataset(tmp_path / "small")
@@ -234,7 +234,7 @@ def test_tokenize_cache_reused_and_invalidated(tmp_path):
     docs = [commit_doc(i, rng) for i in range(6)]
     prep_dir = write_prep(tmp_path / "commits", docs)
     cfg = PackConfig(seq_length=S, valid_fraction=0.0)
-    m1 = pack(cfg, [prep_dir], tmp_path / "a").manifest
+    m1 = pack_manifest(cfg, [prep_dir], tmp_path / "a")
     (stamp,) = (prep_dir / "tokenized").glob("*/complete.json")
     before = stamp.stat().st_mtime_ns
     pack(PackConfig(seq_length=2 * S, valid_fraction=0.0), [prep_dir], tmp_path / "b")  # same tokenizer: cached
@@ -245,7 +245,7 @@ def test_tokenize_cache_reused_and_invalidated(tmp_path):
     write_prep(prep_dir, docs + [commit_doc(99, rng)])  # the documents changed: retokenized
     with pytest.raises(FileExistsError, match="--overwrite"):  # the finished output of the old inputs is kept
         pack(cfg, [prep_dir], tmp_path / "a")
-    m3 = pack(cfg, [prep_dir], tmp_path / "a", overwrite=True).manifest
+    m3 = pack_manifest(cfg, [prep_dir], tmp_path / "a", overwrite=True)
     assert m3["input_documents"] == m1["input_documents"] + 1 and m3["run_key"] != m1["run_key"]
 
 

@@ -116,6 +116,7 @@ def write_shards(
 
     out = Path(out_dir)
     rng = np.random.default_rng(seed)
+    splits: dict[str, dict] = {}
     manifest = {
         "seq_length": seq_length,
         "pad_id": 0,
@@ -123,7 +124,7 @@ def write_shards(
         "masks": masks,
         "vocab_size": vocab,
         "sources": {s: {} for s in sources},
-        "splits": {},
+        "splits": splits,
     }
     doc = 0
     for split, count in (("train", sequences), ("valid", valid)):
@@ -150,7 +151,7 @@ def write_shards(
                 room -= -(-n // pad_multiple) * pad_multiple
             w.add(pieces)
         stats = w.finalize()
-        manifest["splits"][split] = {"shards": [f"{split}/00000"], "sequences": stats["sequences"]}
+        splits[split] = {"shards": [f"{split}/00000"], "sequences": stats["sequences"]}
     (out / "manifest.json").write_text(json.dumps(manifest))
     return out
 
