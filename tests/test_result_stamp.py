@@ -125,3 +125,104 @@ def test_a_prep_json_of_an_older_midtrain_is_still_read(tmp_path):
     with pytest.raises(ConfigError, match=r"other settings \(tasks differ\)"):
         run.resume_plan(overwrite=False)
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["prep.json"]  # deciding changed nothing
+
+
+# -- a training that already ran (the demo, sweeps and the probe skip it) -----------------------------------------
+def _trained(run_dir, cfg, step: int):
+    """RUN_DIR as the trainer leaves it after STEP steps of CFG: config.yaml (the trainer's writer) and a checkpoint."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cfg.replace(run_dir=str(run_dir)).save_yaml(run_dir / "config.yaml")
+    return _checkpoint(run_dir, step, b"weights")
+
+
+def _tiny(run_dir, *overrides: str):
+    from midtrain.train.config import TrainConfig
+
+    return (
+        TrainConfig()
+        .apply_overrides([f"run_dir={run_dir}", "optim.train_steps=4", "optim.warmup_steps=1", *overrides])
+        .validate()
+    )
+
+
+def test_a_training_is_finished_only_for_the_settings_it_ran_with(tmp_path):
+    from midtrain.formats.stamp import finished, run_changes, training_stamp
+    from midtrain.train.run_stamp import recorded_stamp, want_stamp
+
+    run = tmp_path / "run"
+    cfg = _tiny(run)
+    want = want_stamp(cfg)
+    assert want["made"] == "training run" and want["config"]["optim.lr"] == cfg.optim.lr
+    assert "run_dir" in want["notes"] and "log.interval" in want["notes"] and "optim.lr" not in want["notes"]
+    assert run_changes(run, want, None) == [] and not finished(run, 4, want, None)  # nothing there yet
+    _trained(run, cfg, 4)
+    assert run_changes(run, want, recorded_stamp(run)) == [] and finished(run, 4, want, recorded_stamp(run))
+    # where it lies, what it reports, when it saves, how it is laid over devices: the same training
+    same = _tiny(tmp_path / "moved", "log.interval=7", "checkpoint.keep_last=5", "parallel.recompute=full", "name=x")
+    assert run_changes(run, want_stamp(same), recorded_stamp(run)) == []
+    other = want_stamp(_tiny(run, "optim.lr=1e-2", "data.path=/elsewhere"))
+    assert run_changes(run, other, recorded_stamp(run)) == [
+        "config.data.path: recorded '.demo/shards', now '/elsewhere'",
+        "config.optim.lr: recorded 0.0003, now 0.01",
+    ]
+    assert not finished(run, 4, other, recorded_stamp(run)) and finished(run, 4)  # the step alone still reads 4
+    (run / "config.yaml").write_text("model:\n  num_layers: 2\n")  # cut short: settings unknown
+    assert recorded_stamp(run) is None and run_changes(run, want, None)[0].startswith("config.yaml: missing or cut")
+    assert training_stamp({"optim": {"lr": 1}})["config"] == {"optim.lr": 1}
+
+
+def test_the_demo_and_the_probe_train_again_from_scratch_what_another_training_left(tmp_path, caplog):
+    """reuse_or_clear (the demo's train stage, the probe's run/): reuse the same finished training, leave an
+    unfinished one of the same settings to resume, remove one of other settings naming what differs."""
+    import logging
+
+    from midtrain.train.run_stamp import reuse_or_clear
+
+    run = tmp_path / "run"
+    cfg = _tiny(run)
+    assert reuse_or_clear(run, cfg, "demo train") is False and not run.exists()  # nothing to reuse
+    _trained(run, cfg, 2)
+    assert reuse_or_clear(run, cfg, "demo train") is False and run.exists()  # unfinished, same settings: resumed
+    _checkpoint(run, 4, b"last")
+    assert reuse_or_clear(run, cfg, "demo train") is True
+    with caplog.at_level(logging.WARNING, "midtrain.train.run_stamp"):
+        assert reuse_or_clear(run, _tiny(run, "optim.clip_grad=0.5"), "demo train") is False
+    assert not run.exists()  # the old checkpoints would otherwise be resumed under the new settings
+    assert "demo train: " in caplog.text and "config.optim.clip_grad: recorded 1.0, now 0.5" in caplog.text
+
+
+def test_the_probe_has_one_comparison_and_reads_its_older_records(tmp_path, caplog):
+    """probe_run.json and sft_result.json are compared through one stamp (stale_fields); a record of an older
+    midtrain (its fields flat) is still read: reused when it stands, else redone with the reason."""
+    import logging
+
+    from midtrain.sft.probe import _reusable_result
+    from midtrain.sft.run_stamp import probe_changes, probe_stamp
+
+    flat = {
+        "from": "runs/base",
+        "start_checkpoint": "runs/base/checkpoints/iter_0000000",
+        "start_id": "a" * 24,
+        "probe_sha": "p1",
+        "data_sha": "d1-s1",
+        "data_content": ["c1"],
+        "tokenizer_content": None,
+    }
+    want = probe_stamp(flat)
+    assert want["inputs"] == {"start": "a" * 24, "traces": ["c1"], "tokenizer": None}
+    assert want["notes"] == {"start_checkpoint": flat["start_checkpoint"]}  # a note: its content is the input
+    assert probe_changes(flat, want) == [] and probe_changes(want, want) == []
+    assert probe_changes({**flat, "start_id": "b" * 24}, want) == [
+        f"inputs.start: recorded {'b' * 24!r}, now {'a' * 24!r}"
+    ]
+    older = {k: v for k, v in flat.items() if k != "data_content"}  # before the traces' content was recorded
+    assert probe_changes(older, want) == ["inputs.traces: recorded None, now ['c1']"]
+    result = tmp_path / "sft_result.json"
+    result.write_text(json.dumps({"recipe": "p", **flat, "exit_code": 0, "heldout_loss": 1.5}))
+    assert _reusable_result(result, want)["heldout_loss"] == 1.5  # an older midtrain's result still stands
+    result.write_text(json.dumps({**flat, "probe_sha": "p0", "exit_code": 0}))
+    with caplog.at_level(logging.INFO, "midtrain.sft.probe"):
+        assert _reusable_result(result, want) is None
+    assert "config.probe_sha: recorded 'p0', now 'p1'" in caplog.text
+    result.write_text(json.dumps({**flat, **want, "exit_code": 75}))
+    assert _reusable_result(result, want) is None and _reusable_result(tmp_path / "none.json", want) is None

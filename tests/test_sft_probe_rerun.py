@@ -28,9 +28,11 @@ def base_probe(tmp_path_factory):
 def test_stamp_records_start_and_settings(base_probe):
     tmp, _, base, _, res = base_probe
     stamp = json.loads((tmp / "probe_base" / "probe_run.json").read_text())
-    assert stamp["from"] == str(base) and stamp["start_checkpoint"].endswith("iter_0000000")
-    assert len(stamp["start_id"]) == 24 and stamp["probe_sha"] == res["probe_sha"]
+    assert stamp["made"] == "sft probe" and stamp["config"]["from"] == str(base)
+    assert stamp["notes"]["start_checkpoint"].endswith("iter_0000000")
+    assert len(stamp["inputs"]["start"]) == 24 and stamp["config"]["probe_sha"] == res["probe_sha"]
     assert {k: res[k] for k in stamp} == stamp  # the result carries what it measured
+    assert (res["from"], res["start_id"]) == (str(base), stamp["inputs"]["start"])  # and the flat fields readers take
 
 
 def test_copy_run_from_another_start_is_refused_then_overwritten(base_probe):
@@ -41,7 +43,9 @@ def test_copy_run_from_another_start_is_refused_then_overwritten(base_probe):
     copy = tmp / "probe_copy"
     shutil.copytree(tmp / "probe_base", copy)
     cfg = probe_cfg(traces, f"data_dir={tmp / 'sft_data'}")
-    with pytest.raises(ProbeRunMismatch, match=r"from: recorded .*base.*now .*other.*start_id"):
+    with pytest.raises(
+        ProbeRunMismatch, match=r"inputs\.start: recorded .*config\.from: recorded .*base.*, now .*other"
+    ):
         run_probe(cfg, other, copy)
     assert json.loads((copy / "sft_result.json").read_text())["heldout_loss"] == res["heldout_loss"]  # untouched
     new = run_probe(cfg, other, copy, overwrite=True)
@@ -59,7 +63,7 @@ def test_other_settings_are_refused(base_probe, overrides):
     tmp, traces, base, _, res = base_probe
     cfg = probe_cfg(traces, f"data_dir={tmp / 'sft_data'}", *overrides)
     before = (tmp / "probe_base" / "sft_result.json").read_text()
-    with pytest.raises(ProbeRunMismatch, match="probe_sha"):
+    with pytest.raises(ProbeRunMismatch, match="config.probe_sha"):
         run_probe(cfg, base, tmp / "probe_base")  # not reused, and not resumed from the old run's last step
     assert (tmp / "probe_base" / "sft_result.json").read_text() == before
 
@@ -77,7 +81,7 @@ def test_same_path_other_content_is_refused(base_probe):
     assert run_probe(cfg, start, out) == first  # unchanged: reused
     shutil.rmtree(start)
     tiny_checkpoint(start, seed=22)
-    with pytest.raises(ProbeRunMismatch, match="start_id"):
+    with pytest.raises(ProbeRunMismatch, match="inputs.start"):
         run_probe(cfg, start, out)
 
 
@@ -89,8 +93,29 @@ def test_unstamped_probe_dir_is_refused(base_probe):
     legacy = tmp / "probe_legacy"
     shutil.copytree(tmp / "probe_base", legacy)
     (legacy / "probe_run.json").unlink()
-    with pytest.raises(ProbeRunMismatch, match="recorded '\\(none\\)'"):
+    with pytest.raises(ProbeRunMismatch, match="its work has no probe_run.json"):
         run_probe(probe_cfg(traces, f"data_dir={tmp / 'sft_data'}"), base, legacy)
+
+
+def test_a_training_of_other_settings_under_a_matching_stamp_is_trained_again(base_probe, caplog):
+    """(Before the test that rebuilds the shared data dir with other settings.) probe_run.json matches, but run/ holds a training of other settings (an older midtrain's default, say): it
+    is trained again from scratch, never taken as finished at the same last step, the field logged."""
+    import logging
+
+    from midtrain.sft.probe import run_probe
+    from midtrain.train.config import read_run_config
+
+    tmp, traces, base, _, res = base_probe
+    out = tmp / "probe_retrain"
+    shutil.copytree(tmp / "probe_base", out)
+    (out / "sft_result.json").unlink()
+    run_cfg = read_run_config(out / "run" / "config.yaml")
+    run_cfg.apply_overrides(["optim.clip_grad=0.25"]).save_yaml(out / "run" / "config.yaml")
+    with caplog.at_level(logging.INFO):
+        new = run_probe(probe_cfg(traces, f"data_dir={tmp / 'sft_data'}"), base, out)
+    assert "config.optim.clip_grad: recorded 0.25, now 1.0" in caplog.text and "not retrained" not in caplog.text
+    assert new["heldout_loss"] == pytest.approx(res["heldout_loss"])  # the same training again: the same result
+    assert read_run_config(out / "run" / "config.yaml").optim.clip_grad == 1.0
 
 
 def test_changed_data_settings_refuse_the_shared_data_dir_unless_overwrite(base_probe):

@@ -175,3 +175,27 @@ def test_a_variant_that_preps_again_stamps_its_run_dir(tmp_path):
     changed = sweep_chains(resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}", "tokens=4096"]))[0]
     with pytest.raises(ConfigError, match="pr_context_none"):
         check_stamp(changed["pr_context_none"], write=True)
+
+
+def test_a_variant_run_dir_trained_with_other_settings_is_refused_not_reused(tmp_path, capsys):
+    """variant.json names the train recipe, not its content: a run/ trained with other settings (the recipe changed
+    since) is neither reused as finished nor resumed; the sweep refuses before any step, naming the field."""
+    from midtrain.sweep.plan import check_stamp, variant_plan
+
+    over = [f"output={tmp_path}"]
+    plan = variant_plan(resolve_config("sweep_demo", SweepConfig, "sweep", over), "all")
+    check_stamp(plan, write=True)
+    tcfg = plan.train_config()
+    last = plan.run_dir / "checkpoints" / f"iter_{plan.train_steps:07d}"  # the trainer's layout, finished
+    last.mkdir(parents=True)
+    (last / "complete.json").write_text(json.dumps({"files": {}}))
+    tcfg.save_yaml(plan.run_dir / "config.yaml")
+    assert plan.trained()
+    check_stamp(plan, write=True)  # the same training: fine
+    tcfg.apply_overrides(["optim.lr=0.5"]).save_yaml(plan.run_dir / "config.yaml")  # as if the recipe changed
+    assert not plan.trained()
+    assert main(["sweep", "sweep_demo", *over]) == 2
+    err = capsys.readouterr().err
+    assert f"variants.all: {plan.run_dir} holds a training with other settings" in err
+    assert "config.optim.lr: recorded 0.5, now" in err and "remove that directory" in err
+    assert not (tmp_path / "base").exists() and not (tmp_path / "reference_shards").exists()  # nothing ran

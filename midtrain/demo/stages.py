@@ -97,16 +97,18 @@ def pack_stage(workdir: Path) -> str:
     return str(out)
 
 
-def train_stage(workdir: Path) -> str:
-    """Train demo_tiny on WORKDIR/shards; skipped when WORKDIR/runs/demo_tiny already finished."""
-    from midtrain.formats.stamp import finished
+def train_stage(workdir: Path, recipe: str = "demo_tiny") -> str:
+    """Train demo_tiny (or RECIPE: a train recipe or a config.yaml) on WORKDIR/shards into WORKDIR/runs/demo_tiny;
+    skipped when that run finished with these settings. A run of other settings (a changed recipe) is trained
+    again from scratch, its differing fields logged: the later stages score whatever this stage leaves."""
     from midtrain.train import distributed
+    from midtrain.train.run_stamp import reuse_or_clear
     from midtrain.train.trainer import train
     from recipes import load_train_config
 
     run_dir = Path(workdir) / "runs" / "demo_tiny"
-    cfg = load_train_config("demo_tiny").replace(run_dir=run_dir, data={"path": Path(workdir) / "shards"}).validate()
-    if finished(run_dir, cfg.optim.train_steps):
+    cfg = load_train_config(recipe).replace(run_dir=run_dir, data={"path": Path(workdir) / "shards"}).validate()
+    if reuse_or_clear(run_dir, cfg, "demo train"):
         logging.getLogger("midtrain.demo.train").info("demo_tiny already trained (%s); skipped", run_dir)
         return str(run_dir)
     result = train(cfg)

@@ -19,12 +19,16 @@ midtrain checkpoint's is built from the SHA-256s its ``complete.json`` records (
 hash of a checkpoint's files, written by the trainer and checked by :func:`checksum_problem`), so scoring a
 large checkpoint does not read it again. Inputs too large to read on every rerun (prep's input trees, pack's
 document files) are identified by a :func:`digest` of their listing (names, sizes, mtimes or ETags, git HEAD).
-The SFT probe's probe_run.json is compared the same way, its fields at the top level.
+The SFT probe's probe_run.json and sft_result.json hold its stamp (midtrain.sft.run_stamp).
 
 Checkpoints: :func:`checkpoint_problem` is whether one is complete (its marker, every file at its recorded size,
 and on request its recorded SHA-256s); :func:`latest_checkpoint` is the newest complete one of a run directory,
-for every reader (resume, export, init_from, evaluation, the probe, the demo, sweeps); :func:`finished` whether
-a run has reached its last step.
+for every reader (resume, export, init_from, evaluation, the probe, the demo, sweeps).
+
+Training runs: a run directory is reused (the demo, sweeps, the probe skip a training that already ran) only for
+the settings it was trained with: :func:`training_stamp` of the config the trainer recorded (RUN_DIR/config.yaml)
+against that of the config about to run; :func:`run_changes` names what differs, :func:`finished` is whether the
+run is that training at its last step (midtrain.train.run_stamp builds both stamps from a TrainConfig).
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from midtrain.formats.rundir import CHECKPOINTS, MARKER, list_checkpoints, step_of
+from midtrain.formats.rundir import CHECKPOINTS, CONFIG, MARKER, list_checkpoints, step_of
 
 log = logging.getLogger(__name__)
 
@@ -140,6 +144,30 @@ def stale_fields(old: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
         elif before != value:
             out.append(key)
     return out
+
+
+_MISSING = "(none)"  # what a stamp that lacks a field shows for it
+
+
+def _field(stamp: Mapping[str, Any], name: str) -> Any:
+    """The value a :func:`stale_fields` name stands for in STAMP (``config.FIELD``: STAMP["config"]["FIELD"])."""
+    key, _, sub = name.partition(".")
+    value = stamp.get(key, _MISSING)
+    if sub and isinstance(value, Mapping):
+        return value.get(sub, _MISSING)
+    return value
+
+
+def stale_details(old: Mapping[str, Any], want: Mapping[str, Any]) -> list[str]:
+    """:func:`stale_fields` with the values, for the message that names them: ``FIELD: recorded OLD, now NEW``."""
+
+    def show(value: Any) -> str:
+        return value if value is _MISSING else repr(value)
+
+    return [
+        f"{name}: recorded {show(_field(old, name))}, now {show(_field(want, name))}"
+        for name in stale_fields(old, want)
+    ]
 
 
 def read_stamp(path: str | Path) -> dict[str, Any] | None:
@@ -289,6 +317,79 @@ def latest_step(run_dir: str | Path) -> int | None:
     return step_of(done) if done is not None else None
 
 
-def finished(run_dir: str | Path, step: int) -> bool:
-    """Whether the run's newest complete checkpoint is the one of ``step`` (its last step: nothing to train)."""
+# -- training runs ----------------------------------------------------------------------------------------------
+# Fields of a training config recorded in its stamp's notes, never compared: they do not change what is trained.
+# - name, run_dir: what the run is called and where it lies (the run directory is where the caller looks);
+# - log.*: what is reported, how often and where (console interval, TensorBoard, W&B, the MFU's peak);
+# - checkpoint.*: when and how checkpoints are written and how many are kept; a resume is bitwise exact, so where
+#   the saves fell does not change the weights (a run whose last step was not saved is not finished anyway);
+# - the layout of the same computation over devices and kernels (tensor/pipeline/context/expert/data parallel
+#   sizes, sequence parallelism, recompute, the transformer implementation and attention kernel): they change
+#   rounding, not the run; checkpoints hold global tensors and load at any layout. The distributed optimizer is
+#   compared: a resume cannot change it (train.config.RESUME_FIXED), so another value is another run;
+# - optim.schedule_on_resume: how a resume treats a changed schedule; the schedule the steps followed is compared
+#   (config.yaml records it: with =checkpoint, the checkpoint's).
+# The paths of the run's inputs (data.path, init_from) ARE compared: config.yaml records nothing else of them, so
+# another path is the one sign of other data. (Shards packed again in place at the same path are not seen here:
+# the run records no content id of its inputs.)
+TRAINING_NOTES = (
+    "name",
+    "run_dir",
+    "log.",
+    "checkpoint.",
+    "parallel.tensor",
+    "parallel.pipeline",
+    "parallel.context",
+    "parallel.data",
+    "parallel.expert",
+    "parallel.expert_tensor",
+    "parallel.sequence_parallel",
+    "parallel.recompute",
+    "precision.transformer_impl",
+    "precision.portable_attention",
+    "optim.schedule_on_resume",
+)
+TRAINING = "training run"  # a training run's stamp's ``made``
+
+
+def _dotted(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, Mapping) and value:
+            out |= _dotted(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def training_stamp(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The :func:`output_stamp` of a training run from its resolved config (the nested mapping config.yaml holds):
+    every field in dotted form (``optim.lr``) in ``config``, those of :data:`TRAINING_NOTES` in the notes."""
+    flat = _dotted(config)
+    sections = tuple(n for n in TRAINING_NOTES if n.endswith("."))
+    notes = {k: v for k, v in flat.items() if k in TRAINING_NOTES or k.startswith(sections)}
+    return output_stamp(TRAINING, {}, {k: v for k, v in flat.items() if k not in notes}, notes)
+
+
+def run_changes(run_dir: str | Path, want: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> list[str]:
+    """Why RUN_DIR's training is not the one WANT (the :func:`training_stamp` of the config about to run) asks
+    for, as ``FIELD: recorded OLD, now NEW`` (:func:`stale_details`): [] when it holds no checkpoint (nothing to
+    reuse or resume) or a run of the same settings. RECORDED is the stamp of its config.yaml, None when that is
+    missing or cut: a run of unknown settings, never reused."""
+    if not list_checkpoints(run_dir):
+        return []
+    if recorded is None:
+        return [f"{CONFIG}: missing or cut in {run_dir} (the settings it trained with are unknown)"]
+    return stale_details(recorded, want)
+
+
+def finished(
+    run_dir: str | Path, step: int, want: Mapping[str, Any] | None = None, recorded: Mapping[str, Any] | None = None
+) -> bool:
+    """Whether RUN_DIR holds a finished training: its newest complete checkpoint is the one of ``step`` (the last
+    step: nothing to train) and, given WANT (the :func:`training_stamp` of the config about to run), it trained
+    with those settings (RECORDED, the stamp of its config.yaml, has no :func:`run_changes`). Every caller that
+    skips a training passes WANT (midtrain.train.run_stamp); the step alone is what a reader of the layout asks."""
+    if want is not None and run_changes(run_dir, want, recorded):
+        return False
     return latest_step(run_dir) == step

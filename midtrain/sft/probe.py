@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.formats.rundir import SFT_RESULT, read_metrics
-from midtrain.formats.stamp import finished
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
@@ -107,32 +106,31 @@ def run_probe(
     from midtrain.eval.heldout import heldout_loss
     from midtrain.eval.scoring import MidtrainScorer
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
-    from midtrain.sft.run_stamp import claim_output, start_identity
+    from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
     from midtrain.train import distributed
+    from midtrain.train.run_stamp import reuse_or_clear
     from midtrain.train.trainer import train
 
     cfg = _start_model(cfg, start)
     data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     cfg.validate()
     # the data identity includes the trace sets' recorded held-out split (decided now when a set has none)
-    want = {
+    fields = {
         **start_identity(start),
         "probe_sha": cfg.probe_hash(),
         "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}",
         **_inputs_content(cfg),
     }
+    want = probe_stamp(fields)
     claim_output(out, want, overwrite)
-    prev = out / SFT_RESULT
-    if prev.exists():
-        old = json.loads(prev.read_text())
-        if old.get("exit_code") == 0 and all(old.get(k) == v for k, v in want.items()):
-            log.info("SFT probe: %s is complete for these settings; skipped", prev)
-            return old
+    old = _reusable_result(out / SFT_RESULT, want)
+    if old is not None:
+        return old
     t0 = time.time()
     data = prepare_data(cfg, data_dir, overwrite=overwrite)
     run_dir = out / "run"
     tcfg = cfg.train.replace(init_from=start, run_dir=run_dir, data={"path": data["train_shards"]}).validate()
-    if finished(run_dir, tcfg.optim.train_steps):
+    if reuse_or_clear(run_dir, tcfg, "SFT probe"):  # another training there is started over, never resumed
         log.info("SFT probe: %s already finished; not retrained", run_dir)
         summary = {"exit_code": 0, "step": tcfg.optim.train_steps}
     else:
@@ -141,6 +139,7 @@ def run_probe(
         summary = train(tcfg)
     result: dict[str, Any] = {
         "recipe": recipe or cfg.name,
+        **fields,  # flat, as the result's readers take them (report, results); the stamp below is what compares
         **want,
         "run_dir": str(run_dir),
         "data_dir": str(data_dir),
@@ -186,6 +185,28 @@ def run_probe(
         out / SFT_RESULT,
     )
     return result
+
+
+def _reusable_result(path: Path, want: dict[str, Any]) -> dict[str, Any] | None:
+    """The probe's earlier sft_result.json when it completed (exit 0) for WANT (no probe_changes: one of an older
+    midtrain is read too), else None with the reason logged."""
+    from midtrain.formats.stamp import read_stamp
+    from midtrain.sft.run_stamp import probe_changes
+
+    if not path.exists():
+        return None
+    old = read_stamp(path)
+    if old is None:
+        log.warning("SFT probe: %s is unreadable; redone", path)
+        return None
+    diff = probe_changes(old, want)
+    if old.get("exit_code") != 0:
+        diff.append(f"exit_code: {old.get('exit_code')!r} (stopped before the end)")
+    if diff:
+        log.info("SFT probe: %s is stale (%s); redone", path, "; ".join(diff))
+        return None
+    log.info("SFT probe: %s is complete for these settings; skipped", path)
+    return old
 
 
 def final_loss_steps(n: int) -> int:

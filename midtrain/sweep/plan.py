@@ -9,20 +9,21 @@ caches every variant reuses), ``<variant>/`` with ``prep/<source>/`` (re-prepped
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from midtrain.chains import Chains, Step
 from midtrain.config import ConfigError
 from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
-from midtrain.formats.stamp import finished
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig, protocol_steps
 from midtrain.sweep.config import DOC_SOURCE, SweepConfig
+
+if TYPE_CHECKING:
+    from midtrain.train.config import TrainConfig
 
 Steps = list[Step]
 STAMP = "variant.json"
@@ -62,6 +63,18 @@ class VariantPlan:
     @property
     def shards(self) -> Path:
         return self.root / "shards"
+
+    def train_config(self) -> TrainConfig:
+        """The training the train step runs (``midtrain train RECIPE OVERRIDES`` resolves the same)."""
+        from recipes import load_train_config
+
+        return load_train_config(self.train_recipe, self.train_overrides)
+
+    def trained(self) -> bool:
+        """Whether run/ holds this variant's training, finished (with its settings: a changed recipe is not)."""
+        from midtrain.train.run_stamp import finished
+
+        return finished(self.run_dir, self.train_config())
 
     def stamp(self) -> dict[str, Any]:
         # a prep Step as its [name, argv] pair: the stamp's JSON stays what it was before steps became Steps
@@ -195,7 +208,7 @@ def sweep_chains(cfg: SweepConfig) -> tuple[dict[str, VariantPlan], Chains]:
         train = Step(
             "train",
             ["train", plan.train_recipe, *plan.train_overrides],
-            done=functools.partial(finished, plan.run_dir, plan.train_steps),
+            done=plan.trained,
         )
         chains[name] = [*plan.prep, Step("pack", pack_argv(plan.pack, plan.inputs, plan.shards)), train, *proto[name]]
     return plans, chains
@@ -206,7 +219,11 @@ def report_argv(self_argv: list[str]) -> list[str]:
 
 
 def check_stamp(plan: VariantPlan, write: bool) -> None:
-    """A variant's directory belongs to one resolved variant: refuse to mix runs of a changed definition."""
+    """A variant's directory belongs to one resolved variant: refuse to mix runs of a changed definition, and a
+    training in run/ of other settings than the variant's now (its recipe changed since: variant.json names the
+    recipe, not its content), which would otherwise be reused, or resumed under the new settings."""
+    from midtrain.train.run_stamp import run_changes
+
     path = plan.root / STAMP
     stamp = plan.stamp()
     if path.exists():
@@ -217,7 +234,13 @@ def check_stamp(plan: VariantPlan, write: bool) -> None:
                 f"variants.{plan.name}: {plan.root} holds a run of this variant with other settings "
                 f"({', '.join(changed)} changed); use another output or remove that directory"
             )
-    elif write:
+    trained = run_changes(plan.run_dir, plan.train_config())
+    if trained:
+        raise ConfigError(
+            f"variants.{plan.name}: {plan.run_dir} holds a training with other settings than the variant's now "
+            f"({'; '.join(trained)}); use another output or remove that directory"
+        )
+    if not path.exists() and write:
         plan.root.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(stamp, indent=2))
 
