@@ -483,13 +483,15 @@ def _build(
 
 def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
     """A run directory with checkpoints is resumed: its config.yaml must be whole and agree with ``cfg`` on
-    every field a resume cannot change (train.config.RESUME_FIXED), and its newest checkpoint must have been
-    written for this model shape (recorded in the checkpoint: config.yaml may be gone), with this LR schedule
-    (unless optim.schedule_on_resume says which one wins) and on shards of this tokenizer. Raises ConfigError
-    naming the fields, before anything is written. Without checkpoints, ``init_from``'s midtrain checkpoint
-    is checked for shape and tokenizer the same way."""
+    every field a resume cannot change (train.config.RESUME_FIXED), and the checkpoint the resume loads
+    (:func:`_resumed_checkpoint`) must have been written for this model shape (recorded in the checkpoint:
+    config.yaml may be gone), with this LR schedule (unless optim.schedule_on_resume says which one wins), on
+    shards of this tokenizer and at a data position these shards and seed have. Raises ConfigError naming the
+    fields, before anything is written. Without checkpoints, ``init_from``'s midtrain checkpoint is checked for
+    shape and tokenizer the same way."""
     saved_path = run_dir / CONFIG
-    if ckpt.list_checkpoints(run_dir) and saved_path.exists():
+    resuming = bool(ckpt.list_checkpoints(run_dir))
+    if resuming and saved_path.exists():
         conflicts = resume_conflicts(read_run_config(saved_path), cfg)
         if conflicts:
             raise ConfigError(
@@ -497,57 +499,98 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
                 f"value ({'; '.join(conflicts)}), which a resume cannot change; set it back, or "
                 "train in another run_dir"
             )
-    found = ckpt.latest_checkpoint(run_dir) if ckpt.list_checkpoints(run_dir) else None
-    resuming = found is not None
-    if found is None and cfg.init_from and not (Path(cfg.init_from) / "config.json").is_file():
-        found = ckpt.latest_checkpoint(cfg.init_from)  # a midtrain checkpoint to take the weights of
-    if found is None:
-        return
-    common = ckpt.read_common(found)
-    shape = ckpt.shape_conflicts(common, cfg.model)
-    if shape:
-        raise ConfigError(
-            f"{shape[0].split(':')[0]}: checkpoint {found} holds another model ({'; '.join(shape)}); "
-            + ("set it back, or train in another run_dir" if resuming else "init_from needs the same model shape")
-        )
+    manifest = None
     if (Path(cfg.data.path) / MANIFEST).is_file():
         from midtrain.formats.shard_reader import load_manifest
 
         manifest = load_manifest(cfg.data.path)
+    if resuming:
+        found = _resumed_checkpoint(cfg, run_dir, manifest)
+    elif cfg.init_from and not (Path(cfg.init_from) / "config.json").is_file():
+        found = ckpt.latest_checkpoint(cfg.init_from)  # a midtrain checkpoint to take the weights of
+    else:
+        found = None
+    if found is None:  # nothing complete to resume: the load names each checkpoint and why (or starts fresh)
+        return
+    refused = _refusal(cfg, found, ckpt.read_common(found), resuming, manifest)
+    if refused:
+        raise ConfigError(refused)
+
+
+def _resumed_checkpoint(cfg: TrainConfig, run_dir: Path, manifest: dict[str, Any] | None) -> Path | None:
+    """The checkpoint a resume of RUN_DIR loads, for the pre-check: the newest whose files have their recorded
+    sizes and SHA-256s, as ckpt.load_checkpoint picks it (a damaged newer one falls back to the one before, which
+    may have been written under another schedule). Hashing a large checkpoint takes minutes and the load hashes
+    it again, so the SHA-256s are read here only when the verdict depends on which one loads: when the
+    size-complete checkpoints would not all get the same verdict. Otherwise the newest size-complete one stands for
+    whichever loads (and none: None, the load says why). Every rank decides alike (the same files), so the
+    collective hash runs on all or none."""
+    complete = [c for _, c in reversed(ckpt.list_checkpoints(run_dir)) if ckpt.size_problem(c) is None]
+    if not complete:
+        return None
+
+    def verdict(found: Path) -> str | None:  # the refusal with the path left out: the same for the same record
+        try:
+            common = ckpt.read_common(found)
+        except ckpt.CheckpointError as e:
+            return f"unreadable: {e}"  # names the checkpoint: differs from every other, so the hash decides
+        return _refusal(cfg, Path("<checkpoint>"), common, True, manifest)
+
+    if len({verdict(c) for c in complete}) == 1:
+        return complete[0]
+    return ckpt.latest_checkpoint(run_dir, check=ckpt._problem)  # resume's own check: sizes, then SHA-256s
+
+
+def _refusal(
+    cfg: TrainConfig, found: Path, common: dict[str, Any], resuming: bool, manifest: dict[str, Any] | None
+) -> str | None:
+    """Why CFG cannot resume from (RESUMING) or take the weights of the checkpoint FOUND, whose common state is
+    COMMON (its model shape, tokenizer, data position and schedule), against the shards' MANIFEST (None: not
+    checked); None when it can."""
+    shape = ckpt.shape_conflicts(common, cfg.model)
+    if shape:
+        return f"{shape[0].split(':')[0]}: checkpoint {found} holds another model ({'; '.join(shape)}); " + (
+            "set it back, or train in another run_dir" if resuming else "init_from needs the same model shape"
+        )
+    if manifest is not None:
         mismatch = ckpt.tokenizer_conflict(common, manifest)
         if mismatch:
-            raise ConfigError(
+            return (
                 f"data.path: {mismatch}: token ids mean other text; pack {cfg.data.path} with the "
                 f"checkpoint's tokenizer (checkpoint {found})"
             )
         if resuming:
-            _check_loader_state(cfg, common.get("loader") or {}, manifest, found)
+            moved = _loader_refusal(cfg, common.get("loader") or {}, manifest, found)
+            if moved:
+                return moved
     if resuming and "scheduler" in common and cfg.optim.schedule_on_resume == "strict":
         changed = schedule_conflicts(common, cfg)
         if changed:
-            raise ConfigError(
+            return (
                 f"{changed[0].split(':')[0]}: checkpoint {found} was trained with another LR schedule "
                 f"({'; '.join(changed)}); set it back, or say which schedule the resumed steps follow: "
                 "optim.schedule_on_resume=config (this config's schedule from the checkpoint's step on; an "
                 "extension's WSD decay moves to its new last steps) or =checkpoint (the checkpoint's schedule)"
             )
+    return None
 
 
-def _check_loader_state(cfg: TrainConfig, state: dict[str, Any], manifest: dict[str, Any], found: Path) -> None:
-    """The checkpoint's data position fits these shards and seed (else the sample order would change), checked
-    once before the model is built, not as an error on every rank after it has loaded."""
+def _loader_refusal(cfg: TrainConfig, state: dict[str, Any], manifest: dict[str, Any], found: Path) -> str | None:
+    """Why the checkpoint's data position does not fit these shards and seed (the sample order would change), or
+    None: checked once before the model is built, not as an error on every rank after it has loaded."""
     listed = (manifest.get("splits", {}).get("train") or {}).get("sequences")
     if "seed" in state and int(state["seed"]) != cfg.data.seed:
-        raise ConfigError(
+        return (
             f"data.seed: checkpoint {found} walked the shards in the order of seed {state['seed']}, "
             f"this config has {cfg.data.seed}; set it back, or train in another run_dir"
         )
     if listed is not None and "num_sequences" in state and int(state["num_sequences"]) != int(listed):
-        raise ConfigError(
+        return (
             f"data.path: checkpoint {found} trained on {state['num_sequences']} packed sequences, "
             f"{cfg.data.path} holds {listed}: the shards changed since; point data.path at the "
             "shards it trained on, or start another run_dir with init_from"
         )
+    return None
 
 
 def _restore(
