@@ -16,9 +16,9 @@ def sweep_demo() -> SweepConfig:
         base=None,
         train_recipe="demo_tiny",
         inputs={s: f".demo/prep/{s}" for s in ("repos", "commits", "pulls", "buildlogs", "traces")},
-        tokens=6_144,
+        tokens=4_096,
         seed=1234,
-    )  # 3 steps of one 2048-token sequence (demo_tiny's batch)
+    )  # 2 steps of one 2048-token sequence (demo_tiny's batch): enough to move every variant off the shared start
     cfg.pack.seq_length = 2048
     cfg.pack.valid_fraction = 0.1
     # Natural mixture (every source once): the demo's few, very unequal documents cannot meet share targets
@@ -37,7 +37,7 @@ def sweep_demo() -> SweepConfig:
         ),
         "no_commits": Variant(about="leave commits out", leave_out=["commits"]),
         "ctx_1k": Variant(about="context 1,024 instead of 2,048", pack=["seq_length=1024"]),
-        "long": Variant(about="twice the midtraining tokens", tokens=12_288),
+        "long": Variant(about="twice the midtraining tokens", tokens=8_192),
     }
     proto = protocol_demo()  # the sweep replaces its checkpoints, output, report dir and notes
     proto.proxy.shards = None  # the sweep's reference shards
