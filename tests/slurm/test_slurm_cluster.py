@@ -15,7 +15,7 @@ import pytest
 from slurm_helpers import QUEUE_TIMEOUT_S, cluster_site, job_state, wait_for, wait_job
 
 from midtrain.launch.prep import slurm_executor
-from midtrain.launch.protocol_job import build_chains, submit_jobs
+from midtrain.launch.protocol_job import StepJob, build_chains, submit_jobs
 from midtrain.launch.site import load_site
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -45,8 +45,10 @@ def test_chain_runs_steps_in_order_then_final_after_all(slurm_cluster, tmp_path)
     assert a["JobState"] == "COMPLETED" and b["JobState"] == "COMPLETED", (a, b)
     assert b["Dependency"] == "(null)" or ok[0] in b["Dependency"]
     assert _ts(b, "StartTime") >= _ts(a, "EndTime"), "second step started before the first ended"
-    log_a = Path(jobs.chains["ok"][0].log_path.replace("%j", ok[0])).read_text()
-    log_b = Path(jobs.chains["ok"][1].log_path.replace("%j", ok[1])).read_text()
+    step_a, step_b = jobs.chains["ok"]
+    assert isinstance(step_a, StepJob) and isinstance(step_b, StepJob)
+    log_a = Path(step_a.log_path.replace("%j", ok[0])).read_text()
+    log_b = Path(step_b.log_path.replace("%j", ok[1])).read_text()
     assert "train_steps: 11" in log_a and "protocol_demo" in log_b
 
     assert infos[broken[0]]["JobState"] == "FAILED"
@@ -277,7 +279,9 @@ def test_submit_protocol_cli_submits_one_afterok_chain_per_checkpoint(slurm_clus
     assert r.returncode == 0, r.stderr[-3000:]
     chains = {m[0]: m[1:] for m in re.findall(r"^(\w+): sft (\d+) -> eval_proxy (\d+)", r.stdout, re.M)}
     assert set(chains) == {"a", "b"}, r.stdout
-    report = re.search(r"^report: job (\d+)", r.stdout, re.M).group(1)
+    m = re.search(r"^report: job (\d+)", r.stdout, re.M)
+    assert m, r.stdout
+    report = m.group(1)
     for sft, ev in chains.values():  # afterok inside a chain (unless already resolved and cancelled)
         info = job_state(ev)
         assert f"afterok:{sft}" in info.get("Dependency", "") or info.get("JobState") == "CANCELLED", info

@@ -25,7 +25,8 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
     from sft_helpers import sample_trace_docs, tiny_checkpoint, write_documents
 
     from midtrain.commands.submit import _check_protocol
-    from midtrain.protocol import protocol_jobs
+    from midtrain.launch.protocol_job import StepJob
+    from midtrain.protocol import ProtocolConfig, protocol_jobs
     from recipes import get_recipe
 
     traces = write_documents(tmp_path / "traces", sample_trace_docs())
@@ -33,6 +34,7 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
     cfg = get_recipe("protocol_demo").build(
         [f"output={tmp_path / 'protocol'}", f"checkpoints={{base: {base}}}", "baseline=base"]
     )
+    assert isinstance(cfg, ProtocolConfig)
     # the fewest steps that train and checkpoint; a batch of 2 divides over the 2 ranks (the recipe's 1 does
     # not: submission refuses it)
     cfg.sft_overrides = [
@@ -49,7 +51,7 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
     jobs = protocol_jobs(cfg, site)
     write_jobs(jobs)
     job = jobs.chains["base"][0]
-    assert job.step == "sft"
+    assert isinstance(job, StepJob) and job.step == "sft"
     job_id = submit(job.script_path)
     log = Path(job.log_path.replace("%j", job_id))
     info = wait_job(job_id, timeout=600)

@@ -13,10 +13,10 @@ import yaml
 
 from midtrain.commands.submit import train_job
 from midtrain.config import ConfigError
-from midtrain.launch.protocol_job import build_chains
+from midtrain.launch.protocol_job import StepJob, build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
 from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
-from midtrain.protocol import protocol_jobs
+from midtrain.protocol import ProtocolConfig, protocol_jobs
 from recipes import get_recipe
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -39,6 +39,12 @@ GBS = "optim.global_batch_size=64"  # demo_tiny's batch of 1 cannot be split ove
 
 def _site(**changes) -> SiteConfig:
     return SiteConfig.from_dict({**GPU_SITE, **changes}).validate()
+
+
+def _protocol(*overrides: str) -> ProtocolConfig:
+    cfg = get_recipe("protocol_demo").build(list(overrides))
+    assert isinstance(cfg, ProtocolConfig)
+    return cfg
 
 
 def _check_golden(name: str, text: str) -> None:
@@ -95,6 +101,7 @@ def test_golden_protocol_steps():
         ("report", ["report", "base=/p/base", "--output", "/p/report"]),
         "mt-golden",
     )
+    assert jobs.final is not None
     _check_golden("protocol_base_sft.sbatch", jobs.chains["base"][0].script)
     _check_golden("protocol_base_eval_proxy.sbatch", jobs.chains["base"][1].script)
     _check_golden("protocol_report.sbatch", jobs.final.script)
@@ -107,14 +114,15 @@ def test_golden_protocol_steps():
 def test_protocol_recipe_becomes_one_chain_per_checkpoint():
     from midtrain.protocol import protocol_steps
 
-    cfg = get_recipe("protocol_demo").build(["output=/lustre/proj/protocol"]).validate()
+    cfg = _protocol("output=/lustre/proj/protocol").validate()
     jobs = protocol_jobs(cfg, _site())
     steps = protocol_steps(cfg)
     assert list(jobs.chains) == list(steps) == list(cfg.checkpoints)
     for name, chain in jobs.chains.items():
-        assert [(j.step, j.argv) for j in chain] == [(s.name, s.argv) for s in steps[name]]
+        assert all(isinstance(j, StepJob) for j in chain)
+        assert [(j.step, j.argv) for j in chain if isinstance(j, StepJob)] == [(s.name, s.argv) for s in steps[name]]
         assert all(j.script_path.parent == Path("/lustre/proj/protocol/slurm") for j in chain)
-    assert jobs.final.argv[0] == "report"
+    assert jobs.final is not None and jobs.final.argv[0] == "report"
 
 
 RANK = 'python -m midtrain.launch.rank "$STATUS_DIR" midtrain.cli '
@@ -209,13 +217,13 @@ def test_what_the_jobs_would_refuse_after_the_queue_is_refused_at_submission():
     train_job("demo_tiny", [GBS, "run_dir=/lustre/proj/runs/x", "init_from=ckpt/base"], container)  # in the workdir
     train_job("demo_tiny", [GBS, "run_dir=/r", "init_from=/scratch/ckpt"], _site())  # no container: any path
     # the probe's batch over the sft step's 8 ranks (one per GPU), and the protocol's checkpoints in a container
-    cfg = get_recipe("protocol_demo").build(["output=/lustre/proj/protocol"]).validate()
+    cfg = _protocol("output=/lustre/proj/protocol").validate()
     with pytest.raises(ConfigError, match=r"sft_recipe sft_probe_demo: train.optim.global_batch_size: 1 is not divis"):
         _check_protocol(cfg, _site())
-    cfg = get_recipe("protocol_demo").build(
-        ["output=/lustre/p", "sft_overrides=[train.optim.global_batch_size=8]", "checkpoints={a: /lustre/a, b: /s/b}"]
-        + ["baseline=a"]
+    cfg = _protocol(
+        "output=/lustre/p", "sft_overrides=[train.optim.global_batch_size=8]", "checkpoints={a: /lustre/a, b: /s/b}"
     )
+    cfg.baseline = "a"
     _check_protocol(cfg.validate(), _site())
     with pytest.raises(LaunchError, match=r"checkpoints.b: /s/b is not under any directory mounted"):
         _check_protocol(cfg, container)

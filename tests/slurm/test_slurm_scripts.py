@@ -14,7 +14,7 @@ import pytest
 
 from midtrain.commands.submit import train_job
 from midtrain.config import ConfigError
-from midtrain.launch.protocol_job import build_chains, write_jobs
+from midtrain.launch.protocol_job import StepJob, build_chains, write_jobs
 from midtrain.launch.shell import LaunchError
 from midtrain.launch.site import SiteConfig
 
@@ -146,6 +146,7 @@ def test_step_script_runs_with_hostile_workdir_and_argv(tmp_path):
     write_jobs(jobs)
     stub = _stubs(tmp_path)
     job = jobs.chains["base"][0]
+    assert isinstance(job, StepJob)
     r = _run(job.script_path, stub)
     assert r.returncode == 0, r.stderr
     assert not list(tmp_path.rglob("pwned"))
@@ -267,6 +268,7 @@ def test_a_signal_before_the_trainers_handler_leaves_a_record(tmp_path, sig, cod
             if (tmp_path / "ready").exists() or proc.poll() is not None:
                 break
             time.sleep(0.1)
+        assert proc.stderr is not None
         assert (tmp_path / "ready").exists(), proc.stderr.read() if proc.poll() is not None else "stub not started"
         proc.send_signal(getattr(signal, f"SIG{sig}"))
         assert proc.wait(timeout=120) == code
@@ -286,6 +288,7 @@ def test_gpu_steps_get_the_training_environment_and_requeue(tmp_path):
         },
     )
     jobs = build_chains(site, tmp_path / "slurm", {"base": [("sft", ["sft", "x"])]}, ("report", ["report"]))
+    assert jobs.final is not None
     sft, report = jobs.chains["base"][0].script, jobs.final.script
     for line in (
         "export CUDA_DEVICE_MAX_CONNECTIONS=1",
@@ -318,6 +321,7 @@ def test_placement_exclusive_and_cpus_per_node(tmp_path):
     )
     jobs = build_chains(site, tmp_path / "x", {"b": [("sft", ["sft"]), ("eval_proxy", ["eval"])]}, ("report", ["r"]))
     sft, proxy = (j.script for j in jobs.chains["b"])
+    assert jobs.final is not None
     assert "#SBATCH --exclusive" in sft and "--exclusive" not in proxy and "#SBATCH --exclusive" in jobs.final.script
     jobs = build_chains(_site(tmp_path), tmp_path / "y", {"b": [("sft", ["sft"]), ("eval_proxy", ["eval"])]})
     sft, proxy = (j.script for j in jobs.chains["b"])

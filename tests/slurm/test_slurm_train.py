@@ -79,8 +79,9 @@ def _submit(tmp_path: Path, overrides: list[str]) -> tuple[str, Path]:
     assert r.returncode == 0, r.stderr
     m = re.search(r"submitted job (\d+)", r.stdout)
     assert m, r.stdout
-    log = re.search(r"log:\s+(\S+)", r.stdout).group(1)
-    return m.group(1), Path(log)
+    log = re.search(r"log:\s+(\S+)", r.stdout)
+    assert log, r.stdout
+    return m.group(1), Path(log.group(1))
 
 
 def _losses(run_dir: Path) -> dict[int, float]:
