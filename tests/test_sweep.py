@@ -172,7 +172,7 @@ def test_a_variant_that_preps_again_stamps_its_run_dir(tmp_path):
     assert plan.prep
     check_stamp(plan, write=True)
     check_stamp(plan, write=True)  # a rerun with the same settings
-    changed = sweep_chains(resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}", "tokens=4096"]))[0]
+    changed = sweep_chains(resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}", "tokens=6144"]))[0]
     with pytest.raises(ConfigError, match="pr_context_none"):
         check_stamp(changed["pr_context_none"], write=True)
 
