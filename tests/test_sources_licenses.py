@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
+from midtrain.sources.git import list_tree
 from midtrain.sources.licenses import license_at, root_license_files, tree_license
 
 MIT = "Permission is hereby granted, free of charge, to any person obtaining a copy"
@@ -42,6 +43,7 @@ def test_a_commit_of_a_git_repository_is_read_as_its_tree(tmp_path):
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "apache")
     assert license_at(repo, "HEAD~1") == "MIT" == tree_license({"LICENSE": MIT})
     assert license_at(repo) == "Apache-2.0"
+    assert license_at(repo, "HEAD~1", tree=list_tree(repo, "HEAD~1")) == "MIT"  # a tree listed already
     (repo / "COPYING").unlink()
     _git(repo, "add", "-A")
     _git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "only the link")

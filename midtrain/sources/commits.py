@@ -27,7 +27,7 @@ from typing import Literal
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, expand_inputs, make_document
+from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import (
     CommitRecord,
@@ -38,7 +38,7 @@ from midtrain.sources.git import (
     remote_name,
     root_commits,
 )
-from midtrain.sources.licenses import detect_spdx, is_license_file
+from midtrain.sources.licenses import license_at
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
 _TRAILER = re.compile(
@@ -138,19 +138,6 @@ class CommitReader(SourceReader):
     config_class: type[CommitsConfig] = CommitsConfig
     cfg: CommitsConfig
 
-    def units(self) -> list[tuple[str, str]]:
-        return [(str(p), str(p)) for p in sorted(expand_inputs(self.inputs), key=str)]
-
-    def _license(self, repo: Path) -> str | None:
-        from midtrain.sources.git import list_tree, read_blobs
-
-        entries = [e for e in list_tree(repo) if "/" not in e.path and is_license_file(e.path) and e.mode != "120000"]
-        for _, data in read_blobs(repo, [e.sha for e in entries]):
-            spdx = detect_spdx(data.decode("utf-8", "replace"))
-            if spdx:
-                return spdx
-        return None
-
     def _filter_diff(self, c: CommitRecord, removed: list[tuple[str, str]]) -> list[str]:
         """The file sections of a commit that stay, in order; the others are counted and listed."""
         kept, size = [], 0
@@ -213,7 +200,7 @@ class CommitReader(SourceReader):
             return
         try:
             head_commit(repo)
-            license_id = self._license(repo)
+            license_id = license_at(repo)
             repo_name = remote_name(repo)
             display = repo_name or repo.name.removesuffix(".git")
             roots = root_commits(repo)  # the history's identity under any name: decontamination matches it

@@ -11,6 +11,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from midtrain.sources.git import TreeEntry
 
 LICENSE_FILE = re.compile(r"^(licen[cs]e|copying|unlicense)([-._][\w.-]*)?$", re.IGNORECASE)
 
@@ -68,11 +72,12 @@ def tree_license(files: Mapping[str, str]) -> str | None:
     return _first_match(files[p] for p in root_license_files(files))
 
 
-def license_at(repo: Path, rev: str = "HEAD") -> str | None:
-    """The SPDX id of the tree of REV in the git repository REPO (a symlinked license file is not read), or None."""
+def license_at(repo: Path, rev: str = "HEAD", tree: Iterable[TreeEntry] | None = None) -> str | None:
+    """The SPDX id of the tree of REV in the git repository REPO (a symlinked license file is not read), or None.
+    TREE: REV's entries where the caller has them listed already (a pull request's base tree is read once)."""
     from midtrain.sources.git import list_tree, read_blobs
 
-    blobs = {e.path: e.sha for e in list_tree(repo, rev) if e.mode != "120000"}
+    blobs = {e.path: e.sha for e in (list_tree(repo, rev) if tree is None else tree) if e.mode != "120000"}
     shas = [blobs[p] for p in root_license_files(blobs)]
     return _first_match(data.decode("utf-8", "replace") for _, data in read_blobs(repo, shas))
 

@@ -38,7 +38,6 @@ from midtrain.sources.git import (
     read_blobs,
     remote_name,
 )
-from midtrain.sources.licenses import detect_spdx, is_license_file
 from midtrain.sources.ordering import file_dependencies
 
 # the data card's estimate for code with a ~150K-vocabulary BPE tokenizer (midtrain.pack.datacard.BYTES_PER_TOKEN)
@@ -86,16 +85,6 @@ def clone_name(repo: Path) -> str:
         if sep in folder:
             return folder.replace(sep, "/", 1)
     return folder
-
-
-def license_at(repo: Path, rev: str) -> str | None:
-    """The SPDX id of the LICENSE/COPYING file at the root of ``rev``, or None."""
-    entries = [e for e in tree_at(repo, rev) if "/" not in e.path and is_license_file(e.path) and e.mode != "120000"]
-    for _, data in read_blobs(repo, [e.sha for e in sorted(entries, key=lambda e: e.path)]):
-        spdx = detect_spdx(data.decode("utf-8", "replace"))
-        if spdx:
-            return spdx
-    return None
 
 
 # -- diffs ------------------------------------------------------------------------------------------------

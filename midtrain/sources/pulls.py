@@ -81,6 +81,7 @@ from midtrain.sources.git import (
     remote_name,
     root_commits,
 )
+from midtrain.sources.licenses import license_at
 from midtrain.sources.pull_context import (
     CONTEXT_MODES,
     ReadFile,
@@ -92,8 +93,8 @@ from midtrain.sources.pull_context import (
     find_clone,
     history_pulls,
     hunk_ranges,
-    license_at,
     section_file,
+    tree_at,
 )
 from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 
@@ -552,7 +553,7 @@ class PullReader(SourceReader):
         if origin:  # the clone's own remote: decontamination knows a benchmark repository under any PR name
             meta["origin"] = origin
         if not pr.get("license"):
-            meta["license"] = license_at(clone, base_sha)
+            meta["license"] = license_at(clone, base_sha, tree_at(clone, base_sha))
         return out, meta
 
     def _pr_commits(self, clone: Path, base_sha: str, head_sha: str) -> list[CommitRecord]:
