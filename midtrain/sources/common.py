@@ -306,6 +306,11 @@ def file_units(inputs: Iterable[str | Path], suffixes: tuple[str, ...]) -> list[
     return units
 
 
+def path_units(inputs: Iterable[str | Path]) -> list[tuple[str, str]]:
+    """One unit per input path (a repository, say), sorted: (input, input)."""
+    return [(str(p), str(p)) for p in sorted(expand_inputs(inputs), key=str)]
+
+
 class SourceReader(CountedStep):
     """Base of the source readers: sharding over input units, per-input counts, the error report.
 
@@ -339,8 +344,9 @@ class SourceReader(CountedStep):
 
     # -- to implement ---------------------------------------------------------------------------
     def units(self) -> list[tuple[str, Any]]:
-        """Every unit of work as (input path it came from, unit), in a stable order."""
-        raise NotImplementedError
+        """Every unit of work as (input path it came from, unit), in a stable order; by default each input
+        path is one unit (:func:`path_units`: a repository of the repos and commits readers)."""
+        return path_units(self.inputs)
 
     def read_unit(self, unit: Any, origin: str) -> Iterator[Document]:
         raise NotImplementedError

@@ -20,7 +20,7 @@ from typing import Any
 from datatrove.data import Document
 
 from midtrain.config import require
-from midtrain.sources.common import ReaderConfig, SourceReader, decode_utf8, expand_inputs, looks_binary, make_document
+from midtrain.sources.common import ReaderConfig, SourceReader, decode_utf8, looks_binary, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import GitError, head_commit, is_git_repo, list_tree, read_blobs, remote_name, root_commits
 from midtrain.sources.licenses import tree_license
@@ -168,9 +168,6 @@ class RepoReader(SourceReader):
 
     config_class: type[ReposConfig] = ReposConfig
     cfg: ReposConfig
-
-    def units(self) -> list[tuple[str, str]]:
-        return [(str(p), str(p)) for p in sorted(expand_inputs(self.inputs), key=str)]
 
     # -- file filter ------------------------------------------------------------------------------
     def _skip_reason_path(self, path: str, size: int) -> str | None:
