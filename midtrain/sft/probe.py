@@ -47,9 +47,11 @@ def export_hf(run_dir: Path, out: Path, tokenizer: str | None) -> str:
 # what makes a process one rank of a larger world (midtrain.train.distributed.read_env reads these; under
 # torchrun, TORCHELASTIC_USE_AGENT_STORE makes init_process_group a client of the launcher's store)
 _RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")
+# the child logs as the CLI does, so the job log shows the export's progress, once
 _EXPORT = (
-    "import sys; from midtrain.train.hf_export import export_hf; "
-    "export_hf(sys.argv[1], sys.argv[2], sys.argv[3] or None)"
+    "import logging, sys; from midtrain.train.hf_export import export_hf; "
+    "logging.basicConfig(level=logging.INFO, format='%(asctime)s %(levelname)s %(name)s: %(message)s', "
+    "datefmt='%H:%M:%S'); export_hf(sys.argv[1], sys.argv[2], sys.argv[3] or None)"
 )
 
 

@@ -75,3 +75,4 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
     assert "model.embed_tokens.weight" in names and any(n.startswith("model.layers.1.") for n in names), names
     assert (hf / "tokenizer.json").is_file() or (hf / "tokenizer_config.json").is_file(), sorted(hf.iterdir())
     assert not [p for p in hf.rglob("*") if "tmp" in p.name], sorted(hf.rglob("*"))
+    assert text.count("mcore2hf: reading") == 1, text[-4000:]  # rank 0's export child, and no other rank's
