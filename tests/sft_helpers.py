@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import gzip
 import inspect
-import json
 from pathlib import Path
+
+from midtrain.formats.documents import write_jsonl_gz
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data_prep" / "samples"
 
@@ -14,9 +14,7 @@ def write_documents(prep_dir: Path, docs: list[dict]) -> Path:
     """DIR/documents/00000.jsonl.gz in the prep output layout (datatrove JsonlWriter's fields)."""
     out = prep_dir / "documents"
     out.mkdir(parents=True, exist_ok=True)
-    with gzip.open(out / "00000.jsonl.gz", "wt", encoding="utf-8") as fh:
-        for d in docs:
-            fh.write(json.dumps(d) + "\n")
+    write_jsonl_gz(out / "00000.jsonl.gz", docs)
     return prep_dir
 
 

@@ -16,7 +16,6 @@ A trace document without an instance id is its own instance (its document id is 
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
@@ -24,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from midtrain.formats.documents import document_files, read_jsonl
 from midtrain.formats.instance_id import canonical_instance, pull_instance
 
 SPLIT_FILE = "heldout.json"
@@ -31,7 +31,7 @@ DEFAULT_FRACTION = 0.1
 RULE = "sha256('midtrain-heldout:' + canonical instance id) < fraction"
 VERSION = 2
 INSTANCE_SOURCES = ("trace", "pr")  # the sources whose documents attempt or solve one task instance
-_DOC_GLOB = "*.jsonl*"
+_DOC_GLOB = "*.jsonl*"  # the documents folder itself, not below it
 
 
 def instance_draw(instance: str) -> float:
@@ -98,22 +98,16 @@ def read_split(prep_dir: str | Path) -> dict[str, Any] | None:
 
 
 def iter_documents(prep_dir: str | Path, first_only: bool = False) -> Iterator[dict]:
-    """The documents ({id, text, metadata}) under PREP_DIR/documents; unreadable lines are skipped (the
-    reader that uses the documents counts them)."""
+    """The documents ({id, text, metadata}) under PREP_DIR/documents, read as formats.documents reads them;
+    unreadable lines and documents without an id are skipped (the reader that uses the documents counts them)."""
     from midtrain.locations import as_path
 
-    for f in sorted((as_path(prep_dir) / "documents").glob(_DOC_GLOB)):
-        with f.open("rb") as raw:
-            fh = gzip.GzipFile(fileobj=raw) if f.name.endswith(".gz") else raw
-            for line in fh:
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    continue  # counted by the reader that uses the documents
-                if isinstance(doc, dict) and doc.get("id"):
-                    yield doc
-                    if first_only:
-                        return
+    for f in document_files(as_path(prep_dir) / "documents", _DOC_GLOB):
+        for _, doc in read_jsonl(f):
+            if doc.get("id"):
+                yield doc
+                if first_only:
+                    return
 
 
 def _source(doc: dict) -> str | None:

@@ -20,7 +20,6 @@ A relaunch of the same command resumes: datatrove skips the tasks whose completi
 
 from __future__ import annotations
 
-import gzip
 import importlib
 import importlib.util
 import json
@@ -35,7 +34,7 @@ from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
-from midtrain.formats.documents import read_jsonl
+from midtrain.formats.documents import read_jsonl, write_jsonl_gz
 from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock, stage_stats, stat_total, step_label
@@ -144,8 +143,7 @@ class EnsureRawFile(PipelineStep):
         path = location(self.raw_dir) / f"{rank:05d}.jsonl.gz"
         if not path.exists():
             ensure_dir(path.parent)
-            with path.open("wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0):
-                pass
+            write_jsonl_gz(path, [])
 
 
 def source_pipeline(
