@@ -126,12 +126,12 @@ def sample_repo(out: Path, prs: int) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from figures import bench_parser
+
+    ap = bench_parser(__doc__)
     ap.add_argument("repo", nargs="?", help="a git repository with merged pull requests (default: a generated one)")
     ap.add_argument("--prs", type=int, default=150, help="the most recent N merged pull requests")
-    ap.add_argument("--json", help="write the figures here")
     ap.add_argument("--dedup", action="store_true", help="also run the curation on each mode's documents")
-    ap.add_argument("--smoke", action="store_true", help="a run of seconds: checks it runs, figures mean nothing")
     args = ap.parse_args(argv)
     if args.smoke:
         args.prs = 3

@@ -57,7 +57,7 @@ def test_run_all_reports_a_script_that_rejects_the_interface(tmp_path: Path, mon
 
 
 # scripts whose --json/--smoke are still their own; an entry that uses bench_parser now fails (the list only shrinks)
-OWN_PARSER = {"bench_pull_context": "its owner switches it to figures.bench_parser (#48)"}
+OWN_PARSER: dict[str, str] = {}
 
 
 def test_every_bench_script_takes_the_interface_from_bench_parser() -> None:
