@@ -129,10 +129,22 @@ def test_a_prep_json_of_an_older_midtrain_is_still_read(tmp_path):
 
 # -- a training that already ran (the demo, sweeps and the probe skip it) -----------------------------------------
 def _trained(run_dir, cfg, step: int):
-    """RUN_DIR as the trainer leaves it after STEP steps of CFG: config.yaml (the trainer's writer) and a checkpoint."""
+    """RUN_DIR as the trainer leaves it after STEP steps of CFG: config.yaml (the trainer's writer), run_info.json's
+    content ids of the inputs (input_ids: what the trainer's run_inputs records for a fresh run) and a checkpoint."""
+    from midtrain.train.run_stamp import input_ids
+
     run_dir.mkdir(parents=True, exist_ok=True)
     cfg.replace(run_dir=str(run_dir)).save_yaml(run_dir / "config.yaml")
+    if not (run_dir / "checkpoints").is_dir():
+        (run_dir / "run_info.json").write_text(json.dumps({"inputs": input_ids(cfg)}))
     return _checkpoint(run_dir, step, b"weights")
+
+
+def _packed(shards, documents: str) -> None:
+    """A pack output's manifest as midtrain pack writes it: its stamp names the documents' fingerprint."""
+    shards.mkdir(parents=True, exist_ok=True)
+    pack = output_stamp("pack", {"tokenizer": "k", "docs": documents}, {"seq_length": 64})
+    (shards / "manifest.json").write_text(json.dumps({"seq_length": 64, "stamp": pack}))
 
 
 def _tiny(run_dir, *overrides: str):
@@ -226,3 +238,48 @@ def test_the_probe_has_one_comparison_and_reads_its_older_records(tmp_path, capl
     assert "config.probe_sha: recorded 'p0', now 'p1'" in caplog.text
     result.write_text(json.dumps({**flat, **want, "exit_code": 75}))
     assert _reusable_result(result, want) is None and _reusable_result(tmp_path / "none.json", want) is None
+
+
+def test_a_training_on_other_content_at_the_same_paths_is_another_training(tmp_path, caplog):
+    """run_info.json records the content ids of the shards and of init_from's checkpoint: shards packed again in
+    place, or the checkpoint init_from names replaced at its path, are another training (inputs.data,
+    inputs.init_from), and a run_info.json that records none (an older midtrain) is never taken as the same."""
+    import logging
+    import shutil
+
+    from midtrain.formats.stamp import finished, run_changes, shards_id
+    from midtrain.train.run_stamp import recorded_stamp, reuse_or_clear, want_stamp
+
+    run, shards, start = tmp_path / "run", tmp_path / "shards", tmp_path / "start"
+    _packed(shards, "docs-1")
+    _checkpoint(start, 2, b"start weights")
+    cfg = _tiny(run, f"data.path={shards}", f"init_from={start}")
+    _trained(run, cfg, 4)
+    assert finished(run, 4, want_stamp(cfg), recorded_stamp(run))
+    _packed(shards, "docs-2")  # the same path, other documents packed
+    assert [c.split(":")[0] for c in run_changes(run, want_stamp(cfg), recorded_stamp(run))] == ["inputs.data"]
+    with caplog.at_level(logging.WARNING, "midtrain.train.run_stamp"):
+        assert reuse_or_clear(run, cfg, "demo train") is False and not run.exists()
+    assert "holds another training (inputs.data: recorded 'pack:" in caplog.text
+
+    _trained(run, cfg, 4)
+    shutil.rmtree(start / "checkpoints")
+    _checkpoint(start, 2, b"other weights")  # init_from's checkpoint replaced in place
+    changes = run_changes(run, want_stamp(cfg), recorded_stamp(run))
+    assert [c.split(":")[0] for c in changes] == ["inputs.init_from"] and not finished(run, 4, want_stamp(cfg))
+
+    (run / "run_info.json").write_text(json.dumps({"name": "x"}))  # written before inputs were recorded
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "midtrain.formats.stamp"):
+        assert not finished(run, 4, want_stamp(cfg), recorded_stamp(run))
+    assert "inputs.data: " in caplog.text and "records no content id of it" in caplog.text
+    assert "inputs.init_from: " in caplog.text and "not reused" in caplog.text
+
+    bare = tmp_path / "bare"  # shards whose manifest has no stamp: their listing stands for them
+    bare.mkdir()
+    (bare / "manifest.json").write_text("{}")
+    (bare / "train.bin").write_bytes(b"12")
+    before = shards_id(bare)
+    assert shards_id(bare) == before
+    (bare / "train.bin").write_bytes(b"345")
+    assert shards_id(bare) != before and shards_id(tmp_path / "none") == "(not found)"

@@ -3,6 +3,7 @@ recipe again from scratch), and resumed only after the pre-check looked at the c
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -33,6 +34,10 @@ def test_the_demo_train_stage_trains_a_changed_recipe_again_from_scratch(tmp_pat
     run = Path(train_stage(work, str(recipe)))
     first = metrics(run)
     assert [r["step"] for r in first] == [1, 2]
+    from midtrain.formats.stamp import shards_id
+
+    inputs = json.loads((run / "run_info.json").read_text())["inputs"]  # the trainer's record of what it read
+    assert inputs == {"data": shards_id(work / "shards"), "init_from": None}
     with caplog.at_level(logging.INFO):
         train_stage(work, str(recipe))
         assert "demo_tiny already trained" in caplog.text and metrics(run) == first
@@ -70,11 +75,44 @@ def test_the_resume_pre_check_looks_at_the_checkpoint_the_resume_loads(tmp_path)
             save_checkpoint(tmp_path / name, step, model, None, common, keep_last=2)
     distributed.destroy()
     now = cfg.apply_overrides(["optim.lr=3e-3"])
-    check_resumable(now, tmp_path / "mixed")  # iter_4 is whole: it loads, and has this schedule
+    # iter_4 is whole: it loads, and has this schedule; the verdict depended on it, so it was hashed here and the
+    # load is handed it (load_checkpoint(verified=...)) instead of hashing it again
+    assert check_resumable(now, tmp_path / "mixed") == tmp_path / "mixed" / "checkpoints" / "iter_0000004"
     for name in ("mixed", "same"):
         _flip(tmp_path / name / "checkpoints" / "iter_0000004")
     with pytest.raises(
         ConfigError, match=r"optim.lr: checkpoint .*mixed/checkpoints/iter_0000002 was trained with another LR schedule"
     ):
         check_resumable(now, tmp_path / "mixed")
-    check_resumable(now, tmp_path / "same")  # whichever loads has this schedule
+    assert check_resumable(now, tmp_path / "same") is None  # whichever loads has this schedule: nothing hashed
+
+
+def test_a_resume_on_shards_packed_again_in_place_is_refused(tmp_path):
+    """run_info.json records the shards' content id; a resume on other shards at the same data.path is refused
+    before anything is written, naming inputs.data (the sequence count alone did not change: written again with
+    another seed). A run_info.json of an older midtrain records none: it is kept unknown, never the current ids."""
+    import json
+
+    from midtrain.train.checkpoint import model_shape, save_checkpoint
+    from midtrain.train.model import build_gpt_model
+    from midtrain.train.run_stamp import input_ids
+    from midtrain.train.trainer import check_resumable, run_inputs, schedule_of
+
+    shards, run = write_shards(tmp_path / "shards", sequences=8, seq_length=64), tmp_path / "run"
+    cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run), "optim.train_steps": 4})
+    assert run_inputs(cfg, run) == input_ids(cfg) and input_ids(cfg)["init_from"] is None  # a fresh run: now's
+    distributed.initialize(seed=cfg.seed)
+    common = {"step": 2, "scheduler": {}, "model_shape": model_shape(cfg.model), "schedule": schedule_of(cfg)}
+    save_checkpoint(run, 2, build_gpt_model(cfg), None, common, keep_last=2)
+    distributed.destroy()
+    cfg.save_yaml(run / "config.yaml")
+    (run / "run_info.json").write_text(json.dumps({"inputs": input_ids(cfg)}))
+    assert run_inputs(cfg, run) == input_ids(cfg)  # resumed: what its first start recorded
+    assert check_resumable(cfg, run) is None  # the same shards: resumed
+    write_shards(shards, sequences=8, seq_length=64, seed=1)  # packed again in place
+    with pytest.raises(
+        ConfigError, match=r"data.path: .*run trained on other shards than those .*\(inputs.data: recorded"
+    ):
+        check_resumable(cfg, run)
+    (run / "run_info.json").write_text(json.dumps({"name": "old"}))
+    assert run_inputs(cfg, run) is None

@@ -26,8 +26,9 @@ and on request its recorded SHA-256s); :func:`latest_checkpoint` is the newest c
 for every reader (resume, export, init_from, evaluation, the probe, the demo, sweeps).
 
 Training runs: a run directory is reused (the demo, sweeps, the probe skip a training that already ran) only for
-the settings it was trained with: :func:`training_stamp` of the config the trainer recorded (RUN_DIR/config.yaml)
-against that of the config about to run; :func:`run_changes` names what differs, :func:`finished` is whether the
+the settings and the input content it was trained with: :func:`training_stamp` of the config the trainer recorded
+(RUN_DIR/config.yaml) and its inputs' content ids (RUN_DIR/run_info.json, :func:`training_inputs`) against those of
+the config about to run; :func:`run_changes` names what differs, :func:`finished` is whether the
 run is that training at its last step (midtrain.train.run_stamp builds both stamps from a TrainConfig).
 """
 
@@ -329,9 +330,10 @@ def latest_step(run_dir: str | Path) -> int | None:
 #   compared: a resume cannot change it (train.config.RESUME_FIXED), so another value is another run;
 # - optim.schedule_on_resume: how a resume treats a changed schedule; the schedule the steps followed is compared
 #   (config.yaml records it: with =checkpoint, the checkpoint's).
-# The paths of the run's inputs (data.path, init_from) ARE compared: config.yaml records nothing else of them, so
-# another path is the one sign of other data. (Shards packed again in place at the same path are not seen here:
-# the run records no content id of its inputs.)
+# The paths of the run's inputs (data.path, init_from) ARE compared, and so is their content: the trainer records
+# in RUN_DIR/run_info.json the content ids (:func:`training_inputs`) of the shards it read and of the checkpoint
+# init_from named, so shards packed again in place, or an init_from checkpoint replaced at the same path, are
+# another training (``inputs.data``, ``inputs.init_from``).
 TRAINING_NOTES = (
     "name",
     "run_dir",
@@ -362,25 +364,77 @@ def _dotted(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def training_stamp(config: Mapping[str, Any]) -> dict[str, Any]:
+RUN_INFO = "run_info.json"  # what a training run records beside config.yaml: its inputs' content ids among them
+SHARDS_MANIFEST = "manifest.json"  # a pack output's manifest (formats.shard_reader.MANIFEST; that module loads torch)
+NOT_FOUND = "(not found)"  # the content id of an input that is not there (the training would fail on it)
+
+
+def shards_id(data_path: str | Path) -> str:
+    """The content id of the packed shards at DATA_PATH, from their manifest alone (never the shards' bytes): the
+    digest of the pack stamp it records (the documents' fingerprints, the tokenizer and the pack settings: the
+    same stamp, the same shards); for a manifest without one (a pack before stamps, shards written otherwise),
+    the digest of the manifest and of the directory's listing (names, sizes, mtimes: shards written again are
+    other shards); :data:`NOT_FOUND` without a manifest."""
+    root = Path(data_path)
+    manifest = read_stamp(root / SHARDS_MANIFEST)
+    if manifest is None:
+        return NOT_FOUND
+    if isinstance(manifest.get("stamp"), dict):
+        return "pack:" + digest(manifest["stamp"])
+    listing = [
+        [p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns]
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    ]
+    return "listing:" + digest([manifest, listing])
+
+
+def weights_id(init_from: str | Path | None) -> str | None:
+    """The content id of the weights INIT_FROM names (None: none): a midtrain checkpoint's, the newest complete one
+    of a run directory (the one init_from loads), from the SHA-256s its complete.json records; an HF directory's
+    from its files (:func:`content_id`); :data:`NOT_FOUND` when it holds neither."""
+    if init_from is None or str(init_from) == "":
+        return None
+    try:
+        return content_id(resolve_checkpoint(init_from))
+    except (FileNotFoundError, OSError):
+        return NOT_FOUND
+
+
+def training_inputs(data_path: str | Path, init_from: str | Path | None) -> dict[str, str | None]:
+    """The content ids of a training's inputs, as run_info.json records them and :func:`training_stamp` compares
+    them: ``data`` (:func:`shards_id`) and ``init_from`` (:func:`weights_id`). Cheap: two small files read."""
+    return {"data": shards_id(data_path), "init_from": weights_id(init_from)}
+
+
+def training_stamp(config: Mapping[str, Any], inputs: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The :func:`output_stamp` of a training run from its resolved config (the nested mapping config.yaml holds):
-    every field in dotted form (``optim.lr``) in ``config``, those of :data:`TRAINING_NOTES` in the notes."""
+    every field in dotted form (``optim.lr``) in ``config``, those of :data:`TRAINING_NOTES` in the notes; INPUTS
+    are its inputs' content ids (:func:`training_inputs`; None: not recorded, an older run_info.json)."""
     flat = _dotted(config)
     sections = tuple(n for n in TRAINING_NOTES if n.endswith("."))
     notes = {k: v for k, v in flat.items() if k in TRAINING_NOTES or k.startswith(sections)}
-    return output_stamp(TRAINING, {}, {k: v for k, v in flat.items() if k not in notes}, notes)
+    return output_stamp(TRAINING, dict(inputs or {}), {k: v for k, v in flat.items() if k not in notes}, notes)
 
 
 def run_changes(run_dir: str | Path, want: Mapping[str, Any], recorded: Mapping[str, Any] | None) -> list[str]:
     """Why RUN_DIR's training is not the one WANT (the :func:`training_stamp` of the config about to run) asks
     for, as ``FIELD: recorded OLD, now NEW`` (:func:`stale_details`): [] when it holds no checkpoint (nothing to
-    reuse or resume) or a run of the same settings. RECORDED is the stamp of its config.yaml, None when that is
-    missing or cut: a run of unknown settings, never reused."""
+    reuse or resume) or a run of the same settings and inputs. RECORDED is the stamp of its config.yaml with the
+    inputs its run_info.json records, None when config.yaml is missing or cut: a run of unknown settings, never
+    reused; an input WANT names that RECORDED lacks is unknown too (``inputs.data: ... records no content id``)."""
     if not list_checkpoints(run_dir):
         return []
     if recorded is None:
         return [f"{CONFIG}: missing or cut in {run_dir} (the settings it trained with are unknown)"]
-    return stale_details(recorded, want)
+    # an input whose content id the run did not record is never taken as the same: the path may hold other
+    # shards or weights by now (a run_info.json of an older midtrain, or none)
+    unknown = [f"inputs.{name}" for name in want.get("inputs") or {} if name not in (recorded.get("inputs") or {})]
+    return [
+        f"{name}: {run_dir}/{RUN_INFO} records no content id of it (written by an older midtrain, or missing): "
+        "what it trained on is unknown"
+        for name in unknown
+    ] + [d for d in stale_details(recorded, want) if d.split(":")[0] not in unknown]
 
 
 def finished(
@@ -388,8 +442,11 @@ def finished(
 ) -> bool:
     """Whether RUN_DIR holds a finished training: its newest complete checkpoint is the one of ``step`` (the last
     step: nothing to train) and, given WANT (the :func:`training_stamp` of the config about to run), it trained
-    with those settings (RECORDED, the stamp of its config.yaml, has no :func:`run_changes`). Every caller that
-    skips a training passes WANT (midtrain.train.run_stamp); the step alone is what a reader of the layout asks."""
-    if want is not None and run_changes(run_dir, want, recorded):
+    with those settings on inputs of the same content (RECORDED, the stamp of its config.yaml and of the inputs its
+    run_info.json records, has no :func:`run_changes`; a difference is logged). Every caller that skips a training
+    passes WANT (midtrain.train.run_stamp); the step alone is what a reader of the layout asks."""
+    changes = run_changes(run_dir, want, recorded) if want is not None else []
+    if changes:
+        log.info("%s is not the training asked for (%s); not reused", run_dir, "; ".join(changes))
         return False
     return latest_step(run_dir) == step

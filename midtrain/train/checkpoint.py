@@ -239,9 +239,10 @@ def _sizes(path: Path) -> str | None:
     return _first_error(size_problem(path))
 
 
-def _problem(path: Path) -> str | None:
-    """Why a checkpoint cannot be used (a missing or cut file, a marker out of step, a file whose SHA-256 differs
-    from the one complete.json records), or None. Collective: every rank gets the same answer."""
+def resume_problem(path: Path) -> str | None:
+    """Why a checkpoint cannot be resumed (a missing or cut file, a marker out of step, a file whose SHA-256
+    differs from the one complete.json records), or None: the check of :func:`load_checkpoint` and of the
+    trainer's pre-check. Collective: every rank gets the same answer."""
     return _sizes(path) or verify_checksums(path)
 
 
@@ -339,18 +340,22 @@ def _describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:2000]
 
 
-def load_checkpoint(run_dir: str | Path, model: torch.nn.Module, optimizer: Any) -> tuple[Path, dict] | None:
+def load_checkpoint(
+    run_dir: str | Path, model: torch.nn.Module, optimizer: Any, verified: Path | None = None
+) -> tuple[Path, dict] | None:
     """Restore model, optimizer and RNG from the newest complete checkpoint; returns (path, common state).
 
     None when the run directory has no checkpoint (a fresh start). A damaged checkpoint (missing, cut or
     changed files) is reported and the previous one is used; when every checkpoint is damaged, or a complete
-    one fails to load, :class:`CheckpointError` names the checkpoint and why. Collective.
+    one fails to load, :class:`CheckpointError` names the checkpoint and why. VERIFIED: the checkpoint of
+    RUN_DIR that :func:`resume_problem` has just passed (the trainer's pre-check chose it the same way), loaded
+    without hashing its files again (minutes for a large checkpoint). Collective.
     """
     if not list_checkpoints(run_dir):
         return None
-    path = latest_checkpoint(
+    path = verified or latest_checkpoint(
         run_dir,
-        check=_problem,
+        check=resume_problem,
         required=True,
         then="The run cannot resume: restore them, or move the directory aside to start the run over",
     )

@@ -1,7 +1,9 @@
 """Whether a run directory holds the training a config asks for, for the callers that skip a training that
-already ran (the demo, sweeps, the SFT probe): the resolved config the trainer recorded in RUN_DIR/config.yaml
-against the config about to run, both as :func:`midtrain.formats.stamp.training_stamp` and compared by
-``stale_fields`` (the fields that do not change what is trained are notes: stamp.TRAINING_NOTES).
+already ran (the demo, sweeps, the SFT probe): the resolved config the trainer recorded in RUN_DIR/config.yaml,
+and the content ids of its inputs in RUN_DIR/run_info.json (shards packed again in place, an init_from checkpoint
+replaced at its path: another training), against the config about to run and its inputs now, both as
+:func:`midtrain.formats.stamp.training_stamp` and compared by ``stale_fields`` (the fields that do not change
+what is trained are notes: stamp.TRAINING_NOTES).
 
 A run of other settings is never reused, and never resumed either (its checkpoints would carry the old run on
 under the new settings): :func:`reuse_or_clear` starts it over in a clean directory (the demo and the probe);
@@ -23,19 +25,35 @@ from midtrain.train.config import TrainConfig, read_run_config
 log = logging.getLogger(__name__)
 
 
+def input_ids(cfg: TrainConfig) -> dict[str, str | None]:
+    """The content ids of CFG's inputs as the trainer records them in run_info.json (stamp.training_inputs: the
+    shards' manifest stamp, init_from's recorded SHA-256s; nothing large is read)."""
+    return stamp.training_inputs(cfg.data.path, cfg.init_from)
+
+
 def want_stamp(cfg: TrainConfig) -> dict[str, Any]:
     """The stamp of the training CFG describes, its values as config.yaml holds them (written and read back: a
-    Path, a tuple or an int given for a float compare as the trainer records them)."""
-    return stamp.training_stamp(TrainConfig.from_yaml(cfg.to_yaml()).to_dict())
+    Path, a tuple or an int given for a float compare as the trainer records them), with its inputs' content ids."""
+    return stamp.training_stamp(TrainConfig.from_yaml(cfg.to_yaml()).to_dict(), input_ids(cfg))
+
+
+def recorded_inputs(run_dir: str | Path) -> dict[str, Any] | None:
+    """The inputs' content ids RUN_DIR/run_info.json records, None when it records none (missing, cut, or written
+    by an older midtrain): unknown, never taken as the same."""
+    info = stamp.read_stamp(Path(run_dir) / stamp.RUN_INFO)
+    inputs = (info or {}).get("inputs")
+    return dict(inputs) if isinstance(inputs, dict) else None
 
 
 def recorded_stamp(run_dir: str | Path) -> dict[str, Any] | None:
     """The stamp of the training RUN_DIR/config.yaml records (read as the trainer reads it: fields added to midtrain
-    since take their defaults), None when it is missing, empty or cut."""
+    since take their defaults) with the inputs run_info.json records, None when config.yaml is missing, empty or
+    cut."""
     try:
-        return stamp.training_stamp(read_run_config(Path(run_dir) / CONFIG).to_dict())
+        config = read_run_config(Path(run_dir) / CONFIG).to_dict()
     except (OSError, ConfigError):
         return None
+    return stamp.training_stamp(config, recorded_inputs(run_dir))
 
 
 def run_changes(run_dir: str | Path, cfg: TrainConfig) -> list[str]:

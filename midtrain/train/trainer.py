@@ -27,6 +27,8 @@ import torch.distributed as dist
 from midtrain.config import ConfigError
 from midtrain.formats.rundir import CONFIG, EXIT_REQUEUE
 from midtrain.formats.shard_reader import MANIFEST
+from midtrain.formats.stamp import RUN_INFO, shards_id
+from midtrain.locations import write_text_atomic
 from midtrain.train import checkpoint as ckpt
 from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
@@ -35,6 +37,7 @@ from midtrain.train.flops import FLOPS_COUNT, flops_from_sums, fp8_peak_tflops, 
 from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
+from midtrain.train.run_stamp import input_ids, recorded_inputs
 
 if TYPE_CHECKING:
     from megatron.core.distributed import DistributedDataParallel
@@ -428,7 +431,8 @@ def _build(
     logger and process groups; run_info.json on rank 0."""
     dp = resolve_data_parallel(cfg, env.world_size)  # a layout that does not fit fails before anything is written
     run_dir = Path(cfg.run_dir)
-    check_resumable(cfg, run_dir)  # on every rank, before anything is written
+    verified = check_resumable(cfg, run_dir)  # on every rank, before anything is written
+    inputs = run_inputs(cfg, run_dir) if env.rank == 0 else None  # before run_info.json is written again
     if env.rank == 0:
         run_dir.mkdir(parents=True, exist_ok=True)
         cfg.save_yaml(run_dir / "config.yaml")
@@ -444,7 +448,7 @@ def _build(
 
     dataset, loader, sources = _open_data(cfg, parallel_state.get_data_parallel_rank(), dp)
     rank0, ps = env.rank == 0, parallel_state
-    step = _restore(cfg, run_dir, model, optimizer, scheduler, loader, rank0)
+    step = _restore(cfg, run_dir, model, optimizer, scheduler, loader, rank0, verified)
     if rank0 and step and cfg.optim.schedule_on_resume == "checkpoint":
         cfg.save_yaml(run_dir / "config.yaml")  # the checkpoint's schedule, which the steps follow
     batches = _BatchIterator(
@@ -456,7 +460,7 @@ def _build(
     last_stage = ps.is_pipeline_last_stage(ignore_virtual=True)
     peak = peak_tflops(cfg)
     if rank0:
-        _write_run_info(cfg, run_dir, env.world_size, dp, peak, sources, len(dataset))
+        _write_run_info(cfg, run_dir, env.world_size, dp, peak, sources, len(dataset), inputs)
     saves = ckpt.async_queue() if cfg.checkpoint.async_save else None
     return _Run(
         cfg=cfg,
@@ -481,14 +485,28 @@ def _build(
     )
 
 
-def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
+def run_inputs(cfg: TrainConfig, run_dir: Path) -> dict[str, Any] | None:
+    """The content ids of the inputs run_info.json records (midtrain.train.run_stamp): a fresh run's are those of
+    its shards and init_from now; a resumed run keeps those its first start recorded (its weights descend from
+    that init_from; check_resumable refused other shards), and one that recorded none (an older midtrain) stays
+    unknown: None."""
+    if ckpt.list_checkpoints(run_dir):
+        return recorded_inputs(run_dir)
+    return input_ids(cfg)
+
+
+def check_resumable(cfg: TrainConfig, run_dir: Path) -> Path | None:
     """A run directory with checkpoints is resumed: its config.yaml must be whole and agree with ``cfg`` on
-    every field a resume cannot change (train.config.RESUME_FIXED), and the checkpoint the resume loads
+    every field a resume cannot change (train.config.RESUME_FIXED), its shards must be the ones it trained on
+    (the content id run_info.json records), and the checkpoint the resume loads
     (:func:`_resumed_checkpoint`) must have been written for this model shape (recorded in the checkpoint:
     config.yaml may be gone), with this LR schedule (unless optim.schedule_on_resume says which one wins), on
     shards of this tokenizer and at a data position these shards and seed have. Raises ConfigError naming the
     fields, before anything is written. Without checkpoints, ``init_from``'s midtrain checkpoint is checked for
-    shape and tokenizer the same way."""
+    shape and tokenizer the same way.
+
+    Returns the checkpoint the resume will load when this check has already verified its SHA-256s (the load
+    then does not hash it again), else None."""
     saved_path = run_dir / CONFIG
     resuming = bool(ckpt.list_checkpoints(run_dir))
     if resuming and saved_path.exists():
@@ -504,30 +522,47 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> None:
         from midtrain.formats.shard_reader import load_manifest
 
         manifest = load_manifest(cfg.data.path)
+    verified = False
     if resuming:
-        found = _resumed_checkpoint(cfg, run_dir, manifest)
+        found, verified = _resumed_checkpoint(cfg, run_dir, manifest)
     elif cfg.init_from and not (Path(cfg.init_from) / "config.json").is_file():
         found = ckpt.latest_checkpoint(cfg.init_from)  # a midtrain checkpoint to take the weights of
     else:
         found = None
     if found is None:  # nothing complete to resume: the load names each checkpoint and why (or starts fresh)
-        return
+        return None
     refused = _refusal(cfg, found, ckpt.read_common(found), resuming, manifest)
     if refused:
         raise ConfigError(refused)
+    if resuming and manifest is not None:  # after the tokenizer and data position, which say more when they differ
+        _check_same_shards(cfg, run_dir)
+    return found if verified else None
 
 
-def _resumed_checkpoint(cfg: TrainConfig, run_dir: Path, manifest: dict[str, Any] | None) -> Path | None:
+def _check_same_shards(cfg: TrainConfig, run_dir: Path) -> None:
+    """Refuse to resume RUN_DIR on shards other than those it trained on: the content id its run_info.json
+    records (none recorded, an older midtrain: only the data position is checked, by :func:`_loader_refusal`)."""
+    before = (recorded_inputs(run_dir) or {}).get("data")
+    now = shards_id(cfg.data.path)
+    if before is not None and before != now:
+        raise ConfigError(
+            f"data.path: {run_dir} trained on other shards than those {cfg.data.path} holds (inputs.data: "
+            f"recorded {before!r}, now {now!r}: another pack, or packed again in place); point data.path at the "
+            "shards it trained on, or start another run_dir with init_from"
+        )
+
+
+def _resumed_checkpoint(cfg: TrainConfig, run_dir: Path, manifest: dict[str, Any] | None) -> tuple[Path | None, bool]:
     """The checkpoint a resume of RUN_DIR loads, for the pre-check: the newest whose files have their recorded
     sizes and SHA-256s, as ckpt.load_checkpoint picks it (a damaged newer one falls back to the one before, which
     may have been written under another schedule). Hashing a large checkpoint takes minutes and the load hashes
     it again, so the SHA-256s are read here only when the verdict depends on which one loads: when the
     size-complete checkpoints would not all get the same verdict. Otherwise the newest size-complete one stands for
     whichever loads (and none: None, the load says why). Every rank decides alike (the same files), so the
-    collective hash runs on all or none."""
+    collective hash runs on all or none. The second value: whether the SHA-256s were checked here."""
     complete = [c for _, c in reversed(ckpt.list_checkpoints(run_dir)) if ckpt.size_problem(c) is None]
     if not complete:
-        return None
+        return None, False
 
     def verdict(found: Path) -> str | None:  # the refusal with the path left out: the same for the same record
         try:
@@ -537,8 +572,9 @@ def _resumed_checkpoint(cfg: TrainConfig, run_dir: Path, manifest: dict[str, Any
         return _refusal(cfg, Path("<checkpoint>"), common, True, manifest)
 
     if len({verdict(c) for c in complete}) == 1:
-        return complete[0]
-    return ckpt.latest_checkpoint(run_dir, check=ckpt._problem)  # resume's own check: sizes, then SHA-256s
+        return complete[0], False
+    found = ckpt.latest_checkpoint(run_dir, check=ckpt.resume_problem)  # resume's own check: sizes, then SHA-256s
+    return found, found is not None
 
 
 def _refusal(
@@ -594,11 +630,18 @@ def _loader_refusal(cfg: TrainConfig, state: dict[str, Any], manifest: dict[str,
 
 
 def _restore(
-    cfg: TrainConfig, run_dir: Path, model: torch.nn.Module, optimizer: Any, scheduler: Any, loader: Any, rank0: bool
+    cfg: TrainConfig,
+    run_dir: Path,
+    model: torch.nn.Module,
+    optimizer: Any,
+    scheduler: Any,
+    loader: Any,
+    rank0: bool,
+    verified: Path | None = None,
 ) -> int:
-    """Resume from the newest complete checkpoint, or start from ``init_from``'s weights, or from scratch;
-    the step the loop starts at."""
-    resumed = ckpt.load_checkpoint(run_dir, model, optimizer)
+    """Resume from the newest complete checkpoint (VERIFIED: the one check_resumable already hashed), or start
+    from ``init_from``'s weights, or from scratch; the step the loop starts at."""
+    resumed = ckpt.load_checkpoint(run_dir, model, optimizer, verified=verified)
     step, weights_loaded = 0, False
     if resumed is not None:
         path, common = resumed
@@ -677,7 +720,10 @@ def _write_run_info(
     peak: float | None,
     sources: list[str],
     train_sequences: int,
+    inputs: dict[str, Any] | None,
 ) -> None:
+    """RUN_DIR/run_info.json: how the run is laid out and counted, and the content ids of its INPUTS (run_inputs;
+    None: unknown, not recorded), which the callers that reuse a finished run compare (run_stamp)."""
     info = {
         "name": cfg.name,
         "flops_count": FLOPS_COUNT,
@@ -692,8 +738,9 @@ def _write_run_info(
         "sources": sources,
         "shards": str(cfg.data.path),
         "train_sequences": train_sequences,
+        **({"inputs": inputs} if inputs is not None else {}),
     }
-    (run_dir / "run_info.json").write_text(json.dumps(info, indent=1))
+    write_text_atomic(run_dir / RUN_INFO, json.dumps(info, indent=1))  # a kill mid-write leaves the old one
     log.info(
         "training %s: %d steps x %d sequences x %d tokens | TP=%d PP=%d CP=%d DP=%d | %s | %s",
         cfg.name,
