@@ -238,6 +238,34 @@ def protocol_jobs(cfg: ProtocolConfig, site: SiteConfig, job_prefix: str | None 
     return build_chains(site, slurm_dir, steps, ("report", report_argv(cfg)), prefix)
 
 
+def check_probe_layout(cfg: ProtocolConfig, site: SiteConfig) -> None:
+    """The probe's batch must divide over the sft step's ranks (one rank per GPU): a job would refuse it only
+    after the queue. For `submit protocol` and `sweep --submit` alike."""
+    from midtrain.config import ConfigError
+    from midtrain.launch.train_job import check_layout
+    from midtrain.sft.config import SFTConfig
+    from recipes import resolve_config
+
+    probe = resolve_config(cfg.sft_recipe, SFTConfig, "sft", list(cfg.sft_overrides))
+    try:
+        check_layout(probe.train, site.step_resources("sft"))
+    except ConfigError as e:
+        raise ConfigError(
+            f"sft_recipe {cfg.sft_recipe}: train.{e}; set a batch that divides with "
+            "sft_overrides=[train.optim.global_batch_size=N], or change the sft step's ranks (site protocol.sft)"
+        ) from None
+
+
+def check_submission(cfg: ProtocolConfig, site: SiteConfig) -> None:
+    """What the protocol's jobs would refuse only after the queue: the probe's layout, and in a container the
+    checkpoints mounted."""
+    from midtrain.launch.render import check_mounted
+
+    check_probe_layout(cfg, site)
+    output = str(site.job_path(cfg.output))
+    check_mounted(site, {f"checkpoints.{name}": path for name, path in cfg.checkpoints.items()}, [output])
+
+
 def print_protocol(cfg: ProtocolConfig) -> int:
     """The local dry run: every step's command line in order, nothing run."""
     print_chains(protocol_steps(cfg), Step("report", report_argv(cfg)))

@@ -24,7 +24,6 @@ from midtrain.launch.site import JobResources, SiteConfig, load_site
 
 if TYPE_CHECKING:
     from midtrain.launch.train_job import TrainJob
-    from midtrain.protocol import ProtocolConfig
 
 EPILOG = """examples:
   midtrain submit train qwen3_8b_256k_h200 --site slurm/site.example.yaml --nodes 32 --dry-run
@@ -152,27 +151,6 @@ def _run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_protocol(cfg: ProtocolConfig, site: SiteConfig) -> None:
-    """What the jobs would refuse only after the queue: the probe's batch must divide over the sft step's
-    ranks (one rank per GPU), and in a container the checkpoints must be mounted."""
-    from midtrain.config import ConfigError
-    from midtrain.launch.render import check_mounted
-    from midtrain.launch.train_job import check_layout
-    from midtrain.sft.config import SFTConfig
-    from recipes import resolve_config
-
-    probe = resolve_config(cfg.sft_recipe, SFTConfig, "sft", list(cfg.sft_overrides))
-    try:
-        check_layout(probe.train, site.step_resources("sft"))
-    except ConfigError as e:
-        raise ConfigError(
-            f"sft_recipe {cfg.sft_recipe}: train.{e}; set a batch that divides with "
-            "sft_overrides=[train.optim.global_batch_size=N], or change the sft step's ranks (site protocol.sft)"
-        ) from None
-    output = str(site.job_path(cfg.output))
-    check_mounted(site, {f"checkpoints.{name}": path for name, path in cfg.checkpoints.items()}, [output])
-
-
 def _run_protocol(args: argparse.Namespace) -> int:
     from midtrain.protocol import ProtocolConfig, follow_output
     from recipes import resolve_config
@@ -187,7 +165,7 @@ def _run_protocol(args: argparse.Namespace) -> int:
 
         return print_protocol(cfg) if args.dry_run else run_protocol(cfg)
     from midtrain.launch.protocol_job import StepJob, describe, submit_jobs
-    from midtrain.protocol import protocol_jobs
+    from midtrain.protocol import check_submission, protocol_jobs
 
     site = load_site(args.site, args.site_set)
     jobs = protocol_jobs(cfg, site)
@@ -195,10 +173,10 @@ def _run_protocol(args: argparse.Namespace) -> int:
         from midtrain.launch.protocol_job import check_paths
 
         _warn(lambda: check_paths(jobs))
-        _warn(lambda: _check_protocol(cfg, site))
+        _warn(lambda: check_submission(cfg, site))
         print(describe(jobs))
         return 0
-    _check_protocol(cfg, site)
+    check_submission(cfg, site)
     submit_jobs(jobs)
     for name, jobs_of in jobs.chains.items():
         chain = [j for j in jobs_of if isinstance(j, StepJob)]

@@ -12,6 +12,9 @@ sends afterok chains to Slurm. A rerun reuses finished variants and steps.
 from __future__ import annotations
 
 import argparse
+import sys
+
+from midtrain.config import ConfigError
 
 EPILOG = """examples:
   midtrain sweep sweep_demo                                   # CPU, demo scale (run `midtrain demo --only prep` first)
@@ -57,12 +60,19 @@ def run(args: argparse.Namespace) -> int:
     if args.submit:
         from midtrain.launch.protocol_job import describe
         from midtrain.launch.site import load_site
+        from midtrain.protocol import check_probe_layout
         from midtrain.sweep.slurm import submit_sweep, sweep_jobs
 
-        jobs = sweep_jobs(cfg, load_site(args.site, args.site_set), self_argv)
+        site = load_site(args.site, args.site_set)
+        jobs = sweep_jobs(cfg, site, self_argv)
         if args.dry_run:
+            try:
+                check_probe_layout(cfg.protocol, site)
+            except ConfigError as e:
+                print(f"midtrain sweep: warning: submitting would refuse this: {e}", file=sys.stderr)
             print(describe(jobs))
             return 0
+        check_probe_layout(cfg.protocol, site)  # every variant's probe is this one
         submit_sweep(cfg, jobs)
         for name, ids in jobs.job_ids.items():
             print(f"{name}: {' -> '.join(ids)}")

@@ -24,9 +24,8 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
     from safetensors import safe_open
     from sft_helpers import sample_trace_docs, tiny_checkpoint, write_documents
 
-    from midtrain.commands.submit import _check_protocol
     from midtrain.launch.protocol_job import StepJob
-    from midtrain.protocol import ProtocolConfig, protocol_jobs
+    from midtrain.protocol import ProtocolConfig, check_submission, protocol_jobs
     from recipes import get_recipe
 
     traces = write_documents(tmp_path / "traces", sample_trace_docs())
@@ -47,7 +46,7 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
     ]
     site = load_site(cluster_site(tmp_path))
     site.protocol["default"] = site.protocol["default"].replace(tasks_per_node=2, mem="6G")
-    _check_protocol(cfg.validate(), site)
+    check_submission(cfg.validate(), site)
     jobs = protocol_jobs(cfg, site)
     write_jobs(jobs)
     job = jobs.chains["base"][0]

@@ -16,7 +16,7 @@ from midtrain.config import ConfigError
 from midtrain.launch.protocol_job import StepJob, build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
 from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
-from midtrain.protocol import ProtocolConfig, protocol_jobs
+from midtrain.protocol import ProtocolConfig, check_submission, protocol_jobs
 from recipes import get_recipe
 
 GOLDEN = Path(__file__).with_name("golden")
@@ -205,8 +205,6 @@ def test_layout_must_fit_the_allocation():
 
 
 def test_what_the_jobs_would_refuse_after_the_queue_is_refused_at_submission():
-    from midtrain.commands.submit import _check_protocol
-
     container = _site(venv=None, container_image="img.sqsh", container_mounts=["/lustre:/lustre"])
     # a path the ranks read that no mount covers is not there inside the container
     with pytest.raises(
@@ -219,14 +217,28 @@ def test_what_the_jobs_would_refuse_after_the_queue_is_refused_at_submission():
     # the probe's batch over the sft step's 8 ranks (one per GPU), and the protocol's checkpoints in a container
     cfg = _protocol("output=/lustre/proj/protocol").validate()
     with pytest.raises(ConfigError, match=r"sft_recipe sft_probe_demo: train.optim.global_batch_size: 1 is not divis"):
-        _check_protocol(cfg, _site())
+        check_submission(cfg, _site())
     cfg = _protocol(
         "output=/lustre/p", "sft_overrides=[train.optim.global_batch_size=8]", "checkpoints={a: /lustre/a, b: /s/b}"
     )
     cfg.baseline = "a"
-    _check_protocol(cfg.validate(), _site())
+    check_submission(cfg.validate(), _site())
     with pytest.raises(LaunchError, match=r"checkpoints.b: /s/b is not under any directory mounted"):
-        _check_protocol(cfg, container)
+        check_submission(cfg, container)
+
+
+def test_a_sweep_whose_probe_batch_does_not_divide_is_refused_before_submitting(tmp_path, capsys):
+    """sweep --submit runs the protocol's probe-layout check: the demo probe's batch of 1 over the default
+    site's 8 sft ranks is refused before any job (a dry run warns and still prints the scripts)."""
+    from midtrain.cli import main
+
+    over = [f"output={tmp_path}"]
+    assert main(["sweep", "sweep_demo", *over, "--submit", "--site-set", "train.gpus_per_node=0", "--dry-run"]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: submitting would refuse this: sft_recipe sft_probe_demo" in err and "#!/bin/bash" in out
+    assert main(["sweep", "sweep_demo", *over, "--submit", "--site-set", "train.gpus_per_node=0"]) == 2
+    assert "global_batch_size: 1 is not divisible by the data-parallel size 8" in capsys.readouterr().err
+    assert not (tmp_path / "slurm").exists()  # nothing written, nothing submitted
 
 
 def test_site_config_errors_name_the_field(tmp_path):
