@@ -190,6 +190,10 @@ def test_a_variant_run_dir_trained_with_other_settings_is_refused_not_reused(tmp
     last.mkdir(parents=True)
     (last / "complete.json").write_text(json.dumps({"files": {}}))
     tcfg.save_yaml(plan.run_dir / "config.yaml")
+    # the inputs' content ids the trainer records beside its config (unknown ones are never reused)
+    from midtrain.train.run_stamp import input_ids
+
+    (plan.run_dir / "run_info.json").write_text(json.dumps({"inputs": input_ids(tcfg)}))
     assert plan.trained()
     check_stamp(plan, write=True)  # the same training: fine
     tcfg.apply_overrides(["optim.lr=0.5"]).save_yaml(plan.run_dir / "config.yaml")  # as if the recipe changed
