@@ -48,7 +48,8 @@ def test_a_result_for_a_run_directory_is_stale_once_it_trained_further(tmp_path)
     want = stamp(run, {"max_sequences": 4})
     assert want["notes"]["scored_checkpoint"].endswith("iter_0000010")
     result.write_text(json.dumps({**want, "loss": 1.0}))
-    assert reusable_result(result, stamp(run, {"max_sequences": 4}))["loss"] == 1.0  # same content, same settings
+    same = reusable_result(result, stamp(run, {"max_sequences": 4}))
+    assert same is not None and same["loss"] == 1.0  # same content, same settings
     assert reusable_result(result, stamp(run, {"max_sequences": 8})) is None  # other settings
     _checkpoint(run, 12, b"weights at step 12")  # the same path now names iter_12
     assert reusable_result(result, stamp(run, {"max_sequences": 4})) is None
@@ -114,7 +115,8 @@ def test_a_prep_json_of_an_older_midtrain_is_still_read(tmp_path):
     want = run.stamp()
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "prep.json").write_text(json.dumps(want["config"]))  # no input_identity
-    assert read_prep_stamp(tmp_path / "out" / "prep.json")["inputs"] is None
+    recorded = read_prep_stamp(tmp_path / "out" / "prep.json")
+    assert recorded is not None and recorded["inputs"] is None
     assert run.resume_plan(overwrite=False) == (want, False)
     (inputs / "b.jsonl").write_text("{}\n")
     assert run.resume_plan(overwrite=False)[1] is False  # still the settings alone
@@ -231,7 +233,8 @@ def test_the_probe_has_one_comparison_and_reads_its_older_records(tmp_path, capl
     assert probe_changes(older, want) == ["inputs.traces: recorded None, now ['c1']"]
     result = tmp_path / "sft_result.json"
     result.write_text(json.dumps({"recipe": "p", **flat, "exit_code": 0, "heldout_loss": 1.5}))
-    assert _reusable_result(result, want)["heldout_loss"] == 1.5  # an older midtrain's result still stands
+    older_result = _reusable_result(result, want)
+    assert older_result is not None and older_result["heldout_loss"] == 1.5  # an older midtrain's result stands
     result.write_text(json.dumps({**flat, "probe_sha": "p0", "exit_code": 0}))
     with caplog.at_level(logging.INFO, "midtrain.sft.probe"):
         assert _reusable_result(result, want) is None

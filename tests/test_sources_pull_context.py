@@ -117,7 +117,8 @@ def show(repo: Path, rev: str, path: str) -> str:
 
 def tree_paths(block: str) -> list[str]:
     """The file paths of a rendered file tree (two spaces a level; ``name/`` a folder), in its order."""
-    out, folders = [], []
+    out: list[str] = []
+    folders: list[str] = []
     for line in block.strip("\n").split("\n")[1:]:
         depth = (len(line) - len(line.lstrip(" "))) // 2
         name = line.strip()
@@ -410,6 +411,7 @@ def test_prep_same_documents_for_1_and_n_tasks_and_a_benchmark_clone_dropped_wha
         stats = prep("pulls", [str(inputs)], out, overrides=[f"pulls.repos={clones}"], tasks=tasks)
         runs[tasks] = (sorted(without_file_path(read_documents(out)), key=lambda d: d["id"]), stats, out)
     docs, stats, out = runs[1]
+    assert stats is not None
     assert docs == runs[3][0]
     assert [d["id"] for d in docs] == ["pr:acme/calc#7", "pr:acme/calc#8", "pr:acme/calc#9"]
     assert docs[0]["metadata"]["context_files"] == ["calc/eval.py", "tests/test_eval.py"]  # the default: files
