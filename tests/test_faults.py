@@ -428,22 +428,27 @@ def _interrupt_when(args: list[str], ready, timeout: float = 600) -> subprocess.
 
 
 @pytest.mark.slow
-def test_ctrl_c_exits_130_in_pack_and_train_and_a_rerun_continues(tmp_path, prep_reference):
+def test_ctrl_c_exits_130_in_pack_and_train_and_a_rerun_continues(tmp_path):
+    # the interrupt point: the first tokenize task done. A pack runs one tokenize task a document file at the
+    # most, and over the prep of the sample pull requests (one file) the rest of the run (pack, manifest) ended
+    # before the poll's turn on a loaded machine (exit 0, no interrupt). Over 12 files the 11 tokenize tasks
+    # after the first (each loads the tokenizer) keep the run going for seconds.
+    import random
     import shutil
 
+    from pack_helpers import commit_doc, write_prep
     from train_helpers import tiny_config, write_shards
 
-    prep = tmp_path / "pulls"
-    shutil.copytree(prep_reference, prep, ignore=shutil.ignore_patterns("tokenized"))  # tokenizing still to do
-    # the interrupt point: the first tokenize task done. Over 3 tasks the rest of the run (2 tasks, pack,
-    # manifest) took less than the poll's turn on a loaded machine and the run ended 0 before the signal; the 11
-    # tasks after the first (9 of them without a document file: datatrove's per-task set-up each) keep it going
+    rng = random.Random(5)
+    prep12 = write_prep(tmp_path / "prep12" / "commits", [commit_doc(i, rng) for i in range(48)], files=12)
+    prep = tmp_path / "commits"
+    shutil.copytree(prep12, prep)  # tokenizing still to do
     args = _pack_args([str(prep)], tmp_path / "out") + ["tokenize_tasks=12"]
     r = _interrupt_when(args, lambda: bool(list(prep.glob("tokenized/*/logs/*/completions/*"))))
     assert r.returncode == 130 and "midtrain pack: interrupted; rerun the same command" in r.stderr, r.stderr[-2000:]
     assert _run(args).returncode == 0
     ref = tmp_path / "ref"
-    assert _run(_pack_args([str(prep_reference)], ref) + ["tokenize_tasks=12"]).returncode == 0
+    assert _run(_pack_args([str(prep12)], ref) + ["tokenize_tasks=12"]).returncode == 0
     assert _tree_bytes(tmp_path / "out", ("*.bin", "*.idx")) == _tree_bytes(ref, ("*.bin", "*.idx"))
 
     shards = write_shards(tmp_path / "shards", sequences=24, seq_length=64)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -48,7 +49,12 @@ def test_every_requirement_of_midtrain_dev_and_real_is_pinned_and_installed_at_i
 
 def test_the_environment_is_the_pinned_set():
     pins = _pins()
-    installed: dict[str, str] = {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    # the environment's own site-packages only: setuptools puts the copies it vendors (packaging, zipp, ...,
+    # each with its dist-info) on sys.path once something imports it
+    site = [sysconfig.get_paths()["purelib"]]
+    installed: dict[str, str] = {
+        canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions(path=site)
+    }
     wrong = [
         f"{n}=={v}: installed {installed.get(n)}" for n, v in pins.items() if installed.get(n, "").split("+")[0] != v
     ]
