@@ -20,6 +20,7 @@ COMMAND_WORDS = (
     "make",
     "python",
     ".venv/bin/python",
+    ".venv/bin/pre-commit",
     "bench/",
     "tests/",
     "pip",

@@ -38,6 +38,7 @@ PLAN: dict[str, str] = {
     "make demo": OTHER,  # the Makefile's demo target is `midtrain demo` (checked below), run as `midtrain demo --workdir .demo`
     "make test": OTHER,  # this test suite
     "make lint": OTHER,  # run by make test (ruff and mypy)
+    ".venv/bin/pre-commit install": OTHER,  # run by tests/test_precommit.py in a scratch repository, then commits
     "midtrain demo --workdir .demo": RUN,
     "midtrain prep repos --input ~/src/proj --output out/prep/repos": RUN,
     "midtrain pack --input out/prep/* --output out/shards --seq-length 2048": RUN,
