@@ -3,11 +3,13 @@
 megatron-core does the work: its forward-backward schedule (``get_forward_backward_func``, pipelined or
 not), DDP with per-token loss normalisation over the global batch, its optimizer (Adam, gradient clipping)
 and ``OptimizerParamScheduler`` (linear warmup, then WSD / cosine / constant). This module wires them to
-the packed-shard loader, checkpoints, signals, guards and logs.
+the packed-shard loader; the non-finite guard, the step log and the checkpoints (interval and on a
+signal) are the loop's callbacks (:class:`Callback`, as in OLMo-core's trainer).
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
@@ -371,6 +373,7 @@ class _Run:
     last_stage: bool
     peak: float | None
     saves: Any  # the async checkpoint queue, or None
+    stop_requested: bool = False  # a signal reached a rank: the loop ends after this step's checkpoint
 
     @property
     def rank0(self) -> bool:
@@ -392,35 +395,81 @@ class _StepResult:
 
 def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func) -> dict[str, Any]:
     run = _build(cfg, env, parallel_state, finalize_model_grads, get_forward_backward_func)
-    exit_code, skipped_in_row, last_loss = 0, 0, float("nan")
+    callbacks: list[Callback] = [NonFiniteGuard(), StepLog(), Checkpointer(flag)]
+    exit_code, last_loss = 0, float("nan")
     run.model.train()
-    try:
+    with contextlib.ExitStack() as closing:
+        for cb in callbacks:  # closed last first, each also after another one's close or the loop raised
+            closing.push(partial(_close, cb, run))
         while run.step < cfg.optim.train_steps:
             result = _step(run)
-            skipped_in_row = _guard(run, result, skipped_in_row)
             last_loss = result.loss
-            if run.rank0 or run.last_stage:
-                _log_step(run, result)
-            stop = flag.any_rank()
-            _checkpoint(run, stop)
-            if stop and run.step < cfg.optim.train_steps:
+            for cb in callbacks:
+                cb.post_step(run, result)
+            if run.stop_requested and run.step < cfg.optim.train_steps:
                 if run.rank0:
                     log.warning(
                         "checkpointed at step %d after a signal; exiting %d (requeue to resume)", run.step, EXIT_REQUEUE
                     )
                 exit_code = EXIT_REQUEUE
                 break
-        if run.saves is not None:
-            run.saves.close()  # the last checkpoint is complete before the run reports done (or exits 75)
-    except NonFiniteError:
-        # Every rank raises it (the loss and grad norm are reduced), so the collective completion can run: the
-        # background writes in flight hold steps that finished before the bad one and must not be lost.
-        if run.saves is not None:
-            run.saves.close()
-        raise
-    finally:
-        run.logger.close()
     return {"exit_code": exit_code, "step": run.step, "loss": last_loss, "run_dir": str(run.run_dir)}
+
+
+class Callback:
+    """One concern of the loop beside the step itself (OLMo-core's trainer callbacks): it sees every finished
+    step, in the order :func:`_train` lists them, and the end of the run, on every rank."""
+
+    def post_step(self, run: _Run, result: _StepResult) -> None:
+        """After each optimizer step (run.step is the step just taken)."""
+
+    def close(self, run: _Run, error: BaseException | None) -> None:
+        """Once when the loop ends: completed or stopped on a signal (error None), or raising ``error``."""
+
+
+def _close(cb: Callback, run: _Run, exc_type: Any, error: BaseException | None, tb: Any) -> None:
+    cb.close(run, error)  # returns None: an error the loop raised goes on after every close
+
+
+class NonFiniteGuard(Callback):
+    """A non-finite loss or gradient norm: the update was skipped (guard.on_nonfinite=skip) up to
+    guard.max_skipped steps in a row, else NonFiniteError (on every rank: the loss and norm are reduced)."""
+
+    def __init__(self) -> None:
+        self.skipped_in_row = 0
+
+    def post_step(self, run: _Run, result: _StepResult) -> None:
+        self.skipped_in_row = _guard(run, result, self.skipped_in_row)
+
+
+class StepLog(Callback):
+    """One metrics record a step (console, metrics.jsonl, TensorBoard, W&B) from the rank that holds the loss."""
+
+    def post_step(self, run: _Run, result: _StepResult) -> None:
+        if run.rank0 or run.last_stage:
+            _log_step(run, result)
+
+    def close(self, run: _Run, error: BaseException | None) -> None:
+        run.logger.close()
+
+
+class Checkpointer(Callback):
+    """Saves at the save interval, at the end and, when any rank got SIGTERM/SIGUSR1, after this step; a signal
+    also asks the loop to stop (exit 75). The end of the run waits for the background saves in flight."""
+
+    def __init__(self, flag: _SignalFlag) -> None:
+        self.flag = flag
+
+    def post_step(self, run: _Run, result: _StepResult) -> None:
+        run.stop_requested = self.flag.any_rank()
+        _checkpoint(run, run.stop_requested)
+
+    def close(self, run: _Run, error: BaseException | None) -> None:
+        # A non-finite stop is collective (every rank raises), so the completion can run: the background writes
+        # in flight hold steps that finished before the bad one and must not be lost. After another error a
+        # rank may be gone, and a collective completion would hang.
+        if run.saves is not None and (error is None or isinstance(error, NonFiniteError)):
+            run.saves.close()
 
 
 def _build(
