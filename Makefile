@@ -7,8 +7,9 @@ STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 # Tests run on XDIST pytest-xdist workers (the test Slurm cluster's tests on one of them: --dist loadgroup;
 # in collection order, which puts the minutes-long tests first);
-# `make test XDIST=0` runs them in one process.
-XDIST ?= 2
+# `make test XDIST=0` runs them in one process. Three workers on a 2-core machine: the tests wait a good part of
+# their time (subprocess starts, Slurm's queue, gloo rendezvous), so a third one fills the idle core-time.
+XDIST ?= 3
 XDIST_ARGS := $(if $(filter 0,$(XDIST)),,-n $(XDIST) --dist loadgroup --no-loadscope-reorder)
 
 .PHONY: demo demo-real test lint venv bench clean

@@ -198,7 +198,7 @@ def group(cmd: str) -> str:
 
 GROUPS = ("demo", "train", "sweep", "data", "misc")
 # Minutes each: marked `heavy`, which tests/conftest.py schedules first (in this order, the longest first), so
-# the two xdist workers start them side by side and the short tests fill in around them.
+# the xdist workers start them side by side and the short tests fill in around them.
 HEAVY = ("demo", "train", "sweep")
 
 
