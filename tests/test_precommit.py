@@ -26,8 +26,7 @@ def _git(repo: Path, *args: str, env: dict[str, str], check: bool = True) -> sub
 
 
 def _commits(repo: Path, env: dict[str, str]) -> int:
-    out = _git(repo, "rev-list", "--count", "HEAD", env=env, check=False)
-    return int(out.stdout) if out.returncode == 0 else 0
+    return int(_git(repo, "rev-list", "--count", "HEAD", env=env).stdout)
 
 
 @pytest.fixture

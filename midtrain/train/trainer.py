@@ -439,7 +439,21 @@ class NonFiniteGuard(Callback):
         self.skipped_in_row = 0
 
     def post_step(self, run: _Run, result: _StepResult) -> None:
-        self.skipped_in_row = _guard(run, result, self.skipped_in_row)
+        if not result.skipped:
+            self.skipped_in_row = 0
+            return
+        cfg, loss, grad_norm = run.cfg, result.loss, result.grad_norm
+        where = _describe_batch(run.batches.used, run.dp_cp_group)
+        msg = (
+            f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {result.step} "
+            f"(loss={loss}, grad_norm={grad_norm}); packed sequences {where} of {cfg.data.path}"
+        )
+        self.skipped_in_row += 1
+        if cfg.guard.on_nonfinite == "stop" or self.skipped_in_row > cfg.guard.max_skipped:
+            raise NonFiniteError(
+                msg + ("" if cfg.guard.on_nonfinite == "stop" else f"; {self.skipped_in_row} skipped steps in a row")
+            )
+        log.warning("%s: update skipped (guard.on_nonfinite=skip)", msg)
 
 
 class StepLog(Callback):
@@ -461,8 +475,27 @@ class Checkpointer(Callback):
         self.flag = flag
 
     def post_step(self, run: _Run, result: _StepResult) -> None:
-        run.stop_requested = self.flag.any_rank()
-        _checkpoint(run, run.stop_requested)
+        run.stop_requested = stop = self.flag.any_rank()
+        cfg, step = run.cfg, run.step
+        save_now = step % cfg.checkpoint.save_interval == 0 or (
+            step == cfg.optim.train_steps and cfg.checkpoint.save_final
+        )
+        # background saves: complete those that are done; at most one in flight, none left at the end
+        ckpt.finish_async_saves(run.saves, blocking=save_now or stop, run_dir=run.run_dir)
+        if save_now or stop:
+            _sync_params(run.model)
+            common = {
+                "step": step,
+                "scheduler": run.scheduler.state_dict(),
+                "loader": run.loader.state_dict(),
+                "name": cfg.name,
+                "model_shape": ckpt.model_shape(cfg.model),
+                "schedule": schedule_of(cfg),
+                "tokenizer": _tokenizer_record(run.dataset.manifest),
+            }
+            ckpt.save_checkpoint(
+                run.run_dir, step, run.model, run.optimizer, common, cfg.checkpoint.keep_last, async_queue=run.saves
+            )
 
     def close(self, run: _Run, error: BaseException | None) -> None:
         # A non-finite stop is collective (every rank raises), so the completion can run: the background writes
@@ -863,47 +896,6 @@ def _step(run: _Run) -> _StepResult:
         skipped=not finite,
         router=router,
     )
-
-
-def _guard(run: _Run, result: _StepResult, skipped_in_row: int) -> int:
-    """Count a skipped (non-finite) update; raise NonFiniteError past guard's limit. Returns the new count."""
-    if not result.skipped:
-        return 0
-    cfg, loss, grad_norm = run.cfg, result.loss, result.grad_norm
-    where = _describe_batch(run.batches.used, run.dp_cp_group)
-    msg = (
-        f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {result.step} "
-        f"(loss={loss}, grad_norm={grad_norm}); packed sequences {where} of {cfg.data.path}"
-    )
-    skipped_in_row += 1
-    if cfg.guard.on_nonfinite == "stop" or skipped_in_row > cfg.guard.max_skipped:
-        raise NonFiniteError(
-            msg + ("" if cfg.guard.on_nonfinite == "stop" else f"; {skipped_in_row} skipped steps in a row")
-        )
-    log.warning("%s: update skipped (guard.on_nonfinite=skip)", msg)
-    return skipped_in_row
-
-
-def _checkpoint(run: _Run, stop: bool) -> None:
-    """Save at the save interval, at the end (save_final) and on a stop signal; reap finished async saves."""
-    cfg, step = run.cfg, run.step
-    save_now = step % cfg.checkpoint.save_interval == 0 or (step == cfg.optim.train_steps and cfg.checkpoint.save_final)
-    # background saves: complete those that are done; at most one in flight, none left at the end
-    ckpt.finish_async_saves(run.saves, blocking=save_now or stop, run_dir=run.run_dir)
-    if save_now or stop:
-        _sync_params(run.model)
-        common = {
-            "step": step,
-            "scheduler": run.scheduler.state_dict(),
-            "loader": run.loader.state_dict(),
-            "name": cfg.name,
-            "model_shape": ckpt.model_shape(cfg.model),
-            "schedule": schedule_of(cfg),
-            "tokenizer": _tokenizer_record(run.dataset.manifest),
-        }
-        ckpt.save_checkpoint(
-            run.run_dir, step, run.model, run.optimizer, common, cfg.checkpoint.keep_last, async_queue=run.saves
-        )
 
 
 def _tokenizer_record(manifest: dict[str, Any]) -> dict[str, Any]:
