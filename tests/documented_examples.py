@@ -1,4 +1,5 @@
-"""Every command line shown to users: README.md and slurm/README.md code blocks and every `--help` epilog.
+"""Every command line shown to users: the code blocks of README.md, docs/*.md, CONTRIBUTING.md and
+slurm/README.md, and every `--help` epilog.
 
 ``documented_examples()`` returns them as (where, command line) pairs, continuation lines joined and trailing
 ``# comments`` removed, so tests/test_documented_examples.py can run each one.
@@ -11,7 +12,24 @@ import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = ("README.md", "slurm/README.md")
+# In reading order: the guides as the README lists them (the order an example runs in within its group,
+# tests/test_documented_examples.py, is the order shown here). Every docs/*.md must be listed
+# (tests/test_documented_examples.py::test_every_guide_is_read).
+DOCS = (
+    "README.md",
+    "docs/configs.md",
+    "docs/prep.md",
+    "docs/pack.md",
+    "docs/train.md",
+    "docs/evals.md",
+    "docs/slurm.md",
+    "docs/real_model.md",
+    "docs/reference.md",
+    "docs/troubleshooting.md",
+    "docs/development.md",
+    "CONTRIBUTING.md",
+    "slurm/README.md",
+)
 # a shown command starts with one of these words (prose lines in code blocks do not)
 COMMAND_WORDS = (
     "midtrain",

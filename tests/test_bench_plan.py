@@ -1,4 +1,4 @@
-"""`midtrain plan`: the README's 500B-token example runs, its figures follow from the rates given (defaults,
+"""`midtrain plan`: the prep guide's (docs/prep.md) 500B-token example runs, its figures follow from the rates given (defaults,
 bench JSON outputs, --rate), and bad arguments are named. bench/plan.py still runs it."""
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def stage_rows(stdout: str, source: str) -> dict[str, list[str]]:
 
 
 def test_readme_example_is_the_documented_command(capsys):
-    readme = " ".join((REPO_ROOT / "README.md").read_text().replace("\\\n", " ").split())
-    assert "midtrain plan " + " ".join(README_EXAMPLE) in readme
+    guide = " ".join((REPO_ROOT / "docs" / "prep.md").read_text().replace("\\\n", " ").split())
+    assert "midtrain plan " + " ".join(README_EXAMPLE) in guide
     rc, out, err = run_plan(capsys, *README_EXAMPLE)
     assert rc == 0, err
     # 500e9 tokens / (8000 tokens/s/GPU * 512 GPUs) = 122,070 s = 33.9 hours

@@ -1,4 +1,5 @@
-"""Every command line shown in README.md, slurm/README.md and the `--help` epilogs runs as written.
+"""Every command line shown in README.md, docs/*.md, CONTRIBUTING.md, slurm/README.md and the `--help` epilogs
+runs as written.
 
 The examples run through bash (so `~`, globs and `>` work as in a user's shell) with HOME pointing at tiny
 stand-ins for the paths they name (~/src/proj is a small git repository, ~/models/Qwen3-8B-Base a tiny random
@@ -30,7 +31,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from documented_examples import EXAMPLE_TIMES, REPO, documented_examples
+from documented_examples import DOCS, EXAMPLE_TIMES, REPO, documented_examples, markdown_examples
 
 RUN, SUBMIT, GPU, OTHER = "run", "submit", "gpu", "other"
 
@@ -219,6 +220,27 @@ def test_every_example_has_a_plan():
     stale = [c for c in PLAN if c not in shown]
     assert not missing, "examples shown in the docs without a plan here (add them to PLAN):\n" + "\n".join(missing)
     assert not stale, "PLAN entries no longer shown anywhere (remove them):\n" + "\n".join(stale)
+
+
+def test_every_guide_is_read():
+    """Each Markdown page under docs/ is among the pages whose examples run (a new guide cannot hide one)."""
+    guides = {str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md")}
+    assert guides <= set(DOCS), sorted(guides - set(DOCS))
+    assert all((REPO / doc).is_file() for doc in DOCS), [doc for doc in DOCS if not (REPO / doc).is_file()]
+
+
+def test_markdown_examples_reads_fenced_and_indented_blocks(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Prose naming midtrain recipes is not a command.\n\n"
+        "```bash\nmidtrain recipes   # a comment\nmidtrain config demo_tiny \\\n    optim.lr=1e-3\n```\n\n"
+        "    midtrain inspect out/shards\n    not a command\n"
+    )
+    assert markdown_examples(page) == [
+        "midtrain recipes",
+        "midtrain config demo_tiny optim.lr=1e-3",
+        "midtrain inspect out/shards",
+    ]
 
 
 def test_make_demo_is_midtrain_demo():

@@ -627,8 +627,8 @@ def test_a_json_file_holding_json_lines_is_read_line_by_line(tmp_path):
 
 
 def readme_dataset_commands() -> list[tuple[str, str]]:
-    """(dataset, command) of the README's table of public sets."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    """(dataset, command) of the prep guide's table of public sets (docs/prep.md)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "prep.md").read_text()
     table = text.split("| dataset | command |", 1)[1].split("\n\n", 1)[0]
     rows = [line.split("|")[1:3] for line in table.splitlines()[2:]]
     return [(name.strip(), cmd.strip().strip("`")) for name, cmd in rows]
