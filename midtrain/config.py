@@ -197,6 +197,13 @@ class Config:
             node[parts[-1]] = _parse_scalar(raw)
         return type(self).from_dict(data)
 
+    def follow_overrides(self, overrides: list[str]) -> Self:
+        """The config a command line resolves to, after ``apply_overrides(overrides)``: a class whose fields
+        follow others the user set (a protocol's report_dir follows its ``output=``) changes them here, so
+        every command that resolves one (``midtrain config``, the run itself) shows and uses the same config.
+        The base class has no such fields."""
+        return self
+
     def replace(self, **changes: Any) -> Self:
         """A copy with these fields changed, typed: each value is checked against its field's type (no text is
         parsed, so a path or a name stays what it is); a sub-config takes a mapping of its own changes

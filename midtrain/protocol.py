@@ -88,6 +88,9 @@ class ProtocolConfig(Config):
                 "the protocol sets the probe's start checkpoint and run dir itself",
             )
 
+    def follow_overrides(self, overrides: list[str]) -> ProtocolConfig:
+        return follow_output(self, overrides)
+
     @property
     def baseline_name(self) -> str:
         return self.baseline or next(iter(self.checkpoints))

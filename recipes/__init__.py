@@ -29,8 +29,8 @@ class Recipe:
     doc: str
 
     def build(self, overrides: list[str] | None = None) -> Config:
-        cfg = self.fn()
-        return cfg.apply_overrides(overrides or [])
+        overrides = list(overrides or [])
+        return self.fn().apply_overrides(overrides).follow_overrides(overrides)
 
 
 _REGISTRY: dict[str, Recipe] = {}
@@ -90,7 +90,8 @@ def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | No
                 f"(`midtrain recipes --kind {kind}` lists those)"
             )
         cfg = built
-    cfg = cfg.apply_overrides(list(overrides or []))
+    overrides = list(overrides or [])
+    cfg = cfg.apply_overrides(overrides).follow_overrides(overrides)
     return cfg.validate() if validate else cfg
 
 

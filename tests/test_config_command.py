@@ -1,8 +1,10 @@
-"""`midtrain config` resolves any stage's config, and each stage command prints the same with --print-config."""
+"""`midtrain config` resolves any stage's config, and each stage command prints the same with --print-config
+(the config the run uses); `midtrain eval swebench --help` names what it runs."""
 
 import yaml
 
 from midtrain.cli import main
+from midtrain.eval.config import BENCHMARKS, HARNESSES
 
 
 def _yaml(capsys) -> dict:
@@ -116,3 +118,37 @@ def test_a_saved_config_yaml_resolves_like_its_recipe(capsys, tmp_path):
     cfg.save_yaml(tmp_path / "config.yaml")
     again = resolve_config(str(tmp_path / "config.yaml"), SFTConfig, "sft")
     assert again.to_dict() == cfg.to_dict() and again.train.optim.lr == 5e-4
+
+
+def _printed(capsys, argv: list[str]) -> dict:
+    assert main(argv) == 0
+    return _yaml(capsys)
+
+
+def test_config_prints_what_the_protocol_run_uses(tmp_path, capsys):
+    """`midtrain config protocol_demo output=X` and `submit protocol ... --print-config` (what the run resolves)
+    print one config: the report follows output= there too, so neither names the recipe's .demo/report."""
+    for overrides in ([f"output={tmp_path}"], [f"output={tmp_path}", "report_dir=mine"], []):
+        shown = _printed(capsys, ["config", "protocol_demo", *overrides, "--yaml-only"])
+        used = _printed(capsys, ["submit", "protocol", "protocol_demo", *overrides, "--print-config"])
+        assert shown == used, overrides
+    assert _printed(capsys, ["config", "protocol_demo", f"output={tmp_path}"])["report_dir"] is None  # OUTPUT/report
+    assert _printed(capsys, ["config", "protocol_demo"])["report_dir"] == ".demo/report"
+
+
+def test_config_of_a_train_recipe_is_what_train_resolves(capsys):
+    from recipes import load_train_config
+
+    overrides = ["optim.lr=1e-3", "data.seq_length=256"]
+    shown = _printed(capsys, ["config", "demo_tiny", *overrides, "--yaml-only"])
+    assert shown == load_train_config("demo_tiny", overrides).to_dict()
+
+
+def test_eval_help_names_the_harnesses_and_benchmarks(capsys):
+    try:
+        main(["eval", "swebench", "--help"])
+    except SystemExit as e:
+        assert e.code == 0
+    text = capsys.readouterr().out
+    for name in ("SWE-agent", "OpenHands", "mini-swe-agent", "DeepSWE", *HARNESSES, *BENCHMARKS):
+        assert name in text, name

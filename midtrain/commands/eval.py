@@ -4,8 +4,10 @@
             midtrain run/checkpoint directory or an HF model directory; writes OUTPUT/proxy_results.json.
   lm-eval   an lm-evaluation-harness run (code and long-context tasks) on the checkpoint's HF export (made
             under OUTPUT/hf for a midtrain checkpoint); writes OUTPUT/lm_eval_results.json.
-  swebench  for an exported HF checkpoint, write the cluster run (vLLM server, mini-swe-agent on SWE-bench
-            Verified / Multilingual / Pro, the graders) under OUTPUT; --run executes it here (GPUs + Docker),
+  swebench  for an exported HF checkpoint, write the cluster run under OUTPUT: a vLLM server, the agent
+            harnesses (harnesses=[mini-swe-agent,swe-agent,openhands]: mini-swe-agent, SWE-agent, OpenHands;
+            default mini-swe-agent) on benchmarks=[verified,multilingual,pro,deepswe] (SWE-bench Verified /
+            Multilingual / Pro; DeepSWE through Pier), and the graders; --run executes it here (GPUs + Docker),
             --collect reads finished graders' reports into OUTPUT/swebench_results.json (run.sh does too).
             Exit status of --run, --collect and a local run: 1 when a benchmark that ran has a failed step, a
             missing or unreadable report, or graded nothing; a run still queued (no step ran) is pending, 0.

@@ -152,11 +152,10 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_protocol(args: argparse.Namespace) -> int:
-    from midtrain.protocol import ProtocolConfig, follow_output
+    from midtrain.protocol import ProtocolConfig
     from recipes import resolve_config
 
-    cfg = resolve_config(args.recipe, ProtocolConfig, "protocol", args.overrides, validate=False)
-    cfg = follow_output(cfg, args.overrides).validate()
+    cfg = resolve_config(args.recipe, ProtocolConfig, "protocol", args.overrides)
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
