@@ -4,8 +4,8 @@ repository: the files read at the base commit, then each commit with its reviews
 
 from __future__ import annotations
 
-from midtrain.sources.prep import reader_pipeline
 from midtrain.sources.pulls import PullReader
+from midtrain.sources.reader_pipeline import reader_pipeline
 
 # The source stage: the reader, then the JSONL writer into raw/. A copy of this file given as SOURCE
 # (`midtrain prep path/to/pulls.py ...`) runs instead; its pipeline() may return any list of datatrove steps.

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from midtrain.sources.prep import reader_pipeline
+from midtrain.sources.reader_pipeline import reader_pipeline
 from midtrain.sources.traces import TraceReader
 
 # The source stage: the reader, then the JSONL writer into raw/. A copy of this file given as SOURCE

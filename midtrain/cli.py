@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 from midtrain.cli_parser import OverrideParser
 from midtrain.config import ConfigError
+from midtrain.train.config import TrainConfig
+from midtrain.train.estimate import summary
 
 
 @dataclass(frozen=True)
@@ -175,10 +177,8 @@ def _run_config(args: argparse.Namespace) -> int:
 
     cfg = get_recipe(args.recipe).build(args.overrides).validate()
     print(cfg.to_yaml(), end="")
-    if not args.yaml_only:
-        summary = getattr(cfg, "summary", None)
-        if callable(summary):
-            print(textwrap.indent(summary(), "# "))
+    if not args.yaml_only and isinstance(cfg, TrainConfig):  # a model: its size, FLOPs and memory per GPU
+        print(textwrap.indent(summary(cfg), "# "))
     return 0
 
 

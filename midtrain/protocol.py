@@ -27,6 +27,7 @@ from midtrain.eval.results import seed_dir
 if TYPE_CHECKING:
     from midtrain.launch.protocol_job import ProtocolJobs
     from midtrain.launch.site import SiteConfig
+    from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
 
@@ -241,15 +242,13 @@ def protocol_jobs(cfg: ProtocolConfig, site: SiteConfig, job_prefix: str | None 
     return build_chains(site, slurm_dir, steps, ("report", report_argv(cfg)), prefix)
 
 
-def check_probe_layout(cfg: ProtocolConfig, site: SiteConfig) -> None:
+def check_probe_layout(cfg: ProtocolConfig, site: SiteConfig, probe: SFTConfig) -> None:
     """The probe's batch must divide over the sft step's ranks (one rank per GPU): a job would refuse it only
-    after the queue. For `submit protocol` and `sweep --submit` alike."""
+    after the queue. For `submit protocol` and `sweep --submit` alike. ``probe`` is the resolved
+    ``cfg.sft_recipe`` (``recipes.resolve_probe``): the protocol names recipes, the commands resolve them."""
     from midtrain.config import ConfigError
     from midtrain.launch.train_job import check_layout
-    from midtrain.sft.config import SFTConfig
-    from recipes import resolve_config
 
-    probe = resolve_config(cfg.sft_recipe, SFTConfig, "sft", list(cfg.sft_overrides))
     try:
         check_layout(probe.train, site.step_resources("sft"))
     except ConfigError as e:
@@ -259,12 +258,12 @@ def check_probe_layout(cfg: ProtocolConfig, site: SiteConfig) -> None:
         ) from None
 
 
-def check_submission(cfg: ProtocolConfig, site: SiteConfig) -> None:
-    """What the protocol's jobs would refuse only after the queue: the probe's layout, and in a container the
-    checkpoints mounted."""
+def check_submission(cfg: ProtocolConfig, site: SiteConfig, probe: SFTConfig) -> None:
+    """What the protocol's jobs would refuse only after the queue: the probe's layout (``probe``, the resolved
+    ``cfg.sft_recipe``), and in a container the checkpoints mounted."""
     from midtrain.launch.render import check_mounted
 
-    check_probe_layout(cfg, site)
+    check_probe_layout(cfg, site, probe)
     output = str(site.job_path(cfg.output))
     check_mounted(site, {f"checkpoints.{name}": path for name, path in cfg.checkpoints.items()}, [output])
 

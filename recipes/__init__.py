@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, TypeVar
 from midtrain.config import Config, ConfigError
 
 if TYPE_CHECKING:
+    from midtrain.protocol import ProtocolConfig
+    from midtrain.sft.config import SFTConfig
     from midtrain.train.config import TrainConfig
 
 
@@ -103,3 +105,10 @@ def load_train_config(name: str, overrides: list[str] | None = None) -> TrainCon
     if Path(name).is_file():
         read_run_config(name)
     return resolve_config(name, TrainConfig, "train", overrides)
+
+
+def resolve_probe(protocol: ProtocolConfig) -> SFTConfig:
+    """The probe a protocol gives every checkpoint: its ``sft_recipe`` with its ``sft_overrides``, validated."""
+    from midtrain.sft.config import SFTConfig
+
+    return resolve_config(protocol.sft_recipe, SFTConfig, "sft", list(protocol.sft_overrides))

@@ -10,7 +10,7 @@ from recipe_helpers import train_recipe
 
 from midtrain.config import ConfigError
 from midtrain.train import distributed
-from midtrain.train.estimate import GPUS, USABLE_FRACTION, flops_per_token, memory_per_gpu
+from midtrain.train.estimate import GPUS, USABLE_FRACTION, flops_per_token, memory_per_gpu, summary
 from midtrain.train.model import build_gpt_model
 from recipes import all_recipes
 from recipes.long_context import progression_stages
@@ -109,10 +109,10 @@ def test_every_real_recipe_fits_its_target_gpu(name):
     cfg = train_recipe(name).validate()
     target = GPUS["h100" if "_h100" in name else "h200"]
     mem = memory_per_gpu(cfg)
-    assert mem.total <= USABLE_FRACTION * target.memory_bytes, cfg.summary()
+    assert mem.total <= USABLE_FRACTION * target.memory_bytes, summary(cfg)
     assert mem.verdict(target).startswith("fits")
     assert cfg.data.seq_length <= cfg.model.max_position_embeddings
-    text = cfg.summary()
+    text = summary(cfg)
     assert "parameters" in text and "FLOPs/token" in text and "<- target" in text
 
 

@@ -153,7 +153,7 @@ def _run_train(args: argparse.Namespace) -> int:
 
 def _run_protocol(args: argparse.Namespace) -> int:
     from midtrain.protocol import ProtocolConfig
-    from recipes import resolve_config
+    from recipes import resolve_config, resolve_probe
 
     cfg = resolve_config(args.recipe, ProtocolConfig, "protocol", args.overrides)
     if args.print_config:
@@ -172,10 +172,10 @@ def _run_protocol(args: argparse.Namespace) -> int:
         from midtrain.launch.protocol_job import check_paths
 
         _warn(lambda: check_paths(jobs))
-        _warn(lambda: check_submission(cfg, site))
+        _warn(lambda: check_submission(cfg, site, resolve_probe(cfg)))
         print(describe(jobs))
         return 0
-    check_submission(cfg, site)
+    check_submission(cfg, site, resolve_probe(cfg))
     submit_jobs(jobs)
     for name, jobs_of in jobs.chains.items():
         chain = [j for j in jobs_of if isinstance(j, StepJob)]

@@ -62,17 +62,18 @@ def run(args: argparse.Namespace) -> int:
         from midtrain.launch.site import load_site
         from midtrain.protocol import check_probe_layout
         from midtrain.sweep.slurm import submit_sweep, sweep_jobs
+        from recipes import resolve_probe
 
         site = load_site(args.site, args.site_set)
         jobs = sweep_jobs(cfg, site, self_argv)
         if args.dry_run:
             try:
-                check_probe_layout(cfg.protocol, site)
+                check_probe_layout(cfg.protocol, site, resolve_probe(cfg.protocol))
             except ConfigError as e:
                 print(f"midtrain sweep: warning: submitting would refuse this: {e}", file=sys.stderr)
             print(describe(jobs))
             return 0
-        check_probe_layout(cfg.protocol, site)  # every variant's probe is this one
+        check_probe_layout(cfg.protocol, site, resolve_probe(cfg.protocol))  # every variant's probe is this one
         submit_sweep(cfg, jobs)
         for name, ids in jobs.job_ids.items():
             print(f"{name}: {' -> '.join(ids)}")

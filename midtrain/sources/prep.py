@@ -108,24 +108,6 @@ def _pipeline_module(source: str, path: str | None) -> Any:
     return module
 
 
-def reader_pipeline(reader: type[PipelineStep]) -> Any:
-    """The pipeline() of a data_prep/<source>.py file whose source stage is one reader: the reader, then datatrove's
-    JSONL writer into raw/ (gzip, one file a task). The five built-in pipeline files are this; a custom one can
-    be any list of steps."""
-
-    def pipeline(
-        inputs: list[str], cfg: ReaderConfig, raw_dir: str, report_dir: str, exclusion_dir: str | None = None
-    ) -> list[PipelineStep]:
-        from datatrove.pipeline.writers import JsonlWriter
-
-        return [
-            reader(inputs, cfg, report_dir=report_dir, exclusion_dir=exclusion_dir),
-            JsonlWriter(raw_dir, output_filename="${rank}.jsonl"),
-        ]  # gzip: ${rank}.jsonl.gz
-
-    return pipeline
-
-
 class EnsureRawFile(PipelineStep):
     """After the writer: an empty ``<rank>.jsonl.gz`` for a task that produced no document, so the next stage
     (a datatrove reader, which refuses an empty folder) sees an empty shard instead of failing the job."""

@@ -17,8 +17,6 @@ from midtrain.sweep.plan import check_stamp, complete, output_dir, report_argv, 
 
 def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> ProtocolJobs:
     """Every job of the sweep, rendered (nothing written): setup, the chains not yet complete, the report."""
-    from recipes import load_train_config
-
     slurm_dir = output_dir(cfg) / "slurm"
     prefix = f"mt-{cfg.name}"
     plans, chains = sweep_chains(cfg)
@@ -31,7 +29,7 @@ def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> Prot
             continue
         jobs[name] = [
             build_train_job(
-                load_train_config(plans[name].train_recipe, plans[name].train_overrides),
+                plans[name].train_config(),
                 site,
                 job_name=f"{prefix}-{name}-train",
             )

@@ -213,12 +213,6 @@ class TrainConfig(Config):
             precision={"fp8": "none"},
         )
 
-    def summary(self) -> str:
-        """Parameters, FLOPs/token and memory per GPU with a verdict (printed by `midtrain config`)."""
-        from midtrain.train.estimate import summary
-
-        return summary(self)
-
     def check(self) -> None:
         _check_layout(self)
         if self.precision.fp8 != "none":

@@ -26,7 +26,7 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
 
     from midtrain.launch.protocol_job import StepJob
     from midtrain.protocol import ProtocolConfig, check_submission, protocol_jobs
-    from recipes import get_recipe
+    from recipes import get_recipe, resolve_probe
 
     traces = write_documents(tmp_path / "traces", sample_trace_docs())
     base = tiny_checkpoint(tmp_path / "base")  # 2 layers of 32: the probe takes the start's model shape
@@ -46,7 +46,7 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
     ]
     site = load_site(cluster_site(tmp_path))
     site.protocol["default"] = site.protocol["default"].replace(tasks_per_node=2, mem="6G")
-    check_submission(cfg.validate(), site)
+    check_submission(cfg.validate(), site, resolve_probe(cfg))
     jobs = protocol_jobs(cfg, site)
     write_jobs(jobs)
     job = jobs.chains["base"][0]

@@ -17,7 +17,7 @@ from midtrain.launch.protocol_job import StepJob, build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
 from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
 from midtrain.protocol import ProtocolConfig, check_submission, protocol_jobs
-from recipes import get_recipe
+from recipes import get_recipe, resolve_probe
 
 GOLDEN = Path(__file__).with_name("golden")
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"  # UPDATE_GOLDEN=1 pytest tests/slurm -k golden: rewrite them
@@ -217,14 +217,14 @@ def test_what_the_jobs_would_refuse_after_the_queue_is_refused_at_submission():
     # the probe's batch over the sft step's 8 ranks (one per GPU), and the protocol's checkpoints in a container
     cfg = _protocol("output=/lustre/proj/protocol").validate()
     with pytest.raises(ConfigError, match=r"sft_recipe sft_probe_demo: train.optim.global_batch_size: 1 is not divis"):
-        check_submission(cfg, _site())
+        check_submission(cfg, _site(), resolve_probe(cfg))
     cfg = _protocol(
         "output=/lustre/p", "sft_overrides=[train.optim.global_batch_size=8]", "checkpoints={a: /lustre/a, b: /s/b}"
     )
     cfg.baseline = "a"
-    check_submission(cfg.validate(), _site())
+    check_submission(cfg.validate(), _site(), resolve_probe(cfg))
     with pytest.raises(LaunchError, match=r"checkpoints.b: /s/b is not under any directory mounted"):
-        check_submission(cfg, container)
+        check_submission(cfg, container, resolve_probe(cfg))
 
 
 def test_a_sweep_whose_probe_batch_does_not_divide_is_refused_before_submitting(tmp_path, capsys):
