@@ -1,6 +1,7 @@
 """The pinned CPU set is complete: `make venv` installs constraints-cpu.txt with --no-deps (no resolver), so a
-requirement missing from it would be missing from the environment, not pulled in. These checks read the
-environment the tests run in (the one `make venv` made)."""
+requirement missing from it would be missing from the environment, not pulled in. The pins are checked against
+pyproject.toml's requirements anywhere; the environment is checked against the pins only where `make venv`
+made it (its stamp file), and elsewhere (a GPU container with its own torch) against the requirements."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import sysconfig
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parents[1]
 # installed with --no-deps on purpose (pyproject's `real` extra says why): it declares the `llm` CLI and
@@ -47,14 +50,41 @@ def test_every_requirement_of_midtrain_dev_and_real_is_pinned_and_installed_at_i
     assert not problems, "\n".join(problems)
 
 
-def test_the_environment_is_the_pinned_set():
-    pins = _pins()
+def _installed() -> dict[str, str]:
     # the environment's own site-packages only: setuptools puts the copies it vendors (packaging, zipp, ...,
     # each with its dist-info) on sys.path once something imports it
     site = [sysconfig.get_paths()["purelib"]]
-    installed: dict[str, str] = {
-        canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions(path=site)
-    }
+    return {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions(path=site)}
+
+
+def _made_by_make_venv() -> bool:
+    """Whether the running environment is the one `make venv` installed: the Makefile's stamp file is in it."""
+    stamp = next(line for line in (REPO / "Makefile").read_text().splitlines() if line.startswith("STAMP :="))
+    return (Path(sys.prefix) / stamp.split("/", 1)[1].strip()).is_file()
+
+
+def test_the_installed_requirements_satisfy_midtrains_specifiers():
+    """In any environment (the pinned CPU set or a GPU container's own builds): every requirement of midtrain
+    is installed at a version its specifier admits, and every installed extra's requirement too."""
+    installed = _installed()
+    problems = []
+    for req in _wanted("midtrain", ("dev", "real", "gpu")):
+        name = canonicalize_name(req.name)
+        optional = req.marker is not None
+        if name not in installed:
+            if not optional:
+                problems.append(f"{req}: not installed")
+            continue
+        if not req.specifier.contains(Version(installed[name]).public, prereleases=True):
+            problems.append(f"{req}: installed {installed[name]}")
+    assert not problems, "\n".join(problems)
+
+
+def test_the_environment_is_the_pinned_set():
+    if not _made_by_make_venv():
+        pytest.skip("not the environment `make venv` installed: the pins do not apply (its requirements do)")
+    pins = _pins()
+    installed = _installed()
     wrong = [
         f"{n}=={v}: installed {installed.get(n)}" for n, v in pins.items() if installed.get(n, "").split("+")[0] != v
     ]

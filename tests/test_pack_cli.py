@@ -164,9 +164,14 @@ def test_slurm_dry_run_prints_chained_job_arrays(tmp_path, capsys):
     )
     assert rc == 0
     out = capsys.readouterr().out
-    assert out.count("# ---- stage") == 4  # tokenize, its cache stamp, pack, manifest
+    stages = {s.split(" ----", 1)[0]: s for s in out.split("# ---- stage ")[1:]}  # name -> its script
+    order = list(stages)
+    # the input is tokenized (and its cache stamped) before anything packs it, the packers before the manifest
+    tokenize = [n for n in order if n.startswith("tokenize")]
+    assert tokenize and max(map(order.index, tokenize)) < order.index("pack") < order.index("manifest"), order
     assert "#SBATCH --partition=cpu" in out and "#SBATCH --account=proj" in out
-    assert "#SBATCH --array=0-1" in out and "#SBATCH --array=0-2" in out  # 2 files -> 2 tokenize tasks, 3 packers
+    assert "#SBATCH --array=0-1" in stages[tokenize[0]]  # 2 files -> 2 tokenize tasks
+    assert "#SBATCH --array=0-2" in stages["pack"] and "#SBATCH --array=0-0" in stages["manifest"]  # tasks=3
     assert "launch_pickled_pipeline" in out
     assert not (tmp_path / "shards" / "manifest.json").exists()
 
