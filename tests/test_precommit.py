@@ -2,9 +2,9 @@
 
 A scratch git repository holds the project's hook config and pyproject.toml (its ruff and mypy settings), a
 `.venv` link to the environment running the tests (the hooks call `.venv/bin/ruff` and `.venv/bin/python -m
-mypy`, as in a checkout after `make venv`) and one small module in each directory mypy reads. The README's
-`pre-commit install` line runs there as shown; then a clean commit lands, and a badly formatted file or a type
-error stops its commit with the failing hook named.
+mypy`, as in a checkout after `make venv`) and one small module in each directory mypy reads. The documented
+`pre-commit install` line runs there as shown; then a clean commit lands, and a badly formatted file, a type
+error or a subject over 72 characters stops its commit with the failing hook named.
 """
 
 from __future__ import annotations
@@ -94,3 +94,15 @@ def test_hooks_stop_a_bad_commit(scratch: tuple[Path, dict[str, str]]) -> None:
     fixed = _git(repo, "commit", "-q", "-m", "fixed", env=env, check=False)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert _commits(repo, env) == 2
+
+    # the commit-msg hook: a subject over CONTRIBUTING.md's 72 characters stops its commit, 72 pass (a body too)
+    assert (repo / ".git" / "hooks" / "commit-msg").is_file()
+    (repo / "midtrain" / "more.py").write_text('"""More."""\n')
+    _git(repo, "add", "-A", env=env)
+    long = _git(repo, "commit", "-q", "-m", "s" * 73, "-m", "why", env=env, check=False)
+    out = long.stdout + long.stderr
+    assert long.returncode != 0 and "hook id: commit-subject" in out, out
+    assert _commits(repo, env) == 2
+    short = _git(repo, "commit", "-q", "-m", "s" * 72, "-m", "w" * 200, env=env, check=False)
+    assert short.returncode == 0, short.stdout + short.stderr
+    assert _commits(repo, env) == 3
