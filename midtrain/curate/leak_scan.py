@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.curate.decontam import NgramIndex, scored_text
+from midtrain.formats.documents import read_jsonl
 from midtrain.formats.shard_reader import PackedDataset
 from midtrain.formats.tokenizer import load_tokenizer
+from midtrain.formats.trace_split import iter_documents
 
 # The share of held-out n-grams training may hold: ordinary code shares a few 13-grams by chance (licence
 # lines, `if __name__ == "__main__"` blocks); a trajectory or document in a training shard shows as 10-100%.
@@ -33,11 +35,10 @@ def heldout_index(heldout: Iterable[dict], template: Iterable[dict] = (), n: int
     return index
 
 
-def scan_shards(
-    shard_dir: str | Path, index: NgramIndex, tokenizer: str | None, split: str = "train"
-) -> dict[str, Any]:
-    """How much of INDEX the SPLIT sequences of SHARD_DIR contain (decoded with TOKENIZER)."""
-    tok = load_tokenizer(tokenizer, shared=True)
+def scan_shards(shard_dir: str | Path, index: NgramIndex, tokenizer: Any, split: str = "train") -> dict[str, Any]:
+    """How much of INDEX the SPLIT sequences of SHARD_DIR contain (decoded with TOKENIZER: a loaded tokenizer,
+    or its path, None for the default)."""
+    tok = tokenizer if hasattr(tokenizer, "decode") else load_tokenizer(tokenizer, shared=True)
     ds = PackedDataset(shard_dir, split)
     found: set[int] = set()
     hit_sequences = 0
@@ -74,3 +75,30 @@ def describe(scan: dict[str, Any]) -> str:
         f"held-out {scan['ngram_size']}-grams ({scan['overlap']:.2%}) in {scan['sequences_with_overlap']} of "
         f"{scan['sequences']} sequences{leak}"
     )
+
+
+def scan_against_probe_data(data_dir: str | Path, shards: list[str], tokenizer: Any) -> list[dict[str, Any]]:
+    """Scan each training shard dir for the probe's held-out traces (DATA_DIR/valid_docs, their scored assistant
+    turns, less the n-grams the probe's training traces share: DATA_DIR/train_docs); [] without held-out traces."""
+    root = Path(data_dir)
+    if not (root / "valid_docs").is_dir():
+        return []
+    template = iter_documents(root / "train_docs") if (root / "train_docs").is_dir() else ()
+    index = heldout_index(iter_documents(root / "valid_docs"), template)
+    return [scan_shards(s, index, tokenizer) for s in shards]
+
+
+def scan_against(heldout: str | Path, shards: list[str], tokenizer: Any) -> list[dict[str, Any]]:
+    """``midtrain inspect --heldout``: HELDOUT is a probe's data dir (its valid_docs/) or a JSONL file of
+    ``{"id", "text"}`` rows (the decontamination step's held-out file)."""
+    path = Path(heldout)
+    if (path / "valid_docs").is_dir():
+        return scan_against_probe_data(path, shards, tokenizer)
+    if path.is_file():
+        rows = []
+        for i, row in read_jsonl(path):
+            if not isinstance(row.get("text"), str):
+                raise ValueError(f"{path}: line {i}: a held-out row needs a 'text' string")
+            rows.append(row)
+        return [scan_shards(s, heldout_index(rows), tokenizer) for s in shards]
+    raise FileNotFoundError(f"--heldout {path}: neither a probe data dir (valid_docs/) nor a JSONL file")

@@ -255,7 +255,29 @@ def heldout_statement(probe: dict[str, dict]) -> list[str]:
         )
     else:
         line += f" **Held-out {counted} found in training shards**: {found}."
-    return [line]
+    return [line, *content_statement(held)]
+
+
+def content_statement(held: dict[str, dict]) -> list[str]:
+    """What the probes' content scans (midtrain.curate.leak_scan) found: each training shard dir once."""
+    scans = {s["shards"]: s for x in held.values() for s in x.get("content_scan") or []}
+    if not scans:
+        return ["", "Held-out traces by content: **not scanned** (a probe result from before the content scan)."]
+    leaks = [s for s in scans.values() if s["leak"]]
+    limit = f"{next(iter(scans.values()))['max_overlap']:.0%}"
+    head = (
+        f"**Held-out text found in training shards by content** ({len(leaks)} of {len(scans)} shard dirs above "
+        f"{limit} of the held-out n-grams)"
+        if leaks
+        else f"Held-out traces by content: no training shard holds more than {limit} of the held-out traces' "
+        "word n-grams"
+    )
+    rows = [
+        f"- `{s['shards']}`: {s['heldout_ngrams_found']:,} of {s['heldout_ngrams']:,} {s['ngram_size']}-grams "
+        f"({s['overlap']:.2%}) in {s['sequences_with_overlap']} of {s['sequences']} sequences"
+        for _, s in sorted(scans.items())
+    ]
+    return ["", head + ":", "", *rows]
 
 
 def plot_heldout(results: list[CheckpointResults], path: Path) -> Path | None:

@@ -169,7 +169,7 @@ def run_probe(
             "SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
             ", ".join(cfg.traces),
         )
-    result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"))
+    result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"), cfg.tokenizer)
     result["hf_dir"] = export_once(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
     result["seconds"] = round(time.time() - t0, 1)
     multi = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
@@ -216,10 +216,14 @@ def final_loss_steps(n: int) -> int:
     return max(1, min(20, n // 4))
 
 
-def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict[str, Any]:
+def heldout_check(
+    data: dict[str, Any], start: Path, tokens: int | None, tokenizer: str | None = None
+) -> dict[str, Any]:
     """The held-out set (instances, documents, scored tokens) and how many of its task instances the training
     shards hold (any document of one, in any spelling or trace set): the probe's own and, for a midtrain start,
-    the shards its run trained on (0 is the claim; counted)."""
+    the shards its run trained on (0 is the claim; counted); and by content, how many of the held-out traces'
+    n-grams those shards hold (:mod:`midtrain.curate.leak_scan`: a trajectory quoted in a commit diff)."""
+    from midtrain.curate.leak_scan import describe, scan_against_probe_data
     from midtrain.eval.scoring import is_hf_dir, run_dir_of
     from midtrain.formats.trace_split import instance_of, shard_instances
     from midtrain.train.config import TrainConfig
@@ -242,6 +246,9 @@ def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict
     found = {s: len(set(shard_instances(s)) & held) for s in shards}
     if any(found.values()):
         log.error("SFT probe: held-out instances in training shards: %s", found)
+    content = scan_against_probe_data(Path(data["train_shards"]).parent, shards, tokenizer)
+    for scan in content:
+        (log.error if scan["leak"] else log.info)("SFT probe: held-out content scan: %s", describe(scan))
     return {
         **(data.get("heldout") or {}),
         "tokens": tokens,
@@ -249,6 +256,8 @@ def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict
         "in_training_shards": sum(found.values()),
         "counted": "instances",
         "excluded_from_pack": excluded,
+        "content_scan": content,
+        "content_leak": any(s["leak"] for s in content),
     }
 
 
