@@ -37,6 +37,9 @@ SMOLLM2_135M: dict[str, Any] = dict(
     init_method_std=0.02,
 )
 REAL_WORKDIR = ".demo-real"
+# The experiment's corpus: this repository at this commit (its tree and its history up to it, read from git by
+# midtrain.demo.corpus), whatever the checkout running it is at. Moving it changes the data: a new run, a new doc.
+CORPUS_COMMIT = "8356d1a1d0777d4f4e12906cdf80f92de6ca6c69"
 SEQ_LENGTH = 512
 MIDTRAIN_TOKENS = 12 * SEQ_LENGTH  # 12 steps of one sequence; `long` trains 24
 # The reference pack's first 24 held-out sequences (12,288 tokens; ~3.5K scored of commits and of code, ~1.9K of

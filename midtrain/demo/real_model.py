@@ -5,10 +5,14 @@ midtrain's own, writing under WORKDIR (default .demo-real):
 
 - convert: ``midtrain convert hf2mcore smollm2 WORKDIR/smollm2`` (transformers' GGUF loader; its tokenizer and
   chat template in WORKDIR/smollm2/hf_source/, which prep, pack, the probe, the export and the server use).
-- prep: real code on this machine, offline, under its licences: this repository's files (``repos``) and its git
-  history (``commits``), the source trees of a few installed permissively licensed packages (``PACKAGES``, each
-  copied with its licence file so the licence filter reads it), and the vendored agent trajectories
-  (data_prep/samples/real_traces, rendered with the model's chat template).
+- prep: real code on this machine, offline, under its licences: this repository at the recorded commit
+  ``CORPUS_COMMIT`` (recipes/smollm2.py), read from git into a pinned copy (:mod:`midtrain.demo.corpus`: its
+  files, ``repos``, and its history up to that commit, ``commits``; never the working tree), the source trees of
+  a few installed permissively licensed packages (``PACKAGES``, each copied with its licence file so the licence
+  filter reads it), and the vendored agent trajectories of that commit (data_prep/samples/real_traces, rendered
+  with the model's chat template). The traces are prepped first: the probe's held-out trajectories (their
+  assistant turns) go to prep/heldout_texts.jsonl, and the repos and commits preps drop every document that
+  shares a 13-gram with one (``decontam.heldout``: dropped_heldout_ngram, counted in their stats.json).
 - sweep: the recipe ``sweep_smollm2`` (recipes/smollm2.py) through midtrain's sweep: the start checkpoint
   without midtraining and three midtrained variants, each through the identical SFT probe over two seeds, the
   held-out loss per source, the probe's held-out trace loss and the agent leg; the report ranks them against
@@ -28,14 +32,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from midtrain.demo.inputs import NOT_SAMPLES, SAMPLES, project_repo
+from midtrain.curate.decontam import scored_text
+from midtrain.demo.corpus import corpus_digest, pinned_checkout
+from midtrain.demo.inputs import NOT_SAMPLES, project_repo
+from midtrain.formats.trace_split import ensure_split, is_heldout, iter_documents
 
 log = logging.getLogger("midtrain.demo.real")
 
 MODEL = "smollm2"
 # Installed pure-Python packages whose source trees are midtraining code: (distribution, import package).
 PACKAGES = (("click", "click"), ("requests", "requests"), ("urllib3", "urllib3"), ("attrs", "attr"))
-REAL_TRACES = SAMPLES / "real_traces"
+REAL_TRACES = Path("data_prep") / "samples" / "real_traces"  # in the pinned corpus
+HELDOUT_TEXTS = "heldout_texts.jsonl"  # under prep/: the probe's held-out trajectories' scored text
 # Tool outputs in the vendored trajectories keep 1,000 characters (head + 300 of tail): a trace is ~6K tokens
 # then, and the probe's held-out traces are scored in seconds, not minutes, on CPU.
 TRACE_PREP = [
@@ -89,11 +97,23 @@ def package_tree(dist: str, package: str, dest: Path) -> dict[str, Any]:
     return {"distribution": dist, "version": d.version, "license": licence, "path": str(out)}
 
 
-def prep_stage(workdir: Path) -> dict[str, Any]:
+def write_heldout_texts(traces_prep: Path, dest: Path) -> int:
+    """The recorded split's held-out trajectories of TRACES_PREP as {id, text} rows (their scored assistant
+    turns), the decontamination step's held-out file; returns how many."""
+    split = ensure_split(traces_prep)
+    rows = [
+        json.dumps({"id": d["id"], "text": scored_text(d)}) + "\n"
+        for d in iter_documents(traces_prep)
+        if is_heldout(split, d)
+    ]
+    dest.write_text("".join(rows))
+    return len(rows)
+
+
+def prep_stage(workdir: Path, commit: str | None = None) -> dict[str, Any]:
     from midtrain.demo.stages import _prep_done
-    from midtrain.formats.trace_split import ensure_split
     from midtrain.sources.prep import prep
-    from recipes.smollm2 import PROBE_HELDOUT_FRACTION
+    from recipes.smollm2 import CORPUS_COMMIT, PROBE_HELDOUT_FRACTION
 
     repo = project_repo()
     if repo is None:
@@ -102,24 +122,36 @@ def prep_stage(workdir: Path) -> dict[str, Any]:
             "it from a git checkout of midtrain"
         )
     prep_dir = workdir / "prep"
+    corpus = pinned_checkout(repo, commit or CORPUS_COMMIT, prep_dir / "_inputs" / "corpus")
     packages = [package_tree(d, p, prep_dir / "_inputs" / "packages") for d, p in PACKAGES]
     tokenizer = str((workdir / MODEL / "hf_source").absolute())
-    jobs = {
-        "repos": ([str(repo), *(p["path"] for p in packages)], REPO_PREP),
-        "commits": ([str(repo)], COMMIT_PREP),
-        "traces": ([str(REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP]),
+    heldout = prep_dir / HELDOUT_TEXTS
+    jobs = {  # traces first: their held-out split decides what the other sources must not hold
+        "traces": ([str(corpus / REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP]),
+        "repos": ([str(corpus), *(p["path"] for p in packages)], [*REPO_PREP, f"decontam.heldout=[{heldout}]"]),
+        "commits": ([str(corpus)], [*COMMIT_PREP, f"decontam.heldout=[{heldout}]"]),
     }
-    stats = {}
+    stats: dict[str, Any] = {}
     for source, (inputs, overrides) in jobs.items():
         out = prep_dir / source
         if not _prep_done(out):
             prep(source, inputs, out, overrides)
         if source == "traces":  # recorded before any pack of the set decides it with the default share
             ensure_split(out, PROBE_HELDOUT_FRACTION, decided_by="midtrain demo --model smollm2")
+            stats["heldout_texts"] = write_heldout_texts(out, heldout)
         s = json.loads((out / "stats.json").read_text())
         stats[source] = {k: s.get(k) for k in ("documents_in", "documents_out", "bytes_out", "drops_total")}
+        stats[source]["dropped_heldout_ngram"] = _stat(s, "dropped_heldout_ngram")
         log.info("prep %s: %s", source, stats[source])
-    return {"packages": packages, "prep": stats}
+    versions = {p["distribution"]: p["version"] for p in packages}
+    pinned = corpus_digest(corpus, versions)
+    (prep_dir / "corpus.json").write_text(json.dumps({**pinned, "packages": versions}, indent=2))
+    return {"corpus": pinned, "packages": packages, "prep": stats}
+
+
+def _stat(stats: dict[str, Any], name: str) -> int:
+    """A drop counter of a prep's stats.json, summed over its steps (keyed stage/step/name there)."""
+    return sum(int(v) for k, v in (stats.get("drops") or {}).items() if k.rsplit("/", 1)[-1] == name)
 
 
 def sweep_overrides(workdir: Path) -> list[str]:

@@ -1,0 +1,66 @@
+"""The real-model experiment's corpus is pinned: this repository at a recorded commit, read from git. Editing
+the checkout's files, adding untracked ones, committing on its branch or on another one changes nothing the
+readers read of the pinned copy, and its digest says so; the live checkout's own digest moves."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from sources_fixtures import commit, git, make_repo
+
+from midtrain.demo.corpus import corpus_digest, pinned_checkout
+from midtrain.demo.real_model import _stat
+from recipes.smollm2 import CORPUS_COMMIT
+
+
+def _head(repo: Path) -> str:
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def test_the_corpus_digest_does_not_move_with_the_working_tree_or_later_commits(tmp_path):
+    src = make_repo(tmp_path / "src", {"a.py": "x = 1\n", "README.md": "hello\n"})
+    pinned = _head(src)
+    before = corpus_digest(pinned_checkout(src, pinned, tmp_path / "p1"))
+    live = corpus_digest(src)
+
+    (src / "a.py").write_text("x = 2  # an uncommitted edit\n")
+    (src / "untracked.py").write_text("secret = 1\n")
+    git(src, "checkout", "-q", "-b", "other")
+    commit(src, {"b.py": "y = 1\n"}, "work on another branch")
+    git(src, "checkout", "-q", "main")
+    commit(src, {"c.py": "z = 1\n"}, "a later commit on main")
+    (src / "a.py").write_text("x = 3\n")
+
+    copy = pinned_checkout(src, pinned[:10], tmp_path / "p2")
+    assert corpus_digest(copy) == before and before["commit"] == pinned and before["commits"] == "1"
+    assert (copy / "a.py").read_text() == "x = 1\n" and not (copy / "untracked.py").exists()
+    assert not (copy / "c.py").exists() and not (copy / "b.py").exists()
+    assert git(copy, "branch", "--format=%(refname:short)").split() == ["pinned"]
+    assert corpus_digest(src)["digest"] != live["digest"]  # what the old experiment read: the live checkout
+    assert corpus_digest(copy, {"click": "8.5.1"})["digest"] != before["digest"]  # package versions count
+
+
+def test_a_commit_outside_the_history_and_a_stale_copy_are_refused(tmp_path):
+    src = make_repo(tmp_path / "src", {"a.py": "x = 1\n"})
+    with pytest.raises(ValueError, match="corpus commit 0123456789abcdef: not in the history"):
+        pinned_checkout(src, "0123456789abcdef", tmp_path / "p")
+    pinned_checkout(src, _head(src), tmp_path / "p")
+    commit(src, {"b.py": "y = 1\n"}, "later")
+    with pytest.raises(ValueError, match="not the recorded"):
+        pinned_checkout(src, _head(src), tmp_path / "p")
+
+
+def test_the_recorded_commit_is_in_this_repository_and_pins_its_traces(tmp_path):
+    repo = Path(__file__).resolve().parents[1]
+    if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{CORPUS_COMMIT}^{{commit}}"]).returncode:
+        pytest.skip(f"a shallow clone without the corpus commit {CORPUS_COMMIT[:12]}")
+    copy = pinned_checkout(repo, CORPUS_COMMIT, tmp_path / "corpus")
+    assert _head(copy) == CORPUS_COMMIT
+    assert (copy / "data_prep" / "samples" / "real_traces" / "django__django-11163.traj.json").is_file()
+
+
+def test_drop_counters_are_summed_over_steps():
+    stats = {"drops": {"curate/n-grams/dropped_heldout_ngram": 3, "curate/x/dropped_heldout_ngram": 1, "a/b": 9}}
+    assert _stat(stats, "dropped_heldout_ngram") == 4 and _stat({}, "dropped_heldout_ngram") == 0
