@@ -64,3 +64,24 @@ def test_the_recorded_commit_is_in_this_repository_and_pins_its_traces(tmp_path)
 def test_drop_counters_are_summed_over_steps():
     stats = {"drops": {"curate/n-grams/dropped_heldout_ngram": 3, "curate/x/dropped_heldout_ngram": 1, "a/b": 9}}
     assert _stat(stats, "dropped_heldout_ngram") == 4 and _stat({}, "dropped_heldout_ngram") == 0
+
+
+@pytest.mark.slow
+def test_at_the_recorded_commit_the_commit_quoting_the_heldout_trajectory_is_dropped(tmp_path):
+    """The leak the issue found: the commit that vendored the real traces carries the held-out file in its diff."""
+    import json
+
+    from midtrain.demo.real_model import COMMIT_PREP, REAL_TRACES
+    from midtrain.sources.prep import prep
+
+    repo = Path(__file__).resolve().parents[1]
+    if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{CORPUS_COMMIT}^{{commit}}"]).returncode:
+        pytest.skip(f"a shallow clone without the corpus commit {CORPUS_COMMIT[:12]}")
+    copy = pinned_checkout(repo, CORPUS_COMMIT, tmp_path / "corpus")
+    messages = json.loads((copy / REAL_TRACES / "django__django-11163.traj.json").read_text())["messages"]
+    text = "\n".join(m["content"] for m in messages if m["role"] == "assistant")
+    held = tmp_path / "heldout.jsonl"
+    held.write_text(json.dumps({"id": "django__django-11163", "text": text}) + "\n")
+    prep("commits", [str(copy)], tmp_path / "commits", [*COMMIT_PREP, f"decontam.heldout=[{held}]"])
+    stats = json.loads((tmp_path / "commits" / "stats.json").read_text())
+    assert _stat(stats, "dropped_heldout_ngram") >= 1
