@@ -12,10 +12,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from midtrain.eval.noise import RULE, is_difference, spread
+from midtrain.eval.noise import RULE, spread
 from midtrain.eval.rank import markdown as rank_markdown
 from midtrain.eval.rank import proxy_agreements
-from midtrain.eval.report import Row, build_rows, delta_mark, write_report
+from midtrain.eval.report import Row, build_rows, comparison, delta_mark, write_report
 from midtrain.eval.results import load_checkpoint_results, read_metrics
 from midtrain.sweep.config import SweepConfig
 from midtrain.sweep.plan import output_dir, sweep_protocol, variant_plan
@@ -125,9 +125,7 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
                 "value": value,
                 "samples": key.samples.get(name),
                 "delta_vs_baseline": None if base_value is None else value - base_value,
-                "difference_vs_baseline": is_difference(key.samples.get(base) or [], key.samples[name])
-                if key.samples.get(base)
-                else None,
+                "vs_baseline": c.to_dict() if (c := comparison(key, name, base)) else None,
                 "tokens_trained": tokens,
                 "steps": steps,
                 "seq_length": plan.pack.seq_length,
