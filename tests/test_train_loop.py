@@ -250,6 +250,22 @@ def test_loss_mask_is_honoured_sft_style(tmp_path):
         assert row["trained_tokens"] == expected and expected < 0.6 * full
 
 
+def test_a_batch_without_loss_tokens_takes_no_optimizer_step(shards, tmp_path):
+    """Adam with zero gradients still moves the weights (its moments, its step count): a loss-free batch (an SFT
+    piece that is all prompt) must not. Trained on after it, the weights give exactly the loss they gave before."""
+    start = tmp_path / "start"
+    _run(shards, start, **{"optim.train_steps": 2})
+    empty = write_shards(tmp_path / "empty", sequences=8, seq_length=64, masks=True, loss_free=True)
+    _run(empty, tmp_path / "idle", **{"optim.train_steps": 2, "init_from": str(start), "optim.warmup_steps": 0})
+    rows = metrics(tmp_path / "idle")
+    assert [r["no_loss_tokens"] for r in rows] == [True, True] and all(r["trained_tokens"] == 0 for r in rows)
+    one = {"optim.train_steps": 1, "optim.warmup_steps": 0}
+    _run(shards, tmp_path / "after_idle", **one, init_from=str(tmp_path / "idle"))
+    _run(shards, tmp_path / "direct", **one, init_from=str(start))
+    assert metrics(tmp_path / "after_idle")[0]["loss"] == metrics(tmp_path / "direct")[0]["loss"]
+    assert metrics(tmp_path / "direct")[0]["no_loss_tokens"] is False
+
+
 def test_weights_only_checkpoint_in_run_dir_starts_fresh_from_its_weights(straight_run, shards, tmp_path):
     """A step-0 weights-only checkpoint (eval's initial weights, an HF conversion) seeds the run, not resumes it."""
     from midtrain.train.checkpoint import save_checkpoint
