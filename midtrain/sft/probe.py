@@ -164,6 +164,8 @@ def run_probe(
         held = heldout_loss(scorer, data["valid_shards"], "train")
         result["heldout_loss"] = held["all"]["loss"]
         result["heldout_tokens"] = held["all"]["tokens"]
+        # per held-out trajectory: what the primary comparison's bootstrap resamples
+        result["heldout_per_document"] = {d: v["loss"] for d, v in held["per_document"].items()}
     else:
         log.warning(
             "SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
