@@ -19,6 +19,7 @@ from midtrain.eval.report import Row, build_rows, comparison, delta_mark, write_
 from midtrain.eval.results import load_checkpoint_results, read_metrics
 from midtrain.sweep.config import SweepConfig
 from midtrain.sweep.plan import output_dir, sweep_protocol, variant_plan
+from midtrain.sweep.primary import NullArmMismatch, null_check, null_markdown, primary_comparison, primary_markdown
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +145,8 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
         for a in ranked:
             md.append(f"| {a} | " + " | ".join("" if a == b else _delta(key, a, b) for b in cols) + " |")
         md.append("")
+    primary, null = primary_comparison(cfg, results), null_check(cfg, results)
+    md += null_markdown(null) + primary_markdown(primary)
     agreements = proxy_agreements(rows, cfg.rank_by, cfg.seed)
     md += rank_markdown(agreements, cfg.rank_by)
     if missing:
@@ -159,10 +162,17 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
                 "ranking": ranking,
                 "missing": missing,
                 "noise_rule": RULE,
+                "primary": primary,
+                "null_arm": null,
                 "proxy_agreement": [a.to_dict() for a in agreements],
             },
             indent=2,
         )
     )
     log.info("sweep report: %d ranked, %d missing -> %s", len(ranked), len(missing), out / "sweep.md")
+    if null is not None and not null["equal"] and not missing:
+        raise NullArmMismatch(
+            f"sweep report: the null arm {cfg.null_arm} (LR 0) does not give {cfg.baseline}'s probe results "
+            f"({'; '.join(null['diffs'][:3]) or 'none'}); see {out / 'sweep.md'}"
+        )
     return out / "sweep.md"
