@@ -85,3 +85,29 @@ def test_at_the_recorded_commit_the_commit_quoting_the_heldout_trajectory_is_dro
     prep("commits", [str(copy)], tmp_path / "commits", [*COMMIT_PREP, f"decontam.heldout=[{held}]"])
     stats = json.loads((tmp_path / "commits" / "stats.json").read_text())
     assert _stat(stats, "dropped_heldout_ngram") >= 1
+
+
+@pytest.mark.slow
+def test_the_experiments_prep_reads_the_pinned_corpus_and_decontaminates_by_content(tmp_path, monkeypatch):
+    """`midtrain demo --model smollm2 --only prep` in small (one package; a ChatML tokenizer standing in for the
+    converted model's): the corpus is the recorded commit's, its digest recorded; the held-out trajectories'
+    text is written first and the commits prep drops what quotes it, counted."""
+    import json
+    import shutil
+
+    from midtrain.demo import real_model
+    from midtrain.formats.tokenizer import default_tokenizer_path
+
+    repo = Path(__file__).resolve().parents[1]
+    if subprocess.run(["git", "-C", str(repo), "cat-file", "-e", f"{CORPUS_COMMIT}^{{commit}}"]).returncode:
+        pytest.skip(f"a shallow clone without the corpus commit {CORPUS_COMMIT[:12]}")
+    shutil.copytree(Path(default_tokenizer_path()).parent, tmp_path / real_model.MODEL / "hf_source")
+    monkeypatch.setattr(real_model, "PACKAGES", (("attrs", "attr"),))
+    out = real_model.prep_stage(tmp_path)
+    assert out["corpus"]["commit"] == CORPUS_COMMIT
+    assert json.loads((tmp_path / "prep" / "corpus.json").read_text())["digest"] == out["corpus"]["digest"]
+    assert out["prep"]["heldout_texts"] == 5
+    rows = [json.loads(x) for x in (tmp_path / "prep" / real_model.HELDOUT_TEXTS).read_text().splitlines()]
+    assert any("11163" in r["id"] for r in rows) and all(len(r["text"]) > 1000 for r in rows)
+    assert out["prep"]["commits"]["dropped_heldout_ngram"] >= 1
+    assert out["prep"]["traces"]["dropped_heldout_ngram"] == 0  # traces are split by instance, not dropped
