@@ -44,7 +44,7 @@ def scan_shards(shard_dir: str | Path, index: NgramIndex, tokenizer: Any, split:
     hit_sequences = 0
     by_key: dict[str, int] = {}
     for i in range(len(ds)):
-        text = tok.decode(ds[i]["tokens"].tolist(), skip_special_tokens=False)
+        text = tok.decode(ds[i]["tokens"].tolist(), skip_special_tokens=True)
         hits = index.found(text)
         if hits:
             hit_sequences += 1
@@ -102,3 +102,14 @@ def scan_against(heldout: str | Path, shards: list[str], tokenizer: Any) -> list
             rows.append(row)
         return [scan_shards(s, heldout_index(rows), tokenizer) for s in shards]
     raise FileNotFoundError(f"--heldout {path}: neither a probe data dir (valid_docs/) nor a JSONL file")
+
+
+def split_index(shard_dir: str | Path, split: str, tokenizer: Any, n: int = 13) -> NgramIndex:
+    """The n-grams of a packed split's decoded sequences (the proxy's held-out documents: the reference pack's
+    validation split), one key per document id."""
+    tok = tokenizer if hasattr(tokenizer, "decode") else load_tokenizer(tokenizer, shared=True)
+    ds = PackedDataset(shard_dir, split)
+    index = NgramIndex(n)
+    for i in range(len(ds)):
+        index.add(f"{split}:{i}", tok.decode(ds[i]["tokens"].tolist(), skip_special_tokens=True))
+    return index

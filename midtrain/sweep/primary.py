@@ -12,10 +12,13 @@ report fails (:class:`NullArmMismatch`).
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from midtrain.curate.leak_scan import describe, scan_shards, split_index
 from midtrain.eval.noise import NO_BAND, hierarchical_bootstrap, paired
 from midtrain.eval.results import CheckpointResults
 from midtrain.sweep.config import SweepConfig
@@ -141,5 +144,38 @@ def null_markdown(n: dict[str, Any] | None) -> list[str]:
         f"**NULL ARM FAILED**: {n['null_arm']} (LR 0) does not give the baseline's probe results: "
         + ("; ".join(n["diffs"][:6]) or "no results")
         + ". The arms differ by more than midtraining; no comparison here stands.",
+        "",
+    ]
+
+
+def proxy_content_scan(reference: Path, shard_dirs: dict[str, Path], tokenizer: Any) -> list[dict[str, Any]]:
+    """The proxy's held-out documents (REFERENCE's validation split) in each variant's training shards, by content:
+    each distinct pack once (variants a seed apart pack the same shards: the manifest's run_key)."""
+    if not (reference / "manifest.json").is_file():
+        return []
+    index = split_index(reference, "valid", tokenizer)
+    seen: dict[str, dict[str, Any]] = {}
+    out = []
+    for name, d in shard_dirs.items():
+        if not (d / "manifest.json").is_file():
+            continue
+        key = json.loads((d / "manifest.json").read_text()).get("run_key") or str(d)
+        if key not in seen:
+            seen[key] = scan_shards(d, index, tokenizer)
+        out.append({**seen[key], "variant": name})
+    return out
+
+
+def proxy_scan_markdown(scans: list[dict[str, Any]]) -> list[str]:
+    if not scans:
+        return []
+    return [
+        "## The proxy's held-out documents in training, by content",
+        "",
+        "The reference pack's validation split (what the proxy scores), its word 13-grams looked up in each "
+        "variant's training sequences (midtrain.curate.leak_scan; not removed: the numbers say how far the proxy "
+        "measures memory rather than generalisation):",
+        "",
+        *[f"- {s['variant']}: {describe(s)}" for s in scans],
         "",
     ]

@@ -18,8 +18,16 @@ from midtrain.eval.rank import proxy_agreements
 from midtrain.eval.report import Row, build_rows, comparison, delta_mark, write_report
 from midtrain.eval.results import load_checkpoint_results, read_metrics
 from midtrain.sweep.config import SweepConfig
-from midtrain.sweep.plan import output_dir, sweep_protocol, variant_plan
-from midtrain.sweep.primary import NullArmMismatch, null_check, null_markdown, primary_comparison, primary_markdown
+from midtrain.sweep.plan import output_dir, reference_shards, sweep_protocol, variant_plan
+from midtrain.sweep.primary import (
+    NullArmMismatch,
+    null_check,
+    null_markdown,
+    primary_comparison,
+    primary_markdown,
+    proxy_content_scan,
+    proxy_scan_markdown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +155,10 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
         md.append("")
     primary, null = primary_comparison(cfg, results), null_check(cfg, results)
     md += null_markdown(null) + primary_markdown(primary)
+    scans = proxy_content_scan(
+        reference_shards(cfg), {n: variant_plan(cfg, n).root / "shards" for n in cfg.variants}, cfg.pack.tokenizer
+    )
+    md += proxy_scan_markdown(scans)
     agreements = proxy_agreements(rows, cfg.rank_by, cfg.seed)
     md += rank_markdown(agreements, cfg.rank_by)
     if missing:
@@ -164,6 +176,7 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
                 "noise_rule": RULE,
                 "primary": primary,
                 "null_arm": null,
+                "proxy_content_scan": scans,
                 "proxy_agreement": [a.to_dict() for a in agreements],
             },
             indent=2,
