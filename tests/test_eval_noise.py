@@ -58,6 +58,7 @@ def test_95_percent_intervals_cover_the_true_difference_about_95_percent_of_the_
         b = (a + 0.03 + rng.normal(0, 0.05, 4)) if test == "paired" else rng.normal(1.03, 0.2, 4)
         keys = ["p", "q", "r", "s"]
         c = compare(list(a), list(b), keys, keys) if test == "paired" else compare(list(a), list(b))
+        assert c.low is not None and c.high is not None
         covered += c.low <= 0.03 <= c.high
     assert 0.93 <= covered / draws <= 0.97
 
@@ -83,6 +84,7 @@ def test_hierarchical_bootstrap_covers_and_is_paired_over_probe_seeds_and_docume
         mid = rng.normal(-0.02, 0.01, 5)  # the midtraining seeds' effects, true mean -0.02
         arm = base[None] + mid[:, None, None] + rng.normal(0, 0.01, (5, 2, 6))
         c = hierarchical_bootstrap(base, arm, reps=400, seed=int(rng.integers(1 << 30)))
+        assert c.low is not None and c.high is not None
         covered += c.low <= -0.02 <= c.high
     assert covered / draws >= 0.85  # percentile bootstrap with 5 seeds: a little under nominal
     with pytest.raises(ValueError, match=r"must be \[M, P, T\]"):

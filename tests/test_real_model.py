@@ -231,6 +231,7 @@ def test_the_recipe_preregisters_a_primary_comparison_with_a_null_arm_in_bf16(tm
     seeds = {cfg.variants[n].seed or cfg.seed for n in cfg.primary}
     assert len(seeds) >= 4 and len(cfg.protocol.probe_seeds) >= 2 and cfg.primary_about
     assert len({tuple(cfg.variants[n].train) for n in cfg.primary}) == 1  # seed apart, the same arm
+    assert cfg.null_arm is not None
     null = variant_plan(cfg, cfg.null_arm)
     assert null.train_steps == 1 and "optim.lr=0" in null.train_overrides
     assert smollm2_cpu().precision.dtype == sft_probe_smollm2().train.precision.dtype == "bf16"
@@ -243,7 +244,7 @@ def test_the_recipe_preregisters_a_primary_comparison_with_a_null_arm_in_bf16(tm
     held = [
         f
         for f in traces.glob("*.traj.json")
-        if instance_heldout(canonical_instance(f.name[:-10]), PROBE_HELDOUT_FRACTION)
+        if instance_heldout(canonical_instance(f.name[:-10]) or "", PROBE_HELDOUT_FRACTION)
     ]
     assert 4 <= len(held) <= 6
 

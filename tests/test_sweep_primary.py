@@ -44,6 +44,7 @@ def test_primary_is_paired_over_probe_seeds_and_documents_with_an_interval(tmp_p
         results.append(_write(tmp_path, f"mid.s{i}", base - 0.05 + rng.normal(0, 0.005, (2, 3))))
     cfg = _cfg(baseline="base", primary=[f"mid.s{i}" for i in range(4)], primary_about="midtraining lowers it")
     p = primary_comparison(cfg, results)
+    assert p is not None
     assert p["status"] == "ok" and p["midtraining_seeds"] == 4 and p["probe_seeds"] == list(PROBES)
     assert p["documents"] == list(DOCS)
     boot, t = p["bootstrap"], p["t_over_midtraining_seeds"]
@@ -56,6 +57,7 @@ def test_primary_is_paired_over_probe_seeds_and_documents_with_an_interval(tmp_p
         _write(tmp_path / "null", f"mid.s{i}", base + rng.normal(0, 0.02, (2, 3))) for i in range(4)
     ]
     q = primary_comparison(cfg, same)
+    assert q is not None
     assert q["bootstrap"]["low"] < 0 < q["bootstrap"]["high"]
     assert "the interval holds 0" in "\n".join(primary_markdown(q))
 
@@ -65,10 +67,12 @@ def test_null_arm_must_equal_the_baseline_exactly(tmp_path):
     results = [_write(tmp_path, "base", base), _write(tmp_path, "null", base)]
     cfg = _cfg(baseline="base", null_arm="null")
     ok = null_check(cfg, results)
+    assert ok is not None
     assert ok["equal"] and "exactly" in null_markdown(ok)[0]
     off = base.copy()
     off[1, 2] += 1e-7
     bad = null_check(cfg, [results[0], _write(tmp_path / "b", "null", off)])
+    assert bad is not None
     assert not bad["equal"] and bad["diffs"] == [f"sft-s4322/{DOCS[2]}: {float(base[1, 2])!r} vs {float(off[1, 2])!r}"]
     assert "NULL ARM FAILED" in null_markdown(bad)[0]
 

@@ -28,6 +28,7 @@ import logging
 import resource
 import shutil
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ def sweep_stage(workdir: Path) -> Path:
     return report
 
 
-STAGES = {"convert": convert_stage, "prep": prep_stage, "sweep": sweep_stage}
+STAGES: dict[str, Callable[[Path], Any]] = {"convert": convert_stage, "prep": prep_stage, "sweep": sweep_stage}
 
 
 def run(workdir: str | Path, only: list[str] | None = None) -> Path:
