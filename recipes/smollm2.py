@@ -103,6 +103,8 @@ def sft_probe_smollm2() -> SFTConfig:
         tokenizer=f"{REAL_WORKDIR}/smollm2/hf_source",
         valid_fraction=PROBE_HELDOUT_FRACTION,
         train=train,
+        # the commands of each held-out trajectory's first 2 assistant turns, teacher-forced (~15 s a probe)
+        command_turns=2,
     )
 
 

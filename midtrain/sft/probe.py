@@ -166,6 +166,8 @@ def run_probe(
         result["heldout_tokens"] = held["all"]["tokens"]
         # per held-out trajectory: what the primary comparison's bootstrap resamples
         result["heldout_per_document"] = {d: v["loss"] for d, v in held["per_document"].items()}
+        if cfg.command_turns:
+            result["command_accuracy"] = _command_accuracy(cfg, scorer, Path(data["valid_shards"]).parent)
     else:
         log.warning(
             "SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
@@ -189,6 +191,17 @@ def run_probe(
         out / SFT_RESULT,
     )
     return result
+
+
+def _command_accuracy(cfg: SFTConfig, scorer: Any, data_dir: Path) -> dict[str, Any]:
+    """Teacher-forced accuracy on the held-out trajectories' commands (DATA_DIR/valid_docs)."""
+    from midtrain.eval.command_accuracy import command_accuracy
+    from midtrain.formats.tokenizer import load_tokenizer
+    from midtrain.formats.trace_split import iter_documents
+
+    tok = load_tokenizer(cfg.tokenizer, shared=True)
+    docs = iter_documents(data_dir / "valid_docs")
+    return command_accuracy(scorer, tok, docs, cfg.train.data.seq_length, cfg.command_turns)
 
 
 def _reusable_result(path: Path, want: dict[str, Any]) -> dict[str, Any] | None:
