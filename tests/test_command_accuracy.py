@@ -64,3 +64,19 @@ def test_teacher_forced_command_accuracy_counts_each_command_token():
         repeats += sum(ids["input_ids"][t] == ids["input_ids"][t - 1] for t in inside)
     assert same["turns"] == 3 and same["tokens"] == total
     assert same["token_accuracy"] == repeats / total < 0.5
+
+
+def test_the_agent_legs_parseable_action_rate_reads_the_servers_log(tmp_path):
+    from midtrain.eval.local_run import action_rate
+
+    log = tmp_path / "server.jsonl"
+    rows = [
+        {"completion_tokens": 40, "bash_blocks": 1, "tool_calls": 0},
+        {"completion_tokens": 64, "bash_blocks": 0, "tool_calls": 0},  # prose, cut at the limit
+        {"completion_tokens": 50, "bash_blocks": 2, "tool_calls": 1},  # two blocks: the agent refuses it
+        {"event": "start"},
+    ]
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert action_rate(log, "text") == {"replies": 3, "parseable": 1, "rate": 1 / 3, "format": "text"}
+    assert action_rate(log, "tool_calls")["parseable"] == 1
+    assert action_rate(tmp_path / "none.jsonl", "text")["rate"] is None

@@ -11,15 +11,13 @@ hold exactly one command block (what the agent's parser needs; the teacher's own
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import torch
 
 from midtrain.eval.scoring import Scorer
-
-COMMAND = re.compile(r"```(?:bash|mswea_bash_command)[ \t]*\n(.*?)\n```", re.S)
+from midtrain.eval.serve import COMMAND
 
 
 def command_spans(text: str, spans: list[list[int]]) -> tuple[list[tuple[int, int]], int, int]:

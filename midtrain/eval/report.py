@@ -80,6 +80,15 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             "{:.1f}",
             "{:+.1f}",
         )
+    for bench, title in BENCH_NAMES.items():  # what a small model registers where the resolve rate reads 0
+        add(
+            "Agent leg: replies with one action the agent can parse, %",
+            title,
+            lambda r, b=bench: 100.0 * r.swebench[b]["actions"]["rate"],
+            True,
+            "{:.1f}",
+            "{:+.1f}",
+        )
     # benchmark x harness (robustness across agent harnesses): the same server and checkpoint, another agent
     for bench, title in BENCH_NAMES.items():
         for harness in HARNESSES[1:]:

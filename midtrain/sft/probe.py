@@ -105,8 +105,6 @@ def run_probe(
         raise FileNotFoundError(f"--from {start}: no such checkpoint")
     import torch.distributed
 
-    from midtrain.eval.heldout import heldout_loss
-    from midtrain.eval.scoring import MidtrainScorer
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
     from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
     from midtrain.train import distributed
@@ -160,14 +158,7 @@ def run_probe(
     result["final_train_loss_steps"] = len(tail)
     result["trained_tokens"] = sum(int(m.get("trained_tokens", 0) or 0) for m in metrics) or None
     if data["valid_shards"]:
-        scorer = MidtrainScorer(run_dir)
-        held = heldout_loss(scorer, data["valid_shards"], "train")
-        result["heldout_loss"] = held["all"]["loss"]
-        result["heldout_tokens"] = held["all"]["tokens"]
-        # per held-out trajectory: what the primary comparison's bootstrap resamples
-        result["heldout_per_document"] = {d: v["loss"] for d, v in held["per_document"].items()}
-        if cfg.command_turns:
-            result["command_accuracy"] = _command_accuracy(cfg, scorer, Path(data["valid_shards"]).parent)
+        result.update(_score_heldout(cfg, run_dir, data))
     else:
         log.warning(
             "SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
@@ -191,6 +182,24 @@ def run_probe(
         out / SFT_RESULT,
     )
     return result
+
+
+def _score_heldout(cfg: SFTConfig, run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The trained probe on its held-out traces: assistant-token loss (all, and per trajectory: what the
+    primary comparison's bootstrap resamples) and, with command_turns, the commands' teacher-forced accuracy."""
+    from midtrain.eval.heldout import heldout_loss
+    from midtrain.eval.scoring import MidtrainScorer
+
+    scorer = MidtrainScorer(run_dir)
+    held = heldout_loss(scorer, data["valid_shards"], "train")
+    out: dict[str, Any] = {
+        "heldout_loss": held["all"]["loss"],
+        "heldout_tokens": held["all"]["tokens"],
+        "heldout_per_document": {d: v["loss"] for d, v in held["per_document"].items()},
+    }
+    if cfg.command_turns:
+        out["command_accuracy"] = _command_accuracy(cfg, scorer, Path(data["valid_shards"]).parent)
+    return out
 
 
 def _command_accuracy(cfg: SFTConfig, scorer: Any, data_dir: Path) -> dict[str, Any]:
