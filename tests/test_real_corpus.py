@@ -111,3 +111,20 @@ def test_the_experiments_prep_reads_the_pinned_corpus_and_decontaminates_by_cont
     assert any("11163" in r["id"] for r in rows) and all(len(r["text"]) > 1000 for r in rows)
     assert out["prep"]["commits"]["dropped_heldout_ngram"] >= 1
     assert out["prep"]["traces"]["dropped_heldout_ngram"] == 0  # traces are split by instance, not dropped
+
+
+def test_a_prep_dir_from_another_corpus_is_refused(tmp_path):
+    import json
+
+    from midtrain.demo.real_model import check_prep_corpus
+
+    check_prep_corpus(tmp_path, CORPUS_COMMIT)  # nothing there yet
+    (tmp_path / "commits").mkdir()
+    (tmp_path / "commits" / "stats.json").write_text("{}")
+    with pytest.raises(ValueError, match=r"\['commits'\] prepped without a pinned corpus"):
+        check_prep_corpus(tmp_path, CORPUS_COMMIT)
+    (tmp_path / "corpus.json").write_text(json.dumps({"commit": "0" * 40}))
+    with pytest.raises(ValueError, match="prepped from commit 000000000000, not the recorded"):
+        check_prep_corpus(tmp_path, CORPUS_COMMIT)
+    (tmp_path / "corpus.json").write_text(json.dumps({"commit": CORPUS_COMMIT}))
+    check_prep_corpus(tmp_path, CORPUS_COMMIT)

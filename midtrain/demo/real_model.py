@@ -111,6 +111,21 @@ def write_heldout_texts(traces_prep: Path, dest: Path) -> int:
     return len(rows)
 
 
+def check_prep_corpus(prep_dir: Path, commit: str) -> None:
+    """Refuse a prep dir made from another corpus (an earlier run's live checkout, another recorded commit):
+    its finished preps would be reused as they are."""
+    record = prep_dir / "corpus.json"
+    done = [s for s in ("traces", "repos", "commits") if (prep_dir / s / "stats.json").exists()]
+    if record.exists():
+        old = json.loads(record.read_text()).get("commit", "")
+        if not old.startswith(commit.lower()):
+            raise ValueError(
+                f"{record}: prepped from commit {old[:12]}, not the recorded {commit[:12]}; remove {prep_dir}"
+            )
+    elif done:
+        raise ValueError(f"{prep_dir}: {done} prepped without a pinned corpus (no corpus.json); remove {prep_dir}")
+
+
 def prep_stage(workdir: Path, commit: str | None = None) -> dict[str, Any]:
     from midtrain.demo.stages import _prep_done
     from midtrain.sources.prep import prep
@@ -123,8 +138,12 @@ def prep_stage(workdir: Path, commit: str | None = None) -> dict[str, Any]:
             "it from a git checkout of midtrain"
         )
     prep_dir = workdir / "prep"
+    check_prep_corpus(prep_dir, commit or CORPUS_COMMIT)
     corpus = pinned_checkout(repo, commit or CORPUS_COMMIT, prep_dir / "_inputs" / "corpus")
     packages = [package_tree(d, p, prep_dir / "_inputs" / "packages") for d, p in PACKAGES]
+    versions = {p["distribution"]: p["version"] for p in packages}
+    pinned = corpus_digest(corpus, versions)  # recorded before any prep: a resumed prep is checked against it
+    (prep_dir / "corpus.json").write_text(json.dumps({**pinned, "packages": versions}, indent=2))
     tokenizer = str((workdir / MODEL / "hf_source").absolute())
     heldout = prep_dir / HELDOUT_TEXTS
     jobs = {  # traces first: their held-out split decides what the other sources must not hold
@@ -144,9 +163,6 @@ def prep_stage(workdir: Path, commit: str | None = None) -> dict[str, Any]:
         stats[source] = {k: s.get(k) for k in ("documents_in", "documents_out", "bytes_out", "drops_total")}
         stats[source]["dropped_heldout_ngram"] = _stat(s, "dropped_heldout_ngram")
         log.info("prep %s: %s", source, stats[source])
-    versions = {p["distribution"]: p["version"] for p in packages}
-    pinned = corpus_digest(corpus, versions)
-    (prep_dir / "corpus.json").write_text(json.dumps({**pinned, "packages": versions}, indent=2))
     return {"corpus": pinned, "packages": packages, "prep": stats}
 
 
