@@ -266,6 +266,20 @@ def test_a_batch_without_loss_tokens_takes_no_optimizer_step(shards, tmp_path):
     assert metrics(tmp_path / "direct")[0]["no_loss_tokens"] is False
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_step_at_lr_0_leaves_the_weights_as_they_were(shards, tmp_path, dtype):
+    """A sweep's null arm: one step through the trainer at LR 0 (in the precision the arms train in); whatever
+    starts from its checkpoint starts from the weights it started from, bit for bit."""
+    start = tmp_path / "start"
+    _run(shards, start, **{"optim.train_steps": 2})
+    one = {"optim.train_steps": 1, "optim.warmup_steps": 0, "precision.dtype": dtype}
+    _run(shards, tmp_path / "null", **one, init_from=str(start), **{"optim.lr": 0.0, "optim.min_lr": 0.0})
+    assert metrics(tmp_path / "null")[0]["lr"] == 0.0
+    _run(shards, tmp_path / "from_null", **one, init_from=str(tmp_path / "null"))
+    _run(shards, tmp_path / "from_start", **one, init_from=str(start))
+    assert metrics(tmp_path / "from_null")[0]["loss"] == metrics(tmp_path / "from_start")[0]["loss"]
+
+
 def test_weights_only_checkpoint_in_run_dir_starts_fresh_from_its_weights(straight_run, shards, tmp_path):
     """A step-0 weights-only checkpoint (eval's initial weights, an HF conversion) seeds the run, not resumes it."""
     from midtrain.train.checkpoint import save_checkpoint
