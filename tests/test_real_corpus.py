@@ -82,9 +82,20 @@ def test_at_the_recorded_commit_the_commit_quoting_the_heldout_trajectory_is_dro
     text = "\n".join(m["content"] for m in messages if m["role"] == "assistant")
     held = tmp_path / "heldout.jsonl"
     held.write_text(json.dumps({"id": "django__django-11163", "text": text}) + "\n")
-    prep("commits", [str(copy)], tmp_path / "commits", [*COMMIT_PREP, f"decontam.heldout=[{held}]"])
+    # by content alone (the samples' paths kept): the n-gram step drops the commit that quotes it
+    by_content = [o for o in COMMIT_PREP if "extra_skip_dirs" not in o]
+    prep("commits", [str(copy)], tmp_path / "commits", [*by_content, f"decontam.heldout=[{held}]"])
     stats = json.loads((tmp_path / "commits" / "stats.json").read_text())
     assert _stat(stats, "dropped_heldout_ngram") >= 1
+    # as the experiment preps it (the samples' files removed first): no document left holds a held-out 13-gram
+    from midtrain.curate.decontam import NgramIndex
+    from midtrain.formats.trace_split import iter_documents
+
+    prep("commits", [str(copy)], tmp_path / "exp", [*COMMIT_PREP, f"decontam.heldout=[{held}]"])
+    index = NgramIndex(13)
+    index.add("held", text)
+    docs = list(iter_documents(tmp_path / "exp"))
+    assert docs and not any(index.found(d["text"]) for d in docs)
 
 
 @pytest.mark.slow
@@ -109,8 +120,19 @@ def test_the_experiments_prep_reads_the_pinned_corpus_and_decontaminates_by_cont
     assert out["prep"]["heldout_texts"] == 5
     rows = [json.loads(x) for x in (tmp_path / "prep" / real_model.HELDOUT_TEXTS).read_text().splitlines()]
     assert any("11163" in r["id"] for r in rows) and all(len(r["text"]) > 1000 for r in rows)
-    assert out["prep"]["commits"]["dropped_heldout_ngram"] >= 1
+    assert "dropped_heldout_ngram" in out["prep"]["commits"]  # counted (0 here: the samples' files went first)
     assert out["prep"]["traces"]["dropped_heldout_ngram"] == 0  # traces are split by instance, not dropped
+    # the agent leg's tasks (the minicalc sample) and the vendored traces are in no repos or commits document
+    from midtrain.curate.leak_scan import heldout_index
+    from midtrain.formats.trace_split import iter_documents
+
+    index = heldout_index(rows)
+    for source in ("repos", "commits"):
+        texts = [d["text"] for d in iter_documents(tmp_path / "prep" / source)]
+        assert texts and not any(
+            "<|file_sep|>data_prep/samples/" in t or "diff --git a/data_prep/samples/" in t for t in texts
+        ), source
+        assert not any(index.found(t) for t in texts), source  # no held-out trajectory's 13-gram either
 
 
 def test_a_prep_dir_from_another_corpus_is_refused(tmp_path):

@@ -59,8 +59,16 @@ TRACE_PREP = [
 # Documents of at most 8 KB (repository files, at file boundaries) and 20 KB (runs of commits): the packs' held-out
 # split draws whole documents, so small ones give every source a held-out share near valid_fraction (at 60 KB and
 # 1 MB, one 92K-token commit document and 639 tokens of code were held out)
-REPO_PREP = ["repos.max_doc_bytes=8000"]
-COMMIT_PREP = ["commits.max_commits=150", "commits.max_doc_bytes=20000"]  # the newest 150 commits (all 400: 5 MB)
+# The shipped samples (data_prep/samples: the agent leg's minicalc tasks with their fixes, the vendored traces the
+# probe trains and scores, sample pull requests and build logs) are evaluation and probe data: no repos or commits
+# document carries them (their files are removed, counted as skipped paths); the traces come in as the traces source.
+SKIP_SAMPLES = "samples"
+REPO_PREP = ["repos.max_doc_bytes=8000", f"repos.extra_skip_dirs=[{SKIP_SAMPLES}]"]
+COMMIT_PREP = [  # the newest 150 commits up to the corpus commit (all 400: 5 MB)
+    "commits.max_commits=150",
+    "commits.max_doc_bytes=20000",
+    f"commits.extra_skip_dirs=[{SKIP_SAMPLES}]",
+]
 
 
 def _cpu_seconds() -> float:
@@ -139,7 +147,8 @@ def prep_stage(workdir: Path, commit: str | None = None) -> dict[str, Any]:
         )
     prep_dir = workdir / "prep"
     check_prep_corpus(prep_dir, commit or CORPUS_COMMIT)
-    corpus = pinned_checkout(repo, commit or CORPUS_COMMIT, prep_dir / "_inputs" / "corpus")
+    # named for the project: the repos reader takes a remote-less repository's name from its folder
+    corpus = pinned_checkout(repo, commit or CORPUS_COMMIT, prep_dir / "_inputs" / "midtrain")
     packages = [package_tree(d, p, prep_dir / "_inputs" / "packages") for d, p in PACKAGES]
     versions = {p["distribution"]: p["version"] for p in packages}
     pinned = corpus_digest(corpus, versions)  # recorded before any prep: a resumed prep is checked against it
