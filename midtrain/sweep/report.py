@@ -80,8 +80,8 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     md = [
         f"# Sweep {cfg.name}",
         "",
-        f"Every variant midtrained from `{proto.checkpoints[base]}` with the same seed ({cfg.seed}) and, unless "
-        f"the variant changes it, the same budget ({cfg.tokens:,} tokens); then the identical SFT probe "
+        f"Every variant midtrained from `{proto.checkpoints[base]}` with the same seed ({cfg.seed}) and budget "
+        f"({cfg.tokens:,} tokens) unless the variant names its own; then the identical SFT probe "
         f"(`{proto.sft_recipe}`, seeds {proto.probe_seeds or 'the recipe’s'}) and the proxy evals. "
         f"Ranked on **{cfg.rank_by}** ({'higher' if key and key.higher_is_better else 'lower'} is better); "
         f"**{base}** is the start checkpoint through the same probe, without midtraining.",
