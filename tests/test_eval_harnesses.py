@@ -144,8 +144,8 @@ def test_harness_results_and_report_rows(tmp_path):
     assert got["verified/swe-agent"]["rate"] == 0.3 and got["verified"]["rate"] == 0.5
     checkpoint("mid", {"verified": 6, "verified/swe-agent": 6, "verified/openhands": 5})
     md = write_report({"base": tmp_path / "base", "mid": tmp_path / "mid"}, tmp_path / "r", "base").read_text()
-    assert "| SWE-bench Verified · swe-agent | 30.0 | 60.0 (+30.0 ▲) |" in md
-    assert "| SWE-bench Verified · openhands | 20.0 | 50.0 (+30.0 ▲) |" in md
+    assert "| SWE-bench Verified · swe-agent | 30.0 | 60.0 (+30.0, one sample, no band) |" in md
+    assert "| SWE-bench Verified · openhands | 20.0 | 50.0 (+30.0, one sample, no band) |" in md
 
 
 def test_openhands_output_converts_to_harness_predictions(tmp_path):

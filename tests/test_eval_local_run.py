@@ -187,8 +187,12 @@ def test_protocol_report_shows_the_resolved_rate_rows(local_runs, tmp_path):
     assert rows["Embedded CPU tasks (midtrain.eval.local_run)"] == {"base": 0.0, "midtrained": 0.0}
     oracle = "Embedded CPU tasks, oracle endpoint (gold patches: the plumbing check)"
     assert rows[oracle] == {"base": 100.0, "midtrained": 100.0}
-    assert f"| {oracle} | 100.0 | 100.0 (+0.0) |" in md
-    assert "| Embedded CPU tasks (midtrain.eval.local_run) | 0.0 | 0.0 (+0.0) |" in md
+    assert f"| {oracle} | 100.0 | 100.0 (+0.0, one sample, no band) |" in md
+    assert "| Embedded CPU tasks (midtrain.eval.local_run) | 0.0 | 0.0 (+0.0, one sample, no band) |" in md
+    results = json.loads((out / "swebench_results.json").read_text())
+    for bench in ("local", "local_oracle"):  # how many replies an agent could act on, counted per unit
+        actions = results[bench]["actions"]
+        assert actions["format"] == "tool_calls" and actions["parseable"] <= actions["replies"]
 
 
 def test_local_and_cluster_benchmarks_do_not_mix():

@@ -527,3 +527,41 @@ def test_report_says_which_units_failed_and_which_instances_were_not_graded(tmp_
     probs = load_checkpoint_results("ck", tmp_path / "ck").problems
     assert any("swebench verified" in p and "grade failed: docker: permission denied" in p for p in probs)
     assert any("swebench pro" in p and "2 of 4 instances not graded" in p for p in probs)
+
+
+def test_text_action_format_parses_the_vendored_trajectories_turns_the_tool_call_one_does_not(tmp_path):
+    """The probe trains mini-swe-agent's text trajectories (THOUGHT + one ```bash block): with
+    action_format=text the agent's own parser reads their assistant turns as actions, and its prompt asks for
+    that fence; the tool-call config's prompt does not."""
+    from minisweagent.config import get_config_from_spec
+    from minisweagent.exceptions import FormatError
+    from minisweagent.models import get_model
+    from minisweagent.models.utils.actions_text import parse_regex_actions
+
+    cfg = SweBenchConfig(action_format="text", max_context=32768, port=8123, instance_slice="0:1")
+    files = write_run(cfg, tmp_path / "hf", tmp_path / "swebench")
+    conf = get_config_from_spec(str(files["verified/agent.yaml"]))
+    model = get_model(config=conf["model"])
+    assert type(model).__name__ == "LitellmTextbasedModel"
+    assert (
+        "```bash" in conf["agent"]["system_template"] and "mswea_bash_command" not in conf["agent"]["system_template"]
+    )
+    traces = Path(__file__).resolve().parents[1] / "data_prep" / "samples" / "real_traces"
+    turns = [
+        m["content"]
+        for f in sorted(traces.glob("*.traj.json"))
+        for m in json.loads(f.read_text())["messages"]
+        if m["role"] == "assistant"
+    ]
+    parsed = 0
+    for t in turns:
+        try:
+            parse_regex_actions(t, action_regex=model.config.action_regex, format_error_template="{{actions|length}}")
+            parsed += 1
+        except FormatError:
+            pass
+    assert len(turns) > 100 and parsed / len(turns) > 0.95
+    tool = get_config_from_spec(
+        str(write_run(SweBenchConfig(port=8123), tmp_path / "h2", tmp_path / "s2")["verified/agent.yaml"])
+    )
+    assert "```bash" not in tool["agent"]["system_template"]

@@ -204,9 +204,10 @@ def test_the_experiment_runs_the_models_tokenizer_through_every_step(tmp_path):
     cfg = resolve_config("sweep_smollm2", SweepConfig, "sweep", sweep_overrides(tmp_path))
     tok = str(tmp_path.absolute() / "smollm2" / "hf_source")
     plans, chains = sweep_chains(cfg)
-    assert list(chains) == ["no_midtraining", "code_only", "all_sources", "long"]
-    assert plans["long"].train_steps == 2 * plans["code_only"].train_steps
-    assert plans["code_only"].inputs == [str(tmp_path.absolute() / "prep" / "repos")]
+    assert list(chains) == ["no_midtraining", *cfg.primary, "null_lr0"]
+    assert plans["all_sources"].inputs == [
+        str(tmp_path.absolute() / "prep" / s) for s in ("repos", "commits", "traces")
+    ]
     for name, chain in chains.items():
         steps = {s.name: s.argv for s in chain}
         if name != "no_midtraining":
@@ -215,6 +216,37 @@ def test_the_experiment_runs_the_models_tokenizer_through_every_step(tmp_path):
         for seed in ("sft", "sft-s4322"):
             assert f"tokenizer={tok}" in steps[seed] and "sft_probe_smollm2" in steps[seed]
         assert steps["eval_swebench"][steps["eval_swebench"].index("--checkpoint") + 1].endswith("sft/hf")
+
+
+def test_the_recipe_preregisters_a_primary_comparison_with_a_null_arm_in_bf16(tmp_path):
+    """>= 4 midtraining seeds x 2 probe seeds on >= 4 held-out trajectories, one step at LR 0 as the null arm,
+    bf16 in every training (midtraining and probe), the agent in the text format the probe trains."""
+    from midtrain.demo.real_model import sweep_overrides
+    from midtrain.sweep.config import SweepConfig
+    from midtrain.sweep.plan import variant_plan
+    from recipes import resolve_config
+    from recipes.smollm2 import PROBE_HELDOUT_FRACTION, sft_probe_smollm2, smollm2_cpu
+
+    cfg = resolve_config("sweep_smollm2", SweepConfig, "sweep", sweep_overrides(tmp_path))
+    seeds = {cfg.variants[n].seed or cfg.seed for n in cfg.primary}
+    assert len(seeds) >= 4 and len(cfg.protocol.probe_seeds) >= 2 and cfg.primary_about
+    assert len({tuple(cfg.variants[n].train) for n in cfg.primary}) == 1  # seed apart, the same arm
+    assert cfg.null_arm is not None
+    null = variant_plan(cfg, cfg.null_arm)
+    assert null.train_steps == 1 and "optim.lr=0" in null.train_overrides
+    assert smollm2_cpu().precision.dtype == sft_probe_smollm2().train.precision.dtype == "bf16"
+    assert all(f"seed={s}" in variant_plan(cfg, n).train_overrides for n, s in zip(cfg.primary, sorted(seeds)))
+    assert cfg.protocol.swebench.action_format == "text" and cfg.protocol.swebench.max_steps >= 3
+    from midtrain.formats.instance_id import canonical_instance
+    from midtrain.formats.trace_split import instance_heldout
+
+    traces = Path(__file__).resolve().parents[1] / "data_prep" / "samples" / "real_traces"
+    held = [
+        f
+        for f in traces.glob("*.traj.json")
+        if instance_heldout(canonical_instance(f.name[:-10]) or "", PROBE_HELDOUT_FRACTION)
+    ]
+    assert 4 <= len(held) <= 6
 
 
 def test_package_sources_are_copied_with_their_licence(tmp_path):

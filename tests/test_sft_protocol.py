@@ -151,6 +151,10 @@ def test_proxy_metrics_and_report_come_from_the_runs(protocol_run):
         and held["tokens"] == sft["base"]["heldout_tokens"]
     )
     assert held["in_training_shards"] == 0 and held["counted"] == "instances"
+    # and by content: every training shard it checked scanned for the held-out traces' n-grams, none above 1%
+    assert [s["shards"] for s in held["content_scan"]] == held["checked_training_shards"]
+    assert not held["content_leak"] and all(s["heldout_ngrams"] > 0 for s in held["content_scan"])
+    assert "Held-out traces by content: no training shard holds more than 1%" in md
     kept = held["excluded_from_pack"][str(tmp / "shards")]
     assert kept["instances"] == held["instances"] and kept["documents"] == held["documents"]
     assert (

@@ -146,6 +146,12 @@ def test_sweep_demo_end_to_end_ranks_variants_from_their_runs(tmp_path, caplog):
     assert values == sorted(values)  # lower held-out loss ranks first
     md = (out / "report" / "sweep.md").read_text()
     assert "| 1 | " + res["ranking"][0]["variant"] in md and "Seed noise:" in md
+    # every delta has a test: paired over the two shared probe seeds (t with 1 degree of freedom)
+    assert all(r["vs_baseline"]["method"] == "paired t" and r["vs_baseline"]["df"] == 1 for r in res["ranking"])
+    # the proxy's held-out documents looked up in each variant's training shards by content, and printed
+    scans = {s["variant"]: s for s in res["proxy_content_scan"]}
+    assert set(scans) == {"mix", "no_traces"} and all(s["heldout_ngrams"] > 0 for s in scans.values())
+    assert "The proxy's held-out documents in training, by content" in md
     # both variants really trained (loss on their tokens), and only mix packed trace tokens
     for name in ("mix", "no_traces"):
         rows = [json.loads(line) for line in (out / name / "run" / "metrics.jsonl").read_text().splitlines()]

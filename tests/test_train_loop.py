@@ -250,6 +250,36 @@ def test_loss_mask_is_honoured_sft_style(tmp_path):
         assert row["trained_tokens"] == expected and expected < 0.6 * full
 
 
+def test_a_batch_without_loss_tokens_takes_no_optimizer_step(shards, tmp_path):
+    """Adam with zero gradients still moves the weights (its moments, its step count): a loss-free batch (an SFT
+    piece that is all prompt) must not. Trained on after it, the weights give exactly the loss they gave before."""
+    start = tmp_path / "start"
+    _run(shards, start, **{"optim.train_steps": 2})
+    empty = write_shards(tmp_path / "empty", sequences=8, seq_length=64, masks=True, loss_free=True)
+    _run(empty, tmp_path / "idle", **{"optim.train_steps": 2, "init_from": str(start), "optim.warmup_steps": 0})
+    rows = metrics(tmp_path / "idle")
+    assert [r["no_loss_tokens"] for r in rows] == [True, True] and all(r["trained_tokens"] == 0 for r in rows)
+    one = {"optim.train_steps": 1, "optim.warmup_steps": 0}
+    _run(shards, tmp_path / "after_idle", **one, init_from=str(tmp_path / "idle"))
+    _run(shards, tmp_path / "direct", **one, init_from=str(start))
+    assert metrics(tmp_path / "after_idle")[0]["loss"] == metrics(tmp_path / "direct")[0]["loss"]
+    assert metrics(tmp_path / "direct")[0]["no_loss_tokens"] is False
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_a_step_at_lr_0_leaves_the_weights_as_they_were(shards, tmp_path, dtype):
+    """A sweep's null arm: one step through the trainer at LR 0 (in the precision the arms train in); whatever
+    starts from its checkpoint starts from the weights it started from, bit for bit."""
+    start = tmp_path / "start"
+    _run(shards, start, **{"optim.train_steps": 2})
+    one = {"optim.train_steps": 1, "optim.warmup_steps": 0, "precision.dtype": dtype}
+    _run(shards, tmp_path / "null", **one, init_from=str(start), **{"optim.lr": 0.0, "optim.min_lr": 0.0})
+    assert metrics(tmp_path / "null")[0]["lr"] == 0.0
+    _run(shards, tmp_path / "from_null", **one, init_from=str(tmp_path / "null"))
+    _run(shards, tmp_path / "from_start", **one, init_from=str(start))
+    assert metrics(tmp_path / "from_null")[0]["loss"] == metrics(tmp_path / "from_start")[0]["loss"]
+
+
 def test_weights_only_checkpoint_in_run_dir_starts_fresh_from_its_weights(straight_run, shards, tmp_path):
     """A step-0 weights-only checkpoint (eval's initial weights, an HF conversion) seeds the run, not resumes it."""
     from midtrain.train.checkpoint import save_checkpoint

@@ -101,11 +101,12 @@ def write_shards(
     valid: int = 2,
     masks: bool = False,
     pad_multiple: int = 1,
+    loss_free: bool = False,
 ):
     """A tiny packed shard dir written with the packed shard writer (midtrain.formats.shards layout + manifest).
 
     Documents are learnable (each continues an arithmetic progression mod vocab with a per-document step),
-    so a few optimizer steps visibly lower the loss.
+    so a few optimizer steps visibly lower the loss. ``loss_free`` (with masks): no position is a loss target.
     """
     import json
     from pathlib import Path
@@ -145,7 +146,7 @@ def write_shards(
                 toks = (start + step * np.arange(n)) % (vocab - 1) + 1
                 mask = None
                 if masks:  # SFT-like: only the second half of each document is a loss target
-                    mask = (np.arange(n) >= n // 2).astype(np.uint8)
+                    mask = (np.arange(n) >= (n if loss_free else n // 2)).astype(np.uint8)
                 pieces.append(Piece(toks, mask, doc % len(sources), f"doc-{doc}"))
                 doc += 1
                 room -= -(-n // pad_multiple) * pad_multiple

@@ -20,6 +20,7 @@ EPILOG = """examples:
   midtrain inspect out/shards --json               # the same as JSON (seq_length, sequences, tokens, fill, sources, ...)
   midtrain inspect out/shards --sample 0 1         # decode packed sequences 0 and 1, boundaries marked
   midtrain inspect out/shards --png lengths.png    # piece-length histogram per source
+  midtrain inspect out/shards --heldout held.jsonl # held-out text in the training sequences, by n-gram content
 """
 
 
@@ -32,6 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", default="train", choices=["train", "valid"], help="split for --sample (default train)")
     p.add_argument("--png", metavar="PATH", help="write a piece-length histogram per source as PNG")
     p.add_argument("--tokenizer", help="tokenizer to decode with (default: the one recorded in the manifest)")
+    p.add_argument(
+        "--heldout",
+        metavar="PATH",
+        help="scan the training split for held-out text by content (13-gram overlap): a probe's data dir "
+        "(its valid_docs/) or a JSONL file of {id, text} rows; exit 1 above the leak threshold",
+    )
     p.add_argument("--max-chars", type=int, default=600, help="characters shown per piece in --sample (default 600)")
 
 
@@ -58,6 +65,17 @@ def run(args: argparse.Namespace) -> int:
         print("wrote " + ", ".join(str(p) for p in write_card(directory, card)))
     if args.png:
         print(f"wrote {plot_histograms(summary, args.png)}")
+    if args.heldout:
+        from midtrain.curate.leak_scan import describe, scan_against
+        from midtrain.formats.shard_reader import load_manifest
+
+        scans = scan_against(
+            args.heldout, [args.shard_dir], tokenizer_for(load_manifest(args.shard_dir), args.tokenizer)
+        )
+        for scan in scans:
+            print(describe(scan))
+        if any(s["leak"] for s in scans):
+            return 1
     if args.sample:
         from midtrain.formats.shard_reader import load_manifest
 

@@ -53,9 +53,14 @@ def run(args: argparse.Namespace) -> int:
         print(init_base(cfg))
         return 0
     if args.report:
+        from midtrain.sweep.primary import NullArmMismatch
         from midtrain.sweep.report import write_sweep_report
 
-        print(write_sweep_report(cfg))
+        try:
+            print(write_sweep_report(cfg))
+        except NullArmMismatch as e:
+            print(f"midtrain sweep: {e}", file=sys.stderr)
+            return 1
         return 0
     if args.submit:
         from midtrain.launch.protocol_job import describe

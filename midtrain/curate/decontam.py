@@ -24,8 +24,9 @@ Every repository-derived document (repo, commit, pr) records ``metadata["identit
 ``{"method": remote|declared|root_commit|content|none, "repo": owner/name|None}``; the step counts
 ``identity_<method>`` and ``unidentified_repo``, and drops unidentified ones when ``require_identity`` is on.
 
-Layer 2 (when benchmark instances are supplied as JSONL rows with ``problem_statement`` and ``patch``) drops
-documents sharing a long word n-gram with an issue text or with the lines a gold patch adds.
+Layer 2 (when benchmark instances are supplied as JSONL rows with ``problem_statement`` and ``patch``, or
+held-out evaluation texts as ``{"id", "text"}`` rows in ``decontam.heldout``) drops documents sharing a long word
+n-gram with an issue text, with the lines a gold patch adds, or with a held-out text (:class:`NgramIndex`).
 """
 
 from __future__ import annotations
@@ -155,6 +156,9 @@ class DecontamConfig(Config):
     repo_list: str | None = None  # user file: repositories (any form) and/or instance ids, one a line
     match_forks_by_name: bool = True  # someone/django counts as a fork of django/django (distinctive names)
     instances: list[str] = field(default_factory=list)  # JSONL files of benchmark rows (problem_statement, patch)
+    # JSONL files of held-out evaluation texts ({"id", "text"}): a document sharing an n-gram with one is dropped
+    # (dropped_heldout_ngram), whatever its id says (an eval trajectory quoted in a commit diff, say)
+    heldout: list[str] = field(default_factory=list)
     ngrams: bool = True  # layer 2, active when `instances` are given
     ngram_size: int = 13  # words (after lower-casing and dropping punctuation)
     root_commits: bool = True  # know histories by their root commits (data/root_commits.tsv, index, instances)
@@ -519,9 +523,76 @@ def _added_lines(patch: str) -> str:
     return "\n".join(ln[1:] for ln in patch.splitlines() if ln.startswith("+") and not ln.startswith("+++"))
 
 
+def scored_text(doc: dict) -> str:
+    """What of a document is scored: its ``loss_spans`` (a trace's assistant turns) joined, else all its text."""
+    text = doc.get("text") or ""
+    spans = (doc.get("metadata") or {}).get("loss_spans")
+    if isinstance(spans, list) and spans:
+        return "\n".join(text[a:b] for a, b in spans)
+    return text
+
+
+class NgramIndex:
+    """Hashed word n-grams of reference texts, each with the key of the first text it came from: SWE-bench's
+    decontamination rule (a long shared word n-gram, after lower-casing and dropping punctuation), the one
+    implementation the n-gram filter and the packed-shard scan (:mod:`midtrain.curate.leak_scan`) share."""
+
+    def __init__(self, n: int = 13) -> None:
+        self.n = n
+        self.norm = TextNormConfig()
+        self._hash = create_hash_func(HashConfig(precision=64, hash_fc="xxhash"))
+        self.grams: dict[int, str] = {}
+        self.vocab: set[str] = set()  # every word of every reference n-gram
+
+    def __len__(self) -> int:
+        return len(self.grams)
+
+    def words(self, text: str) -> list[str]:
+        return simplified_words(text, self.norm)
+
+    def add(self, key: str, text: str) -> int:
+        """Index TEXT's n-grams under KEY (an n-gram already indexed keeps its first key); returns how many."""
+        words = self.words(text)
+        grams = word_ngrams(words, self.n)
+        if grams:
+            self.vocab.update(words)
+        for g in grams:
+            self.grams.setdefault(self._hash(g), key)
+        return len(grams)
+
+    def discard(self, text: str) -> int:
+        """Forget TEXT's n-grams (a template every text shares, e.g. the training traces' system prompt)."""
+        before = len(self.grams)
+        for g in word_ngrams(self.words(text), self.n):
+            self.grams.pop(self._hash(g), None)
+        return before - len(self.grams)
+
+    def candidates(self, words: list[str]) -> Iterable[str]:
+        """The text's n-grams, in order, that consist only of reference words (no other can match)."""
+        n, vocab = self.n, self.vocab
+        run = 0  # reference words in a row ending at word i
+        for i, w in enumerate(words):
+            run = run + 1 if w in vocab else 0
+            if run >= n:
+                yield " ".join(words[i + 1 - n : i + 1])
+
+    def first_hit(self, text: str) -> tuple[str, str] | None:
+        """(n-gram, key) of TEXT's first n-gram found in the index, or None."""
+        for g in self.candidates(self.words(text)):
+            key = self.grams.get(self._hash(g))
+            if key:
+                return g, key
+        return None
+
+    def found(self, text: str) -> set[int]:
+        """The hashes of the indexed n-grams TEXT contains."""
+        return {h for g in self.candidates(self.words(text)) if (h := self._hash(g)) in self.grams}
+
+
 class SweBenchNgramFilter(CurationStep):
-    """Layer 2. Drops ``dropped_swebench_ngram`` (issue text or gold-patch overlap), recording the n-gram and
-    the instance in the excluded document's metadata."""
+    """Layer 2. Drops ``dropped_swebench_ngram`` (issue text or gold-patch overlap) and ``dropped_heldout_ngram``
+    (overlap with a held-out evaluation text of ``decontam.heldout``: the probe's held-out trajectories, the
+    proxy's held-out documents), recording the n-gram and the instance in the excluded document's metadata."""
 
     name = "🧪 SWE-bench n-grams"
     step_name = "decontam_ngram"
@@ -529,51 +600,41 @@ class SweBenchNgramFilter(CurationStep):
     def __init__(self, cfg: DecontamConfig, exclusion_dir: str | None = None):
         super().__init__(exclusion_dir)
         self.cfg = cfg
-        self.norm = TextNormConfig()
-        self._hash = create_hash_func(HashConfig(precision=64, hash_fc="xxhash"))
-        self._index: dict[int, str] | None = None
-        self._vocab: set[str] = set()  # every word of every benchmark n-gram
+        self._index: NgramIndex | None = None
 
-    def _words(self, text: str) -> list[str]:
-        return simplified_words(text, self.norm)
-
-    def _load(self) -> dict[int, str]:
-        index: dict[int, str] = {}
+    def _load(self) -> NgramIndex:
+        index = NgramIndex(self.cfg.ngram_size)
         for path in self.cfg.instances:
             for _, row in read_jsonl(path):
                 iid = str(row.get("instance_id", "?"))
                 for fld, text in (("issue", row.get("problem_statement")), ("patch", row.get("patch"))):
-                    if not isinstance(text, str):
-                        continue
-                    if fld == "patch":
-                        text = _added_lines(text)
-                    words = self._words(text)
-                    grams = word_ngrams(words, self.cfg.ngram_size)
-                    if grams:
-                        self._vocab.update(words)
-                    for g in grams:
-                        index.setdefault(self._hash(g), f"{iid}:{fld}")
-        log.info("curate: %d benchmark n-grams from %d instance files", len(index), len(self.cfg.instances))
+                    if isinstance(text, str):
+                        index.add(f"{iid}:{fld}", _added_lines(text) if fld == "patch" else text)
+        for path in self.cfg.heldout:
+            for i, row in read_jsonl(path):
+                if not isinstance(row.get("text"), str):
+                    raise ValueError(f"{path}: line {i}: a held-out row needs a 'text' string")
+                index.add(f"{row.get('id', '?')}:heldout", row["text"])
+        log.info(
+            "curate: %d reference n-grams from %d instance and %d held-out files",
+            len(index),
+            len(self.cfg.instances),
+            len(self.cfg.heldout),
+        )
         return index
-
-    def _candidates(self, words: list[str]) -> Iterable[str]:
-        """The document's n-grams, in order, that consist only of benchmark words (no other can match)."""
-        n, vocab = self.cfg.ngram_size, self._vocab
-        run = 0  # benchmark words in a row ending at word i
-        for i, w in enumerate(words):
-            run = run + 1 if w in vocab else 0
-            if run >= n:
-                yield " ".join(words[i + 1 - n : i + 1])
 
     def process(self, doc: Document) -> None:
         if self._index is None:
             self._index = self._load()
         if not self._index:
             return
-        for g in self._candidates(self._words(doc.text)):
-            hit = self._index.get(self._hash(g))
-            if hit:
-                doc.metadata["contaminated_ngram"] = g
-                doc.metadata["contaminated_instance"] = hit
-                self.stat_update(f"swebench_ngram_{hit.rsplit(':', 1)[1]}")
-                raise Drop("swebench_ngram", hit)
+        hit = self._index.first_hit(doc.text)
+        if hit:
+            g, key = hit
+            doc.metadata["contaminated_ngram"] = g
+            doc.metadata["contaminated_instance"] = key
+            kind = key.rsplit(":", 1)[1]
+            if kind == "heldout":
+                raise Drop("heldout_ngram", key)
+            self.stat_update(f"swebench_ngram_{kind}")
+            raise Drop("swebench_ngram", key)

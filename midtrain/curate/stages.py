@@ -103,7 +103,7 @@ def curation_stages(
         steps.append(LicenseFilter(cfg.license, exc("license")))
     if cfg.decontam.enabled:
         steps.append(SweBenchRepoFilter(cfg.decontam, exc("decontam")))
-        if cfg.decontam.ngrams and cfg.decontam.instances:
+        if cfg.decontam.ngrams and (cfg.decontam.instances or cfg.decontam.heldout):
             steps.append(SweBenchNgramFilter(cfg.decontam, exc("decontam")))
     if cfg.quality.enabled:
         steps.append(QualityFilter(cfg.quality, exc("quality")))

@@ -5,10 +5,14 @@ midtrain's own, writing under WORKDIR (default .demo-real):
 
 - convert: ``midtrain convert hf2mcore smollm2 WORKDIR/smollm2`` (transformers' GGUF loader; its tokenizer and
   chat template in WORKDIR/smollm2/hf_source/, which prep, pack, the probe, the export and the server use).
-- prep: real code on this machine, offline, under its licences: this repository's files (``repos``) and its git
-  history (``commits``), the source trees of a few installed permissively licensed packages (``PACKAGES``, each
-  copied with its licence file so the licence filter reads it), and the vendored agent trajectories
-  (data_prep/samples/real_traces, rendered with the model's chat template).
+- prep: real code on this machine, offline, under its licences: this repository at the recorded commit
+  ``CORPUS_COMMIT`` (recipes/smollm2.py), read from git into a pinned copy (:mod:`midtrain.demo.corpus`: its
+  files, ``repos``, and its history up to that commit, ``commits``; never the working tree), the source trees of
+  a few installed permissively licensed packages (``PACKAGES``, each copied with its licence file so the licence
+  filter reads it), and the vendored agent trajectories of that commit (data_prep/samples/real_traces, rendered
+  with the model's chat template). The traces are prepped first: the probe's held-out trajectories (their
+  assistant turns) go to prep/heldout_texts.jsonl, and the repos and commits preps drop every document that
+  shares a 13-gram with one (``decontam.heldout``: dropped_heldout_ngram, counted in their stats.json).
 - sweep: the recipe ``sweep_smollm2`` (recipes/smollm2.py) through midtrain's sweep: the start checkpoint
   without midtraining and three midtrained variants, each through the identical SFT probe over two seeds, the
   held-out loss per source, the probe's held-out trace loss and the agent leg; the report ranks them against
@@ -24,18 +28,23 @@ import logging
 import resource
 import shutil
 import time
+from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from midtrain.demo.inputs import NOT_SAMPLES, SAMPLES, project_repo
+from midtrain.curate.decontam import scored_text
+from midtrain.demo.corpus import corpus_digest, pinned_checkout
+from midtrain.demo.inputs import NOT_SAMPLES, project_repo
+from midtrain.formats.trace_split import ensure_split, is_heldout, iter_documents
 
 log = logging.getLogger("midtrain.demo.real")
 
 MODEL = "smollm2"
 # Installed pure-Python packages whose source trees are midtraining code: (distribution, import package).
 PACKAGES = (("click", "click"), ("requests", "requests"), ("urllib3", "urllib3"), ("attrs", "attr"))
-REAL_TRACES = SAMPLES / "real_traces"
+REAL_TRACES = Path("data_prep") / "samples" / "real_traces"  # in the pinned corpus
+HELDOUT_TEXTS = "heldout_texts.jsonl"  # under prep/: the probe's held-out trajectories' scored text
 # Tool outputs in the vendored trajectories keep 1,000 characters (head + 300 of tail): a trace is ~6K tokens
 # then, and the probe's held-out traces are scored in seconds, not minutes, on CPU.
 TRACE_PREP = [
@@ -50,8 +59,16 @@ TRACE_PREP = [
 # Documents of at most 8 KB (repository files, at file boundaries) and 20 KB (runs of commits): the packs' held-out
 # split draws whole documents, so small ones give every source a held-out share near valid_fraction (at 60 KB and
 # 1 MB, one 92K-token commit document and 639 tokens of code were held out)
-REPO_PREP = ["repos.max_doc_bytes=8000"]
-COMMIT_PREP = ["commits.max_commits=150", "commits.max_doc_bytes=20000"]  # the newest 150 commits (all 400: 5 MB)
+# The shipped samples (data_prep/samples: the agent leg's minicalc tasks with their fixes, the vendored traces the
+# probe trains and scores, sample pull requests and build logs) are evaluation and probe data: no repos or commits
+# document carries them (their files are removed, counted as skipped paths); the traces come in as the traces source.
+SKIP_SAMPLES = "samples"
+REPO_PREP = ["repos.max_doc_bytes=8000", f"repos.extra_skip_dirs=[{SKIP_SAMPLES}]"]
+COMMIT_PREP = [  # the newest 150 commits up to the corpus commit (all 400: 5 MB)
+    "commits.max_commits=150",
+    "commits.max_doc_bytes=20000",
+    f"commits.extra_skip_dirs=[{SKIP_SAMPLES}]",
+]
 
 
 def _cpu_seconds() -> float:
@@ -89,11 +106,38 @@ def package_tree(dist: str, package: str, dest: Path) -> dict[str, Any]:
     return {"distribution": dist, "version": d.version, "license": licence, "path": str(out)}
 
 
-def prep_stage(workdir: Path) -> dict[str, Any]:
+def write_heldout_texts(traces_prep: Path, dest: Path) -> int:
+    """The recorded split's held-out trajectories of TRACES_PREP as {id, text} rows (their scored assistant
+    turns), the decontamination step's held-out file; returns how many."""
+    split = ensure_split(traces_prep)
+    rows = [
+        json.dumps({"id": d["id"], "text": scored_text(d)}) + "\n"
+        for d in iter_documents(traces_prep)
+        if is_heldout(split, d)
+    ]
+    dest.write_text("".join(rows))
+    return len(rows)
+
+
+def check_prep_corpus(prep_dir: Path, commit: str) -> None:
+    """Refuse a prep dir made from another corpus (an earlier run's live checkout, another recorded commit):
+    its finished preps would be reused as they are."""
+    record = prep_dir / "corpus.json"
+    done = [s for s in ("traces", "repos", "commits") if (prep_dir / s / "stats.json").exists()]
+    if record.exists():
+        old = json.loads(record.read_text()).get("commit", "")
+        if not old.startswith(commit.lower()):
+            raise ValueError(
+                f"{record}: prepped from commit {old[:12]}, not the recorded {commit[:12]}; remove {prep_dir}"
+            )
+    elif done:
+        raise ValueError(f"{prep_dir}: {done} prepped without a pinned corpus (no corpus.json); remove {prep_dir}")
+
+
+def prep_stage(workdir: Path, commit: str | None = None) -> dict[str, Any]:
     from midtrain.demo.stages import _prep_done
-    from midtrain.formats.trace_split import ensure_split
     from midtrain.sources.prep import prep
-    from recipes.smollm2 import PROBE_HELDOUT_FRACTION
+    from recipes.smollm2 import CORPUS_COMMIT, PROBE_HELDOUT_FRACTION
 
     repo = project_repo()
     if repo is None:
@@ -102,24 +146,38 @@ def prep_stage(workdir: Path) -> dict[str, Any]:
             "it from a git checkout of midtrain"
         )
     prep_dir = workdir / "prep"
+    check_prep_corpus(prep_dir, commit or CORPUS_COMMIT)
+    # named for the project: the repos reader takes a remote-less repository's name from its folder
+    corpus = pinned_checkout(repo, commit or CORPUS_COMMIT, prep_dir / "_inputs" / "midtrain")
     packages = [package_tree(d, p, prep_dir / "_inputs" / "packages") for d, p in PACKAGES]
+    versions = {p["distribution"]: p["version"] for p in packages}
+    pinned = corpus_digest(corpus, versions)  # recorded before any prep: a resumed prep is checked against it
+    (prep_dir / "corpus.json").write_text(json.dumps({**pinned, "packages": versions}, indent=2))
     tokenizer = str((workdir / MODEL / "hf_source").absolute())
-    jobs = {
-        "repos": ([str(repo), *(p["path"] for p in packages)], REPO_PREP),
-        "commits": ([str(repo)], COMMIT_PREP),
-        "traces": ([str(REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP]),
+    heldout = prep_dir / HELDOUT_TEXTS
+    jobs = {  # traces first: their held-out split decides what the other sources must not hold
+        "traces": ([str(corpus / REAL_TRACES)], [f"traces.tokenizer={tokenizer}", *TRACE_PREP]),
+        "repos": ([str(corpus), *(p["path"] for p in packages)], [*REPO_PREP, f"decontam.heldout=[{heldout}]"]),
+        "commits": ([str(corpus)], [*COMMIT_PREP, f"decontam.heldout=[{heldout}]"]),
     }
-    stats = {}
+    stats: dict[str, Any] = {}
     for source, (inputs, overrides) in jobs.items():
         out = prep_dir / source
         if not _prep_done(out):
             prep(source, inputs, out, overrides)
         if source == "traces":  # recorded before any pack of the set decides it with the default share
             ensure_split(out, PROBE_HELDOUT_FRACTION, decided_by="midtrain demo --model smollm2")
+            stats["heldout_texts"] = write_heldout_texts(out, heldout)
         s = json.loads((out / "stats.json").read_text())
         stats[source] = {k: s.get(k) for k in ("documents_in", "documents_out", "bytes_out", "drops_total")}
+        stats[source]["dropped_heldout_ngram"] = _stat(s, "dropped_heldout_ngram")
         log.info("prep %s: %s", source, stats[source])
-    return {"packages": packages, "prep": stats}
+    return {"corpus": pinned, "packages": packages, "prep": stats}
+
+
+def _stat(stats: dict[str, Any], name: str) -> int:
+    """A drop counter of a prep's stats.json, summed over its steps (keyed stage/step/name there)."""
+    return sum(int(v) for k, v in (stats.get("drops") or {}).items() if k.rsplit("/", 1)[-1] == name)
 
 
 def sweep_overrides(workdir: Path) -> list[str]:
@@ -149,7 +207,7 @@ def sweep_stage(workdir: Path) -> Path:
     return report
 
 
-STAGES = {"convert": convert_stage, "prep": prep_stage, "sweep": sweep_stage}
+STAGES: dict[str, Callable[[Path], Any]] = {"convert": convert_stage, "prep": prep_stage, "sweep": sweep_stage}
 
 
 def run(workdir: str | Path, only: list[str] | None = None) -> Path:

@@ -104,6 +104,10 @@ class SweBenchConfig(Config):
     environment: Literal["docker", "singularity"] = "docker"
     image_pull_timeout_s: int = 1800  # mini-swe-agent's docker pull limit (its default 120 s is short for Pro)
     agent_base: str = "swebench.yaml"  # mini-swe-agent builtin config we derive from (tool calls)
+    # How the agent reads an action: "tool_calls" (agent_base; the server's <tool_call> blocks) or "text", the
+    # format of mini-swe-agent's text trajectories (THOUGHT, then one ```bash block; swebench_backticks.yaml
+    # with its fence renamed and the textbased model): what a probe trained on such trajectories writes.
+    action_format: Literal["tool_calls", "text"] = "tool_calls"
     tool_call_parser: str = "hermes"  # vLLM parser for the chat template's <tool_call> blocks (Qwen)
     vllm_args: list[str] = field(default_factory=list)  # extra `vllm serve` flags
     # Agent harnesses run against the same server (robustness across harnesses); the first is the headline.

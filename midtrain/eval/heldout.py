@@ -1,4 +1,6 @@
-"""Held-out loss per source: the mean next-token NLL on a split of packed shards, by the token's source.
+"""Held-out loss per source: the mean next-token NLL on a split of packed shards, by the token's source, and
+per document (its id; a document split over sequences is summed whole): what a bootstrap over held-out documents
+resamples (midtrain.eval.noise.hierarchical_bootstrap).
 
 Counts exactly the positions the trainer would train on (the reader's ``loss_mask``: no padding, no
 cross-document targets, only ``loss_spans`` when the shards carry masks), so the SFT probe's held-out loss
@@ -31,9 +33,12 @@ def heldout_loss(
         raise ValueError(f"{shards}: seq_length {ds.seq_length} exceeds the model's {scorer.max_positions} positions")
     sums: dict[int, float] = {}
     counts: dict[int, int] = {}
+    doc_sums: dict[str, float] = {}
+    doc_counts: dict[str, int] = {}
+    doc_ids: dict[str, list[str]] = {}  # shard prefix -> its documents' ids (the pieces' `doc` index)
     n_seq = 0
     total = len(ds) if max_sequences is None else min(len(ds), max_sequences)
-    for _, s in tqdm(iter_samples(ds, max_sequences), total=total, desc=f"held-out loss ({split})", leave=False):
+    for i, s in tqdm(iter_samples(ds, max_sequences), total=total, desc=f"held-out loss ({split})", leave=False):
         nll = scorer.token_nll(s["tokens"], s["labels"], s["position_ids"], s["cu_seqlens"])
         mask = s["loss_mask"] > 0
         src = s["source_ids"]
@@ -41,6 +46,16 @@ def heldout_loss(
             sel = mask & (src == k)
             sums[k] = sums.get(k, 0.0) + float(nll[sel].double().sum())
             counts[k] = counts.get(k, 0) + int(sel.sum())
+        shard, _ = ds.locate(i)
+        ids = doc_ids.setdefault(str(shard.prefix), _doc_ids(shard.prefix))
+        cu = s["cu_seqlens"].tolist()
+        for p, row in enumerate(ds.pieces(i)):
+            sel = mask[cu[p] : cu[p + 1]]
+            n = int(sel.sum())
+            if n and 0 <= int(row["doc"]) < len(ids):
+                d = ids[int(row["doc"])]
+                doc_sums[d] = doc_sums.get(d, 0.0) + float(nll[cu[p] : cu[p + 1]][sel].double().sum())
+                doc_counts[d] = doc_counts.get(d, 0) + n
         n_seq += 1
     if not counts:
         log.warning("held-out loss: no scored tokens in %s (%s, %d sequences)", shards, split, n_seq)
@@ -53,7 +68,14 @@ def heldout_loss(
     return {
         "per_source": per,
         "all": {"loss": all_loss, "tokens": tot_tokens},
+        "per_document": {d: {"loss": doc_sums[d] / doc_counts[d], "tokens": doc_counts[d]} for d in sorted(doc_counts)},
         "sequences": n_seq,
         "split": split,
         "shards": str(shards),
     }
+
+
+def _doc_ids(prefix: Path) -> list[str]:
+    """The ids of a shard's documents, in the order its pieces' ``doc`` index them ([] without the list)."""
+    f = Path(f"{prefix}.docs.txt")
+    return f.read_text().splitlines() if f.is_file() else []

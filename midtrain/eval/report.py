@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.config import HARNESSES
-from midtrain.eval.noise import RULE, is_difference, spread
+from midtrain.eval.noise import NO_BAND, RULE, Comparison, compare, spread
 from midtrain.eval.results import CheckpointResults, load_checkpoint_results
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ class Row:
     fmt: str = "{:.3f}"
     delta_fmt: str = "{:+.3f}"
     samples: dict[str, list[float]] = field(default_factory=dict)  # checkpoint name -> one value per seed
+    keys: dict[str, list[str]] = field(default_factory=dict)  # checkpoint name -> the seed of each sample
 
 
 def _value(get: Callable[[Any], Any], obj: Any) -> float | None:
@@ -56,22 +57,34 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
 
     def add(group: str, metric: str, get, higher: bool, fmt="{:.3f}", delta_fmt="{:+.3f}", runs=None) -> None:
         """``get`` reads one result; with ``runs`` (checkpoint -> its per-seed results) it is read on each seed."""
-        values, samples = {}, {}
+        values, samples, keys = {}, {}, {}
         for r in results:
             if runs is None:
                 v = _value(get, r)
                 samples[r.name] = [] if v is None else [v]
+                keys[r.name] = [] if v is None else ["-"]
             else:
-                samples[r.name] = [v for v in (_value(get, run) for run in runs(r)) if v is not None]
+                read = [(run.get("seed_dir") or str(i), _value(get, run)) for i, run in enumerate(runs(r))]
+                samples[r.name] = [v for _, v in read if v is not None]
+                keys[r.name] = [k for k, v in read if v is not None]
             values[r.name] = spread(samples[r.name]).mean if samples[r.name] else None
         if any(v is not None for v in values.values()):
-            rows.append(Row(group, metric, values, higher, fmt, delta_fmt, samples))
+            rows.append(Row(group, metric, values, higher, fmt, delta_fmt, samples, keys))
 
     for bench, title in BENCH_NAMES.items():
         add(
             "SWE-bench (after the SFT probe), % resolved",
             title,
             lambda r, b=bench: 100.0 * r.swebench[b]["rate"],
+            True,
+            "{:.1f}",
+            "{:+.1f}",
+        )
+    for bench, title in BENCH_NAMES.items():  # what a small model registers where the resolve rate reads 0
+        add(
+            "Agent leg: replies with one action the agent can parse, %",
+            title,
+            lambda r, b=bench: 100.0 * r.swebench[b]["actions"]["rate"],
             True,
             "{:.1f}",
             "{:+.1f}",
@@ -90,6 +103,24 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
     probe = lambda r: r.sft_runs  # noqa: E731 - every seed of the probe
     add("SFT probe", "held-out loss, assistant tokens", lambda s: s["heldout_loss"], False, runs=probe)
     add("SFT probe", "final train loss", lambda s: s["final_train_loss"], False, runs=probe)
+    add(
+        "SFT probe",
+        "held-out command tokens, teacher-forced accuracy",
+        lambda s: 100.0 * s["command_accuracy"]["token_accuracy"],
+        True,
+        "{:.1f}%",
+        "{:+.1f}",
+        runs=probe,
+    )
+    add(
+        "SFT probe",
+        "held-out commands, every token right",
+        lambda s: 100.0 * s["command_accuracy"]["command_match"],
+        True,
+        "{:.1f}%",
+        "{:+.1f}",
+        runs=probe,
+    )
     sources = sorted({s for r in results if r.proxy for s in (r.proxy.get("heldout") or {}).get("per_source", {})})
     for src in sources:
         add(
@@ -141,12 +172,24 @@ def has_seeds(rows: list[Row]) -> bool:
     return any(len(v) > 1 for row in rows for v in row.samples.values())
 
 
+def comparison(row: Row, name: str, baseline: str) -> Comparison | None:
+    """NAME minus BASELINE on ROW (midtrain.eval.noise: paired over shared seeds, else Welch), or None."""
+    a, b = row.samples.get(baseline), row.samples.get(name)
+    if not a or not b:
+        return None
+    return compare(a, b, row.keys.get(baseline), row.keys.get(name))
+
+
 def delta_mark(row: Row, name: str, baseline: str) -> str:
-    """▲ better / ▼ worse; '≈' when both sides have seeds and the delta is within their noise."""
+    """▲ better / ▼ worse when the delta's interval excludes 0; '≈' when it holds 0; with one sample on a side,
+    no mark but NO_BAND (midtrain.eval.noise.RULE)."""
     v, b = row.values.get(name), row.values.get(baseline)
-    if v is None or b is None or v == b:
+    if v is None or b is None:
         return ""
-    if is_difference(row.samples.get(baseline) or [b], row.samples.get(name) or [v]) is False:
+    c = comparison(row, name, baseline)
+    if c is None or c.verdict is None:
+        return f", {NO_BAND}"
+    if c.verdict is False:
         return " ≈"
     return " ▲" if (v > b) == row.higher_is_better else " ▼"
 
@@ -255,7 +298,29 @@ def heldout_statement(probe: dict[str, dict]) -> list[str]:
         )
     else:
         line += f" **Held-out {counted} found in training shards**: {found}."
-    return [line]
+    return [line, *content_statement(held)]
+
+
+def content_statement(held: dict[str, dict]) -> list[str]:
+    """What the probes' content scans (midtrain.curate.leak_scan) found: each training shard dir once."""
+    scans = {s["shards"]: s for x in held.values() for s in x.get("content_scan") or []}
+    if not scans:
+        return ["", "Held-out traces by content: **not scanned** (a probe result from before the content scan)."]
+    leaks = [s for s in scans.values() if s["leak"]]
+    limit = f"{next(iter(scans.values()))['max_overlap']:.0%}"
+    head = (
+        f"**Held-out text found in training shards by content** ({len(leaks)} of {len(scans)} shard dirs above "
+        f"{limit} of the held-out n-grams)"
+        if leaks
+        else f"Held-out traces by content: no training shard holds more than {limit} of the held-out traces' "
+        "word n-grams"
+    )
+    rows = [
+        f"- `{s['shards']}`: {s['heldout_ngrams_found']:,} of {s['heldout_ngrams']:,} {s['ngram_size']}-grams "
+        f"({s['overlap']:.2%}) in {s['sequences_with_overlap']} of {s['sequences']} sequences"
+        for _, s in sorted(scans.items())
+    ]
+    return ["", head + ":", "", *rows]
 
 
 def plot_heldout(results: list[CheckpointResults], path: Path) -> Path | None:

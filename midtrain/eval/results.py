@@ -84,7 +84,15 @@ def seed_dir(step_dir: str, seed: int | None) -> str:
 
 def _seed_runs(root: Path, step_dir: str, result: str, problems: list[str]) -> list[dict[str, Any] | None]:
     dirs = sorted(root.glob(f"{step_dir}-s*"), key=lambda p: (len(p.name), p.name))
-    return [_read_json(d / result, problems) for d in dirs if d.is_dir()]
+    runs = [(d.name, _read_json(d / result, problems)) for d in dirs if d.is_dir()]
+    return [_seeded(r, name) for name, r in runs]
+
+
+def _seeded(run: dict[str, Any] | None, seed_dir: str) -> dict[str, Any] | None:
+    """RUN with the directory of its seed (``sft``, ``sft-s4322``): what pairs it with another checkpoint's."""
+    if isinstance(run, dict):
+        run.setdefault("seed_dir", seed_dir)
+    return run
 
 
 def swebench_problems(results: dict[str, Any], where: Path) -> list[str]:
@@ -122,8 +130,9 @@ def load_checkpoint_results(name: str, root: str | Path) -> CheckpointResults:
     if (root / "swebench").exists():
         res.swebench = _read_json(root / "swebench" / SWEBENCH_RESULT, res.problems)
         res.problems += swebench_problems(res.swebench or {}, root / "swebench")
-    res.sft_runs = [r for r in [res.sft, *_seed_runs(root, "sft", SFT_RESULT, res.problems)] if r]
-    res.proxy_runs = [r for r in [res.proxy, *_seed_runs(root, "proxy", PROXY_RESULT, res.problems)] if r]
+    res.sft_runs = [r for r in [_seeded(res.sft, "sft"), *_seed_runs(root, "sft", SFT_RESULT, res.problems)] if r]
+    first_proxy = _seeded(res.proxy, "proxy")
+    res.proxy_runs = [r for r in [first_proxy, *_seed_runs(root, "proxy", PROXY_RESULT, res.problems)] if r]
     if res.sft:
         run_dir = res.sft.get("run_dir")
         if run_dir:

@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from midtrain.eval.endpoint import ChatEndpoint, EndpointError
 
+COMMAND = re.compile(r"```(?:bash|mswea_bash_command)[ \t]*\n(.*?)\n```", re.S)  # eval.command_accuracy's
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 
@@ -114,6 +115,8 @@ class ChatServer(ChatEndpoint):
                 "finish_reason": finish,
                 "stop_token": stop_token,
                 "tool_calls": len(calls),
+                # text-format actions (mini-swe-agent's ```bash blocks): what a text-format agent parses
+                "bash_blocks": len(COMMAND.findall(content)),
             }
         )
         return self.envelope(message, finish, ids.shape[1], len(out), midtrain={"stop_token": stop_token})

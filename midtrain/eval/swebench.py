@@ -66,13 +66,37 @@ def model_id(cfg: SweBenchConfig) -> str:
     return f"hosted_vllm/{cfg.served_model_name}"
 
 
+# action_format=text: mini-swe-agent's backticks config, its fence the text trajectories' ```bash
+TEXT_AGENT_BASE = "swebench_backticks.yaml"
+TEXT_FENCE = "mswea_bash_command"
+TEXT_ACTION_REGEX = r"```(?:bash|mswea_bash_command)\s*\n(.*?)\n```"
+
+
+def _text_format(conf: dict[str, Any]) -> dict[str, Any]:
+    """The backticks config with its fence spelled ```bash in every template, parsed by the textbased model."""
+
+    def swap(x: Any) -> Any:
+        if isinstance(x, str):
+            return x.replace(f"```{TEXT_FENCE}", "```bash")
+        if isinstance(x, dict):
+            return {k: swap(v) for k, v in x.items()}
+        return x
+
+    conf = swap(conf)
+    conf.setdefault("model", {}).update(model_class="litellm_textbased", action_regex=TEXT_ACTION_REGEX)
+    return conf
+
+
 def agent_config(cfg: SweBenchConfig, bench: Benchmark) -> dict[str, Any]:
     """mini-swe-agent config: its builtin SWE-bench config + our model endpoint, limits and environment."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # writing a config needs no network
     from minisweagent.config import get_config_from_spec
     from minisweagent.utils.serialize import recursive_merge
 
-    base = get_config_from_spec(cfg.agent_base)
+    if cfg.action_format == "text":
+        base = _text_format(get_config_from_spec(TEXT_AGENT_BASE))
+    else:
+        base = get_config_from_spec(cfg.agent_base)
     ours: dict[str, Any] = {
         "agent": {"step_limit": cfg.max_steps, "cost_limit": 0.0},  # a local model has no cost: steps bound it
         "environment": {"environment_class": cfg.environment, "cwd": bench.workdir},

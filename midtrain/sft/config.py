@@ -29,6 +29,9 @@ class SFTConfig(Config):
     max_traces: int | None = None  # cap on training traces (fixed subset, by id order) so the data set is pinned
     pad_multiple: int = 1  # pad packed pieces to a multiple of this (2*CP on the cluster)
     export_hf: bool = True  # export the result as an HF checkpoint when the HF export is available
+    # teacher-forced accuracy on the commands of each held-out trajectory's first N assistant turns
+    # (midtrain.eval.command_accuracy: a signal a small model registers where a resolve rate reads 0); 0 = off
+    command_turns: int = 0
     train: TrainConfig = field(default_factory=TrainConfig)
 
     def check(self) -> None:
@@ -40,6 +43,7 @@ class SFTConfig(Config):
         )
         require(self.max_traces is None or self.max_traces > 0, "max_traces", "must be positive or null")
         require(self.pad_multiple >= 1, "pad_multiple", "must be >= 1")
+        require(self.command_turns >= 0, "command_turns", "must be >= 0 (0: off)")
 
     def probe_hash(self) -> str:
         """Identity of the probe settings: everything but where it starts from and where it writes."""

@@ -105,8 +105,6 @@ def run_probe(
         raise FileNotFoundError(f"--from {start}: no such checkpoint")
     import torch.distributed
 
-    from midtrain.eval.heldout import heldout_loss
-    from midtrain.eval.scoring import MidtrainScorer
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
     from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
     from midtrain.train import distributed
@@ -160,16 +158,13 @@ def run_probe(
     result["final_train_loss_steps"] = len(tail)
     result["trained_tokens"] = sum(int(m.get("trained_tokens", 0) or 0) for m in metrics) or None
     if data["valid_shards"]:
-        scorer = MidtrainScorer(run_dir)
-        held = heldout_loss(scorer, data["valid_shards"], "train")
-        result["heldout_loss"] = held["all"]["loss"]
-        result["heldout_tokens"] = held["all"]["tokens"]
+        result.update(_score_heldout(cfg, run_dir, data))
     else:
         log.warning(
             "SFT probe: no held-out traces (the recorded split of %s holds none of the usable traces)",
             ", ".join(cfg.traces),
         )
-    result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"))
+    result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"), cfg.tokenizer)
     result["hf_dir"] = export_once(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
     result["seconds"] = round(time.time() - t0, 1)
     multi = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
@@ -187,6 +182,35 @@ def run_probe(
         out / SFT_RESULT,
     )
     return result
+
+
+def _score_heldout(cfg: SFTConfig, run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The trained probe on its held-out traces: assistant-token loss (all, and per trajectory: what the
+    primary comparison's bootstrap resamples) and, with command_turns, the commands' teacher-forced accuracy."""
+    from midtrain.eval.heldout import heldout_loss
+    from midtrain.eval.scoring import MidtrainScorer
+
+    scorer = MidtrainScorer(run_dir)
+    held = heldout_loss(scorer, data["valid_shards"], "train")
+    out: dict[str, Any] = {
+        "heldout_loss": held["all"]["loss"],
+        "heldout_tokens": held["all"]["tokens"],
+        "heldout_per_document": {d: v["loss"] for d, v in held["per_document"].items()},
+    }
+    if cfg.command_turns:
+        out["command_accuracy"] = _command_accuracy(cfg, scorer, Path(data["valid_shards"]).parent)
+    return out
+
+
+def _command_accuracy(cfg: SFTConfig, scorer: Any, data_dir: Path) -> dict[str, Any]:
+    """Teacher-forced accuracy on the held-out trajectories' commands (DATA_DIR/valid_docs)."""
+    from midtrain.eval.command_accuracy import command_accuracy
+    from midtrain.formats.tokenizer import load_tokenizer
+    from midtrain.formats.trace_split import iter_documents
+
+    tok = load_tokenizer(cfg.tokenizer, shared=True)
+    docs = iter_documents(data_dir / "valid_docs")
+    return command_accuracy(scorer, tok, docs, cfg.train.data.seq_length, cfg.command_turns)
 
 
 def _reusable_result(path: Path, want: dict[str, Any]) -> dict[str, Any] | None:
@@ -216,10 +240,14 @@ def final_loss_steps(n: int) -> int:
     return max(1, min(20, n // 4))
 
 
-def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict[str, Any]:
+def heldout_check(
+    data: dict[str, Any], start: Path, tokens: int | None, tokenizer: str | None = None
+) -> dict[str, Any]:
     """The held-out set (instances, documents, scored tokens) and how many of its task instances the training
     shards hold (any document of one, in any spelling or trace set): the probe's own and, for a midtrain start,
-    the shards its run trained on (0 is the claim; counted)."""
+    the shards its run trained on (0 is the claim; counted); and by content, how many of the held-out traces'
+    n-grams those shards hold (:mod:`midtrain.curate.leak_scan`: a trajectory quoted in a commit diff)."""
+    from midtrain.curate.leak_scan import describe, scan_against_probe_data
     from midtrain.eval.scoring import is_hf_dir, run_dir_of
     from midtrain.formats.trace_split import instance_of, shard_instances
     from midtrain.train.config import TrainConfig
@@ -242,6 +270,9 @@ def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict
     found = {s: len(set(shard_instances(s)) & held) for s in shards}
     if any(found.values()):
         log.error("SFT probe: held-out instances in training shards: %s", found)
+    content = scan_against_probe_data(Path(data["train_shards"]).parent, shards, tokenizer)
+    for scan in content:
+        (log.error if scan["leak"] else log.info)("SFT probe: held-out content scan: %s", describe(scan))
     return {
         **(data.get("heldout") or {}),
         "tokens": tokens,
@@ -249,6 +280,8 @@ def heldout_check(data: dict[str, Any], start: Path, tokens: int | None) -> dict
         "in_training_shards": sum(found.values()),
         "counted": "instances",
         "excluded_from_pack": excluded,
+        "content_scan": content,
+        "content_leak": any(s["leak"] for s in content),
     }
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
@@ -58,6 +58,7 @@ class CommitsConfig(ReaderConfig):
     max_commits: int = 0  # per repository, newest history kept; 0 = all
     skip_empty: bool = True  # commits with no diff (e.g. --allow-empty) are skipped
     file_filters: bool = True  # remove files the repository reader would skip (lock, generated, SVG ...)
+    extra_skip_dirs: list[str] = field(default_factory=list)  # as repos.extra_skip_dirs: files under them removed
     skip_formatting: bool = True  # commits that only reformat code (whitespace, quotes, trailing commas)
     bots: Literal["skip", "mark", "keep"] = "skip"
     max_removed_paths: int = 200  # per document: removed file paths recorded with their reason
@@ -101,10 +102,10 @@ def _changed_lines(section: str, sign: str) -> list[str]:
     return [line[1:] for line in section.splitlines() if line.startswith(sign) and not line.startswith(sign * 3)]
 
 
-def file_skip_reason(section: str) -> str | None:
+def file_skip_reason(section: str, extra_skip_dirs: list[str] | tuple[str, ...] = ()) -> str | None:
     """The repository reader's reason to leave this file out, judged from its diff section."""
     path = section_path(section)
-    reason = path_skip_reason(path)
+    reason = path_skip_reason(path, extra_skip_dirs=extra_skip_dirs)
     if reason:
         return reason
     if re.search(r"^(?:Binary files .* differ|GIT binary patch)$", section, re.MULTILINE):
@@ -145,7 +146,7 @@ class CommitReader(SourceReader):
             sec = raw.decode("utf-8", "replace")
             if "\ufffd" in sec and b"\xef\xbf\xbd" not in raw:
                 self.skip("invalid_utf8_replaced")  # text kept, undecodable bytes shown as U+FFFD
-            reason = file_skip_reason(sec) if self.cfg.file_filters else None
+            reason = file_skip_reason(sec, self.cfg.extra_skip_dirs) if self.cfg.file_filters else None
             n = len(raw)
             if reason is None and n > self.cfg.max_diff_bytes:
                 reason = "huge_file_diff"

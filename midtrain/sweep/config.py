@@ -32,6 +32,7 @@ class Variant(Config):
     train: list[str] = field(default_factory=list)  # TrainConfig overrides (model/optimizer deltas)
     train_recipe: str | None = None  # another train recipe (e.g. a 256K layout); None = the sweep's
     tokens: int | None = None  # midtraining tokens; None = the sweep's budget
+    seed: int | None = None  # midtraining seed (train.seed, train.data.seed); None = the sweep's
 
 
 @dataclass
@@ -53,6 +54,14 @@ class SweepConfig(Config):
     # Probe, evals and seeds; the sweep replaces its checkpoints, baseline, output, report dir and notes.
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     rank_by: str = "SFT probe/held-out loss, assistant tokens"  # report row (group/metric) variants are ranked on
+    # The pre-registered primary comparison: these variants are one arm's midtraining seeds (the same settings,
+    # Variant.seed apart), compared with the baseline on rank_by, paired over the probe seeds and held-out
+    # documents, with a bootstrap interval over all three (midtrain.eval.noise.hierarchical_bootstrap).
+    primary: list[str] = field(default_factory=list)
+    primary_about: str = ""  # the hypothesis, stated before the run
+    # A variant trained at LR 0 (one step through the trainer): its probe must give the baseline's results
+    # exactly, else the report fails (the arms are not comparable: something other than midtraining differs).
+    null_arm: str | None = None
 
     def check(self) -> None:
         require(len(self.variants) > 0, "variants", "name at least one variant")
@@ -78,5 +87,9 @@ class SweepConfig(Config):
             require(v.tokens is None or v.tokens > 0, f"{where}.tokens", "must be positive")
             for item in [*v.pack, *v.train, *[o for ov in v.prep.values() for o in ov]]:
                 require("=" in item, where, f"'{item}' is not of the form key=value")
+        unknown = [n for n in [*self.primary, *([self.null_arm] if self.null_arm else [])] if n not in self.variants]
+        require(not unknown, "primary", f"{unknown} are not variants ({sorted(self.variants)})")
+        seeds = [self.variants[n].seed or self.seed for n in self.primary]
+        require(len(set(seeds)) == len(seeds), "primary", f"the arm's variants must differ in seed (got {seeds})")
         for item in self.train_overrides:
             require("=" in item, "train_overrides", f"'{item}' is not of the form key=value")

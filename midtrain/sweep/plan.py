@@ -149,8 +149,8 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         f"data.path={root / 'shards'}",
         f"data.seq_length={pack.seq_length}",
         f"init_from={base_checkpoint(cfg)}",
-        f"seed={cfg.seed}",
-        f"data.seed={cfg.seed}",
+        f"seed={v.seed or cfg.seed}",
+        f"data.seed={v.seed or cfg.seed}",
         f"optim.train_steps={steps}",
         f"optim.warmup_steps={min(tcfg.optim.warmup_steps, steps)}",
     ]

@@ -12,13 +12,22 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from midtrain.eval.noise import RULE, is_difference, spread
+from midtrain.eval.noise import RULE, spread
 from midtrain.eval.rank import markdown as rank_markdown
 from midtrain.eval.rank import proxy_agreements
-from midtrain.eval.report import Row, build_rows, delta_mark, write_report
+from midtrain.eval.report import Row, build_rows, comparison, delta_mark, write_report
 from midtrain.eval.results import load_checkpoint_results, read_metrics
 from midtrain.sweep.config import SweepConfig
-from midtrain.sweep.plan import output_dir, sweep_protocol, variant_plan
+from midtrain.sweep.plan import output_dir, reference_shards, sweep_protocol, variant_plan
+from midtrain.sweep.primary import (
+    NullArmMismatch,
+    null_check,
+    null_markdown,
+    primary_comparison,
+    primary_markdown,
+    proxy_content_scan,
+    proxy_scan_markdown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +80,8 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     md = [
         f"# Sweep {cfg.name}",
         "",
-        f"Every variant midtrained from `{proto.checkpoints[base]}` with the same seed ({cfg.seed}) and, unless "
-        f"the variant changes it, the same budget ({cfg.tokens:,} tokens); then the identical SFT probe "
+        f"Every variant midtrained from `{proto.checkpoints[base]}` with the same seed ({cfg.seed}) and budget "
+        f"({cfg.tokens:,} tokens) unless the variant names its own; then the identical SFT probe "
         f"(`{proto.sft_recipe}`, seeds {proto.probe_seeds or 'the recipe’s'}) and the proxy evals. "
         f"Ranked on **{cfg.rank_by}** ({'higher' if key and key.higher_is_better else 'lower'} is better); "
         f"**{base}** is the start checkpoint through the same probe, without midtraining.",
@@ -125,9 +134,7 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
                 "value": value,
                 "samples": key.samples.get(name),
                 "delta_vs_baseline": None if base_value is None else value - base_value,
-                "difference_vs_baseline": is_difference(key.samples.get(base) or [], key.samples[name])
-                if key.samples.get(base)
-                else None,
+                "vs_baseline": c.to_dict() if (c := comparison(key, name, base)) else None,
                 "tokens_trained": tokens,
                 "steps": steps,
                 "seq_length": plan.pack.seq_length,
@@ -146,6 +153,12 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
         for a in ranked:
             md.append(f"| {a} | " + " | ".join("" if a == b else _delta(key, a, b) for b in cols) + " |")
         md.append("")
+    primary, null = primary_comparison(cfg, results), null_check(cfg, results)
+    md += null_markdown(null) + primary_markdown(primary)
+    scans = proxy_content_scan(
+        reference_shards(cfg), {n: variant_plan(cfg, n).root / "shards" for n in cfg.variants}, cfg.pack.tokenizer
+    )
+    md += proxy_scan_markdown(scans)
     agreements = proxy_agreements(rows, cfg.rank_by, cfg.seed)
     md += rank_markdown(agreements, cfg.rank_by)
     if missing:
@@ -161,10 +174,18 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
                 "ranking": ranking,
                 "missing": missing,
                 "noise_rule": RULE,
+                "primary": primary,
+                "null_arm": null,
+                "proxy_content_scan": scans,
                 "proxy_agreement": [a.to_dict() for a in agreements],
             },
             indent=2,
         )
     )
     log.info("sweep report: %d ranked, %d missing -> %s", len(ranked), len(missing), out / "sweep.md")
+    if null is not None and not null["equal"] and not missing:
+        raise NullArmMismatch(
+            f"sweep report: the null arm {cfg.null_arm} (LR 0) does not give {cfg.baseline}'s probe results "
+            f"({'; '.join(null['diffs'][:3]) or 'none'}); see {out / 'sweep.md'}"
+        )
     return out / "sweep.md"

@@ -106,7 +106,7 @@ class OptimConfig(Config):
     schedule_on_resume: Literal["strict", "config", "checkpoint"] = "strict"
 
     def check(self) -> None:
-        require(self.lr > 0, "lr", "must be positive")
+        require(self.lr >= 0, "lr", "must be >= 0 (0: no update, a sweep's null arm)")
         require(0 <= self.min_lr <= self.lr, "min_lr", f"must be in [0, lr={self.lr}]")
         require(self.train_steps > 0, "train_steps", "must be positive")
         require(0 <= self.warmup_steps <= self.train_steps, "warmup_steps", "must be in [0, train_steps]")

@@ -391,6 +391,7 @@ class _StepResult:
     dt: float
     skipped: bool
     router: dict[str, float]  # MoE router metrics; {} for dense models
+    no_loss_tokens: bool = False  # the global batch had no trained position: no optimizer update
 
 
 def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func) -> dict[str, Any]:
@@ -883,7 +884,10 @@ def _step(run: _Run) -> _StepResult:
     )
     finite = math.isfinite(loss) and grad_norm is not None and math.isfinite(grad_norm) and not found_inf
     run.step += 1
-    if finite:
+    # a batch without one trained position (an SFT piece that is all prompt) has zero gradients, but Adam's
+    # moments and step count would still move the weights: no update, and the step says so
+    empty = float(totals[1]) == 0.0
+    if finite and not empty:
         optimizer.step_with_ready_grads()
     if torch.cuda.is_available():  # the step time includes the optimizer's kernels, not only their launch
         torch.cuda.synchronize()
@@ -895,6 +899,7 @@ def _step(run: _Run) -> _StepResult:
         dt=time.perf_counter() - t0,
         skipped=not finite,
         router=router,
+        no_loss_tokens=empty,
     )
 
 
@@ -958,6 +963,7 @@ def _log_step(run: _Run, r: _StepResult) -> None:
         **({"mfu_fp8_peak": tflops_dev / fp8_peak} if fp8_peak else {}),
         "loss_by_source": loss_by_source,
         "skipped": r.skipped,
+        "no_loss_tokens": r.no_loss_tokens,
         "time": time.time(),
         "process_cpu_s": time.process_time(),  # cumulative CPU time of this rank (bench/bench_step.py)
         **(r.router or {}),  # MoE: moe_load_balancing_loss, moe_aux_loss (midtrain/train/moe.py)
