@@ -162,13 +162,3 @@ def heldout_fraction(configured: float, rules: list[dict | None]) -> float:
     """The fraction a pack holds out at: its own or a trace input's recorded one, the larger (the held-out sets
     are nested, so the larger holds out every instance the smaller does)."""
     return max([configured] + [float(r["fraction"]) for r in rules if r and r.get("fraction")])
-
-
-def heldout_instance(rule: dict | None, meta: dict, fraction: float) -> str | None:
-    """The held-out instance a document of a pack input (its tokenized metadata: id, source) belongs to, or None."""
-    from midtrain.formats.trace_split import INSTANCE_SOURCES, instance_heldout, instance_of
-
-    if meta.get("source") not in INSTANCE_SOURCES or (rule is not None and rule.get("by") == "presplit"):
-        return None
-    inst = ((rule or {}).get("instances") or {}).get(meta["id"]) or instance_of(meta["id"])
-    return inst if instance_heldout(inst, fraction) else None
