@@ -91,9 +91,7 @@ def package_tree(dist: str, package: str, dest: Path) -> dict[str, Any]:
 
 def prep_stage(workdir: Path) -> dict[str, Any]:
     from midtrain.demo.stages import _prep_done
-    from midtrain.formats.trace_split import ensure_split
     from midtrain.sources.prep import prep
-    from recipes.smollm2 import PROBE_HELDOUT_FRACTION
 
     repo = project_repo()
     if repo is None:
@@ -114,8 +112,6 @@ def prep_stage(workdir: Path) -> dict[str, Any]:
         out = prep_dir / source
         if not _prep_done(out):
             prep(source, inputs, out, overrides)
-        if source == "traces":  # recorded before any pack of the set decides it with the default share
-            ensure_split(out, PROBE_HELDOUT_FRACTION, decided_by="midtrain demo --model smollm2")
         s = json.loads((out / "stats.json").read_text())
         stats[source] = {k: s.get(k) for k in ("documents_in", "documents_out", "bytes_out", "drops_total")}
         log.info("prep %s: %s", source, stats[source])

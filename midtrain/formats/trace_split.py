@@ -67,8 +67,10 @@ def doc_instance(doc: dict) -> str:
 
 
 def is_heldout(split: dict[str, Any], doc: dict) -> bool:
-    """Whether a document ({id, metadata}) is one of a held-out instance's, under SPLIT's fraction."""
-    return instance_heldout(doc_instance(doc), split.get("fraction"))
+    """Whether a document ({id, metadata}) is one of a held-out instance's, under SPLIT's fraction (and a run
+    split's issue -> pull request links: an issue is held out with the pull request that resolved it)."""
+    inst = doc_instance(doc)
+    return instance_heldout((split.get("links") or {}).get(inst, inst), split.get("fraction"))
 
 
 def decide_split(docs: Iterable[dict], fraction: float, decided_by: str = "") -> dict[str, Any]:
