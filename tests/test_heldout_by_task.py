@@ -193,7 +193,7 @@ def test_repositories_and_commits_validate_by_repository(tmp_path):
     assert manifest["valid_split"]["commit"] == {
         "by": "document",
         "repositories": 1,
-        "why": "the run spans fewer than 2 repositories",
+        "why": "no validation repositories in the run",
     }
     train, valid = (shard_doc_ids(tmp_path / "one_shards", s) for s in ("train", "valid"))
     assert train and valid

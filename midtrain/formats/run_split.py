@@ -31,7 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +74,25 @@ def doc_repo(doc: dict) -> str | None:
     return normalize_repo(inst.rpartition("#")[0]) if "#" in inst else None
 
 
-def validation_repositories(repos: Iterable[str], fraction: float) -> list[str]:
-    """The validation repositories of a run spanning REPOS: those drawing below FRACTION, the first to draw
-    when none did, never every one (the last to draw trains); none for a run of fewer than two."""
-    rs = sorted(set(repos), key=repo_draw)
+def validation_repositories(by_source: dict[str, set[str]], fraction: float) -> list[str]:
+    """The validation repositories of a run whose sources span BY_SOURCE's repositories: those drawing below
+    FRACTION, else the first to draw that can; a repository is taken only while every source that has it keeps
+    a training repository (a source of one repository, this repository's commits in the demo, splits by
+    document); none for a run of fewer than two."""
+    rs = sorted(set().union(*by_source.values()), key=repo_draw)
     if len(rs) < 2 or fraction <= 0:
         return []
-    chosen = [r for r in rs if repo_draw(r) < fraction] or rs[:1]
-    return sorted(chosen[: len(rs) - 1])
+    chosen: set[str] = set()
+
+    def fits(r: str) -> bool:
+        return all(s - chosen - {r} for s in by_source.values() if r in s)
+
+    for r in rs:
+        if repo_draw(r) < fraction and fits(r):
+            chosen.add(r)
+    if not chosen:
+        chosen = next(({r} for r in rs if fits(r)), set())
+    return sorted(chosen)
 
 
 def decide(
@@ -93,14 +104,14 @@ def decide(
     instances: set[str] = set()
     links: dict[str, str] = {}  # issue -> the pull request that resolved it
     named: dict[str, str] = {}  # document id -> instance, where the id does not name it
-    repos: set[str] = set()
+    repos: dict[str, set[str]] = {}  # source -> its repositories
     fixes: dict[str, tuple[set[str], set[str]]] = {}  # instance -> (shas, patch keys)
     commits: list[dict[str, Any]] = []
     for i in inputs:
         for d in iter_documents(i):
             meta = _meta(d)
             if r := doc_repo(d):
-                repos.add(r)
+                repos.setdefault(str(meta.get("source")), set()).add(r)
             if meta.get("source") == "commit":
                 commits.append({"id": str(d["id"]), "commits": meta.get("commits") or [], "text": d.get("text", "")})
                 continue
@@ -137,7 +148,7 @@ def decide(
         "heldout_instances": held,
         "links": dict(sorted(links.items())),
         "document_instances": dict(sorted(named.items())),
-        "repositories": len(repos),
+        "repositories": len(set().union(*repos.values())),
         "validation_repositories": validation_repositories(repos, valid_fraction),
         "fix_commits": dict(sorted(fix_docs.items())),
         "instances": len(instances),

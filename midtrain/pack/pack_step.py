@@ -164,11 +164,11 @@ class GlobalPlan:
     def valid(self, meta: dict) -> bool:
         """Whether a (not held-out) document of the tokenized inputs is in the validation split."""
         repo = repo_key(meta)
-        if self.split.validation:  # the run is split by repository: the same repositories in every source
-            if self.split.validation_repo(repo):
-                return True
-            if meta["source"] in BY_REPOSITORY and repo is not None:
-                return False
+        if self.split.validation_repo(repo):  # the run's validation repositories: the same in every source
+            return True
+        by = self.valid_by.get(meta["source"]) or {}
+        if by.get("by") == "repository" and meta["source"] in BY_REPOSITORY and repo is not None:
+            return False
         return valid_draw(meta["id"]) < self.split.valid_fraction or meta["id"] in self.forced_valid
 
 
@@ -189,15 +189,20 @@ def _repositories(prefixes: list[Path]) -> dict[str, set[str]]:
 
 
 def valid_by_repository(split: RunSplit, prefixes: list[Path]) -> dict[str, dict]:
-    """How each source with repositories is split: by the run's validation repositories when the run spans two or
-    more (one set for every source), else by document."""
+    """How each source with repositories is split: by the run's validation repositories when it holds one (one set
+    for every source), else by document."""
     repos = _repositories(prefixes) if split.valid_fraction > 0 else {}
     out: dict[str, dict] = {}
     for s, rs in sorted(repos.items()):
-        if not split.validation:
-            out[s] = {"by": "document", "repositories": len(rs), "why": "the run spans fewer than 2 repositories"}
-            continue
-        out[s] = {"by": "repository", "repositories": len(rs), "validation_repositories": len(rs & split.validation)}
+        if rs & split.validation:
+            out[s] = {
+                "by": "repository",
+                "repositories": len(rs),
+                "validation_repositories": len(rs & split.validation),
+            }
+        else:
+            why = "none of its repositories validates" if split.validation else "no validation repositories in the run"
+            out[s] = {"by": "document", "repositories": len(rs), "why": why}
     return out
 
 
