@@ -228,8 +228,9 @@ def from_task_row(row: dict) -> dict:
         "linked_issues": [{"title": "", "body": problem}] if problem.strip() else [],
         "created_at": row.get("created_at"),
     }
-    if isinstance(row.get("issue_numbers"), list):  # SWE-bench's collection: the issues the PR resolves
-        pr["issue_numbers"] = row["issue_numbers"]
+    for key in ("issue_numbers", "issue_number"):  # SWE-bench's collection, Multi-SWE-bench: the issues it resolves
+        if row.get(key) is not None:
+            pr[key] = row[key]
     if str(row.get("hints_text") or "").strip():  # comments on the issue before the fix: read before the patch
         pr["hints"] = str(row["hints_text"])
     tests = _test_names(row.get("FAIL_TO_PASS"))
@@ -247,12 +248,14 @@ def fix_commits(pr: dict, meta: dict) -> list[str]:
 
 def linked_instances(pr: dict, repo: str | None, inst: str | None) -> list[str]:
     """The canonical ids of the issues a pull request resolves, where its record says so: ``linked_issues`` /
-    ``issues`` numbers, SWE-bench's ``issue_numbers``, "fixes #N" in its title or description."""
+    ``issues`` numbers, SWE-bench's ``issue_numbers``, Multi-SWE-bench's ``issue_number``, "fixes #N" in its title
+    or description."""
     numbers: list[Any] = [
         i.get("number") for k in ("linked_issues", "issues") for i in pr.get(k) or [] if isinstance(i, dict)
     ]
     if isinstance(listed := pr.get("issue_numbers"), list):
         numbers += listed
+    numbers.append(pr.get("issue_number"))  # Multi-SWE-bench's one issue
     numbers += _CLOSING_REF.findall("\n".join([str(pr.get("title") or ""), str(pr.get("body") or "")]))
     out = {pull_instance(repo, n) for n in numbers}
     return sorted(i for i in out if i and i != inst)
@@ -530,7 +533,7 @@ class PullReader(SourceReader):
             meta["instance_id"] = inst
         # the task's fix as it may reach the commits source: its commits' shas, and the key of its change
         files = [f for f in pr.get("files") or [] if isinstance(f, dict)]
-        if key := patch_key("\n".join(str(f.get("patch") or "") for f in files)):
+        if key := patch_key((str(f.get("filename") or ""), str(f.get("patch") or "")) for f in files):
             meta["patch_key"] = key
         if fixes := fix_commits(pr, meta):
             meta["fix_commits"] = fixes
