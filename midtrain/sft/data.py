@@ -190,6 +190,15 @@ def _mark_split(docs_dir: Path, role: str) -> None:
     )
 
 
+def _leaked(train_shards: Path, splits: dict[str, dict], valid_docs: list[dict]) -> set[str]:
+    """The held-out instances in the probe's training shards, by instance and a run split's issue links."""
+    from midtrain.formats.trace_split import doc_instance, shard_instances
+
+    links = next(iter(splits.values())).get("links") or {}
+    held = {links.get(i, i) for i in (doc_instance(d) for d in valid_docs)}
+    return {i for i in shard_instances(train_shards) if links.get(i, i) in held}
+
+
 def _write_docs(docs: list[dict], prep_dir: Path) -> None:
     out = prep_dir / "documents"
     out.mkdir(parents=True, exist_ok=True)
@@ -233,7 +242,6 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
 
     Data built with other settings are refused, or with ``overwrite`` rebuilt."""
     from midtrain.formats.tokenizer import load_tokenizer
-    from midtrain.formats.trace_split import doc_instance, shard_instances
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
 
@@ -293,9 +301,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
         manifests[split] = packed
     heldout = split_summary(splits, valid_docs)
     # by instance, not document id: another attempt (or spelling) of a held-out task is a leak too
-    links = next(iter(splits.values())).get("links") or {}
-    held_groups = {links.get(i, i) for i in (doc_instance(d) for d in valid_docs)}
-    leaked = {i for i in shard_instances(tmp / "train_shards") if links.get(i, i) in held_groups}
+    leaked = _leaked(tmp / "train_shards", splits, valid_docs)
     if leaked:  # the split above makes this impossible; the shards are checked, not trusted
         raise RuntimeError(f"SFT data: held-out instances in the probe's training shards: {sorted(leaked)[:5]}")
     heldout["in_probe_training"] = len(leaked)  # instances
