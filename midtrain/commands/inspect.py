@@ -20,7 +20,7 @@ EPILOG = """examples:
   midtrain inspect out/shards --json               # the same as JSON (seq_length, sequences, tokens, fill, sources, ...)
   midtrain inspect out/shards --sample 0 1         # decode packed sequences 0 and 1, boundaries marked
   midtrain inspect out/shards --png lengths.png    # piece-length histogram per source
-  midtrain inspect out/shards --heldout run/split.json  # held-out instances / fix commits in train (exit 1 if any)
+  midtrain inspect out/shards --heldout out/split.json  # held-out instances, fix commits in train? (exit 1)
 """
 
 

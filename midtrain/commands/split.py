@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 
 from midtrain.formats.trace_split import DEFAULT_FRACTION
+from midtrain.pack.pack_step import PackConfig
 
 EPILOG = """examples:
-  midtrain split --input out/prep/repos out/prep/commits out/prep/pulls out/prep/traces --output out/split.json
-  midtrain split --input out/prep/* --output out/split.json --heldout-fraction 0.2 --valid-fraction 0.01
+  midtrain split --input out/prep/* --output out/split.json   # then: midtrain pack ... split=out/split.json
 """
 
 
@@ -30,7 +30,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"share of task instances held out for the SFT probe (default {DEFAULT_FRACTION})",
     )
     p.add_argument(
-        "--valid-fraction", type=float, default=0.005, help="share of repositories (else documents) validated"
+        "--valid-fraction",
+        type=float,
+        default=PackConfig.valid_fraction,
+        help=f"share of repositories (else documents) validated (default {PackConfig.valid_fraction}, the pack's)",
     )
 
 
