@@ -12,6 +12,9 @@ A trace set records the fraction it was split with in PREP_DIR/heldout.json (dec
 it: ``midtrain pack`` of the set, or the probe), with the held-out instances and documents it holds; a run
 asking for another fraction is refused (a pack that trained at 0.1 leaked what a probe at 0.2 would score).
 A trace document without an instance id is its own instance (its document id is hashed).
+
+A run's split file (midtrain.formats.run_split) applies this rule to every input of the run at once, with
+issue <-> pull request links, and wins over a set's record in every pack and probe given it.
 """
 
 from __future__ import annotations

@@ -453,7 +453,7 @@ def _pack(
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
     cache_dirs = [str(tokenize_cache(i, key, cache_root)) for i in names]
     # the run's split (its file, else decided from these inputs): held-out instances never trained
-    heldout = heldout_rules(names)
+    heldout = heldout_rules(names, record=not cfg.split)  # the run's split file decides over a set's record
     split = run_split(cfg, names, heldout)
     presplit = [h is not None and h["by"] == "presplit" for h in heldout]
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
