@@ -196,6 +196,21 @@ def test_case4_heldout_fix_commits_train_nowhere(run):
     assert fixed["documents"] == 2 and fixed["instances"] == ["acme/calc#64", "acme/calc#81"] and fixed["tokens"] > 0
 
 
+def test_case4_a_commits_prep_given_the_split_leaves_the_fixes_out(run, tmp_path):
+    split, shas = run["split"], run["shas"]
+    out = _prep(
+        "commits",
+        run["tmp"] / "git" / "calc",
+        tmp_path / "commits",
+        "commits.max_doc_bytes=1024",
+        f"commits.run_split={split.path}",
+    )
+    kept = {s for d in _docs(out) for s in d["metadata"]["commits"]}
+    assert shas[33] in kept and not {shas[64], shas[81]} & kept
+    stats = json.loads((out / "stats.json").read_text())
+    assert len(kept) == 2 and stats["skips"]["source/skip/heldout_fix_commit"] == 2  # of 4 commits, counted
+
+
 def test_case5_task_row_ids_name_the_task_wherever_the_input_lies(tmp_path):
     from midtrain.formats.instance_id import canonical_instance
     from midtrain.formats.trace_split import doc_instance, instance_of

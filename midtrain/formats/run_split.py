@@ -133,7 +133,7 @@ def decide(
     held = sorted(i for i, g in group.items() if instance_heldout(g, heldout_fraction))
     held_shas = {s: i for i in held for s in fixes.get(i, ((), ()))[0]}
     held_keys = {k: i for i in held for k in fixes.get(i, ((), ()))[1]}
-    fix_docs: dict[str, str] = {}
+    fix_docs: dict[str, str] = {}  # the commits documents holding one, by id
     for cd in commits:
         hit = next((held_shas[s[:12].lower()] for s in cd["commits"] if s[:12].lower() in held_shas), None)
         if hit is None and held_keys:
@@ -151,6 +151,8 @@ def decide(
         "repositories": len(set().union(*repos.values())),
         "validation_repositories": validation_repositories(repos, valid_fraction),
         "fix_commits": dict(sorted(fix_docs.items())),
+        # what a commits prep given the file leaves out (commits.split): the held-out fixes' shas and keys
+        "fix_changes": {"shas": dict(sorted(held_shas.items())), "keys": dict(sorted(held_keys.items()))},
         "instances": len(instances),
     }
     record["sha"] = split_hash(record)
@@ -161,7 +163,7 @@ def decide(
 
 def split_hash(record: dict[str, Any]) -> str:
     keys = ["rule", "heldout_fraction", "valid_fraction", "heldout_instances", "links", "validation_repositories"]
-    keys.append("fix_commits")
+    keys += ["fix_commits", "fix_changes"]
     raw = json.dumps([record.get(k) for k in keys], sort_keys=True)
     return hashlib.sha256(raw.encode()).hexdigest()[:16]
 
@@ -220,6 +222,9 @@ class RunSplit:
         self.heldout_set = set(record["heldout_instances"])
         self.validation = set(record.get("validation_repositories") or [])
         self.fix_docs: dict[str, str] = dict(record.get("fix_commits") or {})
+        changes = record.get("fix_changes") or {}
+        self.fix_shas: dict[str, str] = dict(changes.get("shas") or {})
+        self.fix_keys: dict[str, str] = dict(changes.get("keys") or {})
         self.sha = str(record.get("sha"))
 
     def group(self, instance: str) -> str:
@@ -245,6 +250,12 @@ class RunSplit:
     def fix_commit(self, doc_id: str) -> str | None:
         """The held-out instance whose fix commit DOC_ID (a commits document) holds, or None."""
         return self.fix_docs.get(doc_id)
+
+    def fix_change(self, sha: str, text: str) -> str | None:
+        """The held-out instance whose fix one commit (its sha, its rendering ``commit <sha12>`` + diff) is."""
+        if inst := self.fix_shas.get(sha[:12].lower()):
+            return inst
+        return next((self.fix_keys[k] for k in commit_keys(text) if k in self.fix_keys), None)
 
     def summary(self) -> dict[str, Any]:
         """What a pack's manifest and the probe's stamp say about the split they applied."""

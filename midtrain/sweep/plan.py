@@ -139,10 +139,12 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         if source in v.prep:
             _check_prep(name, source, v.prep[source])
             out = root / "prep" / source
+            # a commits history prepped after the split leaves the held-out fixes out (the pack would too)
+            extra = [f"commits.run_split={split_file(cfg)}"] if source == "commits" else []
             prep_steps.append(
                 Step(
                     f"prep_{source}",
-                    ["prep", source, *v.prep[source], "--input", *cfg.raw_inputs[source], "--output", str(out)],
+                    ["prep", source, *v.prep[source], *extra, "--input", *cfg.raw_inputs[source], "--output", str(out)],
                 )
             )
             path = str(out)
