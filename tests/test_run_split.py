@@ -297,3 +297,19 @@ def test_case7_a_refused_sft_prints_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1
     assert err.startswith("midtrain sft: ") and "heldout.json" in err and "0.3" in err
+
+
+def test_the_demo_decides_one_split_for_its_pack_and_its_probe(run, tmp_path):
+    """The demo's pack stage writes WORKDIR/split.json from every prep output before packing them, and its
+    protocol's probe is given the same file."""
+    from midtrain.demo.stages import demo_protocol, pack_stage
+    from midtrain.formats.run_split import read
+
+    work = tmp_path / "demo"
+    for name, d in run["prep"].items():
+        shutil.copytree(d, work / "prep" / name, ignore=shutil.ignore_patterns("tokenized"))
+    manifest = json.loads((Path(pack_stage(work)) / "manifest.json").read_text())
+    split = read(work.absolute() / "split.json")
+    assert manifest["split"]["file"] == split.path and manifest["split"]["sha"] == split.sha
+    assert split.record["inputs"] == sorted(str(work / "prep" / n) for n in run["prep"])
+    assert f"split={split.path}" in demo_protocol(work).sft_overrides
