@@ -321,7 +321,7 @@ class PackResult:
 
 def pack_stamp(cfg: PackConfig, key: str, names: list[str], prints: dict[str, str], held_key: list) -> dict:
     """What a pack output is: the shards of these inputs' documents (their fingerprints), tokenized under cache
-    key KEY, with the trace sets' held-out splits, packed with CFG."""
+    key KEY, with the trace sets' held-out splits and the run split's sha, packed with CFG."""
     inputs: dict[str, object] = {"tokenizer": key, **{i: prints[i] for i in names}}
     if held_key:
         inputs["heldout"] = held_key
@@ -452,12 +452,13 @@ def _pack(
     tok = resolve_tokenizer(cfg)
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
     cache_dirs = [str(tokenize_cache(i, key, cache_root)) for i in names]
-    # the run's split (its file, else decided from these inputs): held-out instances never trained
-    heldout = heldout_rules(names, record=not cfg.split)  # the run's split file decides over a set's record
+    # the run's split (its file, else decided from these inputs; a trace set's record only without the file):
+    # held-out instances never trained, the run's validation repositories, fix commits left out
+    heldout = heldout_rules(names, record=not cfg.split)
     split = run_split(cfg, names, heldout)
     presplit = [h is not None and h["by"] == "presplit" for h in heldout]
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
-    want = pack_stamp(cfg, key, names, prints, held_key + ([split.sha] if cfg.split else []))
+    want = pack_stamp(cfg, key, names, prints, [*held_key, split.sha])
     done_manifest = _prepare_output(out, want, names, dry_run, overwrite)
     if done_manifest is not None:
         return PackResult(manifest=done_manifest)
