@@ -27,8 +27,7 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import Config, require
-from midtrain.formats.instance_id import normalize_repo
-from midtrain.formats.run_split import FIX_COMMIT, RunSplit
+from midtrain.formats.run_split import FIX_COMMIT, RunSplit, doc_repo
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
 from midtrain.formats.trace_split import DEFAULT_FRACTION, RULE
 from midtrain.locations import as_path, is_url, local_copy, local_folder
@@ -173,7 +172,9 @@ class GlobalPlan:
 
 
 def repo_key(meta: dict) -> str | None:
-    return normalize_repo(meta.get("repo"))
+    """A tokenized document's canonical repository, as the run's split reads it (its instance's, for a trace or
+    pull request without one)."""
+    return doc_repo({"id": meta.get("id"), "metadata": meta})
 
 
 def _repositories(prefixes: list[Path]) -> dict[str, set[str]]:
