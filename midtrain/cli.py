@@ -44,6 +44,12 @@ COMMANDS = [
         "midtrain pack --input out/prep/repos out/prep/pulls --output out/shards --seq-length 262144",
     ),
     Command(
+        "split",
+        "midtrain.commands.split",
+        "decide a run's held-out split once from all its inputs (one file for every pack and the probe)",
+        "midtrain split --input out/prep/repos out/prep/traces --output out/split.json",
+    ),
+    Command(
         "inspect",
         "midtrain.commands.inspect",
         "show packed shards (fill, splits, samples) or a data card",

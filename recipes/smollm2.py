@@ -127,6 +127,7 @@ def sweep_smollm2() -> SweepConfig:
     cfg.pack.tokenizer = f"{w}/smollm2/hf_source"  # the model's own tokenizer, from prep to the served export
     cfg.pack.eos_token = "<|endoftext|>"  # SmolLM2's document separator in pretraining (id 0)
     cfg.pack.valid_fraction = 0.01  # of documents: ~10K held-out tokens each of code and commits, never trained
+    cfg.pack.heldout_fraction = PROBE_HELDOUT_FRACTION  # the sweep's split (OUTPUT/split.json): the probe's share
     cfg.train_overrides = ["checkpoint.save_interval=1000", "log.tensorboard=false"]
     # The pre-registered primary comparison: all sources (natural mixture) over MIDTRAIN_SEEDS midtraining seeds
     # against no midtraining, each through the probe's 2 seeds, scored on 5 held-out trajectories. The secondary

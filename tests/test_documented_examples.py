@@ -103,6 +103,8 @@ PLAN: dict[str, str] = {
     "--site site.yaml --dry-run": RUN,
     "midtrain pack --input out/prep/traces --output out/sft --tokenizer ~/models/Qwen3-8B": RUN,
     "midtrain inspect out/shards --json": RUN,
+    "midtrain split --input out/prep/* --output out/split.json": RUN,
+    "midtrain inspect out/shards --split-file out/split.json": RUN,
     "midtrain inspect out/shards --sample 0 1": RUN,
     "midtrain inspect out/shards --png lengths.png": RUN,
     "torchrun --nproc-per-node 8 -m midtrain.cli train qwen3_8b_256k_h200 precision.fp8=hybrid": GPU,
@@ -190,7 +192,7 @@ def group(cmd: str) -> str:
         or any(m in cmd for m in (".demo/", "runs/p/", "runs/probe", "runs/base", "runs/swe/"))
     ):
         return "demo"
-    if sub in ("prep", "pack", "inspect", "decontam") or words[0] == "aws" or "out/shards" in cmd:
+    if sub in ("prep", "pack", "split", "inspect", "decontam") or words[0] == "aws" or "out/shards" in cmd:
         return "data"
     if sub == "train":
         return "train"

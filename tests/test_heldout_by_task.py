@@ -153,8 +153,9 @@ def test_a_probe_rendering_with_another_template_is_refused_naming_both(world, t
 
 
 def test_repositories_and_commits_validate_by_repository(tmp_path):
-    """The proxy's held-out repository loss is on repositories no training document holds; a source of one
-    repository falls back to documents (the demo: this repository alone), and the manifest says which."""
+    """The proxy's held-out repository loss is on repositories no training document holds, the same repositories
+    in every source; a run of one repository falls back to documents (the demo: this repository alone), and the
+    manifest says which."""
     from midtrain.formats.trace_split import shard_doc_ids
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
@@ -168,7 +169,7 @@ def test_repositories_and_commits_validate_by_repository(tmp_path):
         return {"text": text, "id": f"{kind}:{repo}:{i}", "metadata": {"source": kind, "repo": repo}}
 
     repos = write_documents(tmp_path / "repos", [doc("repo", f"Org/R{r}", i) for r in range(8) for i in range(2)])
-    commits = write_documents(tmp_path / "commits", [doc("commit", "one/repo", i) for i in range(10)])
+    commits = write_documents(tmp_path / "commits", [doc("commit", f"org/r{r}", i) for r in range(7) for i in range(2)])
     manifest = pack(
         PackConfig(seq_length=256, valid_fraction=0.2, tokenize_tasks=1), [repos, commits], tmp_path / "shards"
     ).manifest
@@ -176,18 +177,23 @@ def test_repositories_and_commits_validate_by_repository(tmp_path):
     train, valid = (shard_doc_ids(tmp_path / "shards", s) for s in ("train", "valid"))
     side: dict[str, set[bool]] = {}
     for d in train | valid:
-        if d.startswith("repo:"):
-            side.setdefault(d.split(":")[1], set()).add(d in valid)
-    assert all(len(s) == 1 for s in side.values()) and len(side) == 8  # a repository is on one side only
+        side.setdefault(d.split(":")[1].lower(), set()).add(d in valid)
+    assert all(len(s) == 1 for s in side.values()) and len(side) == 8  # one side only, in repos and commits alike
     assert {True, False} == {next(iter(s)) for s in side.values()}  # some repositories validate, some train
-    assert (
-        manifest["valid_split"]["repo"]["by"] == "repository" and manifest["valid_split"]["repo"]["repositories"] == 8
-    )
+    held = {r for r, s in side.items() if s == {True}}
+    assert set(manifest["split"]["validation_repositories"]) == held
+    by = {"by": "repository", "repositories": 8, "validation_repositories": len(held)}
+    assert manifest["valid_split"]["repo"] == by
+
+    one = write_documents(tmp_path / "one", [doc("commit", "one/repo", i) for i in range(10)])
+    manifest = pack(
+        PackConfig(seq_length=256, valid_fraction=0.2, tokenize_tasks=1), [one], tmp_path / "one_shards"
+    ).manifest
+    assert manifest is not None
     assert manifest["valid_split"]["commit"] == {
         "by": "document",
         "repositories": 1,
-        "forced": None,
-        "kept": None,
-        "why": "fewer than 2 repositories",
+        "why": "no validation repositories in the run",
     }
-    assert any(d.startswith("commit:") for d in valid) and any(d.startswith("commit:") for d in train)
+    train, valid = (shard_doc_ids(tmp_path / "one_shards", s) for s in ("train", "valid"))
+    assert train and valid

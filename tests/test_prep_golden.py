@@ -26,7 +26,7 @@ from midtrain.sources.prep import prep
 EXPECTED = {
     "repos": "9bf7690c4d2d4b91dc245710fc26ceb104b527eed1c0154c9d63816ed8899ebc",
     "commits": "511b600d9582db43efe60ff3dee536a0d92e016a0d5fb9779024064f9643350a",
-    "pulls": "eebb80d1bc06136973abf72555c6a0dc430acbbe2a15186510c824bc29847b96",
+    "pulls": "ba7e4da79fb69f92bee59532c12f55ba895f0038255faeb281a8bd71f0eac8e9",
     "buildlogs": "dd29cc259faba6de7c0079dadbd1192ff7383371c14f487e56bfd6021d0866d7",
     # near dedup now keeps, in each MinHash cluster, the unit with the smallest stable key (the same copies
     # for any task count): of the two near-duplicate traces the other one is kept (was 8bee6525f755...)

@@ -198,8 +198,9 @@ def test_the_experiment_runs_the_models_tokenizer_through_every_step(tmp_path):
     converted model's, the probe seeds give a band, and the agent leg serves each probe's export."""
     from midtrain.demo.real_model import sweep_overrides
     from midtrain.sweep.config import SweepConfig
-    from midtrain.sweep.plan import sweep_chains
+    from midtrain.sweep.plan import setup_steps, sweep_chains
     from recipes import resolve_config
+    from recipes.smollm2 import PROBE_HELDOUT_FRACTION
 
     cfg = resolve_config("sweep_smollm2", SweepConfig, "sweep", sweep_overrides(tmp_path))
     tok = str(tmp_path.absolute() / "smollm2" / "hf_source")
@@ -208,10 +209,16 @@ def test_the_experiment_runs_the_models_tokenizer_through_every_step(tmp_path):
     assert plans["all_sources"].inputs == [
         str(tmp_path.absolute() / "prep" / s) for s in ("repos", "commits", "traces")
     ]
+    # one held-out split for the whole experiment, decided before any pack: WORKDIR/sweep/split.json
+    split = f"split={tmp_path.absolute() / 'sweep' / 'split.json'}"
+    setup = {s.name: s.argv for s in setup_steps(cfg, ["sweep_smollm2"])}
+    assert list(setup)[0] == "split" and f"--heldout-fraction={PROBE_HELDOUT_FRACTION}" in setup["split"]
+    assert split in setup["pack_reference"]
     for name, chain in chains.items():
         steps = {s.name: s.argv for s in chain}
+        assert split in steps["sft"] and split in steps["sft-s4322"]
         if name != "no_midtraining":
-            assert f"tokenizer={tok}" in steps["pack"]
+            assert f"tokenizer={tok}" in steps["pack"] and split in steps["pack"]
             assert f"init_from={tmp_path.absolute() / 'smollm2'}" in steps["train"]
         for seed in ("sft", "sft-s4322"):
             assert f"tokenizer={tok}" in steps[seed] and "sft_probe_smollm2" in steps[seed]

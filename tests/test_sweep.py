@@ -30,7 +30,13 @@ def test_sweep_demo_chains_parse_and_apply_the_deltas(tmp_path):
     for chain in chains.values():
         for step in chain:
             parser.parse_args(step.argv)  # the real CLI accepts every step
-    assert [s.name for s in setup_steps(cfg, ["sweep_demo"])] == ["init_base", "pack_reference"]
+    setup = setup_steps(cfg, ["sweep_demo"])
+    assert [s.name for s in setup] == ["split", "init_base", "pack_reference"]  # the run's split before any pack
+    split = f"split={tmp_path / 'split.json'}"
+    assert setup[0].argv[:2] == ["split", "--input"] and split in setup[2].argv
+    packs = [s for c in chains.values() for s in c if s.name == "pack"]
+    assert len(packs) == len(plans) and all(split in s.argv for s in packs)
+    assert all(split in s.argv for c in chains.values() for s in c if s.name.startswith("sft"))
     mix, no_commits = plans["all"], plans["no_commits"]
     assert len(no_commits.inputs) == len(mix.inputs) - 1 and not any(i.endswith("commits") for i in no_commits.inputs)
     assert "commit" not in no_commits.pack.mixture.weights and "commit" in mix.pack.mixture.weights
@@ -94,8 +100,9 @@ def test_submit_dry_run_prints_every_script(tmp_path, capsys):
         == 0
     )
     out = capsys.readouterr().out
-    # setup 2; probe x2 + proxy; 5 x (pack, train, probe x2, proxy); pr_context_none's prep; report
-    assert out.count("#!/bin/bash") == 2 + 3 + 5 * 5 + 1 + 1
+    # setup 3 (split, base, reference pack); probe x2 + proxy; 5 x (pack, train, probe x2, proxy); pr_context_none's
+    # prep; report
+    assert out.count("#!/bin/bash") == 3 + 3 + 5 * 5 + 1 + 1
     assert "(afterany: every chain)" in out and "--report" in out.rsplit("#!/bin/bash", 1)[1]
     assert not (tmp_path / "slurm").exists()  # a dry run writes nothing
 

@@ -20,7 +20,7 @@ EPILOG = """examples:
   midtrain inspect out/shards --json               # the same as JSON (seq_length, sequences, tokens, fill, sources, ...)
   midtrain inspect out/shards --sample 0 1         # decode packed sequences 0 and 1, boundaries marked
   midtrain inspect out/shards --png lengths.png    # piece-length histogram per source
-  midtrain inspect out/shards --heldout held.jsonl # held-out text in the training sequences, by n-gram content
+  midtrain inspect out/shards --split-file out/split.json  # held-out instances, fix commits in train? (exit 1)
 """
 
 
@@ -34,6 +34,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--png", metavar="PATH", help="write a piece-length histogram per source as PNG")
     p.add_argument("--tokenizer", help="tokenizer to decode with (default: the one recorded in the manifest)")
     p.add_argument(
+        "--split-file",
+        metavar="SPLIT",
+        help="the run's split file to check the training split against by canonical id (default: the one the "
+        "pack applied, when it had one); held-out instances found there exit 1",
+    )
+    p.add_argument(
         "--heldout",
         metavar="PATH",
         help="scan the training split for held-out text by content (13-gram overlap): a probe's data dir "
@@ -45,7 +51,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from midtrain.locations import as_path
     from midtrain.pack.datacard import prep_card, shards_card, to_markdown, write_card
-    from midtrain.pack.inspect import decode_sample, format_summary, plot_histograms, summarize, tokenizer_for
+    from midtrain.pack.inspect import (
+        decode_sample,
+        format_heldout_check,
+        format_summary,
+        heldout_check,
+        plot_histograms,
+        summarize,
+        tokenizer_for,
+    )
 
     directory = as_path(args.shard_dir)  # a local path or a URL (s3://...)
     if not (directory / "manifest.json").exists() and (directory / "documents").is_dir():  # a prep output
@@ -58,7 +72,16 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as e:
         print(f"midtrain inspect: {e}", file=sys.stderr)
         return 1
+    try:
+        check = heldout_check(args.shard_dir, args.split_file)
+    except (FileNotFoundError, ValueError) as e:
+        print(f"midtrain inspect: {e}", file=sys.stderr)
+        return 1
+    if check is not None:
+        summary["heldout_check"] = check
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
+    if check is not None and not args.json:
+        print(format_heldout_check(check))
     if args.card:
         card = shards_card(directory, args.top)
         print("\n" + to_markdown(card))
@@ -86,4 +109,4 @@ def run(args: argparse.Namespace) -> int:
             except IndexError as e:
                 print(f"midtrain inspect: {e}", file=sys.stderr)
                 return 1
-    return 0
+    return 1 if check is not None and check["in_training"] else 0

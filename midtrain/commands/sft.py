@@ -11,6 +11,7 @@ rerun to resume.
 from __future__ import annotations
 
 import argparse
+import sys
 
 EPILOG = """examples:
   midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output runs/probe/mid
@@ -41,5 +42,13 @@ def run(args: argparse.Namespace) -> int:
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
-    result = run_probe(cfg, args.start, args.output, recipe=args.recipe, overwrite=args.overwrite)
+    try:
+        result = run_probe(cfg, args.start, args.output, recipe=args.recipe, overwrite=args.overwrite)
+    except ValueError as e:
+        # the probe's refusals (another start or settings in --output, another held-out split or chat template,
+        # a split file that is not one) are ValueErrors naming what to change: one line, not a traceback (-v)
+        if getattr(args, "verbose", False):
+            raise
+        print(f"midtrain sft: {e}", file=sys.stderr)
+        return 1
     return int(result["exit_code"])

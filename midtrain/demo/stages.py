@@ -76,7 +76,15 @@ def prep_stage(workdir: Path) -> str:
     return str(prep_dir)
 
 
+def split_file(workdir: Path) -> Path:
+    """The demo's one held-out split (midtrain.formats.run_split), decided by the pack stage."""
+    from midtrain.formats.run_split import SPLIT_FILE
+
+    return Path(workdir).absolute() / SPLIT_FILE
+
+
 def pack_stage(workdir: Path) -> str:
+    from midtrain.formats.run_split import decide_once
     from midtrain.pack.inspect import format_summary, summarize
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
@@ -92,6 +100,9 @@ def pack_stage(workdir: Path) -> str:
     out = Path(workdir) / "shards"
     # Small data: a larger validation share so every source has held-out documents for the proxy eval.
     cfg = PackConfig(seq_length=DEMO_SEQ_LENGTH, valid_fraction=0.1, tasks=2)
+    # the run's one held-out split, decided from every input before the pack reads them; the probe applies it too
+    split = decide_once(split_file(workdir), inputs, cfg.heldout_fraction, cfg.valid_fraction, "midtrain demo")
+    cfg = cfg.replace(split=str(split.path))
     pack(cfg, inputs, out)  # a no-op when the manifest already matches these inputs and settings
     logging.getLogger("midtrain.demo.pack").info("\n%s", format_summary(summarize(out)))
     return str(out)
@@ -141,7 +152,7 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
     cfg.report_dir = str(w / "report")
     cfg.proxy.shards = str(w / "shards")
     cfg.proxy.retrieval.repos = str(w / "prep" / "repos")
-    cfg.sft_overrides = [f"traces=[{w / 'prep' / 'traces'}]"]
+    cfg.sft_overrides = [f"traces=[{w / 'prep' / 'traces'}]", f"split={split_file(w)}"]
     if all(importlib.util.find_spec(m) for m in ("minisweagent", "swebench")):  # the `eval` extra (make demo's dev)
         cfg.evals = [*cfg.evals, "swebench"]
         cfg.swebench = demo_swebench()

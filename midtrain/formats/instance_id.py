@@ -4,12 +4,14 @@ A repository: ``owner/name`` lower-cased, from ``owner/name``, GitHub/GitLab/Bit
 ``.git`` suffixes, SWE-bench's ``owner__name`` (and instance ids ``owner__name-1234``, SWE-smith's
 ``owner__name.<commit>.<task>``).
 
-A task instance (the key of the SFT probe's held-out split, midtrain.formats.trace_split): a GitHub issue or
-pull request is ``owner/name#N`` (repository as above; SWE-bench's ``Owner__Name-N``, ``owner/name#N``,
-``owner/name/pull/N``, ``owner/name/issues/N`` and their URLs all fold to it: GitHub numbers issues and
-pulls in one sequence, so the number names one task). Any other id (SWE-smith, SWE-bench Pro, DeepSWE task
-names) is the dataset's own id, lower-cased and stripped, with ``:`` (the separator of trace document ids)
-written ``_``.
+A task instance (the key of the run's held-out split, midtrain.formats.run_split): a GitHub issue or
+pull request is ``owner/name#N`` (repository as above; SWE-bench's ``Owner__Name-N``, SWE-agent's
+``Owner__Name-iN`` for a run on an issue URL, ``owner/name#N``, ``owner/name/pull/N``, ``owner/name/issues/N``,
+their github.com URLs and REST API URLs ``https://api.github.com/repos/owner/name/pulls/N`` all fold to it:
+GitHub numbers issues and pulls in one sequence, so the number names one issue or pull request; an issue and
+the pull request that fixed it are linked by the run's split, not here). Any other id (SWE-smith, SWE-bench
+Pro, DeepSWE task names) is the dataset's own id, lower-cased and stripped, with ``:`` (the separator of
+trace document ids) written ``_``.
 
 Curation (decontamination) and every source that carries a task (traces, task rows, pull requests) use these
 functions; no second spelling rule exists.
@@ -22,9 +24,11 @@ import re
 from typing import Any
 
 # GitHub owners are letters, digits and hyphens; SWE-bench writes owner__name-N
-_SWEBENCH_ID = re.compile(r"(?P<owner>[a-z0-9][a-z0-9-]*)__(?P<name>[a-z0-9_.-]+?)-(?P<number>\d+)")
+# (SWE-agent writes owner__name-iN for an issue given by URL: the issue's number)
+_SWEBENCH_ID = re.compile(r"(?P<owner>[a-z0-9][a-z0-9-]*)__(?P<name>[a-z0-9_.-]+?)-i?(?P<number>\d+)")
 _SWESMITH_TAIL = re.compile(r"\.[0-9a-f]{6,40}(?:\..*)?$")  # SWE-smith: owner__name.<commit>.<task>
-_NUMBERED = re.compile(r"(?P<repo>[^#]+?)(?:#|/(?:pull|pulls|issues)/)(?P<number>\d+)/?")
+# a trailing page of a pull request's URL (/files, /commits, /checks) still names the pull request
+_NUMBERED = re.compile(r"(?P<repo>[^#]+?)(?:#|/(?:pull|pulls|issues)/)(?P<number>\d+)(?:/[a-z]*)?/?")
 
 
 def normalize_repo(value: Any) -> str | None:
@@ -36,6 +40,7 @@ def normalize_repo(value: Any) -> str | None:
 def _strip_host(s: str) -> str:
     s = re.sub(r"^(?:git\+)?(?:https?|ssh|git)://", "", s)
     s = re.sub(r"^[\w.-]+@", "", s)  # git@github.com:owner/name
+    s = re.sub(r"^api\.github\.com/repos/", "", s)  # the REST API's URLs: api.github.com/repos/owner/name/...
     return re.sub(r"^(?:www\.)?(?:github\.com|gitlab\.com|bitbucket\.org)[:/]", "", s)
 
 
@@ -49,7 +54,7 @@ def _normalize_repo(value: str) -> str | None:
     if "/" not in s and "__" in s:  # SWE-bench ids: owner__name or owner__name-1234
         owner, _, rest = s.partition("__")
         rest = _SWESMITH_TAIL.sub("", rest)
-        s = owner + "/" + re.sub(r"-\d+$", "", rest)
+        s = owner + "/" + re.sub(r"-i?\d+$", "", rest)
     parts = s.split("/")
     if len(parts) < 2 or not parts[0] or not parts[1]:
         return None

@@ -12,6 +12,9 @@ A trace set records the fraction it was split with in PREP_DIR/heldout.json (dec
 it: ``midtrain pack`` of the set, or the probe), with the held-out instances and documents it holds; a run
 asking for another fraction is refused (a pack that trained at 0.1 leaked what a probe at 0.2 would score).
 A trace document without an instance id is its own instance (its document id is hashed).
+
+A run's split file (midtrain.formats.run_split) applies this rule to every input of the run at once, with
+issue <-> pull request links, and wins over a set's record in every pack and probe given it.
 """
 
 from __future__ import annotations
@@ -67,8 +70,10 @@ def doc_instance(doc: dict) -> str:
 
 
 def is_heldout(split: dict[str, Any], doc: dict) -> bool:
-    """Whether a document ({id, metadata}) is one of a held-out instance's, under SPLIT's fraction."""
-    return instance_heldout(doc_instance(doc), split.get("fraction"))
+    """Whether a document ({id, metadata}) is one of a held-out instance's, under SPLIT's fraction (and a run
+    split's issue -> pull request links: an issue is held out with the pull request that resolved it)."""
+    inst = doc_instance(doc)
+    return instance_heldout((split.get("links") or {}).get(inst, inst), split.get("fraction"))
 
 
 def decide_split(docs: Iterable[dict], fraction: float, decided_by: str = "") -> dict[str, Any]:

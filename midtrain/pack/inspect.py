@@ -179,3 +179,35 @@ def sample_fill(shard_dir: str | Path, split: str = "train") -> np.ndarray:
     """Per-sequence fill read back from the shards (an independent check of the manifest)."""
     ds = PackedDataset(shard_dir, split)
     return np.array([ds.pieces(i)["tokens"][ds.pieces(i)["source"] >= 0].sum() / ds.seq_length for i in range(len(ds))])
+
+
+def heldout_check(shard_dir: str | Path, split_file: str | Path | None = None) -> dict | None:
+    """The training split of SHARD_DIR scanned by canonical id under the run's split (SPLIT_FILE, else the one
+    the manifest names): its held-out instances (any spelling, attempt or linked issue) and fix commits found
+    there, with their document ids. None when no split file is given or recorded."""
+    from midtrain.formats.run_split import read, training_leaks
+
+    applied = load_manifest(shard_dir).get("split") or {}
+    path = split_file or applied.get("file")
+    if not path:
+        return None
+    split = read(path)
+    leaks = training_leaks(split, shard_dir)
+    return {
+        "split": str(path),
+        "sha": split.sha,
+        "pack_split_sha": applied.get("sha"),
+        "heldout_instances": len(split.heldout_set),
+        "in_training": len(leaks),
+        "leaks": leaks,
+        "counted": "instances",
+    }
+
+
+def format_heldout_check(c: dict) -> str:
+    same = "" if c["pack_split_sha"] == c["sha"] else f" (the pack applied split {c['pack_split_sha']})"
+    head = f"held-out check by canonical id, split {c['split']} ({c['sha']}){same}: "
+    if not c["in_training"]:
+        return head + f"none of its {c['heldout_instances']} held-out instances in the training split"
+    found = ", ".join(f"{i} ({len(ids)} documents: {ids[0]}...)" for i, ids in sorted(c["leaks"].items())[:5])
+    return head + f"{c['in_training']} held-out instances in the training split: {found}"

@@ -12,6 +12,7 @@ import json
 import time
 from pathlib import Path
 
+from midtrain.formats.run_split import FIX_COMMIT, RunSplit
 from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.shards import HIST_EDGES
 from midtrain.locations import as_path, write_text_atomic
@@ -103,6 +104,7 @@ def _heldout_excluded(cfg: PackConfig, out: Path) -> dict:
     """The held-out trace documents the pack tasks kept out of training (each task counts its own; summed)."""
     total: dict = {"documents": 0, "tokens": 0, "tokens_by_source": {}, "documents_by_source": {}}
     instances: set[str] = set()
+    fixes: dict = {"documents": 0, "tokens": 0, "instances": set()}
     for s in _read_task_stats(cfg, out, "train"):
         ex = s.get("heldout_excluded") or {}
         total["documents"] += ex.get("documents", 0)
@@ -111,15 +113,26 @@ def _heldout_excluded(cfg: PackConfig, out: Path) -> dict:
             for name, n in (ex.get(key) or {}).items():
                 _add(total[key], name, n)
         instances.update(ex.get("instances") or [])  # canonical ids (midtrain.formats.trace_split)
+        fc = ex.get(FIX_COMMIT) or {}
+        fixes["documents"] += fc.get("documents", 0)
+        fixes["tokens"] += fc.get("tokens", 0)
+        fixes["instances"].update(fc.get("instances") or [])
         total.update({k: ex[k] for k in ("reason", "rule", "fraction") if k in ex})
-    return {**total, "instances": len(instances), "instance_ids": sorted(instances)}
+    fixes["instances"] = sorted(fixes["instances"])  # held-out instances whose fix commit was left out
+    return {**total, "instances": len(instances), "instance_ids": sorted(instances), FIX_COMMIT: fixes}
 
 
 def build_manifest(
-    cfg: PackConfig, out_dir: str | Path, cache_dirs: list[str], inputs: list[str], tokenizer: dict, pad_id: int
+    cfg: PackConfig,
+    out_dir: str | Path,
+    cache_dirs: list[str],
+    inputs: list[str],
+    tokenizer: dict,
+    pad_id: int,
+    split: RunSplit,
 ) -> dict:
     out = as_path(out_dir)
-    plan = global_plan(cfg, cache_dirs)
+    plan = global_plan(cfg, cache_dirs, split)
     per_source = _source_entries(plan)
     splits = {split: _merge_split(cfg, out, split, per_source) for split in SPLITS}
     train = splits["train"]
@@ -161,7 +174,9 @@ def build_manifest(
         # trace sets' held-out documents (the SFT probe's evaluation set, INPUT/heldout.json): left out of the
         # training split (in the validation split: scored, never trained)
         "heldout_excluded": _heldout_excluded(cfg, out),
-        # per repository/commit source: validation by repository (>= 2 repositories) or by document
+        # the run's split applied (midtrain.formats.run_split): its file (None: decided from these inputs), hash
+        "split": split.summary(),
+        # per source with repositories: validation by the run's repositories (>= 2 in the run) or by document
         "valid_split": plan.valid_by,
         "length_histogram_edges": HIST_EDGES,
         "sources": per_source,

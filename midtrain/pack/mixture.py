@@ -124,37 +124,30 @@ def select_copies(rate: float, docs: list[tuple[str, int]], seed: int) -> list[i
     return out
 
 
-def heldout_rules(inputs: list[str]) -> list[dict | None]:
-    """Per pack input, what the held-out rule (midtrain.formats.trace_split) needs beyond a document's id:
-    a trace set's recorded split (decided and recorded in INPUT/heldout.json now when the set has none: its
-    fraction; ``fraction`` None = a set the SFT probe split already, nothing in it held out), and for a set of
-    pull requests / task rows the canonical instance of each document whose id does not name it (a task row
-    without an issue number: SWE-smith, SWE-bench Pro). None for other inputs. Held-out instances are the SFT
-    probe's evaluation set: no pack trains on them (they go to the validation split, never repeated)."""
-    from midtrain.formats.trace_split import ensure_split, instance_of, iter_documents
+def heldout_rules(inputs: list[str], record: bool = True) -> list[dict | None]:
+    """Per pack input, a trace set's recorded split (midtrain.formats.trace_split: its fraction, its held-out
+    instances; ``fraction`` None = a set the SFT probe split already, nothing in it held out), decided and
+    recorded in INPUT/heldout.json now when the set has none and ``record`` (a pack without the run's split file);
+    None for other inputs and, not recording, for a set without one."""
+    from midtrain.formats.trace_split import ensure_split, iter_documents, read_split
 
     out: list[dict | None] = []
     for i in inputs:
         first = next(iter_documents(i, first_only=True), None)
-        source = ((first or {}).get("metadata") or {}).get("source")
-        if source == "trace":
-            split = ensure_split(i, None, decided_by="midtrain pack")
-            out.append(
-                {
-                    "by": "presplit" if split["fraction"] is None else split["by"],
-                    "fraction": split["fraction"],
-                    "heldout_groups": split["heldout_groups"],
-                }
-            )
-        elif source == "pr":
-            named = {}
-            for doc in iter_documents(i):
-                inst = (doc.get("metadata") or {}).get("instance_id")
-                if isinstance(inst, str) and instance_of(str(doc["id"])) != inst:
-                    named[str(doc["id"])] = inst
-            out.append({"by": "instance", "fraction": None, "heldout_groups": [], "instances": named})
-        else:
+        if ((first or {}).get("metadata") or {}).get("source") != "trace":
             out.append(None)
+            continue
+        split = ensure_split(i, None, decided_by="midtrain pack") if record else read_split(i)
+        if split is None:
+            out.append(None)
+            continue
+        out.append(
+            {
+                "by": "presplit" if split["fraction"] is None else split["by"],
+                "fraction": split["fraction"],
+                "heldout_groups": split["heldout_groups"],
+            }
+        )
     return out
 
 
@@ -162,13 +155,3 @@ def heldout_fraction(configured: float, rules: list[dict | None]) -> float:
     """The fraction a pack holds out at: its own or a trace input's recorded one, the larger (the held-out sets
     are nested, so the larger holds out every instance the smaller does)."""
     return max([configured] + [float(r["fraction"]) for r in rules if r and r.get("fraction")])
-
-
-def heldout_instance(rule: dict | None, meta: dict, fraction: float) -> str | None:
-    """The held-out instance a document of a pack input (its tokenized metadata: id, source) belongs to, or None."""
-    from midtrain.formats.trace_split import INSTANCE_SOURCES, instance_heldout, instance_of
-
-    if meta.get("source") not in INSTANCE_SOURCES or (rule is not None and rule.get("by") == "presplit"):
-        return None
-    inst = ((rule or {}).get("instances") or {}).get(meta["id"]) or instance_of(meta["id"])
-    return inst if instance_heldout(inst, fraction) else None

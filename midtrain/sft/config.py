@@ -26,6 +26,9 @@ class SFTConfig(Config):
     # split (TRACES/heldout.json, midtrain.formats.trace_split), which every pack also leaves out. None = the
     # recorded one, or 0.1 when this probe is the first to decide it; a number that differs from the record fails.
     valid_fraction: float | None = None
+    # the run's split file (midtrain.formats.run_split: WORKDIR/split.json): its held-out instances (and their
+    # issue <-> pull request links) for every trace set, whatever valid_fraction says; None = the sets' records
+    split: str | None = None
     max_traces: int | None = None  # cap on training traces (fixed subset, by id order) so the data set is pinned
     pad_multiple: int = 1  # pad packed pieces to a multiple of this (2*CP on the cluster)
     export_hf: bool = True  # export the result as an HF checkpoint when the HF export is available

@@ -99,8 +99,26 @@ def check_spans(text: str, spans: list[list[int]]) -> str | None:
 
 
 def trace_splits(cfg: SFTConfig) -> dict[str, dict]:
-    """Each trace set's recorded held-out split (decided and recorded here when the set has none yet)."""
+    """Each trace set's held-out split: the run's split file's for every set (``split``), else the set's
+    recorded one (decided and recorded here when the set has none yet)."""
+    from midtrain.formats.run_split import read as read_run_split
     from midtrain.formats.trace_split import ensure_split
+
+    if cfg.split:
+        run = read_run_split(cfg.split)
+        if cfg.valid_fraction is not None and cfg.valid_fraction != run.heldout_fraction:
+            log.info(
+                "SFT probe: the run's split %s holds out at %g, over valid_fraction", cfg.split, run.heldout_fraction
+            )
+        view = {
+            "by": "run",
+            "fraction": run.heldout_fraction,
+            "heldout_groups": sorted(run.heldout_set),
+            "links": run.links,
+            "file": cfg.split,
+            "sha": run.sha,
+        }
+        return dict.fromkeys(cfg.traces, view)
 
     splits = {d: ensure_split(d, cfg.valid_fraction, decided_by="sft probe") for d in cfg.traces}
     fractions = {d: s["fraction"] for d, s in splits.items()}
@@ -134,7 +152,8 @@ def split_summary(splits: dict[str, dict], valid_docs: list[dict]) -> dict[str, 
         "by": sorted({s["by"] for s in splits.values()}),
         "rule": RULE,
         "fraction": sorted({s["fraction"] for s in splits.values()}),
-        "recorded": [str(Path(d) / "heldout.json") for d in splits],
+        "recorded": list(dict.fromkeys(s.get("file") or str(Path(d) / "heldout.json") for d, s in splits.items())),
+        "run_split": next((s["file"] for s in splits.values() if s.get("file")), None),
         "instances": len({doc_instance(d) for d in valid_docs}),
         "instance_ids": sorted({doc_instance(d) for d in valid_docs}),
         "documents": len(valid_docs),
@@ -143,7 +162,13 @@ def split_summary(splits: dict[str, dict], valid_docs: list[dict]) -> dict[str, 
 
 
 def split_sha(splits: dict[str, dict]) -> str:
-    raw = json.dumps([[s["by"], s["fraction"], s["heldout_groups"]] for _, s in sorted(splits.items())])
+    # a run split's links only when it has some: a probe of the same sets keeps its data's identity
+    raw = json.dumps(
+        [
+            [s["by"], s["fraction"], s["heldout_groups"], *([s["links"]] if s.get("links") else [])]
+            for _, s in sorted(splits.items())
+        ]
+    )
     return hashlib.sha256(raw.encode()).hexdigest()[:12]
 
 
@@ -163,6 +188,15 @@ def _mark_split(docs_dir: Path, role: str) -> None:
             }
         )
     )
+
+
+def _leaked(train_shards: Path, splits: dict[str, dict], valid_docs: list[dict]) -> set[str]:
+    """The held-out instances in the probe's training shards, by instance and a run split's issue links."""
+    from midtrain.formats.trace_split import doc_instance, shard_instances
+
+    links = next(iter(splits.values())).get("links") or {}
+    held = {links.get(i, i) for i in (doc_instance(d) for d in valid_docs)}
+    return {i for i in shard_instances(train_shards) if links.get(i, i) in held}
 
 
 def _write_docs(docs: list[dict], prep_dir: Path) -> None:
@@ -208,7 +242,6 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
 
     Data built with other settings are refused, or with ``overwrite`` rebuilt."""
     from midtrain.formats.tokenizer import load_tokenizer
-    from midtrain.formats.trace_split import doc_instance, shard_instances
     from midtrain.pack.pack_step import PackConfig
     from midtrain.pack.pipeline import pack
 
@@ -268,7 +301,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
         manifests[split] = packed
     heldout = split_summary(splits, valid_docs)
     # by instance, not document id: another attempt (or spelling) of a held-out task is a leak too
-    leaked = set(shard_instances(tmp / "train_shards")) & {doc_instance(d) for d in valid_docs}
+    leaked = _leaked(tmp / "train_shards", splits, valid_docs)
     if leaked:  # the split above makes this impossible; the shards are checked, not trusted
         raise RuntimeError(f"SFT data: held-out instances in the probe's training shards: {sorted(leaked)[:5]}")
     heldout["in_probe_training"] = len(leaked)  # instances

@@ -249,6 +249,8 @@ def heldout_check(
     n-grams those shards hold (:mod:`midtrain.curate.leak_scan`: a trajectory quoted in a commit diff)."""
     from midtrain.curate.leak_scan import describe, scan_against_probe_data
     from midtrain.eval.scoring import is_hf_dir, run_dir_of
+    from midtrain.formats.run_split import read as read_run_split
+    from midtrain.formats.run_split import training_leaks
     from midtrain.formats.trace_split import instance_of, shard_instances
     from midtrain.train.config import TrainConfig
 
@@ -263,11 +265,17 @@ def heldout_check(
                 "instances": ex.get("instances"),
                 "documents": ex.get("documents"),
                 "fraction": ex.get("fraction"),
+                "split_sha": (manifest.get("split") or {}).get("sha"),  # the run split the pack applied
             }
         else:
             log.warning("SFT probe: %s trained on %s, which is not here to check for held-out traces", start, mid)
-    held = set((data.get("heldout") or {}).get("instance_ids") or {instance_of(i) for i in data["valid_ids"]})
-    found = {s: len(set(shard_instances(s)) & held) for s in shards}
+    run_file = (data.get("heldout") or {}).get("run_split")
+    if run_file:  # by canonical id under the run's split: every held-out instance, its links and fix commits
+        run = read_run_split(run_file)
+        found = {s: len(training_leaks(run, s)) for s in shards}
+    else:
+        held = set((data.get("heldout") or {}).get("instance_ids") or {instance_of(i) for i in data["valid_ids"]})
+        found = {s: len(set(shard_instances(s)) & held) for s in shards}
     if any(found.values()):
         log.error("SFT probe: held-out instances in training shards: %s", found)
     content = scan_against_probe_data(Path(data["train_shards"]).parent, shards, tokenizer)

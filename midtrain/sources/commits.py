@@ -18,6 +18,7 @@ messages, e.g. ``Signed-off-by``). Explicit policies, each counted (``skip/<reas
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -27,6 +28,8 @@ from typing import Literal
 from datatrove.data import Document
 
 from midtrain.config import require
+from midtrain.formats.run_split import RunSplit
+from midtrain.formats.run_split import read as read_run_split
 from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import (
@@ -62,6 +65,10 @@ class CommitsConfig(ReaderConfig):
     skip_formatting: bool = True  # commits that only reformat code (whitespace, quotes, trailing commas)
     bots: Literal["skip", "mark", "keep"] = "skip"
     max_removed_paths: int = 200  # per document: removed file paths recorded with their reason
+    # the run's split file (midtrain.formats.run_split; a pack's and the probe's ``split``, named apart from a
+    # table input's dataset ``split``): its held-out instances' fix commits are left out here, counted
+    # skip/heldout_fix_commit (every pack of the run leaves out those of a prep made before it too)
+    run_split: str | None = None
 
     def check(self) -> None:
         super().check()
@@ -138,6 +145,11 @@ class CommitReader(SourceReader):
 
     config_class: type[CommitsConfig] = CommitsConfig
     cfg: CommitsConfig
+
+    @functools.cached_property
+    def _fixes(self) -> RunSplit | None:
+        """The run's split (read once per worker), or None without one."""
+        return read_run_split(self.cfg.run_split) if self.cfg.run_split else None
 
     def _filter_diff(self, c: CommitRecord, removed: list[tuple[str, str]]) -> list[str]:
         """The file sections of a commit that stay, in order; the others are counted and listed."""
@@ -229,6 +241,9 @@ class CommitReader(SourceReader):
             self.stat_update("records")
             text = self._render_commit(c, names, removed)
             if text is None:
+                continue
+            if self._fixes is not None and self._fixes.fix_change(c.sha, text):
+                self.skip("heldout_fix_commit")  # a held-out task's gold patch: never trained
                 continue
             n = len(text.encode())
             if group and size + n > self.cfg.max_doc_bytes:

@@ -59,6 +59,7 @@ from datatrove.io import get_datafolder
 
 from midtrain.config import require
 from midtrain.formats.instance_id import canonical_instance, pull_instance
+from midtrain.formats.patch_key import patch_key
 from midtrain.locations import is_url
 from midtrain.sources.commits import file_skip_reason, scrub_message, split_files
 from midtrain.sources.common import (
@@ -209,7 +210,9 @@ def record_error_reason(exc: Exception) -> str:
 
 def from_task_row(row: dict) -> dict:
     """A SWE-bench-style task row (problem statement, base commit, gold and test patches) as a PR record."""
-    m = re.search(r"-(\d+)$", str(row.get("instance_id") or ""))
+    # the number of any spelling of the id (owner__name-N, owner/name#N, a pull request's URL), not only -N
+    inst = canonical_instance(row.get("instance_id"), row.get("repo"))
+    m = re.search(r"#(\d+)$", inst or "")
     problem = str(row.get("problem_statement") or "")
     patch = str(row.get("patch") or "") + ("\n" if row.get("test_patch") else "") + str(row.get("test_patch") or "")
     pr = {
@@ -225,12 +228,37 @@ def from_task_row(row: dict) -> dict:
         "linked_issues": [{"title": "", "body": problem}] if problem.strip() else [],
         "created_at": row.get("created_at"),
     }
+    for key in ("issue_numbers", "issue_number"):  # SWE-bench's collection, Multi-SWE-bench: the issues it resolves
+        if row.get(key) is not None:
+            pr[key] = row[key]
     if str(row.get("hints_text") or "").strip():  # comments on the issue before the fix: read before the patch
         pr["hints"] = str(row["hints_text"])
     tests = _test_names(row.get("FAIL_TO_PASS"))
     if tests:  # what the fix must make pass: the task's acceptance test, rendered after the patch
         pr["tests_to_pass"] = tests
     return pr
+
+
+def fix_commits(pr: dict, meta: dict) -> list[str]:
+    """The shas of a pull request's own commits (its merge commit, ``commits``, the clone's) where it gives them."""
+    shas = [pr.get("merge_commit_sha"), *meta.get("commits", [])]
+    shas += [c.get("sha") if isinstance(c, dict) else c for c in pr.get("commits") or [] if isinstance(c, (dict, str))]
+    return sorted({str(s).lower() for s in shas if isinstance(s, str) and re.fullmatch(r"[0-9a-fA-F]{7,40}", s)})
+
+
+def linked_instances(pr: dict, repo: str | None, inst: str | None) -> list[str]:
+    """The canonical ids of the issues a pull request resolves, where its record says so: ``linked_issues`` /
+    ``issues`` numbers, SWE-bench's ``issue_numbers``, Multi-SWE-bench's ``issue_number``, "fixes #N" in its title
+    or description."""
+    numbers: list[Any] = [
+        i.get("number") for k in ("linked_issues", "issues") for i in pr.get(k) or [] if isinstance(i, dict)
+    ]
+    if isinstance(listed := pr.get("issue_numbers"), list):
+        numbers += listed
+    numbers.append(pr.get("issue_number"))  # Multi-SWE-bench's one issue
+    numbers += _CLOSING_REF.findall("\n".join([str(pr.get("title") or ""), str(pr.get("body") or "")]))
+    out = {pull_instance(repo, n) for n in numbers}
+    return sorted(i for i in out if i and i != inst)
 
 
 def _test_names(value: Any) -> list[str]:
@@ -489,7 +517,10 @@ class PullReader(SourceReader):
             if i1 > i0:
                 start = len("\n".join(out[:i0])) + 1 if i0 else 0  # each block's own lines, and one line ending
                 meta["context_span"] = [start, min(len(text), start + len("\n".join(out[i0:i1])) + 1)]
-        doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else where}"
+        inst = canonical_instance(pr.get("instance_id"), repo) or pull_instance(repo, number)
+        # never the input's path (moving the input would move the document across the split): the number,
+        # else the task's own id (SWE-smith, SWE-bench Pro), else the record's place in its file
+        doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else inst or Path(where).name}"
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
             text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
@@ -498,8 +529,16 @@ class PullReader(SourceReader):
                 meta["context_span"] = [min(o, len(text)) for o in meta["context_span"]]
         # the task's canonical id (midtrain.formats.instance_id; the held-out split's key, decontamination's match):
         # a benchmark row's own id, a pull request's owner/name#N; the row's spelling kept beside it
-        if inst := canonical_instance(pr.get("instance_id"), repo) or pull_instance(repo, number):
+        if inst:
             meta["instance_id"] = inst
+        # the task's fix as it may reach the commits source: its commits' shas, and the key of its change
+        files = [f for f in pr.get("files") or [] if isinstance(f, dict)]
+        if key := patch_key((str(f.get("filename") or ""), str(f.get("patch") or "")) for f in files):
+            meta["patch_key"] = key
+        if fixes := fix_commits(pr, meta):
+            meta["fix_commits"] = fixes
+        if links := linked_instances(pr, repo, inst):  # the issues it fixes: one task with it (the run's split)
+            meta["linked_instances"] = links
         if pr.get("instance_id"):
             meta["instance_id_original"] = pr["instance_id"]
         license_id = meta.pop("license", None) or pr.get("license")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from midtrain.chains import Chains, Step
 from midtrain.config import ConfigError
 from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
+from midtrain.formats.run_split import SPLIT_FILE
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig, protocol_steps
 from midtrain.sweep.config import DOC_SOURCE, SweepConfig
@@ -40,6 +41,27 @@ def base_checkpoint(cfg: SweepConfig) -> str:
 
 def reference_shards(cfg: SweepConfig) -> Path:
     return output_dir(cfg) / "reference_shards"
+
+
+def split_file(cfg: SweepConfig) -> Path:
+    """The sweep's one held-out split (midtrain.formats.run_split): the base pack's ``split``, else
+    OUTPUT/split.json, decided by the first setup step from every input."""
+    return Path(cfg.pack.split).absolute() if cfg.pack.split else output_dir(cfg) / SPLIT_FILE
+
+
+def split_argv(cfg: SweepConfig) -> list[str]:
+    """`midtrain split` over every input, at the larger of the pack's and the probe's held-out fractions (the
+    sets are nested: the larger holds out all the smaller would), the pack's validation fraction."""
+    from midtrain.sft.config import SFTConfig
+    from recipes import resolve_config
+
+    probe = resolve_config(cfg.protocol.sft_recipe, SFTConfig, "sft", list(cfg.protocol.sft_overrides))
+    fraction = max(cfg.pack.heldout_fraction, probe.valid_fraction or 0.0)
+    inputs = [str(Path(p).absolute()) for p in cfg.inputs.values()]
+    return ["split", "--input", *inputs, "--output", str(split_file(cfg))] + [
+        f"--heldout-fraction={fraction}",
+        f"--valid-fraction={cfg.pack.valid_fraction}",
+    ]
 
 
 @dataclass
@@ -117,15 +139,17 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         if source in v.prep:
             _check_prep(name, source, v.prep[source])
             out = root / "prep" / source
+            # a commits history prepped after the split leaves the held-out fixes out (the pack would too)
+            extra = [f"commits.run_split={split_file(cfg)}"] if source == "commits" else []
             prep_steps.append(
                 Step(
                     f"prep_{source}",
-                    ["prep", source, *v.prep[source], "--input", *cfg.raw_inputs[source], "--output", str(out)],
+                    ["prep", source, *v.prep[source], *extra, "--input", *cfg.raw_inputs[source], "--output", str(out)],
                 )
             )
             path = str(out)
         inputs.append(str(Path(path).absolute()))
-    pack = cfg.pack.apply_overrides(v.pack)
+    pack = cfg.pack.apply_overrides([*v.pack, f"split={split_file(cfg)}"])  # the sweep's one split, every variant
     if v.leave_out:  # a left-out source gets no mixture share (its weight would ask for tokens nobody has)
         gone = {DOC_SOURCE[s] for s in v.leave_out}
         pack.mixture.weights = {s: w for s, w in pack.mixture.weights.items() if s not in gone}
@@ -172,6 +196,8 @@ def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:
     p.checkpoints = {cfg.baseline: base_checkpoint(cfg), **{name: str(out / name / "run") for name in cfg.variants}}
     p.baseline = cfg.baseline
     p.report_dir = str(out / "report")
+    if not any(o.startswith("split=") for o in p.sft_overrides):  # the probe holds out what no pack trained on
+        p.sft_overrides = [*p.sft_overrides, f"split={split_file(cfg)}"]
     if "traces" in cfg.inputs and not any(o.startswith("traces=") for o in p.sft_overrides):
         p.sft_overrides = [*p.sft_overrides, f"traces=[{Path(cfg.inputs['traces']).absolute()}]"]
     if "repos" in cfg.inputs and p.proxy.retrieval.repos is not None:  # the haystacks: the sweep's own repos
@@ -184,13 +210,14 @@ def sweep_protocol(cfg: SweepConfig) -> ProtocolConfig:
 
 def setup_steps(cfg: SweepConfig, self_argv: list[str]) -> Steps:
     """Before every chain: the step-0 start (when the recipe names no base) and the reference shards."""
-    steps: Steps = []
+    steps: Steps = [] if cfg.pack.split else [Step("split", split_argv(cfg))]  # before any pack reads the inputs
     if cfg.base is None:
         steps.append(Step("init_base", ["sweep", *self_argv, "--init-base"]))
+    reference = cfg.pack.replace(split=str(split_file(cfg)))
     steps.append(
         Step(
             "pack_reference",
-            pack_argv(cfg.pack, [str(Path(p).absolute()) for p in cfg.inputs.values()], reference_shards(cfg)),
+            pack_argv(reference, [str(Path(p).absolute()) for p in cfg.inputs.values()], reference_shards(cfg)),
         )
     )
     return steps
