@@ -24,12 +24,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from midtrain.sources.bots import is_bot_name
 from midtrain.sources.common import decode_utf8, looks_binary
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import (
     TreeEntry,
+    branch_lines,
     commit_summary,
     diff,
+    first_commit_summary,
     first_parent_line,
     history_commits,
     is_git_repo,
@@ -37,6 +40,7 @@ from midtrain.sources.git import (
     merge_base,
     read_blobs,
     remote_name,
+    rev_list,
 )
 from midtrain.sources.ordering import file_dependencies
 
@@ -75,16 +79,22 @@ def find_clone(repos_dir: str | Path, repo: str | None) -> Path | None:
     return None
 
 
-def clone_name(repo: Path) -> str:
-    """owner/name of a clone: its origin remote, else its folder (``owner+name/repo``, ``owner__name.git``)."""
+def clone_name(repo: Path) -> str | None:
+    """owner/name of a clone: its origin remote when that is a forge's URL, else its folder when laid out as
+    ``owner+name/repo`` or ``owner__name.git``; None otherwise (a local path says nothing of the project)."""
     named = remote_name(repo)
     if named:
         return named
-    folder = repo.parent.name if repo.name == "repo" else repo.name.removesuffix(".git")
+    folder = clone_folder(repo)
     for sep in ("+", "__"):
         if sep in folder:
             return folder.replace(sep, "/", 1)
-    return folder
+    return None
+
+
+def clone_folder(repo: Path) -> str:
+    """The folder name a clone goes by (``owner+name`` of ``owner+name/repo``, ``lib`` of ``lib.git``)."""
+    return repo.parent.name if repo.name == "repo" else repo.name.removesuffix(".git")
 
 
 # -- diffs ------------------------------------------------------------------------------------------------
@@ -123,17 +133,21 @@ def section_file(old: str, new: str, section: str) -> dict:
 
 # -- pull requests from git history -----------------------------------------------------------------------
 def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = None) -> Iterator[tuple[str, dict]]:
-    """(where, record) for each pull request in the history of any branch, each number once: a two-parent
-    merge ``Merge pull request #N from owner/branch`` (GitHub's merge button: base = the merge base of the
-    parents, head = the second parent), else a one-parent commit whose subject ends ``(#N)`` (a squash or
-    rebase merge: base = its parent, head = itself), else a two-parent merge titled ``... (#N)``. The record
-    has the GitHub-API-like fields the reader takes (title and description from the message, the author the
-    head commit's, the fork owner's login as the head's user). ``found`` gets {kind: PRs}, and
-    ``repeated_number``: commits naming a PR already found (backports, reverts, a squash of a merged PR).
-    The commits are listed now (a repository git cannot read fails here); each PR's diff is read as it comes."""
+    """(where, record) for each pull request in the history of any branch (local or remote-tracking), each
+    number once: a two-parent merge ``Merge pull request #N from owner/branch`` (GitHub's merge button: base =
+    the merge base of the parents, head = the second parent), else a one-parent commit whose subject ends
+    ``(#N)`` (a squash or rebase merge: base = its parent, head = itself), else a two-parent merge titled
+    ``... (#N)``. The record has the GitHub-API-like fields the reader takes (title and description from the
+    message; the base branch the one whose first-parent line holds the merge; who opened it the author of the
+    PR's first commit; the fork owner's login as the head's user). A merge whose commits hold other PRs'
+    merges is a sync PR (``Merge stable into main``): ``found_as`` "sync" with the numbers it carries.
+    ``found`` gets {kind: PRs}, and ``repeated_number``: commits naming a PR already found (backports,
+    reverts, a squash of a merged PR). The commits are listed now (a repository git cannot read fails here);
+    each PR's diff is read as it comes."""
     chosen: dict[int, tuple[tuple[int, int], str, tuple]] = {}  # number -> ((kind rank, off main), kind, commit)
     repeated = 0
-    mainline = first_parent_line(repo)  # of two commits naming one PR (a backport), the one made on HEAD's branch
+    branches = branch_lines(repo)
+    mainline = branches[0][1] if branches else first_parent_line(repo)  # of two commits naming one PR, HEAD's
     for c in history_commits(repo):
         subject, _, _rest = c[5].partition("\n")
         m, sq = _PR_MERGE.match(subject), _PR_SQUASH.search(subject)
@@ -159,10 +173,18 @@ def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = N
     if found is not None:
         found.update(counts)
     picked = sorted(chosen.items(), key=lambda kv: (kv[1][2][4], kv[0]))  # oldest first
-    return _history_records(repo, name, [(n, kind, c) for n, (_, kind, c) in picked])
+    numbers = {c[0]: n for n, (_, _, c) in chosen.items()}  # the commit that merged each PR -> its number
+    return _history_records(repo, name, [(n, kind, c) for n, (_, kind, c) in picked], branches, numbers)
 
 
-def _history_records(repo: Path, name: str | None, picked: list) -> Iterator[tuple[str, dict]]:
+def _base_branch(sha: str, branches: list[tuple[str, set[str]]]) -> str | None:
+    """The branch a merge was made on: the first (HEAD's, then by name) whose first-parent line holds it."""
+    return next((name for name, line in branches if sha in line), None)
+
+
+def _history_records(
+    repo: Path, name: str | None, picked: list, branches: list[tuple[str, set[str]]], numbers: dict[str, int]
+) -> Iterator[tuple[str, dict]]:
     for number, kind, (sha, parents, author, email, ts, message) in picked:
         subject, _, rest = message.partition("\n")
         login, head_ref = None, None
@@ -180,41 +202,42 @@ def _history_records(repo: Path, name: str | None, picked: list) -> Iterator[tup
             base, head = merge_base(repo, parents[0], parents[1]), parents[1]
         if base is None:
             continue
+        carried: list[int] = []
+        if kind != "squash":  # a sync PR's range holds the commits that merged other PRs
+            carried = sorted({numbers[c] for c in rev_list(repo, f"{base}..{head}") if c in numbers} - {number})
         files = [section_file(o, n, s) for o, n, s in diff_sections(diff(repo, base, head).decode("utf-8", "replace"))]
-        head_author = commit_summary(repo, head) if kind != "squash" else (author, email, subject)
+        opener = (author, email, subject) if kind == "squash" else first_commit_summary(repo, base, head)
+        opener = opener or commit_summary(repo, head)
         if not title.strip():  # an empty merge message: the head commit's subject, never the login-bearing one
-            title = head_author[2]
-        user = {
-            "login": login or head_author[0] or author,
-            "type": "User",
-            "name": head_author[0] or author,
-            "email": head_author[1] or email,
-        }
+            title = commit_summary(repo, head)[2]
+        user = {"login": login or opener[0] or author, "type": "User", "name": opener[0] or author}
+        user["email"] = opener[1] or email
         # a bot's PR from a branch of the repository itself ("from pallets/dependabot/pip/tox-3.15.1") names the
-        # repository's owner, not the bot: its commits' author (GitHub's "dependabot[bot]") says who opened it
-        if "[bot]" in f"{head_author[0]} {head_author[1]}":
-            user = {"login": head_author[0] or "bot[bot]", "type": "Bot"}
+        # repository's owner, not the bot: its first commit's author (GitHub's "dependabot[bot]") opened it
+        if is_bot_name(opener[0], opener[1]):
+            user = {"login": opener[0] or "bot[bot]", "type": "Bot"}
         head_info: dict = {"ref": head_ref or f"pr-{number}", "sha": head}
         if login:
             head_info["user"] = {"login": login, "type": "User"}
-        yield (
-            f"{repo}@{sha[:12]}",
-            {
-                "repo": name,
-                "number": number,
-                "title": title.strip() or f"Pull request #{number}",
-                "body": body.strip(),
-                "state": "closed",
-                "merged": True,
-                "merge_commit_sha": sha,
-                "found_as": kind,
-                "user": user,
-                "base": {"ref": "main", "sha": base},
-                "head": head_info,
-                "files": files,
-                "merged_at": ts,
-            },
-        )
+        record = {
+            "repo": name,
+            "clone": clone_folder(repo),
+            "number": number,
+            "title": title.strip() or f"Pull request #{number}",
+            "body": body.strip(),
+            "state": "closed",
+            "merged": True,
+            "merge_commit_sha": sha,
+            "found_as": "sync" if carried else kind,
+            "user": user,
+            "base": {"ref": _base_branch(sha, branches), "sha": base},
+            "head": head_info,
+            "files": files,
+            "merged_at": ts,
+        }
+        if carried:
+            record["carries"] = carried
+        yield f"{repo}@{sha[:12]}", record
 
 
 # -- what was read at the base commit ---------------------------------------------------------------------

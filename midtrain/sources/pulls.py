@@ -60,7 +60,8 @@ from datatrove.io import get_datafolder
 from midtrain.config import require
 from midtrain.formats.instance_id import canonical_instance, pull_instance
 from midtrain.locations import is_url
-from midtrain.sources.commits import file_skip_reason, scrub_message, split_files
+from midtrain.sources.bots import is_bot_user
+from midtrain.sources.commits import file_skip_reason, split_files
 from midtrain.sources.common import (
     MAX_RECORD_BYTES,
     Pseudonyms,
@@ -82,6 +83,7 @@ from midtrain.sources.git import (
     root_commits,
 )
 from midtrain.sources.licenses import license_at
+from midtrain.sources.privacy import scrub_message, scrub_text
 from midtrain.sources.pull_context import (
     CONTEXT_MODES,
     ReadFile,
@@ -93,34 +95,19 @@ from midtrain.sources.pull_context import (
     find_clone,
     history_pulls,
     hunk_ranges,
+    relevance,
     section_file,
     tree_at,
 )
 from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 
-KNOWN_BOTS = {
-    "dependabot",
-    "renovate",
-    "codecov",
-    "github-actions",
-    "coveralls",
-    "mergify",
-    "netlify",
-    "vercel",
-    "stale",
-    "allcontributors",
-    "pre-commit-ci",
-    "sonarcloud",
-    "codecov-commenter",
-    "gitpod-io",
-    "welcome",
-    "greenkeeper",
-    "snyk-bot",
-    "imgbot",
-    "bors",
-    "k8s-ci-robot",
-    "openshift-ci",
-}
+_OWNER_NAME = re.compile(r"[\w.-]+/[\w.-]+")
+# a sync / merge-forward PR's title: "Merge stable into main", "Merge branch '8.1.x' into main", "Sync with main"
+_SYNC_TITLE = re.compile(
+    r"^(?:merge\s+(?:(?:remote-tracking\s+)?branch\s+)?['\"]?[\w./-]+['\"]?\s+(?:into|to|with)\s+['\"]?[\w./-]+['\"]?"
+    r"|(?:sync|forward[- ]?merge|merge[- ]forward)\b.*)$",
+    re.IGNORECASE,
+)
 PR_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
 # GitHub's closing keywords: "fixes #12", "Closes: #3", "resolved #7"
 _CLOSING_REF = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
@@ -155,6 +142,10 @@ class PullsConfig(ReaderConfig):
     # issues to join by number to the PRs that close them ("fixes #N"), git inputs included: a JSONL/Parquet
     # file or folder of GitHub-API issue records (number, title, body, and repository_url or repo)
     issues: str | None = None
+    # owner/name of a git input whose origin is not a forge URL (a local mirror): its folders never name it
+    repo: str | None = None
+    # a pull request that changes no code (only docs, changelogs, config ...) is dropped, counted
+    require_code_change: bool = True
 
     def context_budget(self) -> int:
         """Tokens of read files per pull request: context_tokens, else context_share x seq_length."""
@@ -170,18 +161,13 @@ class PullsConfig(ReaderConfig):
         require(self.seq_length > 0, "seq_length", "must be > 0")
         require(0.0 <= self.context_share <= 1.0, "context_share", "must be in [0, 1]")
         require("{path}" in self.read_header, "read_header", "must contain {path}")
+        require(self.repo is None or bool(_OWNER_NAME.fullmatch(self.repo)), "repo", "must be owner/name")
 
 
 def _login(user: Any) -> tuple[str, str]:
     if isinstance(user, dict):
         return str(user.get("login") or ""), str(user.get("type") or "User")
     return (str(user) if user else ""), "User"
-
-
-def is_bot(user: Any) -> bool:
-    login, kind = _login(user)
-    low = login.lower()
-    return kind.lower() == "bot" or low.endswith("[bot]") or low.endswith("-bot") or low in KNOWN_BOTS
 
 
 def iter_records(path: Path, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, Any]]:
@@ -360,6 +346,9 @@ class PullReader(SourceReader):
             raise FileNotFoundError(f"pulls.issues={self.cfg.issues}: no such file or folder")
         if self.cfg.checks and not Path(self.cfg.checks).exists():
             raise FileNotFoundError(f"pulls.checks={self.cfg.checks}: no such file or folder")
+        gits = [p for p in expand_inputs(i for i in self.inputs if not is_url(i)) if is_git_repo(p)]
+        if self.cfg.repo and len(gits) != 1:  # one name for several repositories would mix them up
+            raise ValueError(f"pulls.repo={self.cfg.repo}: names one git input, got {len(gits)}")
         urls = [i for i in self.inputs if is_url(i)]  # object storage: listed through datatrove's data folders
         units: list[tuple[str, Any]] = table_units(urls) if urls else []
         for p in sorted(expand_inputs(i for i in self.inputs if not is_url(i)), key=str):
@@ -386,7 +375,7 @@ class PullReader(SourceReader):
             clone = Path(unit[1])
             try:
                 found: dict[str, int] = {}
-                records = history_pulls(clone, clone_name(clone), found)  # streamed: one PR's diff at a time
+                records = history_pulls(clone, self.cfg.repo or clone_name(clone), found)  # one PR's diff at a time
                 for kind, n in sorted(found.items()):  # PRs found by kind (merge, squash ...), each once
                     self.stat_update(f"pulls_found/{kind}", value=n)
             except GitError as e:
@@ -418,9 +407,10 @@ class PullReader(SourceReader):
     def render(self, pr: dict, where: str, clone: Path | None = None) -> Document | None:
         if "files" not in pr and "base_commit" in pr and isinstance(pr.get("patch"), str):
             pr = from_task_row(pr)
-        if is_bot(pr.get("user")):
+        reason = self._drop_reason(pr)
+        if reason:
             self.drop(
-                "bot_author",
+                reason,
                 lambda: make_document(
                     json.dumps(pr, ensure_ascii=False, default=str), f"pr:{pr.get('repo')}#{pr.get('number')}", "pr"
                 ),
@@ -434,10 +424,15 @@ class PullReader(SourceReader):
         files = pr.get("files") or []
         if not isinstance(files, list):
             raise TypeError("'files' is not a list")
+        if self.cfg.require_code_change and not any(
+            relevance(str(f.get("filename"))) < 2 for f in files if isinstance(f, dict) and f.get("filename")
+        ):  # source or tests changed: a PR of docs, changelogs or config alone is not the work on code
+            self.drop("no_code_change", lambda: make_document(json.dumps(pr, default=str), f"pr:{_repo(pr)}", "pr"))
+            return None
         names = _pseudonyms(pr)
 
         def clean(text: Any) -> str:
-            return scrub_mentions(names.scrub(str(text or "").replace("\r\n", "\n").strip()), names)
+            return scrub_text(str(text or "").replace("\r\n", "\n").strip(), names)
 
         clone = self._readable_clone(pr, clone)
         meta: dict[str, Any] = {}
@@ -446,6 +441,15 @@ class PullReader(SourceReader):
         else:
             out = self._render_flat(pr, names, clean)
         return self._document(pr, out, meta, where, len(files))
+
+    def _drop_reason(self, pr: dict) -> str | None:
+        """Why a whole PR is not a document: opened by a bot; a sync PR (``Merge stable into main``: its commits
+        are other PRs' work, never preferred to them); no change to code (pulls.require_code_change)."""
+        if is_bot_user(pr.get("user")):
+            return "bot_author"
+        if pr.get("found_as") == "sync" or _SYNC_TITLE.match(_title(pr)):
+            return "sync_pull"
+        return None
 
     def _readable_clone(self, pr: dict, clone: Path | None) -> Path | None:
         """The clone the PR is read against (the git input, else found under pulls.repos), or None when there
@@ -489,7 +493,7 @@ class PullReader(SourceReader):
             if i1 > i0:
                 start = len("\n".join(out[:i0])) + 1 if i0 else 0  # each block's own lines, and one line ending
                 meta["context_span"] = [start, min(len(text), start + len("\n".join(out[i0:i1])) + 1)]
-        doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else where}"
+        doc_id = f"pr:{repo or pr.get('clone') or 'unknown'}#{number if number is not None else where}"
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
             text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
@@ -515,7 +519,9 @@ class PullReader(SourceReader):
         out = [f"Title: {clean(_title(pr))}"]
         if repo:
             out.append(f"Repository: {repo}")
-        out.append(f"Base: {base.get('ref') or 'base'} at commit {base_sha[:12]}")
+        out.append(
+            f"Base: {base['ref']} at commit {base_sha[:12]}" if base.get("ref") else f"Base: commit {base_sha[:12]}"
+        )
         out += self._render_issues(pr, clean, [c.message for c in commits])
         out += _hints(pr, clean)
         if pr.get("body") or pr.get("user"):
@@ -796,14 +802,14 @@ class PullReader(SourceReader):
         """Issue comments and reviews (with their inline comments) as events; bots' are skipped, counted."""
         events: list[PullEvent] = []
         for i, c in enumerate(pr.get("comments") or []):
-            if is_bot(c.get("user")):
+            if is_bot_user(c.get("user")):
                 self.skip("bot_comment")
                 continue
             text = f"\n{_who(names, c.get('user'))} commented:\n{clean(c.get('body'))}"
             events.append(PullEvent(str(c.get("created_at") or ""), i, text, None, _time(c.get("created_at"))))
         inline: dict[Any, list[dict]] = {}
         for c in pr.get("review_comments") or []:
-            if is_bot(c.get("user")):
+            if is_bot_user(c.get("user")):
                 self.skip("bot_review_comment")
                 continue
             inline.setdefault(c.get("pull_request_review_id"), []).append(c)
@@ -823,7 +829,7 @@ class PullReader(SourceReader):
                     }
                 )
             for i, r in enumerate(reviews):
-                if is_bot(r.get("user")):
+                if is_bot_user(r.get("user")):
                     self.skip("bot_review")
                     continue
                 mine = inline.get(r.get("id"), [])
@@ -877,33 +883,10 @@ def _pseudonyms(pr: dict) -> Pseudonyms:
     head_user = (pr.get("head") or {}).get("user")  # the fork's owner: the login in a head branch name
     for u in logins + [head_user]:
         login, _ = _login(u)
-        if login and not is_bot(u):
+        if login and not is_bot_user(u):
             # a git input's author: login, name and email are one person (commit lines name them too)
             names(login, *((u.get("name"), u.get("email")) if isinstance(u, dict) else ()))
     return names
-
-
-# @login outside code: GitHub's login alphabet; a decorator (``@pytest.fixture``, ``@app.route(``) is left alone
-_MENTION = re.compile(r"(?<![\w.@/`])@([A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38})(?![\w/(-]|\.\w)")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-def scrub_mentions(text: str, names: Pseudonyms) -> str:
-    """@mentions of people who are not participants become pseudonyms too (participants' are already);
-    fenced code, indented code and `inline code` are left as written."""
-    if "@" not in text:
-        return text
-    out, fenced = [], False
-    for line in text.split("\n"):
-        if _FENCE.match(line):
-            fenced = not fenced
-        if fenced or line.startswith(("    ", "\t", ">>>")) or "@" not in line:
-            out.append(line)
-            continue
-        parts = line.split("`")  # odd parts are inline code
-        parts[::2] = [_MENTION.sub(lambda m: names(m.group(1)), p) for p in parts[::2]]
-        out.append("`".join(parts))
-    return "\n".join(out)
 
 
 def _hints(pr: dict, clean: Any) -> list[str]:
