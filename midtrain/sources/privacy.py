@@ -31,7 +31,7 @@ MENTION = re.compile(r"(?<![\w.@/`])@([A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])
 _DECORATOR_WORD = re.compile(r"\s+decorators?\b", re.IGNORECASE)
 _DEF = re.compile(r"\s*(?:async\s+def|def|class|@)\b")
 # the fork owner in GitHub's merge subject, and the ``owner:branch`` label a merge line may quote
-MERGE_FROM = re.compile(r"^(\s*Merge pull request #\d+ from )([A-Za-z0-9][A-Za-z0-9-]{0,38})(?=/)", re.MULTILINE)
+MERGE_FROM = re.compile(r"(Merge pull request #\d+ from )([A-Za-z0-9][A-Za-z0-9-]{0,38})(?=/)")
 MERGE_LABEL = re.compile(r"(?<![\w.@:/-])([A-Za-z0-9][A-Za-z0-9-]{0,38}):(?=\w[\w./-]*)")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _DIFF_LINE = (
@@ -63,13 +63,18 @@ def split_ident(text: str) -> tuple[str, str]:
     return (m.group(1), m.group(2)) if m else (text.strip(), "")
 
 
+def noreply_login(email: str) -> str | None:
+    """The login a GitHub noreply e-mail holds (``12345+login@users.noreply.github.com``), or None."""
+    m = NOREPLY.fullmatch(email.strip())
+    return m.group(1) if m else None
+
+
 def _person(names: Pseudonyms, value: str) -> str:
     """The pseudonym of a trailer's 'Name <email>' (a noreply e-mail's login is the same person)."""
     if PSEUDONYM.fullmatch(value.strip()):
         return value.strip()
     name, email = split_ident(value)
-    login = m.group(1) if (m := NOREPLY.fullmatch(email)) else None
-    return names(name, email, login)
+    return names(name, email, noreply_login(email))
 
 
 def _is_decorator(line: str, m: re.Match, next_line: str) -> bool:

@@ -240,6 +240,31 @@ def _history_records(
         yield f"{repo}@{sha[:12]}", record
 
 
+_INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)", re.MULTILINE)
+
+
+def sequence_applies(base: list[TreeEntry], diffs: list[str]) -> bool:
+    """Whether each diff, in order, edits the file as the base and the diffs before it left it: every
+    ``index OLD..NEW`` line's OLD blob is the one the path holds by then (a PR branch that merged its base
+    branch midway has later commits made on files the base does not show)."""
+    blobs = {e.path: e.sha for e in base}
+    for text in diffs:
+        for old, new, sec in diff_sections(text):
+            m = _INDEX.search(sec.split("\n@@", 1)[0])
+            if m is None:  # a pure rename or a mode change: the content moves as it is
+                if old != new and old in blobs:
+                    blobs[new] = blobs.pop(old)
+                continue
+            before, after = m.group(1), m.group(2)
+            held = blobs.get(old, "0" * 40)
+            if not held.startswith(before) and not (set(before) == {"0"} and old not in blobs):
+                return False
+            blobs.pop(old, None)
+            if set(after) != {"0"}:  # a deleted file holds nothing after
+                blobs[new] = after
+    return True
+
+
 # -- what was read at the base commit ---------------------------------------------------------------------
 @dataclass
 class ReadFile:

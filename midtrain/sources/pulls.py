@@ -83,12 +83,13 @@ from midtrain.sources.git import (
     root_commits,
 )
 from midtrain.sources.licenses import license_at
-from midtrain.sources.privacy import scrub_message, scrub_text
+from midtrain.sources.privacy import noreply_login, scrub_message, scrub_text
 from midtrain.sources.pull_context import (
     CONTEXT_MODES,
     ReadFile,
     base_context,
     base_tree,
+    clone_candidates,
     clone_name,
     diff_sections,
     estimate_tokens,
@@ -97,6 +98,7 @@ from midtrain.sources.pull_context import (
     hunk_ranges,
     relevance,
     section_file,
+    sequence_applies,
     tree_at,
 )
 from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
@@ -360,6 +362,16 @@ class PullReader(SourceReader):
                 units.append((str(p), str(p)))
         return units
 
+    def run(self, data: Any = None, rank: int = 0, world_size: int = 1) -> Iterator[Document]:
+        yield from super().run(data, rank, world_size)
+        looked = self.__dict__.get("_clone_lookups")
+        if looked and looked["missed"] * 2 > looked["prs"]:  # a layout the lookup does not know: no context at all
+            raise FileNotFoundError(
+                f"pulls.repos={self.cfg.repos}: {looked['missed']} of {looked['prs']} pull requests found no clone "
+                f"(tried {', '.join(looked['tried']) or 'no path: the records name no owner/name'}, ...; layouts: "
+                "DIR/owner/name, DIR/owner__name, DIR/owner+name, each also .git or holding a bare repo/)"
+            )
+
     def unit_path(self, unit: Any) -> Path | None:
         if isinstance(unit, tuple) and unit[0] == "git":
             return Path(unit[1])
@@ -456,8 +468,13 @@ class PullReader(SourceReader):
         is none or it lacks the base commit (counted)."""
         if clone is None and self.cfg.repos:
             clone = find_clone(self.cfg.repos, _repo(pr))
+            looked = self.__dict__.setdefault("_clone_lookups", {"prs": 0, "missed": 0, "tried": []})
+            looked["prs"] += 1
             if clone is None:
                 self.skip("no_clone")
+                looked["missed"] += 1
+                if len(looked["tried"]) < 3:
+                    looked["tried"] += [str(p) for p in clone_candidates(Path(self.cfg.repos), _repo(pr) or "")][:3]
         if clone is not None and not has_commit(clone, str((pr.get("base") or {}).get("sha") or "")):
             self.skip("no_base_commit")
             clone = None
@@ -516,6 +533,10 @@ class PullReader(SourceReader):
         base, head, repo = pr.get("base") or {}, pr.get("head") or {}, _repo(pr)
         base_sha = str(base["sha"])
         commits = self._pr_commits(clone, base_sha, str(head.get("sha") or ""))
+        diffs = [c.diff.decode("utf-8", "replace") for c in commits]
+        if diffs and not any(c.cut_bytes for c in commits) and not sequence_applies(tree_at(clone, base_sha), diffs):
+            self.skip("commits_not_applying")  # the record's files (base..head) apply to the base shown
+            commits = []
         out = [f"Title: {clean(_title(pr))}"]
         if repo:
             out.append(f"Repository: {repo}")
@@ -570,10 +591,15 @@ class PullReader(SourceReader):
             return []
         commits = []
         held = 0  # diffs past the document's size are never shown (it is cut there): not held either
+        shown = self.__dict__.setdefault("_shown_commits", {}).setdefault(clone, set())
         for c in iter_commits(clone, f"{base_sha}..{head_sha}", max_commit_bytes=self.cfg.max_doc_bytes):
             if len(c.parents) > 1:
                 self.skip("merge_commit")  # the base branch merged into the PR's: no edit of its own
                 continue
+            if c.sha in shown:  # each commit in one document: the earlier PR that carried it (a stacked PR)
+                self.skip("commit_in_earlier_document")
+                continue
+            shown.add(c.sha)
             if c.cut_bytes or held + len(c.diff) > self.cfg.max_doc_bytes:
                 c.cut_bytes, c.diff = c.cut_bytes or len(c.diff), b""
             held += len(c.diff)
@@ -885,7 +911,10 @@ def _pseudonyms(pr: dict) -> Pseudonyms:
         login, _ = _login(u)
         if login and not is_bot_user(u):
             # a git input's author: login, name and email are one person (commit lines name them too)
-            names(login, *((u.get("name"), u.get("email")) if isinstance(u, dict) else ()))
+            more = (
+                (u.get("name"), u.get("email"), noreply_login(str(u.get("email") or ""))) if isinstance(u, dict) else ()
+            )
+            names(login, *more)
     return names
 
 
