@@ -112,9 +112,9 @@ def branch_lines(repo: Path) -> list[tuple[str, set[str]]]:
     return [(n, first_parent_line(repo, names[n])) for n in order]
 
 
-def rev_list(repo: Path, spec: str) -> list[str]:
-    """The commits of a range (``base..head``), newest first."""
-    return _git(repo, "rev-list", spec).decode().split()
+def rev_list(repo: Path, spec: str, *more: str) -> list[str]:
+    """The commits of a range (``base..head``, more options or ``^sha`` exclusions after it), newest first."""
+    return _git(repo, "rev-list", spec, *more).decode().split()
 
 
 def first_commit_summary(repo: Path, base: str, head: str) -> tuple[str, str, str] | None:

@@ -140,7 +140,8 @@ def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = N
     ``... (#N)``. The record has the GitHub-API-like fields the reader takes (title and description from the
     message; the base branch the one whose first-parent line holds the merge; who opened it the author of the
     PR's first commit; the fork owner's login as the head's user). A merge whose commits hold other PRs'
-    merges is a sync PR (``Merge stable into main``): ``found_as`` "sync" with the numbers it carries.
+    merges and no commit besides theirs is a sync PR (``Merge stable into main``): ``found_as`` "sync" with
+    the numbers it carries (a PR branch that merged another branch midway has commits of its own).
     ``found`` gets {kind: PRs}, and ``repeated_number``: commits naming a PR already found (backports,
     reverts, a squash of a merged PR). The commits are listed now (a repository git cannot read fails here);
     each PR's diff is read as it comes."""
@@ -203,8 +204,10 @@ def _history_records(
         if base is None:
             continue
         carried: list[int] = []
-        if kind != "squash":  # a sync PR's range holds the commits that merged other PRs
-            carried = sorted({numbers[c] for c in rev_list(repo, f"{base}..{head}") if c in numbers} - {number})
+        if kind != "squash":  # a sync PR's range holds other PRs' merges, and no commit of its own besides
+            merges = [c for c in rev_list(repo, f"{base}..{head}") if c in numbers and numbers[c] != number]
+            if merges and not rev_list(repo, f"{base}..{head}", "--no-merges", *(f"^{c}" for c in merges)):
+                carried = sorted({numbers[c] for c in merges})
         files = [section_file(o, n, s) for o, n, s in diff_sections(diff(repo, base, head).decode("utf-8", "replace"))]
         opener = (author, email, subject) if kind == "squash" else first_commit_summary(repo, base, head)
         opener = opener or commit_summary(repo, head)

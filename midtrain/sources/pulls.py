@@ -537,6 +537,7 @@ class PullReader(SourceReader):
         if diffs and not any(c.cut_bytes for c in commits) and not sequence_applies(tree_at(clone, base_sha), diffs):
             self.skip("commits_not_applying")  # the record's files (base..head) apply to the base shown
             commits = []
+        self._shown(clone).update(c.sha for c in commits)
         out = [f"Title: {clean(_title(pr))}"]
         if repo:
             out.append(f"Repository: {repo}")
@@ -591,20 +592,24 @@ class PullReader(SourceReader):
             return []
         commits = []
         held = 0  # diffs past the document's size are never shown (it is cut there): not held either
-        shown = self.__dict__.setdefault("_shown_commits", {}).setdefault(clone, set())
+        shown = self._shown(clone)
         for c in iter_commits(clone, f"{base_sha}..{head_sha}", max_commit_bytes=self.cfg.max_doc_bytes):
             if len(c.parents) > 1:
                 self.skip("merge_commit")  # the base branch merged into the PR's: no edit of its own
                 continue
-            if c.sha in shown:  # each commit in one document: the earlier PR that carried it (a stacked PR)
+            if c.sha in shown:  # each commit in one document: the earlier PR's (a branch merged into this one)
                 self.skip("commit_in_earlier_document")
                 continue
-            shown.add(c.sha)
             if c.cut_bytes or held + len(c.diff) > self.cfg.max_doc_bytes:
                 c.cut_bytes, c.diff = c.cut_bytes or len(c.diff), b""
             held += len(c.diff)
             commits.append(c)
         return commits
+
+    def _shown(self, clone: Path) -> set[str]:
+        """The commits of ``clone`` already shown in a document of this reader (a clone's PRs are read in
+        one task, oldest first for a git input)."""
+        return self.__dict__.setdefault("_shown_commits", {}).setdefault(clone, set())
 
     def _read_at_base(
         self, pr: dict, clone: Path, base_sha: str, commits: list[CommitRecord]
