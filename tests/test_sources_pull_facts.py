@@ -14,7 +14,7 @@ from sources_fixtures import commit, git, make_repo, run_reader
 
 from midtrain.sources.bots import is_bot_name, is_bot_user
 from midtrain.sources.commits import CommitReader, CommitsConfig, is_bot
-from midtrain.sources.pull_context import history_pulls
+from midtrain.sources.pull_context import history_pulls, reverse_patch
 from midtrain.sources.pulls import PullReader, PullsConfig
 
 ALICE = ("Alice Walker", "alice@example.org")
@@ -174,3 +174,58 @@ def test_one_bot_list_for_pull_requests_and_commits(tmp_path):
     reader = CommitReader([str(repo)], CommitsConfig())
     run_reader(reader)
     assert _stats(reader)["skip/bot_commit"] == 1
+
+
+OPS = (
+    'def clamp(x, lo, hi):\n    """x limited to [lo, hi]."""\n    if x < lo:\n        return lo\n    if x > hi:\n'
+    '        return hi\n    return x\n\n\ndef mean(xs):\n    """The arithmetic mean of a non-empty sequence."""\n'
+    "    return sum(xs) / len(xs)\n"
+)
+SWESMITH = Path(__file__).parent / "data" / "swesmith" / "task_rows.jsonl"
+
+
+def test_a_swe_smith_row_is_read_with_its_patch_reversed(tmp_path):
+    """The row's patch breaks the mirror; the document's diff is the fix: applied with the real ``git apply``
+    to the broken tree, it gives the mirror's file back."""
+    (row,) = [json.loads(line) for line in SWESMITH.read_text().splitlines()]
+    reader = PullReader([str(SWESMITH)])
+    (doc,) = run_reader(reader)
+    assert doc.id == "pr:acme/mathx#acme__mathx.8a3f2c1d.func_pm_op_change__k2v9q0ab"
+    assert doc.metadata["repo"] == "acme/mathx" and "error/bad_record" not in _stats(reader)
+    assert "-    if x < hi:\n+    if x > hi:" in doc.text  # the fix, not the bug
+    assert "- tests/test_ops.py::test_clamp_high" in doc.text and "clamp(5, 0, 10)" in doc.text
+    mirror = make_repo(tmp_path / "mathx", {"mathx/ops.py": OPS})
+    (tmp_path / "bug.diff").write_text(row["patch"])
+    git(mirror, "apply", str(tmp_path / "bug.diff"))
+    assert (mirror / "mathx" / "ops.py").read_text() != OPS
+    fix = doc.text.split("\n--- mathx/ops.py (modified, +2 -2)\n", 1)[1].split("\n\nTests that must pass")[0]
+    header = "diff --git a/mathx/ops.py b/mathx/ops.py\n--- a/mathx/ops.py\n+++ b/mathx/ops.py\n"
+    (tmp_path / "fix.diff").write_text(header + fix.rstrip("\n") + "\n")
+    git(mirror, "apply", str(tmp_path / "fix.diff"))
+    assert (mirror / "mathx" / "ops.py").read_text() == OPS
+
+
+def test_a_reversed_patch_undoes_every_kind_of_change(tmp_path):
+    """Added, deleted, renamed-and-edited files, a removed line that reads like a header, no newline at the
+    end: ``git apply`` of the reversed diff on the new tree gives the old tree back."""
+    old = {"keep.sql": "-- a comment\nSELECT 1;\n", "gone.py": "X = 1\n", "old_name.py": OPS, "tail.txt": "a\nb"}
+    repo = make_repo(tmp_path / "r", old)
+    a = git(repo, "rev-parse", "HEAD").strip()
+    (repo / "gone.py").unlink()
+    (repo / "old_name.py").rename(repo / "new_name.py")
+    commit(
+        repo,
+        {
+            "keep.sql": "SELECT 1;\n",
+            "new.py": "Y = 2\n",
+            "new_name.py": OPS.replace("x > hi", "x >= hi"),
+            "tail.txt": "a\nc\n",
+        },
+        "change everything",
+    )
+    patch = git(repo, "diff", "--find-renames", a, "HEAD")
+    assert "rename from old_name.py" in patch and "\\ No newline at end of file" in patch
+    (tmp_path / "undo.diff").write_text(reverse_patch(patch))
+    git(repo, "apply", str(tmp_path / "undo.diff"))
+    git(repo, "add", "-A")
+    assert git(repo, "diff", "--cached", "--stat", a) == ""  # the old tree, byte for byte

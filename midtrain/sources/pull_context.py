@@ -107,6 +107,60 @@ def diff_sections(patch: str) -> list[tuple[str, str, str]]:
     return out
 
 
+_HUNK = re.compile(r"^@@ -(\d+(?:,\d+)?) \+(\d+(?:,\d+)?) @@(.*)$")
+_SWAPPED_HEADERS = {
+    "new file mode ": "deleted file mode ",
+    "deleted file mode ": "new file mode ",
+    "rename from ": "rename to ",
+    "rename to ": "rename from ",
+    "old mode ": "new mode ",
+    "new mode ": "old mode ",
+}
+
+
+def reverse_patch(patch: str) -> str:
+    """The unified diff that undoes ``patch`` (what ``git apply -R`` applies): old and new sides swapped in
+    every header and hunk, each run of changes written removals first. A SWE-smith task's patch introduces
+    its bug; reversed, it is the fix."""
+    out: list[str] = []
+    run: list[tuple[str, list[str]]] = []  # the changed lines of one run: (sign, [line, its "\ No newline"])
+
+    def flush() -> None:
+        out.extend(x for sign in "-+" for s, lines in run if s == sign for x in lines)
+        run.clear()
+
+    in_hunk = False  # "--- x" inside a hunk is a removed line "-- x", not a file header
+    for line in patch.split("\n"):
+        if line.startswith("diff --git "):
+            in_hunk = False
+        elif line.startswith("@@ "):
+            in_hunk = True
+        if line.startswith(("+", "-")) and (in_hunk or not line.startswith(("+++ ", "--- "))):
+            run.append(("-" if line[0] == "+" else "+", [("-" if line[0] == "+" else "+") + line[1:]]))
+            continue
+        if line.startswith("\\") and run:  # "\ No newline at end of file" belongs to the line before it
+            run[-1][1].append(line)
+            continue
+        flush()
+        if m := re.match(r"^diff --git a/(.*?) b/(.*)$", line):
+            line = f"diff --git a/{m.group(2)} b/{m.group(1)}"
+        elif m := re.match(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$", line):
+            line = f"index {m.group(2)}..{m.group(1)}{m.group(3)}"
+        elif m := _HUNK.match(line):
+            line = f"@@ -{m.group(2)} +{m.group(1)} @@{m.group(3)}"
+        else:
+            line = next((new + line[len(old) :] for old, new in _SWAPPED_HEADERS.items() if line.startswith(old)), line)
+        out.append(line)
+    flush()
+    # the file header pair: "--- a/X" and "+++ b/Y" become "--- a/Y" and "+++ b/X" (before a hunk header)
+    for i in range(len(out) - 2):
+        if out[i].startswith("--- ") and out[i + 1].startswith("+++ ") and out[i + 2].startswith("@@ "):
+            old, new = out[i][4:], out[i + 1][4:]
+            out[i] = "--- " + (("a/" + new[2:]) if new.startswith("b/") else new)
+            out[i + 1] = "+++ " + (("b/" + old[2:]) if old.startswith("a/") else old)
+    return "\n".join(out)
+
+
 def section_file(old: str, new: str, section: str) -> dict:
     """A GitHub-API-like ``files`` entry (filename, status, additions, deletions, patch) of one diff section."""
     status = "modified"

@@ -97,6 +97,7 @@ from midtrain.sources.pull_context import (
     history_pulls,
     hunk_ranges,
     relevance,
+    reverse_patch,
     section_file,
     sequence_applies,
     tree_at,
@@ -218,6 +219,27 @@ def from_task_row(row: dict) -> dict:
     tests = _test_names(row.get("FAIL_TO_PASS"))
     if tests:  # what the fix must make pass: the task's acceptance test, rendered after the patch
         pr["tests_to_pass"] = tests
+    return pr
+
+
+# SWE-smith's repository mirrors: swesmith/<owner>__<name>.<commit>
+_SWESMITH_REPO = re.compile(r"swesmith/([\w.-]+?)__([\w.-]+?)\.([0-9a-f]{7,40})")
+
+
+def is_swesmith_row(row: dict) -> bool:
+    """A SWE-smith task row (instance_id, repo, patch, FAIL_TO_PASS, PASS_TO_PASS, image_name,
+    problem_statement): its patch introduces the bug into the repository's mirror."""
+    return bool(_SWESMITH_REPO.fullmatch(str(row.get("repo") or ""))) or "swesmith" in str(row.get("image_name") or "")
+
+
+def from_swesmith_row(row: dict) -> dict:
+    """A SWE-smith task row as a PR record: the patch reversed (it breaks the code; the fix undoes it), the
+    repository the mirror's (``swesmith/pallets__click.fde47b4b`` is ``pallets/click``), no base commit in
+    it (the buggy tree is the mirror's commit with the patch applied)."""
+    pr = from_task_row({**row, "patch": reverse_patch(str(row.get("patch") or "")), "base_commit": None})
+    if m := _SWESMITH_REPO.fullmatch(str(row.get("repo") or "")):
+        pr["repo"] = f"{m.group(1)}/{m.group(2)}"
+    pr["task_source"] = "swe-smith"
     return pr
 
 
@@ -417,8 +439,11 @@ class PullReader(SourceReader):
                 yield doc
 
     def render(self, pr: dict, where: str, clone: Path | None = None) -> Document | None:
-        if "files" not in pr and "base_commit" in pr and isinstance(pr.get("patch"), str):
-            pr = from_task_row(pr)
+        if "files" not in pr and isinstance(pr.get("patch"), str):
+            if "base_commit" in pr:
+                pr = from_task_row(pr)
+            elif is_swesmith_row(pr):
+                pr = from_swesmith_row(pr)
         reason = self._drop_reason(pr)
         if reason:
             self.drop(
@@ -510,7 +535,8 @@ class PullReader(SourceReader):
             if i1 > i0:
                 start = len("\n".join(out[:i0])) + 1 if i0 else 0  # each block's own lines, and one line ending
                 meta["context_span"] = [start, min(len(text), start + len("\n".join(out[i0:i1])) + 1)]
-        doc_id = f"pr:{repo or pr.get('clone') or 'unknown'}#{number if number is not None else where}"
+        which = number if number is not None else pr.get("instance_id") or where
+        doc_id = f"pr:{repo or pr.get('clone') or 'unknown'}#{which}"
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
             text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
