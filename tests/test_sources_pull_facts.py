@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from curate_helpers import stdlib
 from sources_fixtures import commit, git, make_repo, run_reader
 
 from midtrain.sources.bots import is_bot_name, is_bot_user
@@ -229,3 +230,40 @@ def test_a_reversed_patch_undoes_every_kind_of_change(tmp_path):
     git(repo, "apply", str(tmp_path / "undo.diff"))
     git(repo, "add", "-A")
     assert git(repo, "diff", "--cached", "--stat", a) == ""  # the old tree, byte for byte
+
+
+def test_files_many_documents_show_are_windows_after_the_first_ones(tmp_path):
+    """Four PRs edit one large module and the changelog: the module is read whole by the first two, then as
+    windows around each edit (its lines those of the base); the changelog always as windows."""
+    core = stdlib("textwrap.py")
+    changes = "Changes\n=======\n\n" + "".join(f"Version 0.{i}\n-----------\n\n- A change.\n\n" for i in range(300))
+    repo = make_repo(tmp_path / "lib", {"lib/core.py": core, "CHANGES.rst": changes})
+    marks = ["def dedent(text):", "def indent(text, prefix, predicate=None):", "def fill(text, width=70, **kwargs):"]
+    marks.append("def shorten(text, width, **kwargs):")
+    for i, mark in enumerate(marks, 1):
+        text = (repo / "lib" / "core.py").read_text()
+        assert mark in text
+        log = (repo / "CHANGES.rst").read_text().replace("- A change.", f"- Change {i}.", 1)
+        commit(
+            repo, {"lib/core.py": text.replace(mark, mark + f"  # edit {i}"), "CHANGES.rst": log}, f"Edit {i} (#{i})"
+        )
+    reader = PullReader([str(repo)], PullsConfig(context="files"))
+    docs = run_reader(reader)
+    assert [d.id for d in docs] == ["pr:lib#1", "pr:lib#2", "pr:lib#3", "pr:lib#4"]
+    heads = [[h for h in d.text.splitlines() if h.startswith("[read at base commit")] for d in docs]
+    for i, h in enumerate(heads):
+        core_head, log_head = (next(x for x in h if f": {p} (" in x) for p in ("lib/core.py", "CHANGES.rst"))
+        assert ("; lines " in core_head) == (i >= 2), core_head
+        assert "; lines " in log_head
+    assert _stats(reader)["skip/context_windowed_repeated"] == 2 + 4
+    total = sum(len(d.text) for d in docs)
+    log_bytes = sum(
+        len(b) for d in docs for b in d.text.split("\n[read at base commit")[1:] if ": CHANGES.rst (" in b[:80]
+    )
+    assert log_bytes < len(changes) / 2 and log_bytes / total < 0.1  # whole, it would be 4 copies of 12 KB
+    # a window shows the base's own lines
+    base = git(repo, "rev-parse", "HEAD~1").strip()
+    block = docs[3].text.split(": lib/core.py (", 1)[1].split("]\n", 1)[1]
+    shown = [ln for ln in block.split("\n[read at")[0].split("\nCommit ")[0].split("\n") if ln != "..."]
+    at_base = git(repo, "show", f"{base}:lib/core.py").split("\n")
+    assert shown and all(ln in at_base for ln in shown)

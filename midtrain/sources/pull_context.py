@@ -329,6 +329,7 @@ class ReadFile:
     why: str  # "changed by this pull request" | "imported by <path>"
     distance: int  # 0: a changed file; 1: imported by one; ...
     block: str  # as the document holds it: a blank line, the header, the content (its own line ending)
+    whole: bool = True  # False: windows around the edited hunks
 
 
 def read_block(header: str, path: str, sha: str, why: str, text: str) -> str:
@@ -424,11 +425,13 @@ def base_context(
     header: str,
     max_file_bytes: int = 500_000,
     hunks: dict[str, list[tuple[int, int]]] | None = None,
+    windows: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[ReadFile], dict[str, int]]:
     """The files read at ``base`` within ``budget_tokens`` (counting each file's ``header``, formatted with
     path/sha/why) and {reason: count} of files left out. Order: the changed source files, their tests, other
     changed files, (``files+imports``) what the changed files import, nearest first, then changelogs. A changed
-    file over what is left of the budget is shown as windows around its edited ``hunks`` (base line ranges)."""
+    file over what is left of the budget, or one of ``windows`` (changelogs, files other documents of the
+    repository showed whole), is shown as windows around its edited ``hunks`` (base line ranges)."""
     skipped: dict[str, int] = {}
     if mode == "none" or not changed:
         return [], skipped
@@ -469,6 +472,13 @@ def base_context(
             cost = estimate_tokens(block)
             if distance == 0:  # what a changed file imports is worth reading even when the file is too long
                 texts[path] = text
+            whole = True
+            if distance == 0 and path in windows and hunks.get(path):  # seen whole elsewhere: its edit's lines
+                widths = (WINDOW_LINES // 4, 3) if relevance(path) == 3 else (WINDOW_LINES, WINDOW_LINES // 4, 3)
+                view = _window_block(header, path, base, why, text, hunks[path], min(left, cost - 1), widths)
+                if view is not None:
+                    block, cost, whole = view, estimate_tokens(view), False
+                    note("context_windowed_repeated")
             if cost > left:
                 view = (
                     _window_block(header, path, base, why, text, hunks.get(path) or [], left) if distance == 0 else None
@@ -476,11 +486,11 @@ def base_context(
                 if view is None:
                     note("context_budget")
                     continue
-                block, cost = view, estimate_tokens(view)
+                block, cost, whole = view, estimate_tokens(view), False
                 note("context_windowed")
             left -= cost
             texts[path] = text  # a read file leads to what it imports
-            out.append(ReadFile(path, why, distance, block))
+            out.append(ReadFile(path, why, distance, block, whole))
         return texts
 
     while level and left > 0:
@@ -520,12 +530,19 @@ def _tests_of(path: str, entries: dict) -> list[str]:
 
 
 def _window_block(
-    header: str, path: str, base: str, why: str, text: str, hunks: list[tuple[int, int]], left: int
+    header: str,
+    path: str,
+    base: str,
+    why: str,
+    text: str,
+    hunks: list[tuple[int, int]],
+    left: int,
+    widths: tuple[int, ...] = (WINDOW_LINES, WINDOW_LINES // 4, 3),
 ) -> str | None:
-    """A read block of the lines around the edited hunks that fits in ``left`` tokens (narrower windows
-    tried in turn), or None."""
+    """A read block of the lines around the edited hunks that fits in ``left`` tokens (the ``widths`` of
+    lines either side tried in turn: a changelog's neighbouring entries say little), or None."""
     total = text.count("\n") + 1
-    for around in (WINDOW_LINES, WINDOW_LINES // 4, 3):
+    for around in widths:
         view = windowed(text, hunks, around)
         if view is None:
             return None

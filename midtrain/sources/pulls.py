@@ -149,6 +149,9 @@ class PullsConfig(ReaderConfig):
     repo: str | None = None
     # a pull request that changes no code (only docs, changelogs, config ...) is dropped, counted
     require_code_change: bool = True
+    # a changed file shown whole in this many documents of its repository is shown, in later ones, as windows
+    # around its edits (changelogs always): the same big module or CHANGES file trained once, not in every PR
+    whole_file_repeats: int = 2
 
     def context_budget(self) -> int:
         """Tokens of read files per pull request: context_tokens, else context_share x seq_length."""
@@ -161,6 +164,7 @@ class PullsConfig(ReaderConfig):
         require(self.context in CONTEXT_MODES, "context", f"must be one of {', '.join(CONTEXT_MODES)}")
         require(self.context_tokens is None or self.context_tokens >= 0, "context_tokens", "must be >= 0")
         require(self.tree_tokens >= 0, "tree_tokens", "must be >= 0")
+        require(self.whole_file_repeats >= 0, "whole_file_repeats", "must be >= 0")
         require(self.seq_length > 0, "seq_length", "must be > 0")
         require(0.0 <= self.context_share <= 1.0, "context_share", "must be in [0, 1]")
         require("{path}" in self.read_header, "read_header", "must contain {path}")
@@ -649,6 +653,8 @@ class PullReader(SourceReader):
             tree = base_tree(clone, base_sha, changed, min(self.cfg.tree_tokens, budget))
             if tree is None:
                 self.skip("tree_over_budget")  # not even the top level fits: no tree rather than a cut one
+        shown = self.__dict__.setdefault("_shown_whole", {}).setdefault(clone, {})  # path -> documents
+        windows = {p for p in changed if relevance(p) == 3 or shown.get(p, 0) >= self.cfg.whole_file_repeats}
         read, skipped = base_context(
             clone,
             base_sha,
@@ -658,7 +664,11 @@ class PullReader(SourceReader):
             self.cfg.read_header,
             self.cfg.context_max_file_bytes,
             hunks,
+            windows,
         )
+        for r in read:
+            if r.whole:
+                shown[r.path] = shown.get(r.path, 0) + 1
         for reason, n in sorted(skipped.items()):
             self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
         return tree, read
