@@ -6,8 +6,10 @@ uncommitted edits gives the same documents as its bare mirror.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +128,33 @@ def first_commit_summary(repo: Path, base: str, head: str) -> tuple[str, str, st
         return None
     name, email, subject = (first.split("\0", 2) + ["", ""])[:3]
     return name, email, subject
+
+
+def grep_tree(repo: Path, rev: str, patterns: list[str], paths: list[str] | None = None) -> tuple[int, str]:
+    """(exit status, output) of ``git grep -n -I -F -e P ...`` over the tree of ``rev``, each line as a
+    checkout of ``rev`` prints it (without the ``rev:`` prefix git adds for a tree)."""
+    args = ["git", "-C", str(repo), "grep", "-n", "-I", "-F", *(x for p in patterns for x in ("-e", p)), rev, "--"]
+    proc = subprocess.run([*args, *(paths or [])], capture_output=True)
+    prefix = f"{rev}:".encode()
+    lines = [ln.removeprefix(prefix) for ln in proc.stdout.splitlines()]
+    return proc.returncode, b"\n".join(lines).decode("utf-8", "replace") + (proc.stderr.decode("utf-8", "replace"))
+
+
+def apply_in_turn(repo: Path, base: str, patches: list[str]) -> list[tuple[int, str]]:
+    """(exit status, output) of ``git apply`` of each patch in turn onto the tree of ``base``, as a checkout
+    would (run for real against a scratch index: ``git apply --cached``); after a failure the rest are not run."""
+    out: list[tuple[int, str]] = []
+    with tempfile.TemporaryDirectory(prefix="midtrain_apply_") as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        subprocess.run(["git", "-C", str(repo), "read-tree", base], env=env, check=True, capture_output=True)
+        for patch in patches:
+            proc = subprocess.run(
+                ["git", "-C", str(repo), "apply", "--cached", "-"], input=patch.encode(), env=env, capture_output=True
+            )
+            out.append((proc.returncode, (proc.stdout + proc.stderr).decode("utf-8", "replace")))
+            if proc.returncode:
+                break
+    return out
 
 
 def commit_author(repo: Path, sha: str) -> tuple[str, str]:

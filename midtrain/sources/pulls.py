@@ -60,6 +60,7 @@ from datatrove.io import get_datafolder
 from midtrain.config import require
 from midtrain.formats.instance_id import canonical_instance, pull_instance
 from midtrain.locations import is_url
+from midtrain.sources import pull_agent
 from midtrain.sources.bots import is_bot_user
 from midtrain.sources.commits import file_skip_reason, split_files
 from midtrain.sources.common import (
@@ -76,6 +77,7 @@ from midtrain.sources.filters import path_skip_reason
 from midtrain.sources.git import (
     CommitRecord,
     GitError,
+    diff,
     has_commit,
     is_git_repo,
     iter_commits,
@@ -152,6 +154,9 @@ class PullsConfig(ReaderConfig):
     # a changed file shown whole in this many documents of its repository is shown, in later ones, as windows
     # around its edits (changelogs always): the same big module or CHANGES file trained once, not in every PR
     whole_file_repeats: int = 2
+    # "document": the PR as it went (issue, files read, commits, reviews, checks); "agent": the same work as an
+    # agent's trajectory (ChatML, mini-swe-agent's bash style, each command run against the base tree)
+    render: str = "document"
 
     def context_budget(self) -> int:
         """Tokens of read files per pull request: context_tokens, else context_share x seq_length."""
@@ -165,6 +170,7 @@ class PullsConfig(ReaderConfig):
         require(self.context_tokens is None or self.context_tokens >= 0, "context_tokens", "must be >= 0")
         require(self.tree_tokens >= 0, "tree_tokens", "must be >= 0")
         require(self.whole_file_repeats >= 0, "whole_file_repeats", "must be >= 0")
+        require(self.render in ("document", "agent"), "render", "must be document or agent")
         require(self.seq_length > 0, "seq_length", "must be > 0")
         require(0.0 <= self.context_share <= 1.0, "context_share", "must be in [0, 1]")
         require("{path}" in self.read_header, "read_header", "must contain {path}")
@@ -568,6 +574,8 @@ class PullReader(SourceReader):
             self.skip("commits_not_applying")  # the record's files (base..head) apply to the base shown
             commits = []
         self._shown(clone).update(c.sha for c in commits)
+        if self.cfg.render == "agent":
+            return self._render_agent(pr, clone, commits, names, clean)
         out = [f"Title: {clean(_title(pr))}"]
         if repo:
             out.append(f"Repository: {repo}")
@@ -594,11 +602,8 @@ class PullReader(SourceReader):
             + (f" ({base.get('ref')} <- {clean(head.get('ref'))})" if base.get("ref") else "")
             + (f", merge commit {str(merge)[:12]}" if merge else "")
         )
-        roots, origin = self._clone_identity(clone)
         meta = {
-            "base_commit": base_sha,
-            "commits": [c.sha for c in commits],
-            "root_commits": roots,
+            **self._clone_meta(pr, clone, base_sha, commits),
             "context": self.cfg.context,
             "context_files": [r.path for r in read],
             "context_bytes": sum(
@@ -608,11 +613,75 @@ class PullReader(SourceReader):
             "edit_bytes": edit_bytes,
             "_context_lines": context_lines,
         }
+        return out, meta
+
+    def _clone_meta(self, pr: dict, clone: Path, base_sha: str, commits: list[CommitRecord]) -> dict[str, Any]:
+        """What decontamination and the data card read of a PR rendered with its clone, in either form."""
+        roots, origin = self._clone_identity(clone)
+        meta: dict[str, Any] = {"base_commit": base_sha, "commits": [c.sha for c in commits], "root_commits": roots}
         if origin:  # the clone's own remote: decontamination knows a benchmark repository under any PR name
             meta["origin"] = origin
         if not pr.get("license"):
             meta["license"] = license_at(clone, base_sha, tree_at(clone, base_sha))
-        return out, meta
+        return meta
+
+    def _render_agent(
+        self, pr: dict, clone: Path, commits: list[CommitRecord], names: Pseudonyms, clean: Any
+    ) -> tuple[list[str], dict]:
+        """The PR as an agent's trajectory (:mod:`midtrain.sources.pull_agent`), every command run for real."""
+        base, head = pr.get("base") or {}, pr.get("head") or {}
+        base_sha = str(base["sha"])
+        task = [f"Title: {clean(_title(pr))}"] + self._render_issues(pr, clean, [c.message for c in commits])
+        task += _hints(pr, clean)
+        if pr.get("body"):
+            task.append("\n" + clean(pr.get("body")))
+        trace = pull_agent.AgentTrace()
+        trace.say("system", pull_agent.SYSTEM)
+        trace.say("user", "<pr_description>\n" + "\n".join(task).strip() + "\n</pr_description>")
+        changed, hunks = _changed_at_base(pr.get("files") or [], commits)
+        pull_agent.locate(trace, clone, base_sha, "\n".join(task), changed)
+        read = pull_agent.read_files(trace, clone, base_sha, changed, hunks, self.cfg.context_budget())
+        n_context = len(trace.messages)
+        placed = _place_events(self._events(pr, names, clean), commits)
+        for e in placed.get(-1, []):
+            trace.say("user", e.text.strip())
+        edits = [
+            (
+                scrub_message(c.message, names).strip() or f"Edit {i + 1}.",
+                "".join(sec for sec in self._sections(c) if sec.startswith("diff --git")),
+                [e.text.strip() for e in placed.get(i, [])],
+            )
+            for i, c in enumerate(commits)
+        ]
+        edits = [e for e in edits if e[1].strip()]
+        if not edits:  # no commits to show (no head in the clone, or they do not apply): the PR's diff, in one
+            head_sha = str(head.get("sha") or "")
+            raw = diff(clone, base_sha, head_sha) if has_commit(clone, head_sha) else b""
+            pr_diff = CommitRecord("", [], "", "", "", "", 0, "", raw)  # filtered as a commit's diff is
+            whole = "".join(sec for sec in self._sections(pr_diff) if sec.startswith("diff --git"))
+            if whole.strip():
+                edits = [
+                    (clean(_title(pr)), whole, [e.text.strip() for k in sorted(placed) if k >= 0 for e in placed[k]])
+                ]
+        if edits and not pull_agent.edit(trace, clone, base_sha, edits):
+            self.skip("agent_edit_not_applying")  # shown with git's own error, the rest left out
+        checks = self._render_checks(pr, clean) + _tests_to_pass(pr)
+        if checks:
+            trace.say("user", "\n".join(x.strip() for x in checks))
+        pull_agent.submit(trace, list(dict.fromkeys(new for _, d, _ in edits for _, new, _ in diff_sections(d))))
+        text, spans = pull_agent.render_chatml(trace.messages)
+        meta = {
+            **self._clone_meta(pr, clone, base_sha, commits),
+            "render": "agent",
+            "context": self.cfg.context,
+            "context_files": read,
+            "loss_spans": spans,
+            "n_messages": len(trace.messages),
+            "context_bytes": sum(
+                len(m["content"].encode("utf-8", "surrogatepass")) for m in trace.messages[2:n_context]
+            ),
+        }
+        return [text.rstrip("\n")], meta
 
     def _pr_commits(self, clone: Path, base_sha: str, head_sha: str) -> list[CommitRecord]:
         """The PR's own commits (base..head, merges of the base branch left out), their diffs held up to the
@@ -820,6 +889,12 @@ class PullReader(SourceReader):
 
     def _render_commit(self, c: Any, i: int, n: int, names: Pseudonyms) -> str:
         author = names(c.author_name, c.author_email)
+        message = scrub_message(c.message, names)
+        body = "".join(self._sections(c)).rstrip("\n")
+        return f"\nCommit {i + 1}/{n} {c.sha[:12]} by {author}:\n{message}\n\n" + body
+
+    def _sections(self, c: Any) -> list[str]:
+        """A commit's diff, file by file, with the files the repository reader leaves out as one-line notes."""
         sections = []
         if c.cut_bytes:
             self.skip("commit_diff_over_cap")
@@ -835,8 +910,7 @@ class PullReader(SourceReader):
                 sections.append(f"[diff of {new} left out: {reason}]\n")
                 continue
             sections.append(sec if sec.endswith("\n") else sec + "\n")
-        message = scrub_message(c.message, names)
-        return f"\nCommit {i + 1}/{n} {c.sha[:12]} by {author}:\n{message}\n\n" + "".join(sections).rstrip("\n")
+        return sections
 
     def _render_files(self, files: list[dict]) -> list[str]:
         """The changed files with their patches (cut at max_patch_bytes; a file without one is noted)."""
