@@ -150,7 +150,9 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
         f"({', '.join(f'{k} {v}' for k, v in sorted(found.items()))}); measuring the last {len(records)}"
     )
     tok = load_tokenizer(default_tokenizer_path())
-    kinds = {f"pr:{rec['repo'] or 'unknown'}#{rec['number']}": rec["found_as"] for _, rec in records}
+    kinds = {
+        f"pr:{rec['repo'] or rec.get('clone') or 'unknown'}#{rec['number']}": rec["found_as"] for _, rec in records
+    }
     measured = {k: sum(v == k for v in kinds.values()) for k in sorted(set(kinds.values()))}
     rows = []
     for mode, budget, tree_tokens in SETTINGS:
@@ -234,6 +236,7 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
             + ", ".join(f"{k} {kept.get(k, 0)}/{n}" for k, n in measured.items()),
             flush=True,
         )
+    forms = pipeline_figures(repo, records, tok)
     if args.json:
         Path(args.json).write_text(
             json.dumps(
@@ -242,6 +245,7 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
                     "prs": len(records),
                     "found": found,
                     "measured_by_kind": measured,
+                    "forms": forms,
                     "settings": {
                         f"{r['context']}@{r['context_tokens']}" + ("" if r["tree_tokens"] else "-notree"): r
                         for r in rows
@@ -251,6 +255,63 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
             )
         )
     return 0
+
+
+def pipeline_figures(repo: Path, records: list, tok) -> dict:
+    """The default settings, PRs read in turn by one reader as `prep` reads them (so a file shown whole in
+    earlier documents is windowed later, each commit shown once): PRs kept and dropped by reason, the bytes of
+    each block, the bytes of read-file lines an earlier document already showed, the changelogs' share; and
+    the agent form's tokens per PR beside the document form's."""
+    out: dict = {}
+    for form in ("document", "agent"):
+        reader = PullReader([str(repo)], PullsConfig(render=form))
+        docs = [d for where, rec in records if (d := reader.render(rec, where, repo)) is not None]
+        stats = {k: v.total for k, v in reader.stats.stats.items()}
+        tokens = [len(tok.encode(d.text)) for d in docs]
+        row = {
+            "kept": len(docs),
+            "dropped": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("dropped/")},
+            "tokens_per_pr_median": statistics.median(tokens) if tokens else 0,
+            "tokens_per_pr_mean": statistics.mean(tokens) if tokens else 0,
+        }
+        if form == "document":
+            blocks = dict.fromkeys((*CATEGORIES, "edits", "rest"), 0)
+            seen: set[tuple[str, str]] = set()
+            repeated = 0
+            for d in docs:
+                start, end = d.metadata.get("context_span") or (0, 0)
+                ctx = d.text[start:end]
+                for cat, part in context_parts(ctx).items() if ctx else ():
+                    blocks[cat] += len(part.encode())
+                for m, nxt in zip(heads := list(_READ.finditer(ctx)), [*heads[1:], None]):
+                    for line in ctx[m.end() : nxt.start() if nxt else len(ctx)].split("\n"):
+                        if line.strip() and line != "...":
+                            key = (m.group(1), line)
+                            repeated += len(line.encode()) + 1 if key in seen else 0
+                            seen.add(key)
+                blocks["edits"] += d.metadata.get("edit_bytes", 0)
+                blocks["rest"] += len(d.text.encode()) - len(ctx.encode()) - d.metadata.get("edit_bytes", 0)
+            total = sum(blocks.values()) or 1
+            row |= {
+                "bytes_by_block": blocks,
+                "read_lines_repeated_share": repeated / total,
+                "changelog_share": blocks["changelogs"] / total,
+            }
+        out[form] = row
+        print(
+            f"{form:8s} form: {len(docs)} kept of {len(records)} "
+            f"(dropped: {', '.join(f'{k} {v}' for k, v in row['dropped'].items()) or 'none'}), tokens per PR median "
+            f"{row['tokens_per_pr_median']:,.0f} mean {row['tokens_per_pr_mean']:,.0f}"
+            + (
+                f"; read-file lines an earlier PR showed {row['read_lines_repeated_share']:.0%} of bytes, "
+                f"changelogs {row['changelog_share']:.1%}; bytes by block: "
+                + ", ".join(f"{k} {v / total:.0%}" for k, v in row["bytes_by_block"].items())
+                if form == "document"
+                else ""
+            ),
+            flush=True,
+        )
+    return out
 
 
 def _by_kind(ids: list[str], kinds: dict[str, str]) -> dict[str, int]:
