@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer
+from midtrain.sources.privacy import find_leaks
 from midtrain.sources.pull_context import BYTES_PER_TOKEN, clone_name, history_pulls, relevance
 from midtrain.sources.pulls import PullReader, PullsConfig
 
@@ -268,8 +269,13 @@ def pipeline_figures(repo: Path, records: list, tok) -> dict:
         docs = [d for where, rec in records if (d := reader.render(rec, where, repo)) is not None]
         stats = {k: v.total for k, v in reader.stats.stats.items()}
         tokens = [len(tok.encode(d.text)) for d in docs]
+        leaks: dict[str, int] = {}
+        for d in docs:  # what the anonymisation must have replaced, outside code and the read files
+            for kind, _ in find_leaks(d.text, skip_spans=[tuple(d.metadata.get("context_span") or (0, 0))]):
+                leaks[kind] = leaks.get(kind, 0) + 1
         row = {
             "kept": len(docs),
+            "leaks": leaks,
             "dropped": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("dropped/")},
             "tokens_per_pr_median": statistics.median(tokens) if tokens else 0,
             "tokens_per_pr_mean": statistics.mean(tokens) if tokens else 0,
@@ -301,7 +307,8 @@ def pipeline_figures(repo: Path, records: list, tok) -> dict:
         print(
             f"{form:8s} form: {len(docs)} kept of {len(records)} "
             f"(dropped: {', '.join(f'{k} {v}' for k, v in row['dropped'].items()) or 'none'}), tokens per PR median "
-            f"{row['tokens_per_pr_median']:,.0f} mean {row['tokens_per_pr_mean']:,.0f}"
+            f"{row['tokens_per_pr_median']:,.0f} mean {row['tokens_per_pr_mean']:,.0f}, leaks found "
+            f"{sum(leaks.values())}"
             + (
                 f"; read-file lines an earlier PR showed {row['read_lines_repeated_share']:.0%} of bytes, "
                 f"changelogs {row['changelog_share']:.1%}; bytes by block: "

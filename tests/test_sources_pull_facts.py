@@ -13,6 +13,7 @@ import pytest
 from curate_helpers import stdlib
 from sources_fixtures import commit, git, make_repo, run_reader
 
+from midtrain.cli import main
 from midtrain.sources.bots import is_bot_name, is_bot_user
 from midtrain.sources.commits import CommitReader, CommitsConfig, is_bot
 from midtrain.sources.pull_context import history_pulls, reverse_patch
@@ -140,7 +141,7 @@ def test_the_repository_name_from_a_forge_origin_or_explicitly_never_a_local_pat
         PullsConfig(repo="lib").check()
 
 
-def test_a_repos_layout_that_finds_no_clone_is_an_error_naming_the_paths_tried(tmp_path):
+def test_a_repos_layout_that_finds_no_clone_is_an_error_naming_the_paths_tried(tmp_path, capsys):
     repos = tmp_path / "clones"
     make_repo(repos / "calc", {"calc.py": CALC})  # DIR/name: not a layout the lookup knows
     record = {
@@ -154,6 +155,8 @@ def test_a_repos_layout_that_finds_no_clone_is_an_error_naming_the_paths_tried(t
     prs.write_text(json.dumps(record) + "\n")
     with pytest.raises(FileNotFoundError, match=r"1 of 1 pull requests found no clone \(tried .*clones/acme/calc"):
         run_reader(PullReader([str(prs)], PullsConfig(repos=str(repos))))
+    rc = main(["prep", "pulls", "--input", str(prs), "--output", str(tmp_path / "out"), f"pulls.repos={repos}"])
+    assert rc != 0 and "1 of 1 pull requests found no clone (tried " in capsys.readouterr().err  # prep stops
     (repos / "acme").mkdir()
     (repos / "calc").rename(repos / "acme" / "calc")
     reader = PullReader([str(prs)], PullsConfig(repos=str(repos)))

@@ -24,13 +24,19 @@ Input: JSONL (``.jsonl``/``.jsonl.gz``/``.json``), Parquet, or a Hugging Face da
 
 SWE-bench-style task rows (``repo``, ``instance_id``, ``base_commit``, ``patch``, ``test_patch``,
 ``problem_statement``, ``hints_text``: SWE-bench, SWE-Gym, SWE-bench-extra ...) are read as pull requests
-whose linked issue is the problem statement. A git repository given as an input gives its merged pull
-requests from its history (:func:`midtrain.sources.pull_context.history_pulls`).
+whose linked issue is the problem statement; SWE-smith task rows (no ``base_commit``, a ``swesmith/`` mirror
+repository) with their patch reversed (it introduces the bug). A git repository given as an input gives its
+merged pull requests from its history, local and remote-tracking branches
+(:func:`midtrain.sources.pull_context.history_pulls`); its name is its forge origin's, ``pulls.repo``, or an
+``owner+name`` / ``owner__name`` folder's, never a local path's.
 
-User names become ``user_<n>`` in order of appearance (also @mentions of them in text). Text written by bot
-accounts (``type == "Bot"``, ``[bot]`` logins, well-known CI bots) is dropped and counted; a pull request
-opened by a bot is dropped whole. Changed files the repository reader would leave out (lock files, generated,
-minified, binary, data, vendored, private keys) keep their header line, their diff is left out and counted.
+People become ``user_<n>`` in order of appearance in every text field (:mod:`midtrain.sources.privacy`:
+trailers, noreply e-mails, merge subjects, @mentions outside code; e-mails masked). Text written by bots
+(:mod:`midtrain.sources.bots`, the list commits share) is dropped and counted; a pull request opened by a bot
+(a git input's: its first commit's author) is dropped whole, so is a sync PR (``Merge stable into main``:
+other PRs' commits) and, with ``pulls.require_code_change``, one that changes no source or test file. Changed
+files the repository reader would leave out (lock files, generated, minified, binary, data, vendored, private
+keys) keep their header line, their diff is left out and counted.
 
 With the repository at hand (``pulls.repos=DIR`` of clones, or a git input) and the base commit in it, a
 pull request is rendered as the work went: the linked issue(s), the description, the repository's file tree
@@ -39,7 +45,12 @@ at the base commit (at most ``pulls.tree_tokens``, folders folded past it) and t
 half the pack's ``pulls.seq_length``), each commit of the PR in order (message and diff) with the reviews and
 comments made on it after it, the test and CI results on its last commit (the record's own, else joined from
 ``pulls.checks`` by commit), then the final state. A PR whose repository or base commit is missing keeps the
-rendering above (its results too, without a tree), counted as ``skip/no_clone`` or ``skip/no_base_commit``.
+rendering above (its results too, without a tree), counted as ``skip/no_clone`` or ``skip/no_base_commit``; a
+run where most PRs find no clone under ``pulls.repos`` fails, naming the paths tried. Each commit is shown in
+one document (a clone's earlier one), a commit sequence that does not apply to the base files is replaced by
+the PR's diff (``skip/commits_not_applying``), and a file shown whole in ``pulls.whole_file_repeats``
+documents of its repository (a changelog always) is shown as windows around its edit in later ones.
+``pulls.render=agent`` renders the same work as an agent's trajectory (:mod:`midtrain.sources.pull_agent`).
 Metadata ``context_bytes`` / ``edit_bytes``: the document's bytes of the tree and read files and of the
 commits' messages and diffs (the data card reports them as tokens); ``tree_bytes``: of the tree alone.
 """
