@@ -270,3 +270,23 @@ def test_files_many_documents_show_are_windows_after_the_first_ones(tmp_path):
     shown = [ln for ln in block.split("\n[read at")[0].split("\nCommit ")[0].split("\n") if ln != "..."]
     at_base = git(repo, "show", f"{base}:lib/core.py").split("\n")
     assert shown and all(ln in at_base for ln in shown)
+
+
+def test_the_base_branch_of_a_pr_merged_into_a_deleted_maintenance_branch(tmp_path):
+    """1.x is merged into main ("Merge branch '1.x'") and deleted: its PR's base is still 1.x, read from the
+    merge's subject; the PR merged into main says main."""
+    repo = make_repo(tmp_path / "lib", {"lib.py": CALC})
+    git(repo, "checkout", "-q", "-b", "1.x")
+    git(repo, "checkout", "-q", "-b", "fix")
+    commit(repo, {"lib.py": CALC.replace("x + 3\n", "x + 3  # fixed\n")}, "Fix f3", author=BOB)
+    git(repo, "checkout", "-q", "1.x")
+    _merge(repo, "fix", "Merge pull request #8 from bob/fix\n\nFix f3")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "checkout", "-q", "-b", "feat")
+    commit(repo, {"lib.py": CALC.replace("x + 7\n", "x + 7  # seven\n")}, "Note f7", author=ALICE)
+    git(repo, "checkout", "-q", "main")
+    _merge(repo, "feat", "Merge pull request #9 from alice/feat\n\nNote f7")
+    _merge(repo, "1.x", "Merge branch '1.x'")
+    git(repo, "branch", "-q", "-D", "1.x", "fix", "feat")
+    records = {r["number"]: r for _, r in history_pulls(repo, None)}
+    assert records[8]["base"]["ref"] == "1.x" and records[9]["base"]["ref"] == "main"

@@ -203,7 +203,9 @@ def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = N
     repeated = 0
     branches = branch_lines(repo)
     mainline = branches[0][1] if branches else first_parent_line(repo)  # of two commits naming one PR, HEAD's
-    for c in history_commits(repo):
+    history = history_commits(repo)
+    branches += merged_branch_lines(history, set().union(*(line for _, line in branches)))  # after the live ones
+    for c in history:
         subject, _, _rest = c[5].partition("\n")
         m, sq = _PR_MERGE.match(subject), _PR_SQUASH.search(subject)
         if m and len(c[1]) == 2:
@@ -232,8 +234,37 @@ def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = N
     return _history_records(repo, name, [(n, kind, c) for n, (_, kind, c) in picked], branches, numbers)
 
 
+# a merge subject naming the branch merged: "Merge branch '8.0.x'", "Merge remote-tracking branch
+# 'origin/stable' into main", "Merge pull request #12 from pallets/stable", "Merge stable into main"
+_MERGED_BRANCH = re.compile(
+    r"^Merge (?:(?:remote-tracking )?branch '(?:origin/)?(?P<a>[^']+)'|pull request #\d+ from [^/\s]+/(?P<b>\S+)"
+    r"|(?P<c>[\w./-]+) into \S+)"
+)
+
+
+def merged_branch_lines(history: list[tuple], live: set[str]) -> list[tuple[str, set[str]]]:
+    """(branch name, its first-parent line) of the branches merges name that no live branch holds any more
+    (a maintenance branch merged and deleted): from each merge whose subject names its branch, the second
+    parent's first-parent line down to a commit already placed; newest merge first."""
+    parents = {c[0]: c[1] for c in history}
+    placed = set(live)
+    out: dict[str, set[str]] = {}
+    for _sha, ps, _a, _e, _t, message in reversed(history):
+        m = _MERGED_BRANCH.match(message.partition("\n")[0])
+        if len(ps) != 2 or not m:
+            continue
+        name = m.group("a") or m.group("b") or m.group("c")
+        line, at = out.setdefault(name, set()), ps[1]
+        while at and at not in placed:
+            line.add(at)
+            placed.add(at)
+            at = (parents.get(at) or [None])[0]
+    return [(name, line) for name, line in out.items() if line]
+
+
 def _base_branch(sha: str, branches: list[tuple[str, set[str]]]) -> str | None:
-    """The branch a merge was made on: the first (HEAD's, then by name) whose first-parent line holds it."""
+    """The branch a merge was made on: the first (HEAD's, the others by name, then the merged ones) whose
+    first-parent line holds it."""
     return next((name for name, line in branches if sha in line), None)
 
 
