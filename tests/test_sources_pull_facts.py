@@ -274,7 +274,8 @@ def test_files_many_documents_show_are_windows_after_the_first_ones(tmp_path):
 
 def test_the_base_branch_of_a_pr_merged_into_a_deleted_maintenance_branch(tmp_path):
     """1.x is merged into main ("Merge branch '1.x'") and deleted: its PR's base is still 1.x, read from the
-    merge's subject; the PR merged into main says main."""
+    merge's subject; the PR merged into main says main; 2.x's PR, merged back by a sync PR from a branch
+    "2.x-into-main", says 2.x."""
     repo = make_repo(tmp_path / "lib", {"lib.py": CALC})
     git(repo, "checkout", "-q", "-b", "1.x")
     git(repo, "checkout", "-q", "-b", "fix")
@@ -287,6 +288,15 @@ def test_the_base_branch_of_a_pr_merged_into_a_deleted_maintenance_branch(tmp_pa
     git(repo, "checkout", "-q", "main")
     _merge(repo, "feat", "Merge pull request #9 from alice/feat\n\nNote f7")
     _merge(repo, "1.x", "Merge branch '1.x'")
-    git(repo, "branch", "-q", "-D", "1.x", "fix", "feat")
+    git(repo, "checkout", "-q", "-b", "2.x")  # merged back through a sync branch named for what it carries
+    git(repo, "checkout", "-q", "-b", "fix2")
+    commit(repo, {"lib.py": (repo / "lib.py").read_text().replace("x + 5\n", "x + 5  # five\n")}, "f5", author=BOB)
+    git(repo, "checkout", "-q", "2.x")
+    _merge(repo, "fix2", "Merge pull request #10 from bob/fix2\n\nNote f5")
+    git(repo, "checkout", "-q", "-b", "2.x-into-main")
+    git(repo, "checkout", "-q", "main")
+    _merge(repo, "2.x-into-main", "Merge pull request #11 from acme/2.x-into-main\n\nMerge 2.x into main")
+    git(repo, "branch", "-q", "-D", "1.x", "fix", "feat", "2.x", "fix2", "2.x-into-main")
     records = {r["number"]: r for _, r in history_pulls(repo, None)}
     assert records[8]["base"]["ref"] == "1.x" and records[9]["base"]["ref"] == "main"
+    assert records[10]["base"]["ref"] == "2.x" and records[11]["found_as"] == "sync"

@@ -237,9 +237,11 @@ def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = N
 # a merge subject naming the branch merged: "Merge branch '8.0.x'", "Merge remote-tracking branch
 # 'origin/stable' into main", "Merge pull request #12 from pallets/stable", "Merge stable into main"
 _MERGED_BRANCH = re.compile(
-    r"^Merge (?:(?:remote-tracking )?branch '(?:origin/)?(?P<a>[^']+)'|pull request #\d+ from [^/\s]+/(?P<b>\S+)"
-    r"|(?P<c>[\w./-]+) into \S+)"
+    r"^Merge (?:remote-tracking branch '[^/']+/(?P<r>[^']+)'|branch '(?P<a>[^']+)'"
+    r"|pull request #\d+ from [^/\s]+/(?P<b>\S+)|(?P<c>[\w./-]+) into \S+)"
 )
+# a sync branch named for what it carries: "stable-into-main-2", "merge-8.0.x-into-8.1.x"
+_SYNC_BRANCH = re.compile(r"(?:merge-|sync-)?(.+?)-into-[\w.]+?(?:-\d+)?")
 
 
 def merged_branch_lines(history: list[tuple], live: set[str]) -> list[tuple[str, set[str]]]:
@@ -253,7 +255,8 @@ def merged_branch_lines(history: list[tuple], live: set[str]) -> list[tuple[str,
         m = _MERGED_BRANCH.match(message.partition("\n")[0])
         if len(ps) != 2 or not m:
             continue
-        name = m.group("a") or m.group("b") or m.group("c")
+        name = m.group("r") or m.group("a") or m.group("b") or m.group("c")
+        name = sync.group(1) if (sync := _SYNC_BRANCH.fullmatch(name)) else name
         line, at = out.setdefault(name, set()), ps[1]
         while at and at not in placed:
             line.add(at)
