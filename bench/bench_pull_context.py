@@ -25,6 +25,14 @@ files@16K 68% (67% without the tree), files+imports 57/66/68/71% at 4K/8K/16K/32
 Names the edit uses shown: 87% (files@16K), 78/83/87/89% (files+imports). The tree costs 8% of the context
 tokens at files@16K (median context 9.9K vs 9.6K without it); at 16K files+imports the context is tree 7%,
 changed source 44%, tests 12%, other 6%, changelogs 5%, imports and their tests 26%.
+
+The default settings as prep reads them (one reader, PRs in turn; "forms" in --json), on pallets/click (a bare
+mirror fetched 2026-12, HEAD's history and branches main, stable, parser-rewrite-1), --prs 250: 1,051 PRs found
+(597 merge-button, 360 titled merges, 94 squash); of the last 250, 132 kept (95 change no code, 23 sync PRs);
+document form median 6.9K tokens per PR (mean 8.4K), bytes: tree 9%, changed source 35%, tests 20%, other 6%,
+changelogs 2.6%, edits 27%; read-file lines an earlier document already showed 43% of the bytes (windows of
+the same modules overlap); the agent form median 5.6K tokens (mean 7.3K). The leak scan finds 0 in either
+form (and 0 over all 599 documents of its whole history).
 """
 
 from __future__ import annotations
@@ -41,6 +49,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer
 from midtrain.sources.privacy import find_leaks
@@ -273,7 +282,7 @@ def pipeline_figures(repo: Path, records: list, tok) -> dict:
         for d in docs:  # what the anonymisation must have replaced, outside code and the read files
             for kind, _ in find_leaks(d.text, skip_spans=[tuple(d.metadata.get("context_span") or (0, 0))]):
                 leaks[kind] = leaks.get(kind, 0) + 1
-        row = {
+        row: dict[str, Any] = {
             "kept": len(docs),
             "leaks": leaks,
             "dropped": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("dropped/")},
