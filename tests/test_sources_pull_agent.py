@@ -55,6 +55,8 @@ def test_every_command_is_true_of_the_base_tree(tmp_path):
         ran = replay(repo, d.metadata["base_commit"], d.text, tmp_path / doc_id.replace(":", "_").replace("#", "_"))
         assert ran >= 2 + (doc_id != "pr:calc#3"), doc_id  # locate, read (#3 adds its file), edits
         assert find_leaks(d.text, ["Alice", "Bob Stone", "example.org"]) == []
+        a, b = d.metadata["context_span"]  # the locate and read turns, left out of dedup's comparison
+        assert d.text[a:].startswith("<|im_start|>assistant\nTHOUGHT: Let me ") and "git apply" not in d.text[a:b]
         starts = [d.text[a:b] for a, b in d.metadata["loss_spans"]]
         assert all(s.startswith("THOUGHT: ") and s.endswith("<|im_end|>") for s in starts)
     five = turns(docs["pr:calc#5"].text)  # two commits, each its own edit, applied in turn
@@ -85,3 +87,11 @@ def test_the_locate_step_greps_for_what_the_issue_names(tmp_path):
     assert "git grep -n -I -F -e parse_header | head -n 40" in msgs[2][1]
     assert msgs[3][1] == "<returncode>0</returncode>\n<output>\nlib/parse.py:1:def parse_header(line):\n</output>"
     assert replay(repo, doc.metadata["base_commit"], doc.text, tmp_path / "replay") == 3
+
+
+def test_without_a_clone_the_document_form_is_kept_and_counted():
+    sample = Path(__file__).resolve().parents[1] / "data_prep" / "samples" / "pulls" / "sample_prs.jsonl"
+    reader = PullReader([str(sample)], PullsConfig(render="agent"))
+    docs = run_reader(reader)
+    assert len(docs) == 2 and all(d.text.startswith("Title: ") for d in docs)
+    assert {k: v.total for k, v in reader.stats.stats.items()}["skip/agent_without_clone"] == 2

@@ -497,6 +497,8 @@ class PullReader(SourceReader):
         if clone is not None:
             out, meta = self._render_workflow(pr, clone, names, clean)
         else:
+            if self.cfg.render == "agent":  # no base tree to run the commands against: today's form, counted
+                self.skip("agent_without_clone")
             out = self._render_flat(pr, names, clean)
         return self._document(pr, out, meta, where, len(files))
 
@@ -681,6 +683,9 @@ class PullReader(SourceReader):
             trace.say("user", "\n".join(x.strip() for x in checks))
         pull_agent.submit(trace, list(dict.fromkeys(new for _, d, _ in edits for _, new, _ in diff_sections(d))))
         text, spans = pull_agent.render_chatml(trace.messages)
+        # the locate and read turns: dedup compares the PR's own work without them, as for the document form
+        start = len(pull_agent.render_chatml(trace.messages[:2])[0])
+        end = len(pull_agent.render_chatml(trace.messages[:n_context])[0])
         meta = {
             **self._clone_meta(pr, clone, base_sha, commits),
             "render": "agent",
@@ -688,6 +693,7 @@ class PullReader(SourceReader):
             "context_files": read,
             "loss_spans": spans,
             "n_messages": len(trace.messages),
+            "context_span": [start, end],
             "context_bytes": sum(
                 len(m["content"].encode("utf-8", "surrogatepass")) for m in trace.messages[2:n_context]
             ),
