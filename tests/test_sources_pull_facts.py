@@ -300,3 +300,15 @@ def test_the_base_branch_of_a_pr_merged_into_a_deleted_maintenance_branch(tmp_pa
     records = {r["number"]: r for _, r in history_pulls(repo, None)}
     assert records[8]["base"]["ref"] == "1.x" and records[9]["base"]["ref"] == "main"
     assert records[10]["base"]["ref"] == "2.x" and records[11]["found_as"] == "sync"
+
+
+def test_what_the_changed_files_leave_of_the_budget_goes_to_their_tests(tmp_path):
+    """context=files: a module shown as windows (it is too long) leaves budget, spent on its tests (named for
+    it, not changed by the PR), read whole after it."""
+    big = "".join(f"def f{i}(x):\n    return x + {i}\n\n\n" for i in range(1200))
+    test = "from lib.big import f1\n\n\ndef test_f1():\n    assert f1(1) == 2\n"
+    repo = make_repo(tmp_path / "lib", {"lib/big.py": big, "tests/test_big.py": test, "CHANGES.rst": "Changes\n"})
+    commit(repo, {"lib/big.py": big.replace("x + 600\n", "x + 600  # mid\n")}, "Mark f600 (#1)")
+    (doc,) = run_reader(PullReader([str(repo)], PullsConfig(context="files", context_tokens=4000)))
+    assert doc.metadata["context_files"] == ["lib/big.py", "tests/test_big.py"]
+    assert "[read at base commit " in doc.text and ": tests/test_big.py (tests lib/big.py)]\n" + test in doc.text

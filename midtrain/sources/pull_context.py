@@ -463,7 +463,8 @@ def base_context(
 ) -> tuple[list[ReadFile], dict[str, int]]:
     """The files read at ``base`` within ``budget_tokens`` (counting each file's ``header``, formatted with
     path/sha/why) and {reason: count} of files left out. Order: the changed source files, their tests, other
-    changed files, (``files+imports``) what the changed files import, nearest first, then changelogs. A changed
+    changed files, (``files+imports``) what the changed files import, nearest first, (``files``) the tests
+    named for the changed source files with what the budget has left, then changelogs. A changed
     file over what is left of the budget, or one of ``windows`` (changelogs, files other documents of the
     repository showed whole), is shown as windows around its edited ``hunks`` (base line ranges)."""
     skipped: dict[str, int] = {}
@@ -530,6 +531,16 @@ def base_context(
     while level and left > 0:
         texts = read_level(level, distance)
         if mode != "files+imports":
+            # what the changed files leave of the budget (small, or windowed) goes to the next most relevant
+            # files: the tests of the changed source files, whole
+            tests: dict[str, str] = {}
+            for path, _ in level:
+                for test in _tests_of(path, entries) if relevance(path) == 0 else ():
+                    if test not in seen:
+                        tests.setdefault(test, f"tests {path}")
+            seen.update(tests)
+            if tests and left > 0:
+                read_level(list(tests.items()), 1)
             break
         deps = file_dependencies({**all_paths, **texts})
         nxt = []
