@@ -312,3 +312,18 @@ def test_what_the_changed_files_leave_of_the_budget_goes_to_their_tests(tmp_path
     (doc,) = run_reader(PullReader([str(repo)], PullsConfig(context="files", context_tokens=4000)))
     assert doc.metadata["context_files"] == ["lib/big.py", "tests/test_big.py"]
     assert "[read at base commit " in doc.text and ": tests/test_big.py (tests lib/big.py)]\n" + test in doc.text
+
+
+def test_a_sync_pr_record_is_known_by_its_title(tmp_path):
+    code = [{"filename": "lib.py", "patch": "@@ -1 +1 @@\n-a\n+b"}]
+    titles = ["Merge branch 'stable' into main", "Sync main with 8.1.x", "Sync the loader with upstream changes"]
+    prs = tmp_path / "prs.jsonl"
+    prs.write_text(
+        "".join(
+            json.dumps({"repo": "acme/lib", "number": i, "title": t, "files": code}) + "\n"
+            for i, t in enumerate(titles)
+        )
+    )
+    reader = PullReader([str(prs)])
+    assert [d.metadata["number"] for d in run_reader(reader)] == [2]
+    assert _stats(reader)["dropped/sync_pull"] == 2

@@ -120,8 +120,8 @@ from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 _OWNER_NAME = re.compile(r"[\w.-]+/[\w.-]+")
 # a sync / merge-forward PR's title: "Merge stable into main", "Merge branch '8.1.x' into main", "Sync with main"
 _SYNC_TITLE = re.compile(
-    r"^(?:merge\s+(?:(?:remote-tracking\s+)?branch\s+)?['\"]?[\w./-]+['\"]?\s+(?:into|to|with)\s+['\"]?[\w./-]+['\"]?"
-    r"|(?:sync|forward[- ]?merge|merge[- ]forward)\b.*)$",
+    r"^(?:merge(?:\s+(?:remote-tracking\s+)?branch)?|sync|forward[- ]?merge|merge[- ]forward)\s+"
+    r"['\"]?[\w./-]+['\"]?\s+(?:into|to|with)\s+['\"]?[\w./-]+['\"]?$",
     re.IGNORECASE,
 )
 PR_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
