@@ -25,6 +25,14 @@ files@16K 68% (67% without the tree), files+imports 57/66/68/71% at 4K/8K/16K/32
 Names the edit uses shown: 87% (files@16K), 78/83/87/89% (files+imports). The tree costs 8% of the context
 tokens at files@16K (median context 9.9K vs 9.6K without it); at 16K files+imports the context is tree 7%,
 changed source 44%, tests 12%, other 6%, changelogs 5%, imports and their tests 26%.
+
+The default settings as prep reads them (one reader, PRs in turn; "forms" in --json), on pallets/click (a bare
+mirror fetched 2026-12, HEAD's history and branches main, stable, parser-rewrite-1), --prs 250: 1,051 PRs found
+(597 merge-button, 360 titled merges, 94 squash); of the last 250, 132 kept (95 change no code, 23 sync PRs);
+document form median 6.9K tokens per PR (mean 8.4K), bytes: tree 9%, changed source 35%, tests 20%, other 6%,
+changelogs 2.6%, edits 27%; read-file lines an earlier document already showed 43% of the bytes (windows of
+the same modules overlap); the agent form median 5.6K tokens (mean 7.3K). The leak scan finds 0 in either
+form (and 0 over all 599 documents of its whole history).
 """
 
 from __future__ import annotations
@@ -41,8 +49,10 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer
+from midtrain.sources.privacy import find_leaks
 from midtrain.sources.pull_context import BYTES_PER_TOKEN, clone_name, history_pulls, relevance
 from midtrain.sources.pulls import PullReader, PullsConfig
 
@@ -150,7 +160,9 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
         f"({', '.join(f'{k} {v}' for k, v in sorted(found.items()))}); measuring the last {len(records)}"
     )
     tok = load_tokenizer(default_tokenizer_path())
-    kinds = {f"pr:{rec['repo'] or 'unknown'}#{rec['number']}": rec["found_as"] for _, rec in records}
+    kinds = {
+        f"pr:{rec['repo'] or rec.get('clone') or 'unknown'}#{rec['number']}": rec["found_as"] for _, rec in records
+    }
     measured = {k: sum(v == k for v in kinds.values()) for k in sorted(set(kinds.values()))}
     rows = []
     for mode, budget, tree_tokens in SETTINGS:
@@ -234,6 +246,7 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
             + ", ".join(f"{k} {kept.get(k, 0)}/{n}" for k, n in measured.items()),
             flush=True,
         )
+    forms = pipeline_figures(repo, records, tok)
     if args.json:
         Path(args.json).write_text(
             json.dumps(
@@ -242,6 +255,7 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
                     "prs": len(records),
                     "found": found,
                     "measured_by_kind": measured,
+                    "forms": forms,
                     "settings": {
                         f"{r['context']}@{r['context_tokens']}" + ("" if r["tree_tokens"] else "-notree"): r
                         for r in rows
@@ -251,6 +265,69 @@ def measure(ap: argparse.ArgumentParser, args: argparse.Namespace, repo: Path) -
             )
         )
     return 0
+
+
+def pipeline_figures(repo: Path, records: list, tok) -> dict:
+    """The default settings, PRs read in turn by one reader as `prep` reads them (so a file shown whole in
+    earlier documents is windowed later, each commit shown once): PRs kept and dropped by reason, the bytes of
+    each block, the bytes of read-file lines an earlier document already showed, the changelogs' share; and
+    the agent form's tokens per PR beside the document form's."""
+    out: dict = {}
+    for form in ("document", "agent"):
+        reader = PullReader([str(repo)], PullsConfig(render=form))
+        docs = [d for where, rec in records if (d := reader.render(rec, where, repo)) is not None]
+        stats = {k: v.total for k, v in reader.stats.stats.items()}
+        tokens = [len(tok.encode(d.text)) for d in docs]
+        leaks: dict[str, int] = {}
+        for d in docs:  # what the anonymisation must have replaced, outside code and the read files
+            for kind, _ in find_leaks(d.text, skip_spans=[tuple(d.metadata.get("context_span") or (0, 0))]):
+                leaks[kind] = leaks.get(kind, 0) + 1
+        row: dict[str, Any] = {
+            "kept": len(docs),
+            "leaks": leaks,
+            "dropped": {k.split("/", 1)[1]: v for k, v in sorted(stats.items()) if k.startswith("dropped/")},
+            "tokens_per_pr_median": statistics.median(tokens) if tokens else 0,
+            "tokens_per_pr_mean": statistics.mean(tokens) if tokens else 0,
+        }
+        if form == "document":
+            blocks = dict.fromkeys((*CATEGORIES, "edits", "rest"), 0)
+            seen: set[tuple[str, str]] = set()
+            repeated = 0
+            for d in docs:
+                start, end = d.metadata.get("context_span") or (0, 0)
+                ctx = d.text[start:end]
+                for cat, part in context_parts(ctx).items() if ctx else ():
+                    blocks[cat] += len(part.encode())
+                for m, nxt in zip(heads := list(_READ.finditer(ctx)), [*heads[1:], None]):
+                    for line in ctx[m.end() : nxt.start() if nxt else len(ctx)].split("\n"):
+                        if line.strip() and line != "...":
+                            key = (m.group(1), line)
+                            repeated += len(line.encode()) + 1 if key in seen else 0
+                            seen.add(key)
+                blocks["edits"] += d.metadata.get("edit_bytes", 0)
+                blocks["rest"] += len(d.text.encode()) - len(ctx.encode()) - d.metadata.get("edit_bytes", 0)
+            total = sum(blocks.values()) or 1
+            row |= {
+                "bytes_by_block": blocks,
+                "read_lines_repeated_share": repeated / total,
+                "changelog_share": blocks["changelogs"] / total,
+            }
+        out[form] = row
+        print(
+            f"{form:8s} form: {len(docs)} kept of {len(records)} "
+            f"(dropped: {', '.join(f'{k} {v}' for k, v in row['dropped'].items()) or 'none'}), tokens per PR median "
+            f"{row['tokens_per_pr_median']:,.0f} mean {row['tokens_per_pr_mean']:,.0f}, leaks found "
+            f"{sum(leaks.values())}"
+            + (
+                f"; read-file lines an earlier PR showed {row['read_lines_repeated_share']:.0%} of bytes, "
+                f"changelogs {row['changelog_share']:.1%}; bytes by block: "
+                + ", ".join(f"{k} {v / total:.0%}" for k, v in row["bytes_by_block"].items())
+                if form == "document"
+                else ""
+            ),
+            flush=True,
+        )
+    return out
 
 
 def _by_kind(ids: list[str], kinds: dict[str, str]) -> dict[str, int]:

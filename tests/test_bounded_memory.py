@@ -92,7 +92,7 @@ def test_one_huge_pull_request_record_is_cut_and_the_rest_of_its_file_read(tmp_p
             "title": f"Fix bug {i}",
             "body": "details",
             "user": {"login": "ann"},
-            "files": [],
+            "files": [{"filename": "x.py", "patch": "@@ -1 +1 @@\n-a\n+b"}],  # a code change: not dropped
         }
         for i in range(3)
     ]

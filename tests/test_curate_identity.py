@@ -222,7 +222,9 @@ def test_pr_touching_only_indexed_files_is_dropped(world, tmp_path):
     ]
     src = tmp_path / "prs.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    kept, excluded, _ = prep(world, "pulls", [src], "pulls", f"decontam.index={world['index']}")
+    # PRs of docs alone are kept here (pulls.require_code_change drops them by default): decontamination's case
+    overrides = (f"decontam.index={world['index']}", "pulls.require_code_change=false")
+    kept, excluded, _ = prep(world, "pulls", [src], "pulls", *overrides)
     assert sorted(d["metadata"]["number"] for d in kept) == [2, 3, 4]
     assert [(d["metadata"]["number"], d["metadata"]["curation_reason"]) for d in excluded] == [(1, "swebench_diff")]
 

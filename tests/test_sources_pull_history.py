@@ -111,9 +111,11 @@ def test_logins_scrubbed_from_titles_branch_names_and_mentions(history):
 
 def test_dedup_compares_the_pull_requests_own_text(history, tmp_path):
     """PRs #1 and #2 read the same 19 KB module before small, different edits: both kept (compared whole,
-    MinHash would call them near duplicates); a second copy of PR #1 is an exact duplicate."""
+    MinHash would call them near duplicates); a second copy of PR #1 is an exact duplicate. #3 reads it as
+    windows (pulls.whole_file_repeats=2)."""
     docs = run_reader(PullReader([str(history)], PullsConfig(context="files")))
-    assert all(d.metadata["context_bytes"] > 15_000 for d in docs)
+    assert all(d.metadata["context_bytes"] > 15_000 for d in docs[:2])
+    assert docs[2].metadata["context_bytes"] < 15_000  # shown whole twice already: windows around #3's edit
     rows = [{"text": d.text, "id": d.id, "metadata": d.metadata} for d in docs]
     write_raw(tmp_path / "raw", rows, [json.loads(json.dumps(rows[0]))])
     out, counts, _ = curate(tmp_path, CurationConfig(), source="pulls")

@@ -79,7 +79,7 @@ def test_checks_after_the_edits_from_the_record_or_joined_by_commit(tmp_path):
     }
     prs = tmp_path / "prs.jsonl"
     prs.write_text(json.dumps(record) + "\n")
-    reader = PullReader([str(prs)])
+    reader = PullReader([str(prs)], PullsConfig(require_code_change=False))  # a README edit
     (doc,) = run_reader(reader)
     assert doc.text.endswith("\nChecks on commit ce587453ced0:\n- mighty_readme: neutral (Mighty Readme report)\n")
     assert reader.stats.stats["skip/check_of_another_commit"].total == 2

@@ -76,7 +76,7 @@ def test_bad_records_are_counted_and_reported(tmp_path):
                 b"[1, 2]",
                 json.dumps({"title": "x", "files": 3}).encode(),
                 good,
-                b'{"title": "lone \\ud800 surrogate", "number": 99}',
+                b'{"title": "lone \\ud800 surrogate", "number": 99, "files": [{"filename": "a.py", "patch": "+a"}]}',
             ]
         )
         + b"\n"

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from datatrove.data import Document
 
 from midtrain.sources.buckets import BucketAssembler, TableRowPartitioner, grouped, grouping_stages, iter_bucket
-from midtrain.sources.commits import _EMAIL, _TRAILER, CommitReader, CommitsConfig, _split_ident, formatting_only
+from midtrain.sources.commits import CommitReader, CommitsConfig, formatting_only
 from midtrain.sources.common import Pseudonyms, make_document
 from midtrain.sources.git import CommitRecord
+from midtrain.sources.privacy import scrub_message
 from midtrain.sources.repo_tables import TableInputFields
 from midtrain.sources.tables import license_expression, pick, schema_problem
 
@@ -158,8 +159,7 @@ class CommitAssembler(BucketAssembler, CommitReader):
             self.skip("formatting_only_commit")
             return None
         names = Pseudonyms("author")  # people named in the message's trailers, numbered within this commit
-        message = _TRAILER.sub(lambda m: m.group(1) + names(*_split_ident(m.group(2))), c.message)
-        message = _EMAIL.sub("<EMAIL>", names.scrub(message))
+        message = scrub_message(c.message, names)
         body = "\n".join("    " + line if line else "" for line in message.splitlines())
         text = f"commit {c.sha[:12]}\n\n{body}\n\n" + "".join(sections)
         cap = self.cfg.max_removed_paths

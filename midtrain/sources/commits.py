@@ -30,6 +30,7 @@ from datatrove.data import Document
 from midtrain.config import require
 from midtrain.formats.run_split import RunSplit
 from midtrain.formats.run_split import read as read_run_split
+from midtrain.sources.bots import is_bot_name
 from midtrain.sources.common import Pseudonyms, ReaderConfig, SourceReader, make_document
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import (
@@ -42,13 +43,7 @@ from midtrain.sources.git import (
     root_commits,
 )
 from midtrain.sources.licenses import license_at
-
-_EMAIL = re.compile(r"[\w.+-]+@[\w-]+(\.[\w-]+)+")
-_TRAILER = re.compile(
-    r"^((?:signed-off-by|co-authored-by|reviewed-by|acked-by|tested-by|reported-by|"
-    r"suggested-by|helped-by|cc)\s*:\s*)(.*)$",
-    re.IGNORECASE | re.MULTILINE,
-)
+from midtrain.sources.privacy import scrub_message
 
 
 @dataclass
@@ -79,17 +74,11 @@ class CommitsConfig(ReaderConfig):
 
 _FILE_START = re.compile(rb"^diff --git ", re.MULTILINE)
 _FILE_PATHS = re.compile(r"^diff --git a/(.*?) b/(.*)$", re.MULTILINE)
-BOT_NAME = re.compile(
-    r"\[bot\]|^(?:dependabot|renovate|greenkeeper|snyk-bot|pre-commit-ci|github-actions|"
-    r"allcontributors|imgbot|pyup-bot|mergify|codecov|semantic-release-bot|web-flow-bot)\b|"
-    r"(?:^|[-_.])bot(?:@|$)",
-    re.IGNORECASE,
-)
 
 
 def is_bot(name: str, email: str) -> bool:
     """Accounts of dependency updaters, CI and other automation (by name or e-mail local part)."""
-    return bool(BOT_NAME.search(name.strip()) or BOT_NAME.search(email.split("@")[0] + "@"))
+    return is_bot_name(name, email)
 
 
 def split_files(diff: bytes) -> list[bytes]:
@@ -282,15 +271,3 @@ class CommitReader(SourceReader):
             removed_files_total=len(removed),
             root_commits=roots or [],
         )
-
-
-def scrub_message(message: str, names: Pseudonyms) -> str:
-    """A commit message with people replaced by their pseudonyms (trailers, names in text) and e-mails masked."""
-    message = _TRAILER.sub(lambda m: m.group(1) + names(*_split_ident(m.group(2))), message)
-    return _EMAIL.sub("<EMAIL>", names.scrub(message))
-
-
-def _split_ident(text: str) -> tuple[str, str]:
-    """'Jane Doe <jane@x.org>' -> ('Jane Doe', 'jane@x.org')."""
-    m = re.match(r"\s*(.*?)\s*<([^>]*)>\s*$", text)
-    return (m.group(1), m.group(2)) if m else (text.strip(), "")

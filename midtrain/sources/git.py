@@ -6,8 +6,10 @@ uncommitted edits gives the same documents as its bare mirror.
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,12 +74,13 @@ def merge_base(repo: Path, a: str, b: str) -> str | None:
 
 def history_commits(repo: Path, merges_only: bool = False) -> list[tuple[str, list[str], str, str, int, str]]:
     """(sha, parents, author name, author email, author time, message) of every commit reachable from HEAD
-    or any branch (a pull request merged into a maintenance branch reaches main through a branch merge, or
-    never), parents before children, oldest first; ``merges_only``: the merge commits alone."""
+    or any branch, local or remote-tracking (a pull request merged into a maintenance branch reaches main
+    through a branch merge, or never), parents before children, oldest first; ``merges_only``: the merge
+    commits alone."""
     args = ["log", "--date-order", "--reverse", "--format=%H%x00%P%x00%an%x00%ae%x00%at%x00%B%x1e"]
     if merges_only:
         args.append("--merges")
-    out = _git(repo, *args, "HEAD", "--branches")
+    out = _git(repo, *args, "HEAD", "--branches", "--remotes")  # a plain clone has remote-tracking ones only
     commits = []
     for rec in out.decode("utf-8", "replace").split("\x1e"):
         rec = rec.lstrip("\n")
@@ -91,6 +94,67 @@ def history_commits(repo: Path, merges_only: bool = False) -> list[tuple[str, li
 def first_parent_line(repo: Path, rev: str = "HEAD") -> set[str]:
     """The shas on ``rev``'s first-parent line (the commits made on that branch itself)."""
     return set(_git(repo, "rev-list", "--first-parent", rev).decode().split())
+
+
+def branch_lines(repo: Path) -> list[tuple[str, set[str]]]:
+    """(branch name, the shas on its first-parent line) of every branch, local and remote-tracking (named
+    without the remote: ``origin/8.1.x`` is ``8.1.x``), HEAD's branch first, then by name; each name once."""
+    try:
+        head = _git(repo, "symbolic-ref", "--short", "-q", "HEAD").decode().strip()
+    except GitError:  # a detached HEAD: no branch of its own
+        head = ""
+    out = _git(repo, "for-each-ref", "--format=%(refname)", "refs/heads", "refs/remotes").decode().split()
+    names: dict[str, str] = {}
+    for ref in out:
+        if ref.endswith("/HEAD"):  # origin/HEAD points at a branch listed anyway
+            continue
+        short = ref.removeprefix("refs/heads/") if ref.startswith("refs/heads/") else ref.split("/", 3)[-1]
+        names.setdefault(short, ref)  # a local branch before the remote-tracking one of its name
+    order = sorted(names, key=lambda n: (n != head, n))
+    return [(n, first_parent_line(repo, names[n])) for n in order]
+
+
+def rev_list(repo: Path, spec: str, *more: str) -> list[str]:
+    """The commits of a range (``base..head``, more options or ``^sha`` exclusions after it), newest first."""
+    return _git(repo, "rev-list", spec, *more).decode().split()
+
+
+def first_commit_summary(repo: Path, base: str, head: str) -> tuple[str, str, str] | None:
+    """(author name, author email, subject) of the oldest non-merge commit of ``base..head`` (who opened the
+    pull request: the last one may be a bot's fix-up), or None when the range has none."""
+    out = _git(repo, "log", "--reverse", "--no-merges", "--format=%an%x00%ae%x00%s%x1e", f"{base}..{head}")
+    first = out.decode("utf-8", "replace").split("\x1e", 1)[0].strip("\n")
+    if not first:
+        return None
+    name, email, subject = (first.split("\0", 2) + ["", ""])[:3]
+    return name, email, subject
+
+
+def grep_tree(repo: Path, rev: str, patterns: list[str], paths: list[str] | None = None) -> tuple[int, str]:
+    """(exit status, output) of ``git grep -n -I -F -e P ...`` over the tree of ``rev``, each line as a
+    checkout of ``rev`` prints it (without the ``rev:`` prefix git adds for a tree)."""
+    args = ["git", "-C", str(repo), "grep", "-n", "-I", "-F", *(x for p in patterns for x in ("-e", p)), rev, "--"]
+    proc = subprocess.run([*args, *(paths or [])], capture_output=True)
+    prefix = f"{rev}:".encode()
+    lines = [ln.removeprefix(prefix) for ln in proc.stdout.splitlines()]
+    return proc.returncode, b"\n".join(lines).decode("utf-8", "replace") + (proc.stderr.decode("utf-8", "replace"))
+
+
+def apply_in_turn(repo: Path, base: str, patches: list[str]) -> list[tuple[int, str]]:
+    """(exit status, output) of ``git apply`` of each patch in turn onto the tree of ``base``, as a checkout
+    would (run for real against a scratch index: ``git apply --cached``); after a failure the rest are not run."""
+    out: list[tuple[int, str]] = []
+    with tempfile.TemporaryDirectory(prefix="midtrain_apply_") as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        subprocess.run(["git", "-C", str(repo), "read-tree", base], env=env, check=True, capture_output=True)
+        for patch in patches:
+            proc = subprocess.run(
+                ["git", "-C", str(repo), "apply", "--cached", "-"], input=patch.encode(), env=env, capture_output=True
+            )
+            out.append((proc.returncode, (proc.stdout + proc.stderr).decode("utf-8", "replace")))
+            if proc.returncode:
+                break
+    return out
 
 
 def commit_author(repo: Path, sha: str) -> tuple[str, str]:
@@ -112,13 +176,26 @@ def diff(repo: Path, a: str, b: str) -> bytes:
 
 
 def remote_name(repo: Path) -> str | None:
-    """owner/name from the origin remote URL (GitHub, GitLab, ... forms), or None."""
+    """owner/name from the origin remote URL when it is a forge's (GitHub, GitLab, ... forms), or None."""
     try:
         url = _git(repo, "config", "--get", "remote.origin.url").decode().strip()
     except GitError:
         return None
-    m = re.search(r"[:/]([\w.-]+)/([\w.-]+?)(?:\.git)?/?$", url)
-    return f"{m.group(1)}/{m.group(2)}" if m else None
+    return forge_name(url)
+
+
+# a forge URL: scheme://[user@]host[:port]/owner/name or scp-like user@host:owner/name (never a local path)
+_FORGE_URL = re.compile(r"^(?:(?:https?|ssh|git)://(?:[^@/]+@)?[^/]+/|[\w.-]+@[\w.-]+:)(.+?)(?:\.git)?/*$")
+
+
+def forge_name(url: str) -> str | None:
+    """owner/name of a forge URL (GitHub, GitLab ...: the last two parts of its path); None for a local path
+    or ``file://`` URL, whose folders say nothing about the project's name."""
+    m = _FORGE_URL.match(url.strip())
+    parts = [p for p in m.group(1).split("/") if p] if m else []
+    if len(parts) < 2 or not all(re.fullmatch(r"[\w.-]+", p) for p in parts[-2:]):
+        return None
+    return f"{parts[-2]}/{parts[-1]}"
 
 
 @dataclass

@@ -24,12 +24,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from midtrain.sources.bots import is_bot_name
 from midtrain.sources.common import decode_utf8, looks_binary
 from midtrain.sources.filters import path_skip_reason, text_skip_reason
 from midtrain.sources.git import (
     TreeEntry,
+    branch_lines,
     commit_summary,
     diff,
+    first_commit_summary,
     first_parent_line,
     history_commits,
     is_git_repo,
@@ -37,6 +40,7 @@ from midtrain.sources.git import (
     merge_base,
     read_blobs,
     remote_name,
+    rev_list,
 )
 from midtrain.sources.ordering import file_dependencies
 
@@ -75,16 +79,22 @@ def find_clone(repos_dir: str | Path, repo: str | None) -> Path | None:
     return None
 
 
-def clone_name(repo: Path) -> str:
-    """owner/name of a clone: its origin remote, else its folder (``owner+name/repo``, ``owner__name.git``)."""
+def clone_name(repo: Path) -> str | None:
+    """owner/name of a clone: its origin remote when that is a forge's URL, else its folder when laid out as
+    ``owner+name/repo`` or ``owner__name.git``; None otherwise (a local path says nothing of the project)."""
     named = remote_name(repo)
     if named:
         return named
-    folder = repo.parent.name if repo.name == "repo" else repo.name.removesuffix(".git")
+    folder = clone_folder(repo)
     for sep in ("+", "__"):
         if sep in folder:
             return folder.replace(sep, "/", 1)
-    return folder
+    return None
+
+
+def clone_folder(repo: Path) -> str:
+    """The folder name a clone goes by (``owner+name`` of ``owner+name/repo``, ``lib`` of ``lib.git``)."""
+    return repo.parent.name if repo.name == "repo" else repo.name.removesuffix(".git")
 
 
 # -- diffs ------------------------------------------------------------------------------------------------
@@ -95,6 +105,60 @@ def diff_sections(patch: str) -> list[tuple[str, str, str]]:
     for m, nxt in zip(heads, heads[1:] + [None]):
         out.append((m.group(1), m.group(2), patch[m.start() : nxt.start() if nxt else len(patch)]))
     return out
+
+
+_HUNK = re.compile(r"^@@ -(\d+(?:,\d+)?) \+(\d+(?:,\d+)?) @@(.*)$")
+_SWAPPED_HEADERS = {
+    "new file mode ": "deleted file mode ",
+    "deleted file mode ": "new file mode ",
+    "rename from ": "rename to ",
+    "rename to ": "rename from ",
+    "old mode ": "new mode ",
+    "new mode ": "old mode ",
+}
+
+
+def reverse_patch(patch: str) -> str:
+    """The unified diff that undoes ``patch`` (what ``git apply -R`` applies): old and new sides swapped in
+    every header and hunk, each run of changes written removals first. A SWE-smith task's patch introduces
+    its bug; reversed, it is the fix."""
+    out: list[str] = []
+    run: list[tuple[str, list[str]]] = []  # the changed lines of one run: (sign, [line, its "\ No newline"])
+
+    def flush() -> None:
+        out.extend(x for sign in "-+" for s, lines in run if s == sign for x in lines)
+        run.clear()
+
+    in_hunk = False  # "--- x" inside a hunk is a removed line "-- x", not a file header
+    for line in patch.split("\n"):
+        if line.startswith("diff --git "):
+            in_hunk = False
+        elif line.startswith("@@ "):
+            in_hunk = True
+        if line.startswith(("+", "-")) and (in_hunk or not line.startswith(("+++ ", "--- "))):
+            run.append(("-" if line[0] == "+" else "+", [("-" if line[0] == "+" else "+") + line[1:]]))
+            continue
+        if line.startswith("\\") and run:  # "\ No newline at end of file" belongs to the line before it
+            run[-1][1].append(line)
+            continue
+        flush()
+        if m := re.match(r"^diff --git a/(.*?) b/(.*)$", line):
+            line = f"diff --git a/{m.group(2)} b/{m.group(1)}"
+        elif m := re.match(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)(.*)$", line):
+            line = f"index {m.group(2)}..{m.group(1)}{m.group(3)}"
+        elif m := _HUNK.match(line):
+            line = f"@@ -{m.group(2)} +{m.group(1)} @@{m.group(3)}"
+        else:
+            line = next((new + line[len(old) :] for old, new in _SWAPPED_HEADERS.items() if line.startswith(old)), line)
+        out.append(line)
+    flush()
+    # the file header pair: "--- a/X" and "+++ b/Y" become "--- a/Y" and "+++ b/X" (before a hunk header)
+    for i in range(len(out) - 2):
+        if out[i].startswith("--- ") and out[i + 1].startswith("+++ ") and out[i + 2].startswith("@@ "):
+            old, new = out[i][4:], out[i + 1][4:]
+            out[i] = "--- " + (("a/" + new[2:]) if new.startswith("b/") else new)
+            out[i + 1] = "+++ " + (("b/" + old[2:]) if old.startswith("a/") else old)
+    return "\n".join(out)
 
 
 def section_file(old: str, new: str, section: str) -> dict:
@@ -123,18 +187,25 @@ def section_file(old: str, new: str, section: str) -> dict:
 
 # -- pull requests from git history -----------------------------------------------------------------------
 def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = None) -> Iterator[tuple[str, dict]]:
-    """(where, record) for each pull request in the history of any branch, each number once: a two-parent
-    merge ``Merge pull request #N from owner/branch`` (GitHub's merge button: base = the merge base of the
-    parents, head = the second parent), else a one-parent commit whose subject ends ``(#N)`` (a squash or
-    rebase merge: base = its parent, head = itself), else a two-parent merge titled ``... (#N)``. The record
-    has the GitHub-API-like fields the reader takes (title and description from the message, the author the
-    head commit's, the fork owner's login as the head's user). ``found`` gets {kind: PRs}, and
-    ``repeated_number``: commits naming a PR already found (backports, reverts, a squash of a merged PR).
-    The commits are listed now (a repository git cannot read fails here); each PR's diff is read as it comes."""
+    """(where, record) for each pull request in the history of any branch (local or remote-tracking), each
+    number once: a two-parent merge ``Merge pull request #N from owner/branch`` (GitHub's merge button: base =
+    the merge base of the parents, head = the second parent), else a one-parent commit whose subject ends
+    ``(#N)`` (a squash or rebase merge: base = its parent, head = itself), else a two-parent merge titled
+    ``... (#N)``. The record has the GitHub-API-like fields the reader takes (title and description from the
+    message; the base branch the one whose first-parent line holds the merge; who opened it the author of the
+    PR's first commit; the fork owner's login as the head's user). A merge whose commits hold other PRs'
+    merges and no commit besides theirs is a sync PR (``Merge stable into main``): ``found_as`` "sync" with
+    the numbers it carries (a PR branch that merged another branch midway has commits of its own).
+    ``found`` gets {kind: PRs}, and ``repeated_number``: commits naming a PR already found (backports,
+    reverts, a squash of a merged PR). The commits are listed now (a repository git cannot read fails here);
+    each PR's diff is read as it comes."""
     chosen: dict[int, tuple[tuple[int, int], str, tuple]] = {}  # number -> ((kind rank, off main), kind, commit)
     repeated = 0
-    mainline = first_parent_line(repo)  # of two commits naming one PR (a backport), the one made on HEAD's branch
-    for c in history_commits(repo):
+    branches = branch_lines(repo)
+    mainline = branches[0][1] if branches else first_parent_line(repo)  # of two commits naming one PR, HEAD's
+    history = history_commits(repo)
+    branches += merged_branch_lines(history, set().union(*(line for _, line in branches)))  # after the live ones
+    for c in history:
         subject, _, _rest = c[5].partition("\n")
         m, sq = _PR_MERGE.match(subject), _PR_SQUASH.search(subject)
         if m and len(c[1]) == 2:
@@ -159,10 +230,50 @@ def history_pulls(repo: Path, name: str | None, found: dict[str, int] | None = N
     if found is not None:
         found.update(counts)
     picked = sorted(chosen.items(), key=lambda kv: (kv[1][2][4], kv[0]))  # oldest first
-    return _history_records(repo, name, [(n, kind, c) for n, (_, kind, c) in picked])
+    numbers = {c[0]: n for n, (_, _, c) in chosen.items()}  # the commit that merged each PR -> its number
+    return _history_records(repo, name, [(n, kind, c) for n, (_, kind, c) in picked], branches, numbers)
 
 
-def _history_records(repo: Path, name: str | None, picked: list) -> Iterator[tuple[str, dict]]:
+# a merge subject naming the branch merged: "Merge branch '8.0.x'", "Merge remote-tracking branch
+# 'origin/stable' into main", "Merge pull request #12 from pallets/stable", "Merge stable into main"
+_MERGED_BRANCH = re.compile(
+    r"^Merge (?:remote-tracking branch '[^/']+/(?P<r>[^']+)'|branch '(?P<a>[^']+)'"
+    r"|pull request #\d+ from [^/\s]+/(?P<b>\S+)|(?P<c>[\w./-]+) into \S+)"
+)
+# a sync branch named for what it carries: "stable-into-main-2", "merge-8.0.x-into-8.1.x"
+_SYNC_BRANCH = re.compile(r"(?:merge-|sync-)?(.+?)-into-[\w.]+?(?:-\d+)?")
+
+
+def merged_branch_lines(history: list[tuple], live: set[str]) -> list[tuple[str, set[str]]]:
+    """(branch name, its first-parent line) of the branches merges name that no live branch holds any more
+    (a maintenance branch merged and deleted): from each merge whose subject names its branch, the second
+    parent's first-parent line down to a commit already placed; newest merge first."""
+    parents = {c[0]: c[1] for c in history}
+    placed = set(live)
+    out: dict[str, set[str]] = {}
+    for _sha, ps, _a, _e, _t, message in reversed(history):
+        m = _MERGED_BRANCH.match(message.partition("\n")[0])
+        if len(ps) != 2 or not m:
+            continue
+        name = m.group("r") or m.group("a") or m.group("b") or m.group("c")
+        name = sync.group(1) if (sync := _SYNC_BRANCH.fullmatch(name)) else name
+        line, at = out.setdefault(name, set()), ps[1]
+        while at and at not in placed:
+            line.add(at)
+            placed.add(at)
+            at = (parents.get(at) or [None])[0]
+    return [(name, line) for name, line in out.items() if line]
+
+
+def _base_branch(sha: str, branches: list[tuple[str, set[str]]]) -> str | None:
+    """The branch a merge was made on: the first (HEAD's, the others by name, then the merged ones) whose
+    first-parent line holds it."""
+    return next((name for name, line in branches if sha in line), None)
+
+
+def _history_records(
+    repo: Path, name: str | None, picked: list, branches: list[tuple[str, set[str]]], numbers: dict[str, int]
+) -> Iterator[tuple[str, dict]]:
     for number, kind, (sha, parents, author, email, ts, message) in picked:
         subject, _, rest = message.partition("\n")
         login, head_ref = None, None
@@ -180,41 +291,69 @@ def _history_records(repo: Path, name: str | None, picked: list) -> Iterator[tup
             base, head = merge_base(repo, parents[0], parents[1]), parents[1]
         if base is None:
             continue
+        carried: list[int] = []
+        if kind != "squash":  # a sync PR's range holds other PRs' merges, and no commit of its own besides
+            merges = [c for c in rev_list(repo, f"{base}..{head}") if c in numbers and numbers[c] != number]
+            if merges and not rev_list(repo, f"{base}..{head}", "--no-merges", *(f"^{c}" for c in merges)):
+                carried = sorted({numbers[c] for c in merges})
         files = [section_file(o, n, s) for o, n, s in diff_sections(diff(repo, base, head).decode("utf-8", "replace"))]
-        head_author = commit_summary(repo, head) if kind != "squash" else (author, email, subject)
+        opener = (author, email, subject) if kind == "squash" else first_commit_summary(repo, base, head)
+        opener = opener or commit_summary(repo, head)
         if not title.strip():  # an empty merge message: the head commit's subject, never the login-bearing one
-            title = head_author[2]
-        user = {
-            "login": login or head_author[0] or author,
-            "type": "User",
-            "name": head_author[0] or author,
-            "email": head_author[1] or email,
-        }
+            title = commit_summary(repo, head)[2]
+        user = {"login": login or opener[0] or author, "type": "User", "name": opener[0] or author}
+        user["email"] = opener[1] or email
         # a bot's PR from a branch of the repository itself ("from pallets/dependabot/pip/tox-3.15.1") names the
-        # repository's owner, not the bot: its commits' author (GitHub's "dependabot[bot]") says who opened it
-        if "[bot]" in f"{head_author[0]} {head_author[1]}":
-            user = {"login": head_author[0] or "bot[bot]", "type": "Bot"}
+        # repository's owner, not the bot: its first commit's author (GitHub's "dependabot[bot]") opened it
+        if is_bot_name(opener[0], opener[1]):
+            user = {"login": opener[0] or "bot[bot]", "type": "Bot"}
         head_info: dict = {"ref": head_ref or f"pr-{number}", "sha": head}
         if login:
             head_info["user"] = {"login": login, "type": "User"}
-        yield (
-            f"{repo}@{sha[:12]}",
-            {
-                "repo": name,
-                "number": number,
-                "title": title.strip() or f"Pull request #{number}",
-                "body": body.strip(),
-                "state": "closed",
-                "merged": True,
-                "merge_commit_sha": sha,
-                "found_as": kind,
-                "user": user,
-                "base": {"ref": "main", "sha": base},
-                "head": head_info,
-                "files": files,
-                "merged_at": ts,
-            },
-        )
+        record = {
+            "repo": name,
+            "clone": clone_folder(repo),
+            "number": number,
+            "title": title.strip() or f"Pull request #{number}",
+            "body": body.strip(),
+            "state": "closed",
+            "merged": True,
+            "merge_commit_sha": sha,
+            "found_as": "sync" if carried else kind,
+            "user": user,
+            "base": {"ref": _base_branch(sha, branches), "sha": base},
+            "head": head_info,
+            "files": files,
+            "merged_at": ts,
+        }
+        if carried:
+            record["carries"] = carried
+        yield f"{repo}@{sha[:12]}", record
+
+
+_INDEX = re.compile(r"^index ([0-9a-f]+)\.\.([0-9a-f]+)", re.MULTILINE)
+
+
+def sequence_applies(base: list[TreeEntry], diffs: list[str]) -> bool:
+    """Whether each diff, in order, edits the file as the base and the diffs before it left it: every
+    ``index OLD..NEW`` line's OLD blob is the one the path holds by then (a PR branch that merged its base
+    branch midway has later commits made on files the base does not show)."""
+    blobs = {e.path: e.sha for e in base}
+    for text in diffs:
+        for old, new, sec in diff_sections(text):
+            m = _INDEX.search(sec.split("\n@@", 1)[0])
+            if m is None:  # a pure rename or a mode change: the content moves as it is
+                if old != new and old in blobs:
+                    blobs[new] = blobs.pop(old)
+                continue
+            before, after = m.group(1), m.group(2)
+            held = blobs.get(old, "0" * 40)
+            if not held.startswith(before) and not (set(before) == {"0"} and old not in blobs):
+                return False
+            blobs.pop(old, None)
+            if set(after) != {"0"}:  # a deleted file holds nothing after
+                blobs[new] = after
+    return True
 
 
 # -- what was read at the base commit ---------------------------------------------------------------------
@@ -224,6 +363,7 @@ class ReadFile:
     why: str  # "changed by this pull request" | "imported by <path>"
     distance: int  # 0: a changed file; 1: imported by one; ...
     block: str  # as the document holds it: a blank line, the header, the content (its own line ending)
+    whole: bool = True  # False: windows around the edited hunks
 
 
 def read_block(header: str, path: str, sha: str, why: str, text: str) -> str:
@@ -319,11 +459,14 @@ def base_context(
     header: str,
     max_file_bytes: int = 500_000,
     hunks: dict[str, list[tuple[int, int]]] | None = None,
+    windows: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[ReadFile], dict[str, int]]:
     """The files read at ``base`` within ``budget_tokens`` (counting each file's ``header``, formatted with
     path/sha/why) and {reason: count} of files left out. Order: the changed source files, their tests, other
-    changed files, (``files+imports``) what the changed files import, nearest first, then changelogs. A changed
-    file over what is left of the budget is shown as windows around its edited ``hunks`` (base line ranges)."""
+    changed files, (``files+imports``) what the changed files import, nearest first, (``files``) the tests
+    named for the changed source files with what the budget has left, then changelogs. A changed
+    file over what is left of the budget, or one of ``windows`` (changelogs, files other documents of the
+    repository showed whole), is shown as windows around its edited ``hunks`` (base line ranges)."""
     skipped: dict[str, int] = {}
     if mode == "none" or not changed:
         return [], skipped
@@ -364,6 +507,13 @@ def base_context(
             cost = estimate_tokens(block)
             if distance == 0:  # what a changed file imports is worth reading even when the file is too long
                 texts[path] = text
+            whole = True
+            if distance == 0 and path in windows and hunks.get(path):  # seen whole elsewhere: its edit's lines
+                widths = (WINDOW_LINES // 4, 3) if relevance(path) == 3 else (WINDOW_LINES, WINDOW_LINES // 4, 3)
+                view = _window_block(header, path, base, why, text, hunks[path], min(left, cost - 1), widths)
+                if view is not None:
+                    block, cost, whole = view, estimate_tokens(view), False
+                    note("context_windowed_repeated")
             if cost > left:
                 view = (
                     _window_block(header, path, base, why, text, hunks.get(path) or [], left) if distance == 0 else None
@@ -371,16 +521,26 @@ def base_context(
                 if view is None:
                     note("context_budget")
                     continue
-                block, cost = view, estimate_tokens(view)
+                block, cost, whole = view, estimate_tokens(view), False
                 note("context_windowed")
             left -= cost
             texts[path] = text  # a read file leads to what it imports
-            out.append(ReadFile(path, why, distance, block))
+            out.append(ReadFile(path, why, distance, block, whole))
         return texts
 
     while level and left > 0:
         texts = read_level(level, distance)
         if mode != "files+imports":
+            # what the changed files leave of the budget (small, or windowed) goes to the next most relevant
+            # files: the tests of the changed source files, whole
+            tests: dict[str, str] = {}
+            for path, _ in level:
+                for test in _tests_of(path, entries) if relevance(path) == 0 else ():
+                    if test not in seen:
+                        tests.setdefault(test, f"tests {path}")
+            seen.update(tests)
+            if tests and left > 0:
+                read_level(list(tests.items()), 1)
             break
         deps = file_dependencies({**all_paths, **texts})
         nxt = []
@@ -415,12 +575,19 @@ def _tests_of(path: str, entries: dict) -> list[str]:
 
 
 def _window_block(
-    header: str, path: str, base: str, why: str, text: str, hunks: list[tuple[int, int]], left: int
+    header: str,
+    path: str,
+    base: str,
+    why: str,
+    text: str,
+    hunks: list[tuple[int, int]],
+    left: int,
+    widths: tuple[int, ...] = (WINDOW_LINES, WINDOW_LINES // 4, 3),
 ) -> str | None:
-    """A read block of the lines around the edited hunks that fits in ``left`` tokens (narrower windows
-    tried in turn), or None."""
+    """A read block of the lines around the edited hunks that fits in ``left`` tokens (the ``widths`` of
+    lines either side tried in turn: a changelog's neighbouring entries say little), or None."""
     total = text.count("\n") + 1
-    for around in (WINDOW_LINES, WINDOW_LINES // 4, 3):
+    for around in widths:
         view = windowed(text, hunks, around)
         if view is None:
             return None

@@ -24,13 +24,19 @@ Input: JSONL (``.jsonl``/``.jsonl.gz``/``.json``), Parquet, or a Hugging Face da
 
 SWE-bench-style task rows (``repo``, ``instance_id``, ``base_commit``, ``patch``, ``test_patch``,
 ``problem_statement``, ``hints_text``: SWE-bench, SWE-Gym, SWE-bench-extra ...) are read as pull requests
-whose linked issue is the problem statement. A git repository given as an input gives its merged pull
-requests from its history (:func:`midtrain.sources.pull_context.history_pulls`).
+whose linked issue is the problem statement; SWE-smith task rows (no ``base_commit``, a ``swesmith/`` mirror
+repository) with their patch reversed (it introduces the bug). A git repository given as an input gives its
+merged pull requests from its history, local and remote-tracking branches
+(:func:`midtrain.sources.pull_context.history_pulls`); its name is its forge origin's, ``pulls.repo``, or an
+``owner+name`` / ``owner__name`` folder's, never a local path's.
 
-User names become ``user_<n>`` in order of appearance (also @mentions of them in text). Text written by bot
-accounts (``type == "Bot"``, ``[bot]`` logins, well-known CI bots) is dropped and counted; a pull request
-opened by a bot is dropped whole. Changed files the repository reader would leave out (lock files, generated,
-minified, binary, data, vendored, private keys) keep their header line, their diff is left out and counted.
+People become ``user_<n>`` in order of appearance in every text field (:mod:`midtrain.sources.privacy`:
+trailers, noreply e-mails, merge subjects, @mentions outside code; e-mails masked). Text written by bots
+(:mod:`midtrain.sources.bots`, the list commits share) is dropped and counted; a pull request opened by a bot
+(a git input's: its first commit's author) is dropped whole, so is a sync PR (``Merge stable into main``:
+other PRs' commits) and, with ``pulls.require_code_change``, one that changes no source or test file. Changed
+files the repository reader would leave out (lock files, generated, minified, binary, data, vendored, private
+keys) keep their header line, their diff is left out and counted.
 
 With the repository at hand (``pulls.repos=DIR`` of clones, or a git input) and the base commit in it, a
 pull request is rendered as the work went: the linked issue(s), the description, the repository's file tree
@@ -39,7 +45,12 @@ at the base commit (at most ``pulls.tree_tokens``, folders folded past it) and t
 half the pack's ``pulls.seq_length``), each commit of the PR in order (message and diff) with the reviews and
 comments made on it after it, the test and CI results on its last commit (the record's own, else joined from
 ``pulls.checks`` by commit), then the final state. A PR whose repository or base commit is missing keeps the
-rendering above (its results too, without a tree), counted as ``skip/no_clone`` or ``skip/no_base_commit``.
+rendering above (its results too, without a tree), counted as ``skip/no_clone`` or ``skip/no_base_commit``; a
+run where most PRs find no clone under ``pulls.repos`` fails, naming the paths tried. Each commit is shown in
+one document (a clone's earlier one), a commit sequence that does not apply to the base files is replaced by
+the PR's diff (``skip/commits_not_applying``), and a file shown whole in ``pulls.whole_file_repeats``
+documents of its repository (a changelog always) is shown as windows around its edit in later ones.
+``pulls.render=agent`` renders the same work as an agent's trajectory (:mod:`midtrain.sources.pull_agent`).
 Metadata ``context_bytes`` / ``edit_bytes``: the document's bytes of the tree and read files and of the
 commits' messages and diffs (the data card reports them as tokens); ``tree_bytes``: of the tree alone.
 """
@@ -61,7 +72,9 @@ from midtrain.config import require
 from midtrain.formats.instance_id import canonical_instance, pull_instance
 from midtrain.formats.patch_key import patch_key
 from midtrain.locations import is_url
-from midtrain.sources.commits import file_skip_reason, scrub_message, split_files
+from midtrain.sources import pull_agent
+from midtrain.sources.bots import is_bot_user
+from midtrain.sources.commits import file_skip_reason, split_files
 from midtrain.sources.common import (
     MAX_RECORD_BYTES,
     Pseudonyms,
@@ -76,6 +89,7 @@ from midtrain.sources.filters import path_skip_reason
 from midtrain.sources.git import (
     CommitRecord,
     GitError,
+    diff,
     has_commit,
     is_git_repo,
     iter_commits,
@@ -83,45 +97,34 @@ from midtrain.sources.git import (
     root_commits,
 )
 from midtrain.sources.licenses import license_at
+from midtrain.sources.privacy import noreply_login, scrub_message, scrub_text
 from midtrain.sources.pull_context import (
     CONTEXT_MODES,
     ReadFile,
     base_context,
     base_tree,
+    clone_candidates,
     clone_name,
     diff_sections,
     estimate_tokens,
     find_clone,
     history_pulls,
     hunk_ranges,
+    relevance,
+    reverse_patch,
     section_file,
+    sequence_applies,
     tree_at,
 )
 from midtrain.sources.tables import NO_TABLE_FILES, iter_table_rows, table_units
 
-KNOWN_BOTS = {
-    "dependabot",
-    "renovate",
-    "codecov",
-    "github-actions",
-    "coveralls",
-    "mergify",
-    "netlify",
-    "vercel",
-    "stale",
-    "allcontributors",
-    "pre-commit-ci",
-    "sonarcloud",
-    "codecov-commenter",
-    "gitpod-io",
-    "welcome",
-    "greenkeeper",
-    "snyk-bot",
-    "imgbot",
-    "bors",
-    "k8s-ci-robot",
-    "openshift-ci",
-}
+_OWNER_NAME = re.compile(r"[\w.-]+/[\w.-]+")
+# a sync / merge-forward PR's title: "Merge stable into main", "Merge branch '8.1.x' into main", "Sync with main"
+_SYNC_TITLE = re.compile(
+    r"^(?:merge(?:\s+(?:remote-tracking\s+)?branch)?|sync|forward[- ]?merge|merge[- ]forward)\s+"
+    r"['\"]?[\w./-]+['\"]?\s+(?:into|to|with)\s+['\"]?[\w./-]+['\"]?$",
+    re.IGNORECASE,
+)
 PR_SUFFIXES = (".jsonl", ".jsonl.gz", ".json", ".parquet")
 # GitHub's closing keywords: "fixes #12", "Closes: #3", "resolved #7"
 _CLOSING_REF = re.compile(r"\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+#(\d+)\b", re.IGNORECASE)
@@ -156,6 +159,16 @@ class PullsConfig(ReaderConfig):
     # issues to join by number to the PRs that close them ("fixes #N"), git inputs included: a JSONL/Parquet
     # file or folder of GitHub-API issue records (number, title, body, and repository_url or repo)
     issues: str | None = None
+    # owner/name of a git input whose origin is not a forge URL (a local mirror): its folders never name it
+    repo: str | None = None
+    # a pull request that changes no code (only docs, changelogs, config ...) is dropped, counted
+    require_code_change: bool = True
+    # a changed file shown whole in this many documents of its repository is shown, in later ones, as windows
+    # around its edits (changelogs always): the same big module or CHANGES file trained once, not in every PR
+    whole_file_repeats: int = 2
+    # "document": the PR as it went (issue, files read, commits, reviews, checks); "agent": the same work as an
+    # agent's trajectory (ChatML, mini-swe-agent's bash style, each command run against the base tree)
+    render: str = "document"
 
     def context_budget(self) -> int:
         """Tokens of read files per pull request: context_tokens, else context_share x seq_length."""
@@ -168,21 +181,18 @@ class PullsConfig(ReaderConfig):
         require(self.context in CONTEXT_MODES, "context", f"must be one of {', '.join(CONTEXT_MODES)}")
         require(self.context_tokens is None or self.context_tokens >= 0, "context_tokens", "must be >= 0")
         require(self.tree_tokens >= 0, "tree_tokens", "must be >= 0")
+        require(self.whole_file_repeats >= 0, "whole_file_repeats", "must be >= 0")
+        require(self.render in ("document", "agent"), "render", "must be document or agent")
         require(self.seq_length > 0, "seq_length", "must be > 0")
         require(0.0 <= self.context_share <= 1.0, "context_share", "must be in [0, 1]")
         require("{path}" in self.read_header, "read_header", "must contain {path}")
+        require(self.repo is None or bool(_OWNER_NAME.fullmatch(self.repo)), "repo", "must be owner/name")
 
 
 def _login(user: Any) -> tuple[str, str]:
     if isinstance(user, dict):
         return str(user.get("login") or ""), str(user.get("type") or "User")
     return (str(user) if user else ""), "User"
-
-
-def is_bot(user: Any) -> bool:
-    login, kind = _login(user)
-    low = login.lower()
-    return kind.lower() == "bot" or low.endswith("[bot]") or low.endswith("-bot") or low in KNOWN_BOTS
 
 
 def iter_records(path: Path, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[tuple[str, Any]]:
@@ -259,6 +269,27 @@ def linked_instances(pr: dict, repo: str | None, inst: str | None) -> list[str]:
     numbers += _CLOSING_REF.findall("\n".join([str(pr.get("title") or ""), str(pr.get("body") or "")]))
     out = {pull_instance(repo, n) for n in numbers}
     return sorted(i for i in out if i and i != inst)
+
+
+# SWE-smith's repository mirrors: swesmith/<owner>__<name>.<commit>
+_SWESMITH_REPO = re.compile(r"swesmith/([\w.-]+?)__([\w.-]+?)\.([0-9a-f]{7,40})")
+
+
+def is_swesmith_row(row: dict) -> bool:
+    """A SWE-smith task row (instance_id, repo, patch, FAIL_TO_PASS, PASS_TO_PASS, image_name,
+    problem_statement): its patch introduces the bug into the repository's mirror."""
+    return bool(_SWESMITH_REPO.fullmatch(str(row.get("repo") or ""))) or "swesmith" in str(row.get("image_name") or "")
+
+
+def from_swesmith_row(row: dict) -> dict:
+    """A SWE-smith task row as a PR record: the patch reversed (it breaks the code; the fix undoes it), the
+    repository the mirror's (``swesmith/pallets__click.fde47b4b`` is ``pallets/click``), no base commit in
+    it (the buggy tree is the mirror's commit with the patch applied)."""
+    pr = from_task_row({**row, "patch": reverse_patch(str(row.get("patch") or "")), "base_commit": None})
+    if m := _SWESMITH_REPO.fullmatch(str(row.get("repo") or "")):
+        pr["repo"] = f"{m.group(1)}/{m.group(2)}"
+    pr["task_source"] = "swe-smith"
+    return pr
 
 
 def _test_names(value: Any) -> list[str]:
@@ -388,6 +419,9 @@ class PullReader(SourceReader):
             raise FileNotFoundError(f"pulls.issues={self.cfg.issues}: no such file or folder")
         if self.cfg.checks and not Path(self.cfg.checks).exists():
             raise FileNotFoundError(f"pulls.checks={self.cfg.checks}: no such file or folder")
+        gits = [p for p in expand_inputs(i for i in self.inputs if not is_url(i)) if is_git_repo(p)]
+        if self.cfg.repo and len(gits) != 1:  # one name for several repositories would mix them up
+            raise ValueError(f"pulls.repo={self.cfg.repo}: names one git input, got {len(gits)}")
         urls = [i for i in self.inputs if is_url(i)]  # object storage: listed through datatrove's data folders
         units: list[tuple[str, Any]] = table_units(urls) if urls else []
         for p in sorted(expand_inputs(i for i in self.inputs if not is_url(i)), key=str):
@@ -398,6 +432,16 @@ class PullReader(SourceReader):
             else:
                 units.append((str(p), str(p)))
         return units
+
+    def run(self, data: Any = None, rank: int = 0, world_size: int = 1) -> Iterator[Document]:
+        yield from super().run(data, rank, world_size)
+        looked = self.__dict__.get("_clone_lookups")
+        if looked and looked["missed"] * 2 > looked["prs"]:  # a layout the lookup does not know: no context at all
+            raise FileNotFoundError(
+                f"pulls.repos={self.cfg.repos}: {looked['missed']} of {looked['prs']} pull requests found no clone "
+                f"(tried {', '.join(looked['tried']) or 'no path: the records name no owner/name'}, ...; layouts: "
+                "DIR/owner/name, DIR/owner__name, DIR/owner+name, each also .git or holding a bare repo/)"
+            )
 
     def unit_path(self, unit: Any) -> Path | None:
         if isinstance(unit, tuple) and unit[0] == "git":
@@ -414,7 +458,7 @@ class PullReader(SourceReader):
             clone = Path(unit[1])
             try:
                 found: dict[str, int] = {}
-                records = history_pulls(clone, clone_name(clone), found)  # streamed: one PR's diff at a time
+                records = history_pulls(clone, self.cfg.repo or clone_name(clone), found)  # one PR's diff at a time
                 for kind, n in sorted(found.items()):  # PRs found by kind (merge, squash ...), each once
                     self.stat_update(f"pulls_found/{kind}", value=n)
             except GitError as e:
@@ -444,11 +488,15 @@ class PullReader(SourceReader):
                 yield doc
 
     def render(self, pr: dict, where: str, clone: Path | None = None) -> Document | None:
-        if "files" not in pr and "base_commit" in pr and isinstance(pr.get("patch"), str):
-            pr = from_task_row(pr)
-        if is_bot(pr.get("user")):
+        if "files" not in pr and isinstance(pr.get("patch"), str):
+            if "base_commit" in pr:
+                pr = from_task_row(pr)
+            elif is_swesmith_row(pr):
+                pr = from_swesmith_row(pr)
+        reason = self._drop_reason(pr)
+        if reason:
             self.drop(
-                "bot_author",
+                reason,
                 lambda: make_document(
                     json.dumps(pr, ensure_ascii=False, default=str), f"pr:{pr.get('repo')}#{pr.get('number')}", "pr"
                 ),
@@ -462,26 +510,47 @@ class PullReader(SourceReader):
         files = pr.get("files") or []
         if not isinstance(files, list):
             raise TypeError("'files' is not a list")
+        if self.cfg.require_code_change and not any(
+            relevance(str(f.get("filename"))) < 2 for f in files if isinstance(f, dict) and f.get("filename")
+        ):  # source or tests changed: a PR of docs, changelogs or config alone is not the work on code
+            self.drop("no_code_change", lambda: make_document(json.dumps(pr, default=str), f"pr:{_repo(pr)}", "pr"))
+            return None
         names = _pseudonyms(pr)
 
         def clean(text: Any) -> str:
-            return scrub_mentions(names.scrub(str(text or "").replace("\r\n", "\n").strip()), names)
+            return scrub_text(str(text or "").replace("\r\n", "\n").strip(), names)
 
         clone = self._readable_clone(pr, clone)
         meta: dict[str, Any] = {}
         if clone is not None:
             out, meta = self._render_workflow(pr, clone, names, clean)
         else:
+            if self.cfg.render == "agent":  # no base tree to run the commands against: today's form, counted
+                self.skip("agent_without_clone")
             out = self._render_flat(pr, names, clean)
         return self._document(pr, out, meta, where, len(files))
+
+    def _drop_reason(self, pr: dict) -> str | None:
+        """Why a whole PR is not a document: opened by a bot; a sync PR (``Merge stable into main``: its commits
+        are other PRs' work, never preferred to them); no change to code (pulls.require_code_change)."""
+        if is_bot_user(pr.get("user")):
+            return "bot_author"
+        if pr.get("found_as") == "sync" or _SYNC_TITLE.match(_title(pr)):
+            return "sync_pull"
+        return None
 
     def _readable_clone(self, pr: dict, clone: Path | None) -> Path | None:
         """The clone the PR is read against (the git input, else found under pulls.repos), or None when there
         is none or it lacks the base commit (counted)."""
         if clone is None and self.cfg.repos:
             clone = find_clone(self.cfg.repos, _repo(pr))
+            looked = self.__dict__.setdefault("_clone_lookups", {"prs": 0, "missed": 0, "tried": []})
+            looked["prs"] += 1
             if clone is None:
                 self.skip("no_clone")
+                looked["missed"] += 1
+                if len(looked["tried"]) < 3:
+                    looked["tried"] += [str(p) for p in clone_candidates(Path(self.cfg.repos), _repo(pr) or "")][:3]
         if clone is not None and not has_commit(clone, str((pr.get("base") or {}).get("sha") or "")):
             self.skip("no_base_commit")
             clone = None
@@ -519,8 +588,11 @@ class PullReader(SourceReader):
                 meta["context_span"] = [start, min(len(text), start + len("\n".join(out[i0:i1])) + 1)]
         inst = canonical_instance(pr.get("instance_id"), repo) or pull_instance(repo, number)
         # never the input's path (moving the input would move the document across the split): the number,
-        # else the task's own id (SWE-smith, SWE-bench Pro), else the record's place in its file
-        doc_id = f"pr:{repo or 'unknown'}#{number if number is not None else inst or Path(where).name}"
+        # else the task's own id (SWE-smith, SWE-bench Pro), else the record's place in its file; an unnamed
+        # repository goes by its clone's folder name (a name, never a path)
+        doc_id = (
+            f"pr:{repo or pr.get('clone') or 'unknown'}#{number if number is not None else inst or Path(where).name}"
+        )
         if len(text.encode("utf-8", "surrogatepass")) > self.cfg.max_doc_bytes:
             text = text.encode("utf-8", "surrogatepass")[: self.cfg.max_doc_bytes].decode("utf-8", "ignore")
             text += f"\n[pull request truncated at {self.cfg.max_doc_bytes} bytes]\n"
@@ -551,10 +623,19 @@ class PullReader(SourceReader):
         base, head, repo = pr.get("base") or {}, pr.get("head") or {}, _repo(pr)
         base_sha = str(base["sha"])
         commits = self._pr_commits(clone, base_sha, str(head.get("sha") or ""))
+        diffs = [c.diff.decode("utf-8", "replace") for c in commits]
+        if diffs and not any(c.cut_bytes for c in commits) and not sequence_applies(tree_at(clone, base_sha), diffs):
+            self.skip("commits_not_applying")  # the record's files (base..head) apply to the base shown
+            commits = []
+        self._shown(clone).update(c.sha for c in commits)
+        if self.cfg.render == "agent":
+            return self._render_agent(pr, clone, commits, names, clean)
         out = [f"Title: {clean(_title(pr))}"]
         if repo:
             out.append(f"Repository: {repo}")
-        out.append(f"Base: {base.get('ref') or 'base'} at commit {base_sha[:12]}")
+        out.append(
+            f"Base: {base['ref']} at commit {base_sha[:12]}" if base.get("ref") else f"Base: commit {base_sha[:12]}"
+        )
         out += self._render_issues(pr, clean, [c.message for c in commits])
         out += _hints(pr, clean)
         if pr.get("body") or pr.get("user"):
@@ -575,11 +656,8 @@ class PullReader(SourceReader):
             + (f" ({base.get('ref')} <- {clean(head.get('ref'))})" if base.get("ref") else "")
             + (f", merge commit {str(merge)[:12]}" if merge else "")
         )
-        roots, origin = self._clone_identity(clone)
         meta = {
-            "base_commit": base_sha,
-            "commits": [c.sha for c in commits],
-            "root_commits": roots,
+            **self._clone_meta(pr, clone, base_sha, commits),
             "context": self.cfg.context,
             "context_files": [r.path for r in read],
             "context_bytes": sum(
@@ -589,11 +667,79 @@ class PullReader(SourceReader):
             "edit_bytes": edit_bytes,
             "_context_lines": context_lines,
         }
+        return out, meta
+
+    def _clone_meta(self, pr: dict, clone: Path, base_sha: str, commits: list[CommitRecord]) -> dict[str, Any]:
+        """What decontamination and the data card read of a PR rendered with its clone, in either form."""
+        roots, origin = self._clone_identity(clone)
+        meta: dict[str, Any] = {"base_commit": base_sha, "commits": [c.sha for c in commits], "root_commits": roots}
         if origin:  # the clone's own remote: decontamination knows a benchmark repository under any PR name
             meta["origin"] = origin
         if not pr.get("license"):
             meta["license"] = license_at(clone, base_sha, tree_at(clone, base_sha))
-        return out, meta
+        return meta
+
+    def _render_agent(
+        self, pr: dict, clone: Path, commits: list[CommitRecord], names: Pseudonyms, clean: Any
+    ) -> tuple[list[str], dict]:
+        """The PR as an agent's trajectory (:mod:`midtrain.sources.pull_agent`), every command run for real."""
+        base, head = pr.get("base") or {}, pr.get("head") or {}
+        base_sha = str(base["sha"])
+        task = [f"Title: {clean(_title(pr))}"] + self._render_issues(pr, clean, [c.message for c in commits])
+        task += _hints(pr, clean)
+        if pr.get("body"):
+            task.append("\n" + clean(pr.get("body")))
+        trace = pull_agent.AgentTrace()
+        trace.say("system", pull_agent.SYSTEM)
+        trace.say("user", "<pr_description>\n" + "\n".join(task).strip() + "\n</pr_description>")
+        changed, hunks = _changed_at_base(pr.get("files") or [], commits)
+        pull_agent.locate(trace, clone, base_sha, "\n".join(task), changed)
+        read = pull_agent.read_files(trace, clone, base_sha, changed, hunks, self.cfg.context_budget())
+        n_context = len(trace.messages)
+        placed = _place_events(self._events(pr, names, clean), commits)
+        for e in placed.get(-1, []):
+            trace.say("user", e.text.strip())
+        edits = [
+            (
+                scrub_message(c.message, names).strip() or f"Edit {i + 1}.",
+                "".join(sec for sec in self._sections(c) if sec.startswith("diff --git")),
+                [e.text.strip() for e in placed.get(i, [])],
+            )
+            for i, c in enumerate(commits)
+        ]
+        edits = [e for e in edits if e[1].strip()]
+        if not edits:  # no commits to show (no head in the clone, or they do not apply): the PR's diff, in one
+            head_sha = str(head.get("sha") or "")
+            raw = diff(clone, base_sha, head_sha) if has_commit(clone, head_sha) else b""
+            pr_diff = CommitRecord("", [], "", "", "", "", 0, "", raw)  # filtered as a commit's diff is
+            whole = "".join(sec for sec in self._sections(pr_diff) if sec.startswith("diff --git"))
+            if whole.strip():
+                edits = [
+                    (clean(_title(pr)), whole, [e.text.strip() for k in sorted(placed) if k >= 0 for e in placed[k]])
+                ]
+        if edits and not pull_agent.edit(trace, clone, base_sha, edits):
+            self.skip("agent_edit_not_applying")  # shown with git's own error, the rest left out
+        checks = self._render_checks(pr, clean) + _tests_to_pass(pr)
+        if checks:
+            trace.say("user", "\n".join(x.strip() for x in checks))
+        pull_agent.submit(trace, list(dict.fromkeys(new for _, d, _ in edits for _, new, _ in diff_sections(d))))
+        text, spans = pull_agent.render_chatml(trace.messages)
+        # the locate and read turns: dedup compares the PR's own work without them, as for the document form
+        start = len(pull_agent.render_chatml(trace.messages[:2])[0])
+        end = len(pull_agent.render_chatml(trace.messages[:n_context])[0])
+        meta = {
+            **self._clone_meta(pr, clone, base_sha, commits),
+            "render": "agent",
+            "context": self.cfg.context,
+            "context_files": read,
+            "loss_spans": spans,
+            "n_messages": len(trace.messages),
+            "context_span": [start, end],
+            "context_bytes": sum(
+                len(m["content"].encode("utf-8", "surrogatepass")) for m in trace.messages[2:n_context]
+            ),
+        }
+        return [text.rstrip("\n")], meta
 
     def _pr_commits(self, clone: Path, base_sha: str, head_sha: str) -> list[CommitRecord]:
         """The PR's own commits (base..head, merges of the base branch left out), their diffs held up to the
@@ -603,15 +749,24 @@ class PullReader(SourceReader):
             return []
         commits = []
         held = 0  # diffs past the document's size are never shown (it is cut there): not held either
+        shown = self._shown(clone)
         for c in iter_commits(clone, f"{base_sha}..{head_sha}", max_commit_bytes=self.cfg.max_doc_bytes):
             if len(c.parents) > 1:
                 self.skip("merge_commit")  # the base branch merged into the PR's: no edit of its own
+                continue
+            if c.sha in shown:  # each commit in one document: the earlier PR's (a branch merged into this one)
+                self.skip("commit_in_earlier_document")
                 continue
             if c.cut_bytes or held + len(c.diff) > self.cfg.max_doc_bytes:
                 c.cut_bytes, c.diff = c.cut_bytes or len(c.diff), b""
             held += len(c.diff)
             commits.append(c)
         return commits
+
+    def _shown(self, clone: Path) -> set[str]:
+        """The commits of ``clone`` already shown in a document of this reader (a clone's PRs are read in
+        one task, oldest first for a git input)."""
+        return self.__dict__.setdefault("_shown_commits", {}).setdefault(clone, set())
 
     def _read_at_base(
         self, pr: dict, clone: Path, base_sha: str, commits: list[CommitRecord]
@@ -625,6 +780,8 @@ class PullReader(SourceReader):
             tree = base_tree(clone, base_sha, changed, min(self.cfg.tree_tokens, budget))
             if tree is None:
                 self.skip("tree_over_budget")  # not even the top level fits: no tree rather than a cut one
+        shown = self.__dict__.setdefault("_shown_whole", {}).setdefault(clone, {})  # path -> documents
+        windows = {p for p in changed if relevance(p) == 3 or shown.get(p, 0) >= self.cfg.whole_file_repeats}
         read, skipped = base_context(
             clone,
             base_sha,
@@ -634,7 +791,11 @@ class PullReader(SourceReader):
             self.cfg.read_header,
             self.cfg.context_max_file_bytes,
             hunks,
+            windows,
         )
+        for r in read:
+            if r.whole:
+                shown[r.path] = shown.get(r.path, 0) + 1
         for reason, n in sorted(skipped.items()):
             self.skip(f"context_{reason}" if not reason.startswith("context_") else reason, n)
         return tree, read
@@ -786,6 +947,12 @@ class PullReader(SourceReader):
 
     def _render_commit(self, c: Any, i: int, n: int, names: Pseudonyms) -> str:
         author = names(c.author_name, c.author_email)
+        message = scrub_message(c.message, names)
+        body = "".join(self._sections(c)).rstrip("\n")
+        return f"\nCommit {i + 1}/{n} {c.sha[:12]} by {author}:\n{message}\n\n" + body
+
+    def _sections(self, c: Any) -> list[str]:
+        """A commit's diff, file by file, with the files the repository reader leaves out as one-line notes."""
         sections = []
         if c.cut_bytes:
             self.skip("commit_diff_over_cap")
@@ -801,8 +968,7 @@ class PullReader(SourceReader):
                 sections.append(f"[diff of {new} left out: {reason}]\n")
                 continue
             sections.append(sec if sec.endswith("\n") else sec + "\n")
-        message = scrub_message(c.message, names)
-        return f"\nCommit {i + 1}/{n} {c.sha[:12]} by {author}:\n{message}\n\n" + "".join(sections).rstrip("\n")
+        return sections
 
     def _render_files(self, files: list[dict]) -> list[str]:
         """The changed files with their patches (cut at max_patch_bytes; a file without one is noted)."""
@@ -835,14 +1001,14 @@ class PullReader(SourceReader):
         """Issue comments and reviews (with their inline comments) as events; bots' are skipped, counted."""
         events: list[PullEvent] = []
         for i, c in enumerate(pr.get("comments") or []):
-            if is_bot(c.get("user")):
+            if is_bot_user(c.get("user")):
                 self.skip("bot_comment")
                 continue
             text = f"\n{_who(names, c.get('user'))} commented:\n{clean(c.get('body'))}"
             events.append(PullEvent(str(c.get("created_at") or ""), i, text, None, _time(c.get("created_at"))))
         inline: dict[Any, list[dict]] = {}
         for c in pr.get("review_comments") or []:
-            if is_bot(c.get("user")):
+            if is_bot_user(c.get("user")):
                 self.skip("bot_review_comment")
                 continue
             inline.setdefault(c.get("pull_request_review_id"), []).append(c)
@@ -862,7 +1028,7 @@ class PullReader(SourceReader):
                     }
                 )
             for i, r in enumerate(reviews):
-                if is_bot(r.get("user")):
+                if is_bot_user(r.get("user")):
                     self.skip("bot_review")
                     continue
                 mine = inline.get(r.get("id"), [])
@@ -916,33 +1082,13 @@ def _pseudonyms(pr: dict) -> Pseudonyms:
     head_user = (pr.get("head") or {}).get("user")  # the fork's owner: the login in a head branch name
     for u in logins + [head_user]:
         login, _ = _login(u)
-        if login and not is_bot(u):
+        if login and not is_bot_user(u):
             # a git input's author: login, name and email are one person (commit lines name them too)
-            names(login, *((u.get("name"), u.get("email")) if isinstance(u, dict) else ()))
+            more = (
+                (u.get("name"), u.get("email"), noreply_login(str(u.get("email") or ""))) if isinstance(u, dict) else ()
+            )
+            names(login, *more)
     return names
-
-
-# @login outside code: GitHub's login alphabet; a decorator (``@pytest.fixture``, ``@app.route(``) is left alone
-_MENTION = re.compile(r"(?<![\w.@/`])@([A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38})(?![\w/(-]|\.\w)")
-_FENCE = re.compile(r"^\s*(```|~~~)")
-
-
-def scrub_mentions(text: str, names: Pseudonyms) -> str:
-    """@mentions of people who are not participants become pseudonyms too (participants' are already);
-    fenced code, indented code and `inline code` are left as written."""
-    if "@" not in text:
-        return text
-    out, fenced = [], False
-    for line in text.split("\n"):
-        if _FENCE.match(line):
-            fenced = not fenced
-        if fenced or line.startswith(("    ", "\t", ">>>")) or "@" not in line:
-            out.append(line)
-            continue
-        parts = line.split("`")  # odd parts are inline code
-        parts[::2] = [_MENTION.sub(lambda m: names(m.group(1)), p) for p in parts[::2]]
-        out.append("`".join(parts))
-    return "\n".join(out)
 
 
 def _hints(pr: dict, clean: Any) -> list[str]:
