@@ -54,8 +54,8 @@ def shards(tmp_path_factory):
     return write_shards(tmp_path_factory.mktemp("shards"), sequences=48, seq_length=64, vocab=256)
 
 
-def _submit(tmp_path: Path, overrides: list[str]) -> tuple[str, Path]:
-    site = cluster_site(tmp_path)
+def _submit(tmp_path: Path, overrides: list[str], **train: object) -> tuple[str, Path]:
+    site = cluster_site(tmp_path, **train)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run(
         [
@@ -126,10 +126,19 @@ def test_cpu_training_job_two_ranks_trains_and_checkpoints(reference_run):
     assert info["Restarts"] == "0"
 
 
-def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(reference_run, shards, tmp_path):
+# A GPU-shaped job on the test cluster's node with GPUs as GRES (dummy devices, so the trainer runs on
+# CPU/gloo): sbatch --gpus-per-node=2 exports SLURM_GPUS_PER_NODE, which every srun in the job reads, the
+# USR1 forwarder's included. Not exclusive, so it shares the node with other tests' jobs.
+GPU_SHAPE = {"gpus_per_node": 2, "tasks_per_node": None, "exclusive": False}
+
+
+@pytest.mark.parametrize("shape", ["cpus", "gres_gpus"])
+def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(reference_run, shards, tmp_path, shape):
     ref_dir = reference_run[0]
     run_dir = tmp_path / "run"
-    job_id, log = _submit(tmp_path, _tiny(run_dir, shards))
+    job_id, log = _submit(tmp_path, _tiny(run_dir, shards), **(GPU_SHAPE if shape == "gres_gpus" else {}))
+    if shape == "gres_gpus":
+        assert "#SBATCH --gpus-per-node=2" in (run_dir / "slurm" / "train.sbatch").read_text()
     metrics = run_dir / "metrics.jsonl"
     pid_dir = run_dir / "slurm" / "status" / f"{job_id}.0"
     wait_started(job_id)  # the node may be busy with other jobs first
@@ -149,7 +158,7 @@ def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(refere
         subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
         t0 = time.time()
         while not all(_usr1_pending(pid) for pid in pids):  # the script's forwarder reached both ranks
-            assert time.time() - t0 < 120, "USR1 was not forwarded to the ranks"
+            assert time.time() - t0 < 120, f"USR1 was not forwarded to the ranks\n{log.read_text()[-3000:]}"
             time.sleep(0.2)
     finally:
         for pid in pids:
