@@ -766,6 +766,11 @@ def _restore_schedule(cfg: TrainConfig, scheduler: Any, common: dict[str, Any], 
         cfg.optim = cfg.optim.replace(**keep)  # config.yaml and later checkpoints say what the steps used
     before = _lr_at(common, scheduler) if changed and mode == "config" else None
     scheduler.load_state_dict(common["scheduler"])
+    if mode == "config":
+        # megatron's scheduler computes each parameter group's lr from the group's own max_lr/min_lr (set from
+        # the config when the optimizer was built), and the optimizer's load has just put the checkpoint's back
+        for group in scheduler.optimizer.param_groups:
+            group["max_lr"], group["min_lr"] = scheduler.max_lr, scheduler.min_lr
     if changed and rank0:
         log.warning(
             "optim.schedule_on_resume=%s: %s; %s",
