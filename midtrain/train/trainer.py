@@ -36,6 +36,7 @@ from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
 from midtrain.train.config import SCHEDULE_FIELDS, TrainConfig, read_run_config, resume_conflicts
 from midtrain.train.flops import FLOPS_COUNT, flops_from_sums, fp8_peak_tflops, peak_tflops
+from midtrain.train.gpu_choices import installed_te_version, installed_version, stack_version_problem
 from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
@@ -333,6 +334,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
     cfg.validate()
+    problem = stack_version_problem(installed_version("megatron-core"), installed_te_version())
+    if problem:
+        raise ConfigError(problem)
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # megatron-core logs its full configs and bucket layouts at INFO; keep them for -v.
         logging.getLogger("megatron").setLevel(logging.WARNING)
