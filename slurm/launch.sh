@@ -49,10 +49,13 @@ signal_failed() {
 # USR1 reaches this script {{signal_before_s}}s before the time limit (--signal=B:...), and at preemption
 # with PreemptParameters=send_user_signal: forwarded to the ranks, a trainer checkpoints and exits 75, and
 # the job requeues itself. TERM means the job is ending: scancel (slurmd signals every step, the ranks' too)
-# or a preemption, which Slurm requeues itself with PreemptMode=REQUEUE. It is passed on to the ranks' srun
-# (for `scancel --batch`, where only this shell got it) and never requeues.
+# or a preemption, which Slurm requeues itself with PreemptMode=REQUEUE; it never requeues here. When only
+# this shell got it (`scancel --batch --signal=TERM`: the job is still RUNNING), it goes to each rank as USR1
+# does (srun would turn a TERM into a kill of its tasks: no checkpoint), and once they have checkpointed and
+# stopped the script cancels its job, which ends CANCELLED as after a plain scancel.
 got_usr1=""
 terminated=""
+cancel_at_end=""
 forward() {
   got_usr1=1
   echo "[midtrain] USR1 (time limit or preemption ahead): asking every rank to checkpoint"
@@ -63,9 +66,17 @@ forward() {
   fi
 }
 terminate() {
+  [ -n "$terminated" ] && return 0  # the scancel below signals this shell once more
   terminated=1
   echo "[midtrain] TERM: the job is ending (scancel or preemption); it is not requeued by this script"
-  [ -n "${srun_pid:-}" ] && kill -TERM "$srun_pid" 2>/dev/null
+  if scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | grep -q ' JobState=RUNNING '; then
+    cancel_at_end=1
+    if signal_ranks TERM; then
+      echo "[midtrain] TERM passed on to the ranks (only the batch shell got it): they checkpoint and stop"
+    else
+      signal_failed "TERM to the batch shell not delivered to every rank"
+    fi
+  fi
   return 0
 }
 trap forward USR1
@@ -153,6 +164,10 @@ elif [ "$rc" -ne 0 ] && [ "$stopped" -eq 0 ]; then
   fi
 fi
 [ "$stopped" -gt 0 ] && [ "$rc" -eq 0 ] && rc=75
+if [ -n "$cancel_at_end" ]; then
+  echo "[midtrain] cancelling job ${SLURM_JOB_ID}: a TERM ends the job (CANCELLED), as scancel does"
+  scancel "$SLURM_JOB_ID" || echo "[midtrain] scancel ${SLURM_JOB_ID} failed" >&2
+fi
 if [ -n "$failed_signal" ] && { [ "$rc" -eq 0 ] || [ "$rc" -eq 75 ]; }; then
   rc=1
 fi

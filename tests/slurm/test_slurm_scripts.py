@@ -42,10 +42,14 @@ if [ -f "$STUB_DIR/rank.pid" ]; then  # the forwarder: return only once the rank
 fi
 """
 SCONTROL = r"""#!/bin/bash
-case "$1" in
-  show) echo n1; echo n2 ;;
-  requeue) echo "$2" >> "$STUB_DIR/requeued" ;;
+case "$1 $2" in
+  "show job") touch "$STUB_DIR/asked_state"; echo "JobId=$4 JobState=${STUB_JOB_STATE:-RUNNING} Restarts=0" ;;
+  show*) echo n1; echo n2 ;;
+  requeue*) echo "$2" >> "$STUB_DIR/requeued" ;;
 esac
+"""
+SCANCEL = r"""#!/bin/bash
+echo "$@" >> "$STUB_DIR/scancelled"
 """
 
 
@@ -63,7 +67,7 @@ def _stubs(tmp_path: Path) -> Path:
     stub = tmp_path / "stub"
     (stub / "bin").mkdir(parents=True)
     (stub / "calls").mkdir()
-    for name, text in (("srun", SRUN), ("scontrol", SCONTROL)):
+    for name, text in (("srun", SRUN), ("scontrol", SCONTROL), ("scancel", SCANCEL)):
         (stub / "bin" / name).write_text(text)
         (stub / "bin" / name).chmod(0o755)
     return stub
@@ -218,25 +222,40 @@ def test_wait_loop_returns_srun_status_when_a_trap_interrupts_the_wait_it_ends_i
     assert forwarder[:5] == ["--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=1"]
 
 
-def test_a_term_to_the_batch_shell_ends_the_ranks_and_never_requeues(tmp_path):
-    """scancel sends TERM to the batch shell (and every step): even with the ranks' checkpoint records (the
-    trainer checkpoints on TERM too), the job is not requeued; the ranks' srun is passed the TERM."""
+@pytest.mark.parametrize("state", ["CANCELLED", "RUNNING"])
+def test_a_term_to_the_batch_shell_ends_the_ranks_and_never_requeues(tmp_path, state):
+    """scancel sends TERM to the batch shell (and every step; the job is CANCELLED by then): even with the
+    ranks' checkpoint records (the trainer checkpoints on TERM too), the job is not requeued and the ranks'
+    srun is left alone (srun turns a TERM into a kill of its tasks). A TERM to the batch shell only
+    (scancel --batch, the job still RUNNING) goes to each rank through the forwarder, and the script cancels
+    the job once they have stopped."""
     job = _train(tmp_path, _site(tmp_path, max_retries=2))
     stub = _stubs(tmp_path)
     script = job.script_path.read_text()
     assert "trap terminate TERM" in script
-    # the batch shell gets TERM while the ranks run (simulated by the ranks' srun, which is its child)
+    # the batch shell gets TERM while the ranks run (simulated by the ranks' srun, which is its child); the
+    # ranks' srun ends once the forwarder ran, or once the trap has seen that none is due
     (stub / "bin" / "srun").write_text(
         SRUN.replace('kill -USR1 "$PPID"', 'kill -TERM "$PPID"')
-        .replace('until [ -e "$STUB_DIR/calls/1" ]', 'until [ -e "$STUB_DIR/term" ]')
+        .replace(
+            'until [ -e "$STUB_DIR/calls/1" ]; do sleep 0.01; done',
+            'until [ -e "$STUB_DIR/calls/1" ] || { [ -e "$STUB_DIR/asked_state" ] && [ "$STUB_JOB_STATE" != RUNNING ]; }; '
+            "do sleep 0.01; done",
+        )
         .replace("#!/bin/bash\n", "#!/bin/bash\ntrap 'touch $STUB_DIR/term' TERM\n")
     )
-    r = _run(job.script_path, stub, STUB_EXITS="0:75 1:75", STUB_RC="143", STUB_SIGNAL_PARENT="1")
+    r = _run(job.script_path, stub, STUB_EXITS="0:75 1:75", STUB_RC="0", STUB_SIGNAL_PARENT="1", STUB_JOB_STATE=state)
     log = (job.slurm_dir / "logs" / "train-123_0.out").read_text()
     assert not (stub / "requeued").exists(), log
-    assert (stub / "term").exists(), "the ranks' srun did not get the TERM"
-    assert r.returncode == 143 and "terminated: not requeueing" in log, log
-    assert len(_calls(stub)) == 1, "TERM must not run the USR1 forwarder"
+    assert not (stub / "term").exists(), "the ranks' srun got a TERM (it would kill the ranks)"
+    assert r.returncode == 75 and "terminated: not requeueing" in log, log
+    if state == "CANCELLED":
+        assert len(_calls(stub)) == 1, "a TERM Slurm sent every step too must not run the forwarder"
+        assert not (stub / "scancelled").exists(), log
+    else:
+        assert _calls(stub)[1][-1] == "TERM", _calls(stub)  # the forwarder, with the signal to pass on
+        assert "TERM passed on to the ranks" in log, log
+        assert (stub / "scancelled").read_text().split() == ["123"], log
 
 
 EARLY = """import os, pathlib, time
