@@ -125,6 +125,18 @@ done
 set -e
 stopped="$(cat "$STATUS_DIR"/exit.* 2>/dev/null | grep -cx 75 || true)"
 echo "[midtrain] ranks ended: srun exit ${rc}, ${stopped} rank(s) checkpointed and stopped (exit 75)"
+# The rank that failed first (its own exit record; oldest first): srun's code is that of a rank it killed
+# after it (143, 137), so the job's exit and the crash line give the failing rank's.
+while IFS= read -r f; do
+  code="$(cat "$f" 2>/dev/null || true)"
+  case "$code" in
+    0|75|"") ;;
+    *)
+      echo "[midtrain] rank ${f##*.} failed first, with exit ${code} (srun's ${rc} is that of the rank it ended last)" >&2
+      [ "$rc" -ne 0 ] && rc="$code"
+      break ;;
+  esac
+done < <(ls -tr "$STATUS_DIR"/exit.* 2>/dev/null)
 for f in "$STATUS_DIR"/early_signal.*; do
   [ -f "$f" ] && echo "[midtrain] rank ${f##*.} got $(cat "$f") before the trainer could checkpoint" >&2
 done

@@ -174,6 +174,7 @@ def test_step_script_runs_with_hostile_workdir_and_argv(tmp_path):
         ("", 1, "0", False, False, 1),  # a crash: no retries by default, the job fails with srun's code
         ("0:0 1:0", 0, "0", False, False, 0),  # done
         ("0:75", 143, "3", True, False, 143),  # max_requeues (3) reached
+        ("0:0 1:3", 143, "0", False, False, 3),  # rank 1 failed (exit 3), srun then killed the rest: the job says 3
     ],
 )
 def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(
@@ -190,6 +191,8 @@ def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(
     assert f"restart {restart}:" in log
     assert "--label" in _launch(stub) and "--cpus-per-task=12" in _launch(stub)
     assert "--kill-on-bad-exit=1" in _launch(stub)
+    if rc == 3:
+        assert "rank 1 failed first, with exit 3 (srun's 143" in log, log
 
 
 @pytest.mark.parametrize("retries_before,srun_rc,requeued", [(0, 1, True), (1, 134, True), (2, 1, False)])
