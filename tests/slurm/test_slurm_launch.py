@@ -91,7 +91,7 @@ def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, g
     site.env.update(env)
     if step:
         site.protocol["default"].tasks_per_node = tasks
-        jobs = build_chains(site, tmp_path / "protocol" / "slurm", {"base": [("eval_proxy", ["eval", "proxy"])]})
+        jobs = build_chains(site, tmp_path / "protocol" / "slurm", {"base": [("sft", ["sft", "x"])]})  # 2 ranks
         write_jobs(jobs)
         job = jobs.chains["base"][0]
         return job, out, submit(job.script_path)
@@ -170,7 +170,7 @@ def _step_log(job, job_id: str) -> Path:
 
 
 def test_scancel_ends_a_step_job_whose_ranks_ignore_term(slurm_cluster, tmp_path):
-    """An eval step that ignores TERM: scancel ends it (KillWait later, SIGKILL) as CANCELLED, not requeued."""
+    """A step (the SFT probe, 2 ranks) that ignores TERM: scancel ends it (KillWait later, SIGKILL) as CANCELLED, not requeued."""
     job, out, job_id = _job(tmp_path, "ignore", tasks=2, cpus=1, step=True, max_retries=2)
     wait_started(job_id)
     wait_for(
