@@ -460,6 +460,30 @@ def test_prep_job_array_scripts_quote_site_values_and_run(tmp_path, monkeypatch)
     assert all("#SBATCH --kill-on-invalid-dep=yes" in p.read_text() for p in scripts)
 
 
+def test_a_prep_dry_run_prints_the_script_that_is_submitted(tmp_path, monkeypatch):
+    """The dry run's script is the one datatrove submits, srun line included (it lacked --cpus-per-task, -n 1
+    and a container's flags)."""
+    from datatrove.pipeline.readers import JsonlReader
+
+    from midtrain.launch.prep import slurm_executor
+    from midtrain.runner import _script
+
+    site = _site(tmp_path, container_image="/images/mt.sqsh", partition="cpu")
+    stub = _sbatch_stub(tmp_path, monkeypatch)
+    ex = slurm_executor(
+        [JsonlReader(str(tmp_path))],
+        site,
+        job_name="mt-prep",
+        logging_dir=str(tmp_path / "logs"),
+        slurm_logs_dir=str(tmp_path / "slurm_logs"),
+    )
+    printed = _script(ex)
+    ex.run()
+    submitted = sorted((stub / "submitted").iterdir())[0].read_text()
+    assert printed == submitted
+    assert "--cpus-per-task=1" in printed and "--container-image=/images/mt.sqsh" in printed and " -n 1 " in printed
+
+
 @pytest.mark.parametrize("command", ["prep", "pack"])
 def test_prep_and_pack_refuse_an_output_that_cannot_go_into_datatrove_scripts(tmp_path, command):
     site = tmp_path / "site.yaml"
