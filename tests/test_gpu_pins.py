@@ -150,7 +150,9 @@ def test_the_name_check_finds_a_name_a_release_lacks(tmp_path):
     (tmp_path / "megatron" / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "utils.py").write_text(re.sub(r"def get_thd_batch_on_this_cp_rank\b", "def _gone", utils))
-    names = {("megatron.core.utils", "get_thd_batch_on_this_cp_rank", "midtrain/train/batch.py")}
+    names: set[tuple[str, str | None, str]] = {
+        ("megatron.core.utils", "get_thd_batch_on_this_cp_rank", "midtrain/train/batch.py")
+    }
     assert missing_names(tmp_path, names) == [
         "megatron.core.utils.get_thd_batch_on_this_cp_rank (imported in midtrain/train/batch.py)"
     ]
