@@ -44,6 +44,7 @@ fi
 SCONTROL = r"""#!/bin/bash
 case "$1 $2" in
   "show job") touch "$STUB_DIR/asked_state"; echo "JobId=$4 JobState=${STUB_JOB_STATE:-RUNNING} Restarts=0" ;;
+  "show node") echo "NodeName=$4 Arch=x86_64 NodeAddr=${STUB_NODE_ADDR:-$4} NodeHostName=$4 Version=22.05.8" ;;
   show*) echo n1; echo n2 ;;
   requeue*) echo "$2" >> "$STUB_DIR/requeued" ;;
 esac
@@ -211,6 +212,24 @@ def test_a_crash_is_retried_up_to_max_retries(tmp_path, retries_before, srun_rc,
         assert retries.read_text().split() == [str(retries_before + 1)]
     else:
         assert r.returncode == srun_rc and "max_retries=2 retries used" in log, log
+
+
+@pytest.mark.parametrize("step", [False, True])
+def test_the_rendezvous_is_the_first_nodes_slurm_address_not_its_name(tmp_path, step):
+    """MASTER_ADDR is the first node's NodeAddr (what Slurm reaches it by), not its name, which need not
+    resolve on the nodes."""
+    site = _site(tmp_path)
+    if step:
+        jobs = build_chains(site, tmp_path / "p" / "slurm", {"base": [("sft", ["sft", "x"])]})
+        write_jobs(jobs)
+        script = jobs.chains["base"][0].script_path
+    else:
+        script = _train(tmp_path, site).script_path
+    stub = _stubs(tmp_path)
+    r = _run(script, stub, STUB_NODE_ADDR="10.1.2.3")
+    assert r.returncode == 0, r.stderr
+    logs = sorted(script.parent.glob("logs/*_0.out"))
+    assert logs and "master 10.1.2.3:" in logs[0].read_text(), [p.read_text() for p in logs]
 
 
 def test_wait_loop_returns_srun_status_when_a_trap_interrupts_the_wait_it_ends_in(tmp_path):
