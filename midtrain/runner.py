@@ -279,10 +279,18 @@ class StageChain:
 def _script(ex: Any) -> str:
     if hasattr(ex, "get_sbatch_args"):
         n = ex.world_size if ex.max_array_size == -1 else min(ex.world_size, ex.max_array_size)
-        return ex.get_launch_file_contents(
-            ex.get_sbatch_args(n), f"srun -l launch_pickled_pipeline {ex.logging_dir.resolve_paths('executor.pik')}"
-        )
+        return ex.get_launch_file_contents(ex.get_sbatch_args(n), _run_line(ex))
     return f"# local: {ex.world_size} tasks, logs in {ex.logging_dir.path}"
+
+
+def _run_line(ex: Any) -> str:
+    """The command each array element runs, as datatrove's SlurmPipelineExecutor.launch_job writes it (its srun
+    options: --cpus-per-task, a container's flags; one task, -n): a dry run prints the srun that runs."""
+    pik = ex.logging_dir.resolve_paths("executor.pik")
+    if not ex.with_srun:
+        return f"launch_pickled_pipeline {pik}"
+    srun_args = " ".join(f"--{k}={v}" for k, v in ex.srun_args.items()) if ex.srun_args else ""
+    return f"srun {srun_args} -l -n {ex.nodes_per_task} launch_pickled_pipeline {pik}"
 
 
 # -- what the stages counted ------------------------------------------------------------------------------

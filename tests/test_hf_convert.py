@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from midtrain.cli import main as cli_main
 from midtrain.config import ConfigError
 from midtrain.train import distributed, hf_mapping
 from midtrain.train.config import TrainConfig
+from midtrain.train.hf_export import save_safetensors
 from midtrain.train.hf_import import load_hf_into, load_hf_state_dict, model_config_from_hf
 from midtrain.train.model import build_gpt_model
 
@@ -327,3 +329,20 @@ def test_converted_checkpoint_loads_into_a_model_with_te_extra_state(world_of_on
     # A tensor the checkpoint lacks (not extra state) is still an error naming it
     with pytest.raises(ckpt.CheckpointError, match=r"cannot be loaded into this model: .*shape mismatch .*decoder"):
         ckpt.load_weights(mc, build_gpt_model(cfg.apply_overrides(["model.num_layers=3"])))
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600)])
+def test_exported_safetensors_are_as_readable_as_the_umask_says(tmp_path, umask, mode):
+    """safetensors writes its files 0600: an export on a shared filesystem was unreadable by the eval job of
+    another account. One file and the sharded layout alike take the process's umask."""
+    tensors = {"a": torch.zeros(64), "b": torch.ones(64)}
+    old = os.umask(umask)
+    try:
+        one = save_safetensors(tensors, tmp_path, shard_bytes=1 << 20)
+        (tmp_path / "sharded").mkdir()
+        sharded = save_safetensors(tensors, tmp_path / "sharded", shard_bytes=256)
+    finally:
+        os.umask(old)
+    assert one == ["model.safetensors"] and len(sharded) == 2
+    paths = [tmp_path / one[0], *(tmp_path / "sharded" / f for f in sharded)]
+    assert {oct(p.stat().st_mode & 0o777) for p in paths} == {oct(mode)}

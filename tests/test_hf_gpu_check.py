@@ -14,6 +14,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "gpu_check.sh"
+LIB = ROOT / "bench" / "gpu_check_lib.sh"
 sys.path.insert(0, str(ROOT / "bench"))
 
 
@@ -41,7 +42,7 @@ def test_script_plans_the_long_lengths_within_its_limits():
     """The one command measures 32K to 256K, runs the varlen no-leak and gradient tests, and its step limits
     fit a 10-minute command (the throughput bench plans its rows to end before its step's limit)."""
     out = subprocess.run([str(SCRIPT), "--dry-run"], capture_output=True, text=True, check=True).stdout
-    assert "--seq 32768 65536 131072 262144" in out and "--budget-s 260" in out
+    assert "--seq 32768 65536 131072 262144" in out and "--budget-s 240" in out
     assert "test_train_attention_backends.py -m gpu" in out and "--rows" in out
     text = SCRIPT.read_text()
     gpu_branch = text.split('if [[ "$MODE" == "gpu" ]]; then', 1)[1].split("\nelse\n", 1)[0]
@@ -49,7 +50,10 @@ def test_script_plans_the_long_lengths_within_its_limits():
     throughput = re.search(r"^THROUGHPUT_LIMIT=(\d+)", text, flags=re.M)
     assert throughput, "no THROUGHPUT_LIMIT= in the script"
     limits += [int(throughput.group(1))]
-    assert len(limits) == 4 and sum(limits) <= 560, limits
+    kill_after = re.search(r'^KILL_AFTER_S="\$\{KILL_AFTER_S:-(\d+)\}"', LIB.read_text(), flags=re.M)
+    assert kill_after, "no KILL_AFTER_S= in the step library"
+    # each limit holds: TERM at it, KILL a few seconds later (timeout -k)
+    assert len(limits) == 4 and sum(limits) + 4 * int(kill_after.group(1)) <= 560, limits
 
 
 @pytest.mark.slow
@@ -210,3 +214,106 @@ def test_train_check_cpu_mode_and_the_summary_table(tmp_path):
     table = gpu_summary.summary(out)
     assert "GPU CHECK SUMMARY" in table and "loaded weights survive" in table and "tok/s" in table
     assert "3 bf16 training + init_from check" in table
+
+
+def _steps(tmp_path: Path, out: Path, body: str, **env: str) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """Run BODY after sourcing the step library (as gpu_check.sh does); the rows of OUT/steps.tsv."""
+    out.mkdir(parents=True, exist_ok=True)
+    script = f'set -euo pipefail\nROOT={ROOT}\nOUT={out}\nPYTHON={sys.executable}\nFAILED=0\nsource {LIB}\n{body}\necho "FAILED=$FAILED"\n'
+    r = subprocess.run(
+        ["bash", "-c", script], capture_output=True, text=True, timeout=300, env={**os.environ, **env}, cwd=tmp_path
+    )
+    rows = (
+        [line.split("\t") for line in (out / "steps.tsv").read_text().splitlines()]
+        if (out / "steps.tsv").exists()
+        else []
+    )
+    return r, rows
+
+
+def test_a_step_that_carries_on_after_its_limits_term_is_killed(tmp_path):
+    """The trainer checkpoints on TERM and goes on (55 s under a 25 s limit): TERM at the limit, KILL after."""
+    import time
+
+    t0 = time.monotonic()
+    r, rows = _steps(
+        tmp_path,
+        tmp_path / "out",
+        f'step "slow" 1 {tmp_path}/slow.txt bash -c "trap \'\' TERM; sleep 120"',
+        KILL_AFTER_S="2",
+    )
+    assert time.monotonic() - t0 < 60, "the step outlived its limit"
+    assert r.returncode == 0 and "FAILED=1" in r.stdout, r.stderr
+    assert rows[0][0] == "slow" and rows[0][1] == "FAIL" and rows[0][3] == "timed out after 1s", rows
+
+
+@pytest.mark.parametrize(
+    "errors,result",
+    [
+        ([None, "skipped: predicted 13 s a step, 10 s of --budget-s left"], "ok"),
+        (["OutOfMemoryError: CUDA out of memory", "RuntimeError: x"], "FAIL"),  # every row failed: not ok
+        ([None, "OutOfMemoryError: CUDA out of memory"], "FAIL"),  # one row failed
+        ([], "FAIL"),  # nothing measured
+    ],
+)
+def test_the_throughput_step_fails_when_a_row_failed(tmp_path, errors, result):
+    out = tmp_path / "out"
+    out.mkdir()
+    with (out / "gpu_throughput.jsonl").open("w") as f:
+        f.write(json.dumps({"kind": "header", "device": "X"}) + "\n")
+        for e in errors:
+            f.write(json.dumps({"kind": "row", "seq_length": 64, "error": e}) + "\n")
+    r, rows = _steps(tmp_path, out, f'STEP_VERDICT=throughput_verdict step "4 throughput" 30 {out}/t.txt true')
+    assert rows[0][1] == result, (rows, r.stdout, r.stderr)
+    assert ("FAILED=1" in r.stdout) == (result == "FAIL")
+    assert rows[0][3].startswith(f"{errors.count(None)} of {len(errors)} rows measured"), rows
+
+
+def test_a_pytest_step_passes_with_out_inside_the_checkout(tmp_path):
+    """The default OUT (out/gpu_check) and the README's --cpu example are inside the checkout, where the
+    step's own log made the suite's checkout check fail every pytest step. (The folder is removed after.)"""
+    import shutil
+    import uuid
+
+    made_out = not (ROOT / "out").exists()
+    out = ROOT / "out" / f"gpu_check_test_{uuid.uuid4().hex[:8]}"
+    try:
+        r, rows = _steps(
+            tmp_path,
+            out,
+            f'step "1 tests" 240 {out}/t.txt {sys.executable} -m pytest -q -p no:cacheprovider '
+            f"{ROOT}/tests/test_hf_gpu_check.py -k document_lengths_fill",
+        )
+        log = (out / "t.txt").read_text()
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+        if made_out:
+            shutil.rmtree(ROOT / "out", ignore_errors=True)
+    assert rows and rows[0][1] == "ok" and "1 passed" in rows[0][3], (rows, log[-2000:])
+
+
+def test_the_bf16_step_on_a_gpu_selects_no_test_exact_on_cpu_only():
+    """Step 2 asserted bit-identical losses that hold only on CPU (GPU kernels are not bit-deterministic)."""
+    m = re.search(r'^BF16_ON_GPU="([^"]+)"', SCRIPT.read_text(), flags=re.M)
+    assert m, "no BF16_ON_GPU= in the script"
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "tests" / "test_train_bf16.py"),
+            "-k",
+            m.group(1),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "MIDTRAIN_CHECKOUT_CHECK": "0"},
+    )
+    chosen = [line for line in r.stdout.splitlines() if "::" in line]
+    assert chosen and all("bitwise" not in c and "kill" not in c for c in chosen), r.stdout

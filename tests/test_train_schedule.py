@@ -78,3 +78,42 @@ def test_an_extension_follows_the_schedule_its_mode_documents(run8, tmp_path):
     train_in_process(cfg, kept, "optim.train_steps=12", "optim.lr=1e-2", "optim.schedule_on_resume=checkpoint")
     assert [r["lr"] for r in metrics(kept)[8:]] == pytest.approx([MIN] * 4, rel=1e-12)
     assert read_run_config(kept / "config.yaml").optim.lr == MAX  # what the steps used, not the ignored 1e-2
+
+
+def _param_group_lrs(checkpoint: Path) -> set[tuple[float, float]]:
+    """(max_lr, min_lr) of every optimizer parameter group the checkpoint saved (megatron keeps them per group,
+    and the scheduler computes each group's lr from its own pair)."""
+    from megatron.core import dist_checkpointing
+
+    found: set[tuple[float, float]] = set()
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if "max_lr" in node and "min_lr" in node and ("params" in node or "lr" in node):
+                found.add((float(node["max_lr"]), float(node["min_lr"])))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                walk(v)
+
+    walk(dist_checkpointing.load_common_state_dict(str(checkpoint)))
+    return found
+
+
+def test_an_extension_with_schedule_on_resume_config_takes_the_new_lr_and_min_lr(run8, tmp_path):
+    """A new optim.lr / min_lr on an extension: the steps from the checkpoint on follow them (megatron's
+    optimizer restores each parameter group's max_lr/min_lr from the checkpoint; they must be the config's)."""
+    cfg, src = run8
+    new_max, new_min = 1e-3, 1e-4
+    extended = _copy(src, tmp_path / "run")
+    over = ["optim.train_steps=12", f"optim.lr={new_max}", f"optim.min_lr={new_min}", "optim.schedule_on_resume=config"]
+    assert train_in_process(cfg, extended, *over)["step"] == 12
+    rows = metrics(extended)
+    assert [r["lr"] for r in rows[:8]] == pytest.approx([wsd_lr(k, 8) for k in range(1, 9)], rel=1e-12)
+    # WSD at 12 steps with the new peak and floor: the peak on 9-10, decay over 11-12 down to the new min_lr
+    assert [r["lr"] for r in rows[8:]] == pytest.approx([new_max, new_max, (new_max + new_min) / 2, new_min], rel=1e-12)
+    assert _param_group_lrs(extended / "checkpoints" / "iter_0000012") == {(new_max, new_min)}
+    assert _param_group_lrs(src / "checkpoints" / "iter_0000008") == {(MAX, MIN)}
+    saved = read_run_config(extended / "config.yaml").optim
+    assert (saved.lr, saved.min_lr) == (new_max, new_min)

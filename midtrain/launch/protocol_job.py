@@ -14,11 +14,17 @@ from pathlib import Path
 
 from midtrain.launch.render import check_cpus, job_body, render, sbatch_lines
 from midtrain.launch.sbatch import submit, submit_chain
-from midtrain.launch.shell import directive, qargv
+from midtrain.launch.shell import LaunchError, directive, qargv
 from midtrain.launch.site import SiteConfig
 from midtrain.launch.train_job import TrainJob
 
 log = logging.getLogger(__name__)
+
+# Steps that run one process per node, whatever GPUs their job holds (an eval drives its GPU(s) itself, the
+# report is a CPU job): srun starts one task on each node. With one rank per GPU (a site entry giving only
+# gpus_per_node, or the `default` entry) two ranks would export the same HF model and write the same
+# results. Every other step (sft: the probe trains) takes its resources' ranks per node.
+SINGLE_PROCESS_STEPS = frozenset({"eval_proxy", "eval_lm_eval", "eval_swebench", "report"})
 
 
 @dataclass
@@ -56,7 +62,15 @@ def render_step(
 ) -> StepJob:
     """One step's job script (written by :func:`write_jobs`, not here)."""
     # a step repeated per seed ("sft-s7") takes its step's resources ("sft")
-    res = site.step_resources(step if step in site.protocol else step.split("-s")[0]).validate()
+    kind = step if step in site.protocol or step in SINGLE_PROCESS_STEPS else step.split("-s")[0]
+    res = site.step_resources(kind).validate()
+    if kind in SINGLE_PROCESS_STEPS:
+        if kind in site.protocol and res.tasks_per_node not in (None, 1):
+            raise LaunchError(
+                f"site protocol.{kind}.tasks_per_node: {res.tasks_per_node}, but step {kind} runs one process "
+                "per node (it uses its job's GPUs itself); set 1 or leave it out"
+            )
+        res = res.replace(tasks_per_node=1)
     name = f"{job_prefix}-{chain}-{step}" if chain else f"{job_prefix}-{step}"
     base = f"{chain or 'all'}-{step}"
     check_cpus(site, res, f"protocol step {base}")

@@ -57,6 +57,42 @@ def te_version_problem(fp8: str, fp8_recipe: str, te_version: str | None) -> str
     )
 
 
+# The megatron-core and Transformer Engine releases the GPU path is written for (pyproject's pins, checked
+# by tests/test_gpu_pins.py): every megatron-core name midtrain imports exists in them (core_v0.18 removed
+# megatron.core.utils.get_thd_batch_on_this_cp_rank, which every context-parallel batch goes through), and
+# the TE range is the one megatron-core 0.16.1 itself requires. constraints-gpu.txt pins the tested pair.
+MEGATRON_CORE_RANGE = ">=0.16.1,<0.18"
+TE_RANGE = ">=2.9,<2.12"
+
+
+def installed_version(dist: str) -> str | None:
+    """An installed distribution's version (package metadata, nothing imported); None when not installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return None
+
+
+def stack_version_problem(megatron_core: str | None, transformer_engine: str | None) -> str | None:
+    """Why the installed megatron-core / TE (versions, None = not installed) are outside the supported
+    ranges (a one-line message naming the package, its version and the range), else None."""
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    for name, have, wanted, extra in (
+        ("megatron-core", megatron_core, MEGATRON_CORE_RANGE, ""),
+        ("transformer-engine", transformer_engine, TE_RANGE, "[pytorch]"),
+    ):
+        if have is not None and not SpecifierSet(wanted).contains(Version(have), prereleases=True):
+            return (
+                f"{name} {have} is installed; midtrain supports {name}{wanted} (constraints-gpu.txt pins the "
+                f"tested versions): pip install '{name}{extra}{wanted}'"
+            )
+    return None
+
+
 def installed_te_version() -> str | None:
     """The installed Transformer Engine's version string (package metadata; TE itself is not imported)."""
     from importlib.metadata import PackageNotFoundError, version

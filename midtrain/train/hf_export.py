@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import time
 from pathlib import Path
@@ -73,9 +74,19 @@ def find_hf_source(run_dir: Path, max_hops: int = 8) -> Path | None:
     return None
 
 
+def save_file(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """safetensors' save_file, leaving the file readable as any other file this process writes: safetensors
+    creates it 0600, which other accounts on a shared filesystem (an eval job's, a colleague's) cannot read."""
+    from safetensors.torch import save_file as write
+
+    write(tensors, str(path), metadata={"format": "pt"})
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
 def save_safetensors(tensors: dict[str, torch.Tensor], dst: Path, shard_bytes: int = SHARD_BYTES) -> list[str]:
     """transformers' on-disk layout: model.safetensors, or model-0000i-of-0000n.safetensors + index."""
-    from safetensors.torch import save_file
 
     shards: list[dict[str, torch.Tensor]] = [{}]
     size = 0
@@ -87,13 +98,13 @@ def save_safetensors(tensors: dict[str, torch.Tensor], dst: Path, shard_bytes: i
         shards[-1][name] = t.contiguous()
         size += nbytes
     if len(shards) == 1:
-        save_file(shards[0], str(dst / "model.safetensors"), metadata={"format": "pt"})
+        save_file(shards[0], dst / "model.safetensors")
         return ["model.safetensors"]
     names, weight_map = [], {}
     for i, shard in enumerate(shards, 1):
         fname = f"model-{i:05d}-of-{len(shards):05d}.safetensors"
         log.info("writing %s (%d tensors)", dst / fname, len(shard))
-        save_file(shard, str(dst / fname), metadata={"format": "pt"})
+        save_file(shard, dst / fname)
         names.append(fname)
         weight_map.update(dict.fromkeys(shard, fname))
     total = sum(t.numel() * t.element_size() for t in tensors.values())

@@ -36,6 +36,7 @@ from midtrain.train import distributed, moe
 from midtrain.train.batch import Batch, to_batch
 from midtrain.train.config import SCHEDULE_FIELDS, TrainConfig, read_run_config, resume_conflicts
 from midtrain.train.flops import FLOPS_COUNT, flops_from_sums, fp8_peak_tflops, peak_tflops
+from midtrain.train.gpu_choices import installed_te_version, installed_version, stack_version_problem
 from midtrain.train.layout import resolve_data_parallel
 from midtrain.train.logger import RunLogger
 from midtrain.train.model import build_gpt_model, count_parameters, resolve_impl
@@ -333,6 +334,9 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     from megatron.core.pipeline_parallel import get_forward_backward_func
 
     cfg.validate()
+    problem = stack_version_problem(installed_version("megatron-core"), installed_te_version())
+    if problem:
+        raise ConfigError(problem)
     if not logging.getLogger().isEnabledFor(logging.DEBUG):
         # megatron-core logs its full configs and bucket layouts at INFO; keep them for -v.
         logging.getLogger("megatron").setLevel(logging.WARNING)
@@ -767,6 +771,11 @@ def _restore_schedule(cfg: TrainConfig, scheduler: Any, common: dict[str, Any], 
         cfg.optim = cfg.optim.replace(**keep)  # config.yaml and later checkpoints say what the steps used
     before = _lr_at(common, scheduler) if changed and mode == "config" else None
     scheduler.load_state_dict(common["scheduler"])
+    if mode == "config":
+        # megatron's scheduler computes each parameter group's lr from the group's own max_lr/min_lr (set from
+        # the config when the optimizer was built), and the optimizer's load has just put the checkpoint's back
+        for group in scheduler.optimizer.param_groups:
+            group["max_lr"], group["min_lr"] = scheduler.max_lr, scheduler.min_lr
     if changed and rank0:
         log.warning(
             "optim.schedule_on_resume=%s: %s; %s",

@@ -14,6 +14,7 @@ set -euo pipefail
 
 DIR="${MIDTRAIN_SLURM_DIR:-/tmp/midtrain-slurm}"
 CONF=/etc/slurm/slurm.conf
+GRES_CONF=/etc/slurm/gres.conf  # slurmd reads gres.conf beside slurm.conf
 MARKER="# midtrain single-node test cluster"
 WAIT_S="${MIDTRAIN_SLURM_WAIT_S:-60}"
 
@@ -47,6 +48,16 @@ render_conf() {
   node_line="$(sed "s/RealMemory=[0-9]*/RealMemory=$((mem * 95 / 100))/" <<<"$node_line")"
   local node
   node="$(sed -n 's/^NodeName=\([^ ]*\).*/\1/p' <<<"$node_line")"
+  # The node declares two GPUs as GRES, backed by dummy device files: a GPU-shaped job (--gpus-per-node) goes
+  # through Slurm's real GRES logic (allocation, SLURM_GPUS_* in the job's environment, CUDA_VISIBLE_DEVICES,
+  # steps that must say which GRES they take) while the trainer itself finds no CUDA and runs on CPU/gloo.
+  # CPU jobs ask for no GRES and run as before.
+  mkdir -p "$DIR/dev"
+  touch "$DIR/dev/gpu0" "$DIR/dev/gpu1"
+  cat >"$DIR/gres.conf" <<EOF
+$MARKER (tests/slurm/cluster.sh): dummy GPUs, no driver
+NodeName=$node Name=gpu File=$DIR/dev/gpu[0-1]
+EOF
   cat >"$DIR/slurm.conf" <<EOF
 $MARKER (tests/slurm/cluster.sh); state under $DIR
 ClusterName=midtrain
@@ -90,14 +101,16 @@ KillWait=5
 InactiveLimit=0
 SlurmdTimeout=60
 MaxArraySize=1001
-$node_line State=UNKNOWN
+GresTypes=gpu
+$node_line Gres=gpu:2 State=UNKNOWN
 PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
 }
 
 conf_current() {
   # the running cluster was started from the config this script writes now (not an older version of it)
-  render_conf && [ -f "$CONF" ] && cmp -s "$DIR/slurm.conf" "$CONF"
+  render_conf && [ -f "$CONF" ] && cmp -s "$DIR/slurm.conf" "$CONF" && [ -f "$GRES_CONF" ] \
+    && cmp -s "$DIR/gres.conf" "$GRES_CONF"
 }
 
 write_conf() {
@@ -105,8 +118,12 @@ write_conf() {
   if [ -f "$CONF" ] && ! grep -qF "$MARKER" "$CONF"; then
     die "$CONF exists and is not ours; refusing to overwrite a real cluster's config"
   fi
+  if [ -f "$GRES_CONF" ] && ! grep -qF "$MARKER" "$GRES_CONF"; then
+    die "$GRES_CONF exists and is not ours; refusing to overwrite a real cluster's config"
+  fi
   mkdir -p /etc/slurm
   cp "$DIR/slurm.conf" "$CONF"
+  cp "$DIR/gres.conf" "$GRES_CONF"
 }
 
 pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }

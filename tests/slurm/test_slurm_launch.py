@@ -24,7 +24,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 # Stands in for `midtrain.cli` in each rank (run by the real midtrain.launch.rank): records its CPUs; on the
 # first start waits for USR1/TERM, then rank 0 "checkpoints" and exits 75 once the batch script says it
 # forwarded the signal, while rank 1 never returns (a late rank); on a restart both finish at once. In mode
-# "ignore" no rank ever returns (an eval that ignores TERM), in mode "hang" a rank sleeps and prints nothing.
+# "ignore" no rank ever returns (an eval that ignores TERM), in mode "hang" a rank sleeps and prints nothing;
+# in mode "unreachable" each rank removes the pid record the forwarder reads, and ends once the batch script
+# has said what became of the signal.
 RANK_STUB = r"""
 import os, signal, sys, time
 from pathlib import Path
@@ -39,8 +41,12 @@ if os.environ["STUB_MODE"] == "hang":
     time.sleep(900)
 sigs = {signal.SIGUSR1, signal.SIGTERM}
 signal.pthread_sigmask(signal.SIG_BLOCK, sigs)  # each one received below, one at a time, none lost
-(out / f"ready.{rank}").touch()
 log = Path(os.environ["STUB_LOGS"]) / f"train-{os.environ['SLURM_JOB_ID']}_0.out"
+if os.environ["STUB_MODE"] == "unreachable":
+    status = log.parent.parent / "status" / f"{os.environ['SLURM_JOB_ID']}.0"
+    for pid in status.glob(f"pid.*.{rank}"):
+        pid.unlink()
+(out / f"ready.{rank}").touch()
 got = []
 deadline = time.time() + 900
 while time.time() < deadline:
@@ -50,11 +56,13 @@ while time.time() < deadline:
         (out / f"signals.{rank}").write_text(" ".join(got))
     if got and rank == "0" and os.environ["STUB_MODE"] == "signal" and "forwarded to the ranks" in log.read_text():
         sys.exit(75)
+    if os.environ["STUB_MODE"] == "unreachable" and any(w in log.read_text() for w in ("USR1 not", "USR1 forw")):
+        sys.exit(0)
 sys.exit(1)
 """
 
 
-def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, **site_changes):
+def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, gpus: int = 0, **site_changes):
     """A training job (or with ``step`` a protocol step job) whose ranks run RANK_STUB (a `python` first on
     PATH swaps midtrain.cli for it)."""
     stub = tmp_path / "stub"
@@ -76,12 +84,14 @@ def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, *
         "STUB_LOGS": str(run_dir / "slurm" / "logs"),
         "STUB_MODE": mode,
     }
-    path = cluster_site(tmp_path, tasks_per_node=tasks, cpus_per_task=cpus, mem="1G")
+    # gpus > 0: a GPU-shaped job on the node's GRES GPUs (dummy devices), sharing the node with other jobs
+    gpu = {"gpus_per_node": gpus, "exclusive": False} if gpus else {}
+    path = cluster_site(tmp_path, tasks_per_node=tasks, cpus_per_task=cpus, mem="1G", **gpu)
     site = load_site(path, [f"{k}={v}" for k, v in site_changes.items()])
     site.env.update(env)
     if step:
         site.protocol["default"].tasks_per_node = tasks
-        jobs = build_chains(site, tmp_path / "protocol" / "slurm", {"base": [("eval_proxy", ["eval", "proxy"])]})
+        jobs = build_chains(site, tmp_path / "protocol" / "slurm", {"base": [("sft", ["sft", "x"])]})  # 2 ranks
         write_jobs(jobs)
         job = jobs.chains["base"][0]
         return job, out, submit(job.script_path)
@@ -138,12 +148,29 @@ def test_usr1_to_the_batch_shell_reaches_each_rank_once_and_requeues_despite_a_l
     assert all(len(c.split()) == 1 for c in cpus) and cpus[0] != cpus[1], cpus
 
 
+@pytest.mark.parametrize("gpus", [0, 2])
+def test_a_usr1_that_cannot_reach_the_ranks_is_an_error_in_the_log_and_the_job_state(slurm_cluster, tmp_path, gpus):
+    """The forwarder finds no rank to signal: the log says so (never "forwarded"), the job's Comment records it
+    and the job fails instead of completing. With GPUs as GRES the forwarder's srun itself must also start."""
+    job, out, job_id = _job(tmp_path, "unreachable", tasks=2, cpus=1, gpus=gpus)
+    _wait_ready(job_id, out, job)
+    subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
+    info = wait_job(job_id, timeout=600)
+    first = (job.slurm_dir / "logs" / f"train-{job_id}_0.out").read_text()
+    assert info["JobState"] == "FAILED" and info["Restarts"] == "0", (info, first)
+    assert "ERROR: USR1 not delivered to every rank" in first and "USR1 forwarded" not in first, first
+    assert "has recorded its pid" in first, first  # the forwarder's own reason
+    assert "Invalid Trackable RESource" not in first, first
+    shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True).stdout
+    assert "Comment=midtrain: USR1 not delivered" in shown, shown
+
+
 def _step_log(job, job_id: str) -> Path:
     return Path(job.log_path.replace("%j", job_id))
 
 
 def test_scancel_ends_a_step_job_whose_ranks_ignore_term(slurm_cluster, tmp_path):
-    """An eval step that ignores TERM: scancel ends it (KillWait later, SIGKILL) as CANCELLED, not requeued."""
+    """A step (the SFT probe, 2 ranks) that ignores TERM: scancel ends it (KillWait later, SIGKILL) as CANCELLED, not requeued."""
     job, out, job_id = _job(tmp_path, "ignore", tasks=2, cpus=1, step=True, max_retries=2)
     wait_started(job_id)
     wait_for(
@@ -165,10 +192,12 @@ def test_scancel_ends_a_step_job_whose_ranks_ignore_term(slurm_cluster, tmp_path
     assert not (log.parent / log.name.replace("_0.out", "_1.out")).exists()
 
 
-def test_hang_watchdog_kills_a_silent_start_and_the_retry_completes(slurm_cluster, tmp_path):
+@pytest.mark.parametrize("gpus", [0, 2])
+def test_hang_watchdog_kills_a_silent_start_and_the_retry_completes(slurm_cluster, tmp_path, gpus):
     # 15 s of silence: a few times what starting the rank takes on a loaded machine (the rank must be up and
-    # hanging when the watchdog fires, asserted below), and the job's wall time is mostly this wait
-    job, out, job_id = _job(tmp_path, "hang", tasks=1, cpus=2, hang_timeout_s=15, max_retries=1)
+    # hanging when the watchdog fires, asserted below), and the job's wall time is mostly this wait. With GPUs
+    # as GRES the watchdog's srun must start in a job that holds them.
+    job, out, job_id = _job(tmp_path, "hang", tasks=1, cpus=2, gpus=gpus, hang_timeout_s=15, max_retries=1)
     _wait_requeued_and_done(job_id, job)
     first = (job.slurm_dir / "logs" / f"train-{job_id}_0.out").read_text()
     assert "no progress for" in first and "after it hung: retry 1 of max_retries=1" in first, first

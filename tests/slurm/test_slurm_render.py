@@ -15,7 +15,7 @@ from midtrain.commands.submit import train_job
 from midtrain.config import ConfigError
 from midtrain.launch.protocol_job import StepJob, build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
-from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
+from midtrain.launch.site import JobResources, SiteConfig, load_site, time_to_seconds
 from midtrain.protocol import ProtocolConfig, check_submission, protocol_jobs
 from recipes import get_recipe, resolve_probe
 
@@ -317,3 +317,27 @@ def test_cli_dry_run_prints_the_script_and_writes_nothing(tmp_path):
 def test_cli_help_teaches_with_an_example():
     r = _cli("submit", "train", "--help")
     assert r.returncode == 0 and "midtrain submit train" in r.stdout and "--dry-run" in r.stdout
+
+
+def test_single_process_steps_run_once_per_node_whatever_gpus_they_hold(tmp_path):
+    """A site that gives only `default` (8 GPUs, one rank per GPU): the SFT probe keeps 8 ranks, every eval and
+    the report run one process per node (two lm-eval ranks exported one HF model twice and both wrote the
+    results as rank 0); a single-process step's own entry asking for more ranks is refused naming it."""
+    site = SiteConfig.from_dict(
+        {"name": "t", "workdir": str(tmp_path), "protocol": {"default": {"gpus_per_node": 8}}}
+    ).validate()
+    steps = {"base": [("sft", ["sft"]), ("eval_proxy", ["eval"]), ("eval_lm_eval", ["eval"]), ("eval_swebench", ["e"])]}
+    jobs = build_chains(site, tmp_path / "slurm", steps, ("report", ["report"]))
+    scripts = {j.step: j.script for j in [*jobs.chains["base"], jobs.final] if isinstance(j, StepJob)}
+    ranks = {step: re.findall(r"^#SBATCH --ntasks-per-node=(\d+)$", text, re.M) for step, text in scripts.items()}
+    assert ranks == {
+        "sft": ["8"],
+        "eval_proxy": ["1"],
+        "eval_lm_eval": ["1"],
+        "eval_swebench": ["1"],
+        "report": ["1"],
+    }
+    assert all("#SBATCH --gpus-per-node=8" in text for text in scripts.values())  # the GPUs stay the job's
+    site.protocol["eval_lm_eval"] = JobResources(gpus_per_node=2, tasks_per_node=2)
+    with pytest.raises(LaunchError, match=r"site protocol.eval_lm_eval.tasks_per_node: 2, but step eval_lm_eval"):
+        build_chains(site, tmp_path / "slurm", {"base": [("eval_lm_eval", ["eval"])]})

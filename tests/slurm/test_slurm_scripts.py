@@ -42,10 +42,15 @@ if [ -f "$STUB_DIR/rank.pid" ]; then  # the forwarder: return only once the rank
 fi
 """
 SCONTROL = r"""#!/bin/bash
-case "$1" in
-  show) echo n1; echo n2 ;;
-  requeue) echo "$2" >> "$STUB_DIR/requeued" ;;
+case "$1 $2" in
+  "show job") touch "$STUB_DIR/asked_state"; echo "JobId=$4 JobState=${STUB_JOB_STATE:-RUNNING} Restarts=0" ;;
+  "show node") echo "NodeName=$4 Arch=x86_64 NodeAddr=${STUB_NODE_ADDR:-$4} NodeHostName=$4 Version=22.05.8" ;;
+  show*) echo n1; echo n2 ;;
+  requeue*) echo "$2" >> "$STUB_DIR/requeued" ;;
 esac
+"""
+SCANCEL = r"""#!/bin/bash
+echo "$@" >> "$STUB_DIR/scancelled"
 """
 
 
@@ -63,7 +68,7 @@ def _stubs(tmp_path: Path) -> Path:
     stub = tmp_path / "stub"
     (stub / "bin").mkdir(parents=True)
     (stub / "calls").mkdir()
-    for name, text in (("srun", SRUN), ("scontrol", SCONTROL)):
+    for name, text in (("srun", SRUN), ("scontrol", SCONTROL), ("scancel", SCANCEL)):
         (stub / "bin" / name).write_text(text)
         (stub / "bin" / name).chmod(0o755)
     return stub
@@ -170,6 +175,7 @@ def test_step_script_runs_with_hostile_workdir_and_argv(tmp_path):
         ("", 1, "0", False, False, 1),  # a crash: no retries by default, the job fails with srun's code
         ("0:0 1:0", 0, "0", False, False, 0),  # done
         ("0:75", 143, "3", True, False, 143),  # max_requeues (3) reached
+        ("0:0 1:3", 143, "0", False, False, 3),  # rank 1 failed (exit 3), srun then killed the rest: the job says 3
     ],
 )
 def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(
@@ -186,6 +192,8 @@ def test_requeue_is_decided_on_the_ranks_records_not_srun_exit_code(
     assert f"restart {restart}:" in log
     assert "--label" in _launch(stub) and "--cpus-per-task=12" in _launch(stub)
     assert "--kill-on-bad-exit=1" in _launch(stub)
+    if rc == 3:
+        assert "rank 1 failed first, with exit 3 (srun's 143" in log, log
 
 
 @pytest.mark.parametrize("retries_before,srun_rc,requeued", [(0, 1, True), (1, 134, True), (2, 1, False)])
@@ -206,6 +214,24 @@ def test_a_crash_is_retried_up_to_max_retries(tmp_path, retries_before, srun_rc,
         assert r.returncode == srun_rc and "max_retries=2 retries used" in log, log
 
 
+@pytest.mark.parametrize("step", [False, True])
+def test_the_rendezvous_is_the_first_nodes_slurm_address_not_its_name(tmp_path, step):
+    """MASTER_ADDR is the first node's NodeAddr (what Slurm reaches it by), not its name, which need not
+    resolve on the nodes."""
+    site = _site(tmp_path)
+    if step:
+        jobs = build_chains(site, tmp_path / "p" / "slurm", {"base": [("sft", ["sft", "x"])]})
+        write_jobs(jobs)
+        script = jobs.chains["base"][0].script_path
+    else:
+        script = _train(tmp_path, site).script_path
+    stub = _stubs(tmp_path)
+    r = _run(script, stub, STUB_NODE_ADDR="10.1.2.3")
+    assert r.returncode == 0, r.stderr
+    logs = sorted(script.parent.glob("logs/*_0.out"))
+    assert logs and "master 10.1.2.3:" in logs[0].read_text(), [p.read_text() for p in logs]
+
+
 def test_wait_loop_returns_srun_status_when_a_trap_interrupts_the_wait_it_ends_in(tmp_path):
     job = _train(tmp_path, _site(tmp_path))
     stub = _stubs(tmp_path)
@@ -218,25 +244,40 @@ def test_wait_loop_returns_srun_status_when_a_trap_interrupts_the_wait_it_ends_i
     assert forwarder[:5] == ["--overlap", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=1"]
 
 
-def test_a_term_to_the_batch_shell_ends_the_ranks_and_never_requeues(tmp_path):
-    """scancel sends TERM to the batch shell (and every step): even with the ranks' checkpoint records (the
-    trainer checkpoints on TERM too), the job is not requeued; the ranks' srun is passed the TERM."""
+@pytest.mark.parametrize("state", ["CANCELLED", "RUNNING"])
+def test_a_term_to_the_batch_shell_ends_the_ranks_and_never_requeues(tmp_path, state):
+    """scancel sends TERM to the batch shell (and every step; the job is CANCELLED by then): even with the
+    ranks' checkpoint records (the trainer checkpoints on TERM too), the job is not requeued and the ranks'
+    srun is left alone (srun turns a TERM into a kill of its tasks). A TERM to the batch shell only
+    (scancel --batch, the job still RUNNING) goes to each rank through the forwarder, and the script cancels
+    the job once they have stopped."""
     job = _train(tmp_path, _site(tmp_path, max_retries=2))
     stub = _stubs(tmp_path)
     script = job.script_path.read_text()
     assert "trap terminate TERM" in script
-    # the batch shell gets TERM while the ranks run (simulated by the ranks' srun, which is its child)
+    # the batch shell gets TERM while the ranks run (simulated by the ranks' srun, which is its child); the
+    # ranks' srun ends once the forwarder ran, or once the trap has seen that none is due
     (stub / "bin" / "srun").write_text(
         SRUN.replace('kill -USR1 "$PPID"', 'kill -TERM "$PPID"')
-        .replace('until [ -e "$STUB_DIR/calls/1" ]', 'until [ -e "$STUB_DIR/term" ]')
+        .replace(
+            'until [ -e "$STUB_DIR/calls/1" ]; do sleep 0.01; done',
+            'until [ -e "$STUB_DIR/calls/1" ] || { [ -e "$STUB_DIR/asked_state" ] && [ "$STUB_JOB_STATE" != RUNNING ]; }; '
+            "do sleep 0.01; done",
+        )
         .replace("#!/bin/bash\n", "#!/bin/bash\ntrap 'touch $STUB_DIR/term' TERM\n")
     )
-    r = _run(job.script_path, stub, STUB_EXITS="0:75 1:75", STUB_RC="143", STUB_SIGNAL_PARENT="1")
+    r = _run(job.script_path, stub, STUB_EXITS="0:75 1:75", STUB_RC="0", STUB_SIGNAL_PARENT="1", STUB_JOB_STATE=state)
     log = (job.slurm_dir / "logs" / "train-123_0.out").read_text()
     assert not (stub / "requeued").exists(), log
-    assert (stub / "term").exists(), "the ranks' srun did not get the TERM"
-    assert r.returncode == 143 and "terminated: not requeueing" in log, log
-    assert len(_calls(stub)) == 1, "TERM must not run the USR1 forwarder"
+    assert not (stub / "term").exists(), "the ranks' srun got a TERM (it would kill the ranks)"
+    assert r.returncode == 75 and "terminated: not requeueing" in log, log
+    if state == "CANCELLED":
+        assert len(_calls(stub)) == 1, "a TERM Slurm sent every step too must not run the forwarder"
+        assert not (stub / "scancelled").exists(), log
+    else:
+        assert _calls(stub)[1][-1] == "TERM", _calls(stub)  # the forwarder, with the signal to pass on
+        assert "TERM passed on to the ranks" in log, log
+        assert (stub / "scancelled").read_text().split() == ["123"], log
 
 
 EARLY = """import os, pathlib, time
@@ -436,6 +477,30 @@ def test_prep_job_array_scripts_quote_site_values_and_run(tmp_path, monkeypatch)
     # srun gets the CPUs itself (22.05-23.02 do not pass sbatch's on), and a failed stage cancels what waits on it
     assert "--cpus-per-task=1" in call
     assert all("#SBATCH --kill-on-invalid-dep=yes" in p.read_text() for p in scripts)
+
+
+def test_a_prep_dry_run_prints_the_script_that_is_submitted(tmp_path, monkeypatch):
+    """The dry run's script is the one datatrove submits, srun line included (it lacked --cpus-per-task, -n 1
+    and a container's flags)."""
+    from datatrove.pipeline.readers import JsonlReader
+
+    from midtrain.launch.prep import slurm_executor
+    from midtrain.runner import _script
+
+    site = _site(tmp_path, container_image="/images/mt.sqsh", partition="cpu")
+    stub = _sbatch_stub(tmp_path, monkeypatch)
+    ex = slurm_executor(
+        [JsonlReader(str(tmp_path))],
+        site,
+        job_name="mt-prep",
+        logging_dir=str(tmp_path / "logs"),
+        slurm_logs_dir=str(tmp_path / "slurm_logs"),
+    )
+    printed = _script(ex)
+    ex.run()
+    submitted = sorted((stub / "submitted").iterdir())[0].read_text()
+    assert printed == submitted
+    assert "--cpus-per-task=1" in printed and "--container-image=/images/mt.sqsh" in printed and " -n 1 " in printed
 
 
 @pytest.mark.parametrize("command", ["prep", "pack"])

@@ -54,8 +54,8 @@ def shards(tmp_path_factory):
     return write_shards(tmp_path_factory.mktemp("shards"), sequences=48, seq_length=64, vocab=256)
 
 
-def _submit(tmp_path: Path, overrides: list[str]) -> tuple[str, Path]:
-    site = cluster_site(tmp_path)
+def _submit(tmp_path: Path, overrides: list[str], **train: object) -> tuple[str, Path]:
+    site = cluster_site(tmp_path, **train)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     r = subprocess.run(
         [
@@ -89,11 +89,11 @@ def _losses(run_dir: Path) -> dict[int, float]:
     return {int(r["step"]): float(r["loss"]) for r in rows}
 
 
-def _usr1_pending(pid: int) -> bool:
-    """USR1 queued for a (stopped) process: bit 10 of SigPnd/ShdPnd in /proc/PID/status."""
+def _usr1_pending(pid: int, sig: int = signal.SIGUSR1) -> bool:
+    """USR1 (or SIG) queued for a (stopped) process: its bit of SigPnd/ShdPnd in /proc/PID/status."""
     status = Path(f"/proc/{pid}/status").read_text()
     masks = [int(line.split()[1], 16) for line in status.splitlines() if line.startswith(("SigPnd", "ShdPnd"))]
-    return any(m & (1 << (signal.SIGUSR1 - 1)) for m in masks)
+    return any(m & (1 << (sig - 1)) for m in masks)
 
 
 def _checkpoints(run_dir: Path) -> list[str]:
@@ -126,10 +126,19 @@ def test_cpu_training_job_two_ranks_trains_and_checkpoints(reference_run):
     assert info["Restarts"] == "0"
 
 
-def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(reference_run, shards, tmp_path):
+# A GPU-shaped job on the test cluster's node with GPUs as GRES (dummy devices, so the trainer runs on
+# CPU/gloo): sbatch --gpus-per-node=2 exports SLURM_GPUS_PER_NODE, which every srun in the job reads, the
+# USR1 forwarder's included. Not exclusive, so it shares the node with other tests' jobs.
+GPU_SHAPE = {"gpus_per_node": 2, "tasks_per_node": None, "exclusive": False}
+
+
+@pytest.mark.parametrize("shape", ["cpus", "gres_gpus"])
+def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(reference_run, shards, tmp_path, shape):
     ref_dir = reference_run[0]
     run_dir = tmp_path / "run"
-    job_id, log = _submit(tmp_path, _tiny(run_dir, shards))
+    job_id, log = _submit(tmp_path, _tiny(run_dir, shards), **(GPU_SHAPE if shape == "gres_gpus" else {}))
+    if shape == "gres_gpus":
+        assert "#SBATCH --gpus-per-node=2" in (run_dir / "slurm" / "train.sbatch").read_text()
     metrics = run_dir / "metrics.jsonl"
     pid_dir = run_dir / "slurm" / "status" / f"{job_id}.0"
     wait_started(job_id)  # the node may be busy with other jobs first
@@ -149,7 +158,7 @@ def test_signalled_job_checkpoints_requeues_and_matches_uninterrupted_run(refere
         subprocess.run(["scancel", "--batch", "--signal=USR1", job_id], check=True)
         t0 = time.time()
         while not all(_usr1_pending(pid) for pid in pids):  # the script's forwarder reached both ranks
-            assert time.time() - t0 < 120, "USR1 was not forwarded to the ranks"
+            assert time.time() - t0 < 120, f"USR1 was not forwarded to the ranks\n{log.read_text()[-3000:]}"
             time.sleep(0.2)
     finally:
         for pid in pids:
@@ -202,3 +211,42 @@ def test_scancel_ends_a_running_training_job(slurm_cluster, shards, tmp_path):
     assert info["JobState"] == "CANCELLED" and info["Restarts"] == "0", (info, log.read_text()[-3000:])
     assert "requeueing job" not in log.read_text()
     assert len(_losses(run_dir)) < STEPS, "the job trained to the end after scancel"
+
+
+def test_a_term_to_the_batch_shell_checkpoints_and_ends_the_gpu_job_cancelled(slurm_cluster, shards, tmp_path):
+    """`scancel --batch --signal=TERM` reaches the batch shell only: the script passes TERM to each rank (not
+    to srun, which would kill them), they checkpoint and stop, and the job ends CANCELLED, not requeued, with
+    a checkpoint that resumes (it used to end FAILED 137 with none)."""
+    from midtrain.train import checkpoint as ckpt
+
+    run_dir = tmp_path / "run"
+    job_id, log = _submit(tmp_path, _tiny(run_dir, shards) + ["--site-set", "max_retries=2"], **GPU_SHAPE)
+    metrics = run_dir / "metrics.jsonl"
+    pid_dir = run_dir / "slurm" / "status" / f"{job_id}.0"
+    wait_started(job_id)
+    t0 = time.time()
+    while not (metrics.exists() and len(metrics.read_text().splitlines()) >= 2):
+        assert job_state(job_id).get("JobState") in ("PENDING", "RUNNING", "CONFIGURING"), log.read_text()[-3000:]
+        assert time.time() - t0 < 600, "training did not reach step 2 within 600 s of the job starting"
+        time.sleep(0.05)
+    pids = [int(p.read_text()) for p in pid_dir.glob("pid.*")]
+    assert len(pids) == 2
+    for pid in pids:  # held, so the TERM lands mid-run however fast training is here
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        subprocess.run(["scancel", "--batch", "--signal=TERM", job_id], check=True)
+        t0 = time.time()
+        while not all(_usr1_pending(pid, signal.SIGTERM) for pid in pids):
+            assert time.time() - t0 < 120, f"TERM was not passed on to the ranks\n{log.read_text()[-3000:]}"
+            time.sleep(0.2)
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    info = wait_job(job_id, timeout=600)
+    text = log.read_text()
+    assert info["JobState"] == "CANCELLED" and info["Restarts"] == "0", (info, text[-3000:])
+    assert "2 rank(s) checkpointed and stopped" in text and "requeueing job" not in text, text[-3000:]
+    last = _checkpoints(run_dir)[-1]
+    assert last < f"iter_{STEPS:07d}", "the TERM came too late to interrupt the run"
+    assert last == f"iter_{max(_losses(run_dir)):07d}", "the stop did not checkpoint its last step"
+    assert ckpt.resume_problem(run_dir / "checkpoints" / last) is None
