@@ -516,6 +516,6 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     for bench in cfg.benchmarks:
         _unit(cfg, bench, out / bench, tasks, repo, rows, checkpoint, timeout)
     results = collect_results(out)
-    if all(results.get(b, {}).get("rate") is not None for b in cfg.benchmarks):
-        (out / STAMP).write_text(json.dumps(want, indent=1))
+    # what the results are of, graded or not (a rerun reuses them only when every rate is known, above)
+    (out / STAMP).write_text(json.dumps(want, indent=1))
     return results

@@ -106,6 +106,7 @@ def run_probe(
     import torch.distributed
 
     from midtrain.eval.heldout import heldout_loss
+    from midtrain.formats.stamp import content_id
     from midtrain.eval.scoring import MidtrainScorer
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
     from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
@@ -171,6 +172,8 @@ def run_probe(
         )
     result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"))
     result["hf_dir"] = export_once(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
+    # what SWE-bench grades must be this export: the report checks its stamp against this id
+    result["hf_id"] = content_id(result["hf_dir"]) if result["hf_dir"] else None
     result["seconds"] = round(time.time() - t0, 1)
     multi = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
     if not multi or torch.distributed.get_rank() == 0:  # one writer, after the export is complete
