@@ -106,8 +106,8 @@ def run_probe(
     import torch.distributed
 
     from midtrain.eval.heldout import heldout_loss
-    from midtrain.formats.stamp import content_id
     from midtrain.eval.scoring import MidtrainScorer
+    from midtrain.formats.stamp import content_id
     from midtrain.sft.data import prepare_data, split_sha, trace_splits
     from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
     from midtrain.train import distributed
