@@ -9,6 +9,8 @@ import shutil
 import pytest
 from sft_helpers import probe_cfg, sample_trace_docs, tiny_checkpoint, write_documents
 
+from midtrain.formats.outputs import OutputRefused
+
 pytestmark = pytest.mark.slow
 
 
@@ -123,7 +125,7 @@ def test_changed_data_settings_refuse_the_shared_data_dir_unless_overwrite(base_
 
     tmp, traces, base, _, _ = base_probe
     cfg = probe_cfg(traces, f"data_dir={tmp / 'sft_data'}", "pad_multiple=2")
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(OutputRefused, match="other settings"):
         run_probe(cfg, base, tmp / "probe_pad2")
     res = run_probe(cfg, base, tmp / "probe_pad2", overwrite=True)
     assert res["exit_code"] == 0

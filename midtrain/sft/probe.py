@@ -79,19 +79,6 @@ def export_once(run_dir: Path, out: Path, tokenizer: str | None) -> str:
     return str(out)
 
 
-def _inputs_content(cfg: Any) -> dict[str, Any]:
-    """What the probe's traces and tokenizer hold, not only their paths: traces prepared again in place (other
-    documents) or another tokenizer file under the same name make another probe."""
-    from midtrain.formats.stamp import content_id
-
-    docs = [Path(t) / "documents" if (Path(t) / "documents").is_dir() else Path(t) for t in cfg.traces]
-    tok = cfg.tokenizer
-    return {
-        "data_content": [content_id(d) for d in docs],
-        "tokenizer_content": content_id(tok) if tok and Path(tok).exists() else None,
-    }
-
-
 def run_probe(
     cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "", overwrite: bool = False
 ) -> dict[str, Any]:
@@ -108,7 +95,7 @@ def run_probe(
     from midtrain.eval.heldout import heldout_loss
     from midtrain.eval.scoring import MidtrainScorer
     from midtrain.formats.stamp import content_id
-    from midtrain.sft.data import prepare_data, split_sha, trace_splits
+    from midtrain.sft.data import data_key, input_content, prepare_data, trace_splits
     from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
     from midtrain.train import distributed
     from midtrain.train.run_stamp import reuse_or_clear
@@ -118,11 +105,13 @@ def run_probe(
     data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     cfg.validate()
     # the data identity includes the trace sets' recorded held-out split (decided now when a set has none)
+    # and the content of the traces and tokenizer: the same key as the data dir's (sft.data.data_key)
+    content = input_content(cfg)
     fields = {
         **start_identity(start),
         "probe_sha": cfg.probe_hash(),
-        "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}",
-        **_inputs_content(cfg),
+        "data_sha": data_key(cfg, trace_splits(cfg), content),
+        **content,
     }
     want = probe_stamp(fields)
     claim_output(out, want, overwrite)
