@@ -534,7 +534,8 @@ def run_pending(output: str | Path) -> str | None:
     want, ran = read_stamp(out / RUN_WANT), read_stamp(out / RUN_STAMP)
     if want is None or ran is None:  # a local run (RUN_STAMP is all), or nothing has run there yet (pending)
         return None
-    changed = stale_fields(ran, want)
+    # the code is not compared: run.sh may run another install of midtrain (the site's) than the one that wrote it
+    changed = [f for f in stale_fields(ran, want) if f != "code"]
     if changed:
         return f"the run written into {out} has not started: what lies there is of another run ({', '.join(changed)})"
     return None

@@ -28,19 +28,16 @@ import json
 import logging
 import os
 import socket
-import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import midtrain
-from midtrain.formats.stamp import NOTES, output_stamp, read_stamp, stale_details
+from midtrain.formats.stamp import NOTES, code_version, output_stamp, read_stamp, stale_details
 
 log = logging.getLogger(__name__)
 
@@ -58,23 +55,7 @@ class OutputRefused(RuntimeError):
     holder that lost its lease tried to publish; the message is the one line the user reads."""
 
 
-# -- the code that made an output ------------------------------------------------------------------------------
-@lru_cache(maxsize=1)
-def code_version() -> dict[str, str | None]:
-    """midtrain's version and, when it runs from a git checkout, the commit (None otherwise)."""
-    root = Path(midtrain.__file__).resolve().parents[1]
-    commit: str | None = None
-    if (root / ".git").exists():
-        try:
-            done = subprocess.run(
-                ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-            )
-            commit = done.stdout.strip() or None if done.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            commit = None
-    return {"version": midtrain.__version__, "commit": commit}
-
-
+# -- stamps ----------------------------------------------------------------------------------------------------
 def make_stamp(
     made: str, inputs: Mapping[str, Any], config: Mapping[str, Any], notes: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
