@@ -144,6 +144,20 @@ def test_lease_of_another_host_taken_over_only_without_heartbeat(tmp_path: Path)
         assert c.action == START
 
 
+def test_a_requeued_job_takes_over_its_predecessors_lease_at_once(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    fresh = {"host": "node-3", "pid": 5, "job": "77", "restart": 0, "start": time.time(), "token": "t"}
+    (out / outputs.LEASE).write_text(json.dumps(fresh))
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    with pytest.raises(OutputRefused, match="Slurm job 77"):  # the same attempt elsewhere: alive
+        with claim(out, "train", make_stamp("t", {}, {})):
+            pass
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    with claim(out, "train", make_stamp("t", {}, {})) as c:
+        assert c.action == START
+
+
 def test_state_and_policy(tmp_path: Path) -> None:
     out = tmp_path / "out"
     want = make_stamp("proxy", {"checkpoint": "a"}, {"seq": 8})

@@ -142,8 +142,13 @@ def write_record(out: Path, stamp: Mapping[str, Any], state: str, reason: str | 
 
 # -- the lease -------------------------------------------------------------------------------------------------
 def holder() -> dict[str, Any]:
-    """This process: host, pid, Slurm job id (None outside Slurm)."""
-    return {"host": socket.gethostname(), "pid": os.getpid(), "job": os.environ.get("SLURM_JOB_ID")}
+    """This process: host, pid, Slurm job id (None outside Slurm) and the job's restart count (a requeue)."""
+    return {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "job": os.environ.get("SLURM_JOB_ID"),
+        "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+    }
 
 
 def describe(h: Mapping[str, Any]) -> str:
@@ -168,6 +173,9 @@ def _gone(h: Mapping[str, Any] | None, age: float, stale_after: float) -> bool:
         return age > stale_after
     if h.get("host") == socket.gethostname() and not _pid_alive(h.get("pid")):
         return True
+    me = holder()
+    if h.get("job") and h.get("job") == me["job"] and int(h.get("restart") or 0) < me["restart"]:
+        return True  # this job's own run before its requeue: Slurm ended it
     return age > stale_after
 
 
