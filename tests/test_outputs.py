@@ -119,7 +119,7 @@ def test_killed_holder_is_taken_over_and_cannot_publish_after(tmp_path: Path, ca
         os.kill(proc.pid, signal.SIGKILL)  # the main process only: the worker is orphaned, still alive
         proc.wait(WAIT_S)
         with caplog.at_level(logging.WARNING), claim(out, "pack", make_stamp("pack", {}, {})) as c:
-            assert "took over the lease" in caplog.text
+            assert "taking over the lock of pid" in caplog.text
             go.write_text("go")
             wait_for(done)
             assert done.read_text().startswith("refused: ")

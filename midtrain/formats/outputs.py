@@ -8,7 +8,7 @@ Every stage that writes an output directory claims it here first::
         c.publish(tmp, final)                 # fencing: only while this claim still holds the lease
         c.complete()                          # the state; an exception leaves it failed with the reason
 
-- The **lease** (OUTPUT/.lease.json, created with O_EXCL) records its holder (host, pid, Slurm job, start) and a
+- The **lease** (OUTPUT/.midtrain.lock, linked into place whole) records its holder (host, pid, Slurm job, start) and a
   token; a thread refreshes its mtime (the heartbeat). A second claimant is refused naming the holder; a lease
   whose holder is gone (its pid is dead on this host, or no heartbeat for ``stale_after`` seconds) is taken
   over with a warning. A process that lost its lease (a pool worker of a killed pack, a requeued job's
@@ -42,7 +42,7 @@ from midtrain.formats.stamp import NOTES, code_version, output_stamp, read_stamp
 log = logging.getLogger(__name__)
 
 EXIT_REFUSED = 3  # an output claim refused: another holder, or an output of other inputs or settings
-LEASE = ".lease.json"
+LEASE = ".midtrain.lock"  # the lease file: one per output directory
 RECORD = "output.json"
 RUNNING, COMPLETE, FAILED = "running", "complete", "failed"
 REUSE, RESUME, REDO, START = "reuse", "resume", "redo", "start"
@@ -141,11 +141,20 @@ def write_record(out: Path, stamp: Mapping[str, Any], state: str, reason: str | 
 
 
 # -- the lease -------------------------------------------------------------------------------------------------
+def _start_time(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a reused pid from its holder."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
 def holder() -> dict[str, Any]:
-    """This process: host, pid, Slurm job id (None outside Slurm) and the job's restart count (a requeue)."""
+    """This process: host, pid (and its start time), Slurm job id (None outside Slurm) and restart count."""
     return {
         "host": socket.gethostname(),
         "pid": os.getpid(),
+        "pid_start": _start_time(os.getpid()),
         "job": os.environ.get("SLURM_JOB_ID"),
         "restart": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
     }
@@ -157,26 +166,50 @@ def describe(h: Mapping[str, Any]) -> str:
     return f"pid {h.get('pid')} on {h.get('host')}{job}, since {since}"
 
 
-def _pid_alive(pid: Any) -> bool:
+def _pid_gone(h: Mapping[str, Any]) -> bool:
+    """Whether the holder, a process of this host, has ended (its pid gone, or reused by another process)."""
     try:
-        os.kill(int(pid), 0)
+        pid = int(h.get("pid", -1))
+        os.kill(pid, 0)
     except ProcessLookupError:
-        return False
-    except (PermissionError, TypeError, ValueError):
-        return True  # another user's process, or unknown: not provably gone
-    return True
+        return True
+    except (PermissionError, TypeError, ValueError, OverflowError):
+        return False  # another user's live process, or unknown: not provably gone
+    return h.get("pid_start") is not None and h.get("pid_start") != _start_time(pid)
 
 
 def _gone(h: Mapping[str, Any] | None, age: float, stale_after: float) -> bool:
-    """Whether the holder of a lease AGE seconds since its last heartbeat has gone."""
-    if h is None:  # cut short while written: only its age tells
+    """Whether the holder of a lease AGE seconds after its last heartbeat has gone: a process of this host that
+    ended, this Slurm job's attempt before a requeue, or any holder silent for STALE_AFTER seconds."""
+    if h is None:  # unreadable (written whole by a link, so not half-written): only its age tells
         return age > stale_after
-    if h.get("host") == socket.gethostname() and not _pid_alive(h.get("pid")):
+    if h.get("host") == socket.gethostname() and _pid_gone(h):
         return True
     me = holder()
     if h.get("job") and h.get("job") == me["job"] and int(h.get("restart") or 0) < me["restart"]:
         return True  # this job's own run before its requeue: Slurm ended it
     return age > stale_after
+
+
+def _take_over(path: Path, seen: dict[str, Any] | None) -> bool:
+    """Remove the lease at PATH of a holder seen gone, unless it changed since (another claimant took it over
+    first: under an flock of the directory, so two cannot both remove the stale lease and then each other's).
+    False when there was nothing to remove (released meanwhile)."""
+    import fcntl  # POSIX only; the lease is only taken on local file systems
+
+    guard = os.open(path.parent, os.O_RDONLY)
+    try:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        if not path.exists() or read_stamp(path) != seen:
+            return False
+        path.unlink(missing_ok=True)
+        return True
+    finally:
+        os.close(guard)  # releases the flock
+
+
+class OutputInUse(OutputRefused):
+    """Another live process holds the output's lease."""
 
 
 @dataclass(frozen=True)
@@ -219,17 +252,21 @@ class Lease:
         self._beat: threading.Thread | None = None
 
     def acquire(self) -> Lease:
+        """Take the lease, or raise OutputInUse naming its live holder (a gone one's is taken over, warned)."""
         self.out.mkdir(parents=True, exist_ok=True)
         mine = {**holder(), "start": time.time(), "token": self.token, "what": self.what}
-        while True:
-            try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                self._take_over_or_refuse()
-                continue
-            with os.fdopen(fd, "w") as fh:
-                json.dump(mine, fh)
-            break
+        # written aside, then hard-linked into place (fails when one exists): a reader never sees it half-written
+        aside = self.path.with_name(f"{self.path.name}.{self.token}")
+        aside.write_text(json.dumps(mine))
+        try:
+            while True:
+                try:
+                    os.link(aside, self.path)
+                    break
+                except FileExistsError:
+                    self._take_over_or_refuse()
+        finally:
+            aside.unlink(missing_ok=True)
         self._beat = threading.Thread(target=self._heartbeat, name=f"lease {self.out}", daemon=True)
         self._beat.start()
         return self
@@ -241,22 +278,17 @@ class Lease:
             return  # released meanwhile: try again
         other = read_stamp(self.path)
         if not _gone(other, age, self.stale_after):
-            raise OutputRefused(
-                f"{self.out}: {(other or {}).get('what', 'an output')} is being written by "
-                f"{describe(other or {})} (lease {self.path}); wait for it or stop it"
+            raise OutputInUse(
+                f"{self.out} is in use by `{(other or {}).get('what', '?')}` ({describe(other or {})}); wait for "
+                f"it to finish or use another output (if that process is gone, delete {self.path})"
             )
-        # one taker wins the rename; the others find the file gone and race for O_EXCL again
-        try:
-            os.replace(self.path, self.path.with_name(f"{LEASE}.stale-{self.token}"))
-        except FileNotFoundError:
-            return
-        self.path.with_name(f"{LEASE}.stale-{self.token}").unlink(missing_ok=True)
-        log.warning(
-            "%s: took over the lease of %s (its holder is gone: %.0f s without a heartbeat)",
-            self.out,
-            describe(other or {}),
-            age,
-        )
+        if _take_over(self.path, other):
+            log.warning(
+                "%s: taking over the lock of %s (`%s`), which is no longer running",
+                self.out,
+                describe(other or {}),
+                (other or {}).get("what", "?"),
+            )
 
     def _heartbeat(self) -> None:
         while not self._stop.wait(self.interval):

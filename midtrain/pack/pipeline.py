@@ -27,11 +27,12 @@ from pathlib import Path
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
+from midtrain.formats.outputs import OutputInUse
 from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature, write_text_atomic
 from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
-from midtrain.runner import OutputInUse, StageChain, naming_output, output_lock
+from midtrain.runner import StageChain, naming_output, output_lock
 
 log = logging.getLogger(__name__)
 
