@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.outputs import Lease
 from midtrain.formats.rundir import SFT_RESULT, read_metrics
 from midtrain.sft.config import SFTConfig
 
@@ -86,10 +87,23 @@ def run_probe(
 
     OUTPUT is reused (result) or resumed (training) only for the same start checkpoint (path and content)
     and the same settings; another start or other settings are refused, or with ``overwrite`` rerun afresh.
+    The first rank holds OUTPUT's lease (formats.outputs) throughout: a second probe into it is refused,
+    naming the first.
     """
     start, out = Path(start), Path(output)
     if not start.exists():  # before the imports below (megatron: seconds), so a wrong path fails at once
         raise FileNotFoundError(f"--from {start}: no such checkpoint")
+    from midtrain.train.distributed import read_env
+
+    lease = Lease(out, "sft probe").acquire() if read_env().rank == 0 else None
+    try:
+        return _run_probe(cfg, start, out, recipe, overwrite)
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _run_probe(cfg: SFTConfig, start: Path, out: Path, recipe: str, overwrite: bool) -> dict[str, Any]:
     import torch.distributed
 
     from midtrain.eval.heldout import heldout_loss
