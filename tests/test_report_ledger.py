@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from midtrain.cli import main
 from midtrain.eval.config import ProxyConfig, SweBenchConfig
@@ -38,8 +39,9 @@ def hf_export(d: Path, weights: str) -> Path:
 
 def probe(root: Path, start: Path, loss: float, step: str = "sft") -> None:
     """What the SFT probe writes into ROOT/STEP after training from START: its stamp and its numbers."""
-    fields = {**start_identity(start), "probe_sha": "p", "data_sha": "d", "data_content": [], "tokenizer_content": None}
-    hf = hf_export(root / step / "hf", f"sft of {content_id(start if start.is_dir() else start)} {loss}")
+    fields: dict[str, Any] = {**start_identity(start), "probe_sha": "p", "data_sha": "d"}
+    fields |= {"data_content": [], "tokenizer_content": None}
+    hf = hf_export(root / step / "hf", f"sft of {content_id(start)} {loss}")
     result = {**fields, **probe_stamp(fields), "exit_code": 0, "heldout_loss": loss, "final_train_loss": loss}
     result |= {"hf_dir": str(hf), "hf_id": content_id(hf), "probe_sha": "p", "recipe": "r"}
     (root / step / "sft_result.json").write_text(json.dumps(result))

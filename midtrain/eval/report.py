@@ -59,7 +59,9 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
     def add(group, metric, get, higher: bool, fmt="{:.3f}", delta_fmt="{:+.3f}", runs=None, step="") -> None:
         """``get`` reads one result; with ``runs`` (checkpoint -> its per-seed results) it is read on each seed.
         STEP names the result (``sft``, ``swebench/verified``): a column where it is missing shows why."""
-        values, samples, missing = {}, {}, {}
+        values: dict[str, float | None] = {}
+        samples: dict[str, list[float]] = {}
+        missing: dict[str, str] = {}
         for r in results:
             why = next((r.missing[k] for k in (step.split("/")[0], step) if k in r.missing), None)
             if why is not None:

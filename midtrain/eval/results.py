@@ -144,7 +144,8 @@ def ungraded(unit: dict[str, Any]) -> str | None:
 
 def input_id(kind: str, record: dict[str, Any]) -> str | None:
     """The content id of the checkpoint a result says it was made from (None: it records none)."""
-    inputs = record.get("inputs") if isinstance(record.get("inputs"), dict) else {}
+    raw = record.get("inputs")
+    inputs: dict[str, Any] = raw if isinstance(raw, dict) else {}
     if kind == "sft":
         return inputs.get("start") or record.get("start_id")
     return inputs.get("checkpoint")
@@ -182,6 +183,7 @@ def _load_step(res: CheckpointResults, step: str, want: str | None, of: str) -> 
     kind = step_kind(step)
     where = res.root / step / STEP_RESULTS[kind]
     record = _read_json(where, res.problems)
+    why: str | None
     if record is None:
         why = f"{step}/{STEP_RESULTS[kind]} " + ("unreadable" if where.exists() else "not written")
     else:
@@ -253,8 +255,8 @@ def load_checkpoint_results(
         else:
             res.swebench = _load_step(res, "swebench", hf_id, "this column's probe export")
         for key, unit in (res.swebench or {}).items():
-            if isinstance(unit, dict) and (why := ungraded(unit)):
-                res.missing[f"swebench/{key}"] = why
+            if isinstance(unit, dict) and (reason := ungraded(unit)):
+                res.missing[f"swebench/{key}"] = reason
         res.problems += swebench_problems(res.swebench or {}, root / "swebench")
     if res.sft:
         run_dir = res.sft.get("run_dir")

@@ -55,9 +55,9 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     out = Path(proto.report_dir)
     names = list(proto.checkpoints)
     runs = {n: str(output_dir(cfg) / n) for n in names}
-    steps = report_steps(proto)  # the seeds and evals the protocol runs; each column only its own checkpoint's
-    write_report(runs, out, cfg.baseline, f"{cfg.name}: side by side", proto.notes, proto.checkpoints, steps)
-    results = [load_checkpoint_results(n, p, proto.checkpoints.get(n), steps) for n, p in runs.items()]
+    read = report_steps(proto)  # the seeds and evals the protocol runs; each column only its own checkpoint's
+    write_report(runs, out, cfg.baseline, f"{cfg.name}: side by side", proto.notes, proto.checkpoints, read)
+    results = [load_checkpoint_results(n, p, proto.checkpoints.get(n), read) for n, p in runs.items()]
     rows = build_rows(results)
     key = _row(rows, cfg.rank_by)
     ranked: list[str] = []
