@@ -43,6 +43,7 @@ def test_edited_trace_at_the_same_path_is_rebuilt_never_reused(tmp_path, caplog)
     write_documents(tmp_path / "traces", _with_mark(MARK_NEW))  # the same path, other text
     with pytest.raises(OutputRefused, match=f"data_dir: {data} holds probe data built with other settings"):
         prepare_data(probe_cfg(traces), data)
+    caplog.clear()  # the reuse above may be recorded (another test set the root level to INFO)
     with caplog.at_level(logging.INFO):
         rebuilt = prepare_data(probe_cfg(traces), data, overwrite=True)
     assert "SFT data: reusing" not in caplog.text and rebuilt["data_hash"] != first["data_hash"]
