@@ -1,6 +1,7 @@
 """One way to claim, stamp and reuse an output: a lease, a stamp and a state, decided by one policy table.
 
-Every stage that writes an output directory claims it here first::
+An output is claimed here (the report does so whole; prep, pack, train and the SFT probe hold the lease and
+still decide reuse from their own stamps)::
 
     with claim(out, "sft", want) as c:        # refused (OutputRefused) while another live process holds it
         if c.action == REUSE: return ...      # complete, same stamp
@@ -8,11 +9,12 @@ Every stage that writes an output directory claims it here first::
         c.publish(tmp, final)                 # fencing: only while this claim still holds the lease
         c.complete()                          # the state; an exception leaves it failed with the reason
 
-- The **lease** (OUTPUT/.midtrain.lock, linked into place whole) records its holder (host, pid, Slurm job, start) and a
-  token; a thread refreshes its mtime (the heartbeat). A second claimant is refused naming the holder; a lease
-  whose holder is gone (its pid is dead on this host, or no heartbeat for ``stale_after`` seconds) is taken
-  over with a warning. A process that lost its lease (a pool worker of a killed pack, a requeued job's
-  predecessor) cannot publish: :meth:`Fence.publish` checks the token it started under before the rename.
+- The **lease** (OUTPUT/.midtrain.lock, linked into place whole) records its holder (host, pid and its start
+  time, Slurm job and restart count, start) and a token; a thread refreshes its mtime (the heartbeat). A second
+  claimant is refused naming the holder; a lease whose holder is gone (its pid ended on this host, the same
+  Slurm job before a requeue, or no heartbeat for ``stale_after`` seconds) is taken over with a warning.
+  A process that lost its lease (a pool worker of a killed pack, a requeued job's predecessor) cannot publish:
+  :meth:`Fence.publish` checks the token it started under before the rename.
 - The **stamp** (:func:`make_stamp`) is formats.stamp's output_stamp plus the code that made it (midtrain's
   version and, from a checkout, its git commit); a stage whose policy says so compares the code too.
 - The **state** (OUTPUT/output.json): running, complete or failed with the reason, beside the stamp.
@@ -234,7 +236,7 @@ class Fence:
 
     def publish(self, src: str | Path, dst: str | Path) -> None:
         """Rename SRC to DST only while the lease is still this one's (the window between the check and the
-        rename is one syscall; a taker waits ``stale_after`` first)."""
+        rename is one syscall: a taker finds the holder gone only once it stopped heartbeating or ended)."""
         self.check()
         os.replace(src, dst)
 
