@@ -21,13 +21,12 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from midtrain.formats.outputs import LEASE, Lease
+from midtrain.formats.outputs import LEASE, Lease, die_with_parent
 from midtrain.locations import is_url
 
 log = logging.getLogger(__name__)
@@ -85,26 +84,13 @@ class _Children:
 _CHILDREN = _Children()
 
 
-def _die_with_parent(_: object) -> None:
-    """In a child forked by multiprocess: SIGKILL when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
-    import ctypes
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: nothing to set
-        return
-    if os.getppid() == 1:  # the parent died before the prctl took effect
-        os._exit(1)
-
-
 def children_exit_with_parent() -> None:
     """Processes multiprocess forks from this one (datatrove's Manager server, which also keeps the Pool's
     forkserver alive through its inherited pipe) die with it: a killed `midtrain prep` leaves none running."""
     import multiprocess.util
 
     if not getattr(_CHILDREN, "registered", False):
-        multiprocess.util.register_after_fork(_CHILDREN, _die_with_parent)
+        multiprocess.util.register_after_fork(_CHILDREN, die_with_parent)
         _CHILDREN.registered = True
 
 

@@ -57,3 +57,54 @@ def test_a_second_training_of_one_run_dir_is_refused_naming_the_first(tmp_path):
             os.killpg(first.pid, signal.SIGKILL)
         first.wait(WAIT_S)
     assert (run_dir / LEASE).exists()  # killed: left behind, taken over by the next start (its pid is gone)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_trainer_leaves_no_checkpoint_helper_running(tmp_path):
+    """kill -9 of the trainer alone (not its group): megatron's checkpoint-writer helper, which ignores SIGTERM,
+    dies with it instead of living on (it was found alive, 316 MB, 50 minutes later)."""
+    shards = write_shards(tmp_path / "shards", sequences=8, seq_length=64)
+    recipe = tmp_path / "tiny.yaml"
+    cfg = tiny_config(**{"optim.train_steps": 100000, "optim.warmup_steps": 1, "checkpoint.save_interval": 100000})
+    cfg.data.path = str(shards)
+    cfg.save_yaml(recipe)
+    trainer = _train(recipe, tmp_path / "run")
+    helpers: list[int] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not (tmp_path / "run" / "metrics.jsonl").exists():  # it trains: the helper was started before
+            assert trainer.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        helpers = _children(trainer.pid)
+        assert helpers, "the trainer started no helper process"
+        os.kill(trainer.pid, signal.SIGKILL)
+        trainer.wait(WAIT_S)
+        deadline = time.monotonic() + WAIT_S
+        while any(_alive(p) for p in helpers):
+            assert time.monotonic() < deadline, f"still running after the trainer died: {helpers}"
+            time.sleep(0.05)
+    finally:
+        for p in helpers:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)

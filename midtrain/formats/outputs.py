@@ -210,6 +210,20 @@ def _take_over(path: Path, seen: dict[str, Any] | None) -> bool:
         os.close(guard)  # releases the flock
 
 
+def die_with_parent(_: object = None) -> None:
+    """In a child process working for a holder (forked by multiprocess, or a Manager's server): SIGKILL when
+    the parent dies (Linux prctl PR_SET_PDEATHSIG), so none goes on after its holder was killed."""
+    import ctypes  # only here: the prctl call
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: nothing to set
+        return
+    if os.getppid() == 1:  # the parent died before the prctl took effect
+        os._exit(1)
+
+
 class OutputInUse(OutputRefused):
     """Another live process holds the output's lease."""
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import shutil
 import signal
 import time
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ import torch.distributed as dist
 
 # The checkpoint index (names, completeness, newest complete) is part of the run-directory format and of the
 # one "finished and valid?" module; importers of this module get it here too.
-from midtrain.formats.outputs import Fence, OutputRefused
+from midtrain.formats.outputs import Fence, OutputRefused, die_with_parent
 from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, list_checkpoints
 from midtrain.formats.stamp import (
     CheckpointError,
@@ -152,6 +154,12 @@ def shield_checkpoint_helper() -> None:
         return
     previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGUSR1)}
     try:
+        if getattr(filesystem_async, "_results_queue", False) is None:
+            # megatron's own start (a spawned Manager's Queue), its server dying with this process: ignoring
+            # SIGTERM, it outlived a kill -9 of the trainer (on a GPU node holding what the requeue needs)
+            manager = SyncManager(ctx=multiprocessing.get_context("spawn"))
+            manager.start(initializer=die_with_parent)
+            filesystem_async._results_queue = manager.Queue()  # the proxy keeps the manager alive
         start()
     finally:
         for sig, handler in previous.items():
