@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from midtrain.cli_parser import OverrideParser
 from midtrain.config import ConfigError
+from midtrain.formats.outputs import EXIT_REFUSED, OutputRefused
 from midtrain.train.config import TrainConfig
 from midtrain.train.estimate import summary
 
@@ -231,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"midtrain {args.command}: config error: {e}", file=sys.stderr)
         return 2
+    except OutputRefused as e:  # another holder, or an output of other inputs: formats.outputs says which
+        print(f"midtrain {args.command}: refused: {e}", file=sys.stderr)
+        return EXIT_REFUSED
     except OSError as e:
         # A full disk or an unwritable path is the user's to fix: say what and where, not a traceback
         # (which -v still shows). Outputs are written to temporary names first, so nothing half-written

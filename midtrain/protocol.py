@@ -223,13 +223,37 @@ def protocol_steps(cfg: ProtocolConfig) -> Chains:
     return steps
 
 
+def report_steps(cfg: ProtocolConfig) -> list[str]:
+    """The step directories each checkpoint's protocol directory holds under CFG: what the report reads (its
+    seeds are the config's, never the directories that happen to lie there)."""
+    steps = [seed_dir("sft", s) for s in _seeded(cfg.probe_seeds)]
+    for ev in cfg.evals:
+        steps += [seed_dir("proxy", s) for s in _seeded(cfg.proxy_seeds)] if ev == "proxy" else [ev]
+    return steps
+
+
 def report_argv(cfg: ProtocolConfig) -> list[str]:
-    """The last step, after every checkpoint's chain: the side-by-side report under OUTPUT/report."""
+    """The last step, after every checkpoint's chain: the side-by-side report under OUTPUT/report, each column
+    shown only from results of its own checkpoint's content."""
     cfg.validate()
     runs = [f"{name}={checkpoint_dirs(cfg, name)['root']}" for name in cfg.checkpoints]
     out = cfg.report_dir or str(Path(cfg.output) / "report")
     notes = [f"--note={name}={text}" for name, text in cfg.notes.items()]
-    return ["report", *runs, "--baseline", cfg.baseline_name, "--output", out, "--title", cfg.name, *notes]
+    checkpoints = [f"--checkpoint={name}={path}" for name, path in cfg.checkpoints.items()]
+    return [
+        "report",
+        *runs,
+        *checkpoints,
+        "--steps",
+        ",".join(report_steps(cfg)),
+        "--baseline",
+        cfg.baseline_name,
+        "--output",
+        out,
+        "--title",
+        cfg.name,
+        *notes,
+    ]
 
 
 def protocol_jobs(cfg: ProtocolConfig, site: SiteConfig, job_prefix: str | None = None) -> ProtocolJobs:

@@ -21,73 +21,18 @@ from __future__ import annotations
 import errno
 import json
 import logging
-import os
-import socket
-import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from midtrain.formats.outputs import LEASE, Lease, die_with_parent
 from midtrain.locations import is_url
 
 log = logging.getLogger(__name__)
 
 EXECUTORS = ("local", "slurm")
-LOCK_FILE = ".midtrain.lock"
-
-
-class OutputInUse(FileExistsError):
-    """Another run holds the output directory's lock."""
-
-
-def _start_time(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), to tell a reused pid from its holder."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _running(holder: dict) -> bool:
-    """True unless HOLDER (a lock's content) is a process of this host that is gone. A holder on another host
-    cannot be checked from here: it counts as running."""
-    if holder.get("host") != socket.gethostname():
-        return True
-    pid = int(holder.get("pid", -1))
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return holder.get("start") is None or holder.get("start") == _start_time(pid)
-
-
-def _read_lock(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def _take_over(path: Path, seen: dict | None) -> bool:
-    """Remove the lock at PATH of a holder seen gone, unless it changed since (another run took it over first:
-    under an flock, so two runs cannot both remove the stale lock and then each other's). False when there was
-    nothing to remove (it was released meanwhile)."""
-    import fcntl
-
-    guard = os.open(path.parent, os.O_RDONLY)  # the directory itself: no file of ours left beside the lock
-    try:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        if not path.exists() or _read_lock(path) != seen:
-            return False
-        path.unlink(missing_ok=True)
-        return True
-    finally:
-        os.close(guard)  # releases the flock
+LOCK_FILE = LEASE  # what a run leaves in its output while it writes there (never an output of its own)
 
 
 FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
@@ -106,59 +51,19 @@ def naming_output(output: Any) -> Iterator[None]:
 
 
 @contextmanager
-def output_lock(output: Any, command: str) -> Iterator[None]:
-    """Hold OUTPUT's lock (OUTPUT/.midtrain.lock: host, pid, command) while a run writes there.
-
-    A second run into an output in use is refused with :class:`OutputInUse` naming the holder; the lock of a
-    process of this host that is no longer running (killed) is taken over, with a warning saying so. An output
-    in object storage is not locked (no exclusive create there).
-    """
+def output_lock(output: Any, command: str) -> Iterator[Lease | None]:
+    """Hold OUTPUT's lease (formats.outputs.Lease: OUTPUT/.midtrain.lock) while a run writes there: a second
+    run is refused with OutputInUse naming the holder, a gone holder's lease is taken over with a warning.
+    Yields the lease (its fence goes to the run's workers), None for an output in object storage (no
+    exclusive create there: not locked)."""
     if is_url(output):
-        yield
+        yield None
         return
-    path = Path(output) / LOCK_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    me = {
-        "host": socket.gethostname(),
-        "pid": os.getpid(),
-        "start": _start_time(os.getpid()),
-        "command": command,
-        "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }
-    # The lock appears whole or not at all: written aside, then hard-linked into place (fails if it exists), so a
-    # reader never sees it empty and takes it over (an O_EXCL create is visible before its content).
-    mine = path.with_name(f"{LOCK_FILE}.{me['host']}.{me['pid']}")
-    mine.write_text(json.dumps(me))
+    lease = Lease(output, command).acquire()
     try:
-        while True:
-            try:
-                os.link(mine, path)
-                break
-            except FileExistsError:
-                pass
-            holder = _read_lock(path)
-            if holder is not None and _running(holder):
-                raise OutputInUse(
-                    f"{output} is in use by `{holder.get('command')}` (pid {holder.get('pid')} on "
-                    f"{holder.get('host')}, since {holder.get('since')}); wait for it to finish or use another "
-                    f"--output (if that process is gone, delete {path})"
-                ) from None
-            if _take_over(path, holder):
-                log.warning(
-                    "%s: taking over the lock of %s, which is no longer running",
-                    output,
-                    f"pid {holder.get('pid')} on {holder.get('host')} (`{holder.get('command')}`)"
-                    if holder
-                    else "an unreadable lock file",
-                )
+        yield lease
     finally:
-        mine.unlink(missing_ok=True)
-    try:
-        yield
-    finally:
-        held = _read_lock(path)
-        if held is not None and held.get("pid") == me["pid"] and held.get("host") == me["host"]:
-            path.unlink(missing_ok=True)
+        lease.release()
 
 
 @dataclass
@@ -179,27 +84,13 @@ class _Children:
 _CHILDREN = _Children()
 
 
-def _die_with_parent(_: object) -> None:
-    """In a child forked by multiprocess: SIGKILL when the parent dies (Linux prctl PR_SET_PDEATHSIG)."""
-    import ctypes
-    import os
-    import signal
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: nothing to set
-        return
-    if os.getppid() == 1:  # the parent died before the prctl took effect
-        os._exit(1)
-
-
 def children_exit_with_parent() -> None:
     """Processes multiprocess forks from this one (datatrove's Manager server, which also keeps the Pool's
     forkserver alive through its inherited pipe) die with it: a killed `midtrain prep` leaves none running."""
     import multiprocess.util
 
     if not getattr(_CHILDREN, "registered", False):
-        multiprocess.util.register_after_fork(_CHILDREN, _die_with_parent)
+        multiprocess.util.register_after_fork(_CHILDREN, die_with_parent)
         _CHILDREN.registered = True
 
 

@@ -106,7 +106,10 @@ def test_report_shows_mean_spread_and_within_noise(tmp_path):
     for name, losses in {"base": [2.0, 2.2], "near": [1.95, 2.25], "far": [1.0, 1.1]}.items():
         probe(tmp_path / name, None, losses[0])
         probe(tmp_path / name, 7, losses[1])
-    md = write_report({n: tmp_path / n for n in ("base", "near", "far")}, tmp_path / "r", "base").read_text()
+    # the seeds are the ones the run's config names (steps), never the directories that happen to lie there
+    (tmp_path / "base" / "sft-s9").mkdir()
+    runs = {n: tmp_path / n for n in ("base", "near", "far")}
+    md = write_report(runs, tmp_path / "r", "base", steps=["sft", "sft-s7"]).read_text()
     row = next(line for line in md.splitlines() if line.startswith("| held-out loss, assistant tokens"))
     assert "2.100 ± 0.141 (k=2)" in row  # base mean ± sd
     assert "(+0.000 ≈)" in row  # paired differences -0.05 and +0.05: the interval holds 0

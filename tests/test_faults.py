@@ -374,7 +374,7 @@ def test_a_second_prep_into_an_output_in_use_is_refused_and_a_dead_holders_lock_
         os.killpg(first.pid, signal.SIGSTOP)  # frozen while holding the output: it cannot finish under the test
         assert first.poll() is None and json.loads(lock.read_text())["pid"] == first.pid
         capsys.readouterr()
-        assert main(PREP_ARGS + ["--output", str(out)]) == 1  # today: both run, one dies of "Hash order error"
+        assert main(PREP_ARGS + ["--output", str(out)]) == 3  # refused (formats.outputs.EXIT_REFUSED)
         err = capsys.readouterr().err
         assert f"pid {first.pid} on " in err and str(out) in err, err
         os.killpg(first.pid, signal.SIGKILL)

@@ -137,7 +137,8 @@ def test_a_full_disk_under_the_cache_names_the_cache(tmp_path):
 
 def _contend(out: str, start, results) -> None:
     """One of several processes taking OUTPUT's lock at the same moment: while it holds it, it must be alone."""
-    from midtrain.runner import OutputInUse, output_lock
+    from midtrain.formats.outputs import OutputInUse
+    from midtrain.runner import output_lock
 
     start.wait()
     try:

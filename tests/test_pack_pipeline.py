@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from pack_helpers import commit_doc, pack_manifest, repo_doc, trace_doc, write_prep
 
+from midtrain.formats.outputs import OutputRefused
 from midtrain.formats.shard_reader import PackedDataset
 from midtrain.formats.tokenizer import load_tokenizer
 from midtrain.pack.pack_step import PackConfig
@@ -188,7 +189,7 @@ def test_bad_inputs_are_clear(prep, tmp_path):
     with pytest.raises(FileNotFoundError, match="midtrain prep"):
         pack(PackConfig(seq_length=S), [tmp_path / "nothing"], tmp_path / "o")
     (tmp_path / "theirs" / "train").mkdir(parents=True)  # someone else's data: never deleted
-    with pytest.raises(FileExistsError, match="not a `midtrain pack` output"):
+    with pytest.raises(OutputRefused, match="not a `midtrain pack` output"):
         pack(PackConfig(seq_length=S), [dirs["traces"]], tmp_path / "theirs")
     assert (tmp_path / "theirs" / "train").is_dir()
     from midtrain.config import ConfigError
@@ -243,7 +244,7 @@ def test_tokenize_cache_reused_and_invalidated(tmp_path):
 
     shutil.rmtree(prep_dir / "documents")
     write_prep(prep_dir, docs + [commit_doc(99, rng)])  # the documents changed: retokenized
-    with pytest.raises(FileExistsError, match="--overwrite"):  # the finished output of the old inputs is kept
+    with pytest.raises(OutputRefused, match="--overwrite"):  # the finished output of the old inputs is kept
         pack(cfg, [prep_dir], tmp_path / "a")
     m3 = pack_manifest(cfg, [prep_dir], tmp_path / "a", overwrite=True)
     assert m3["input_documents"] == m1["input_documents"] + 1 and m3["run_key"] != m1["run_key"]

@@ -54,7 +54,7 @@ def test_pack_with_other_settings_is_refused_unless_overwrite(packed, tmp_path, 
     shutil.copytree(ref, out)
     before = _files(out)
     capsys.readouterr()
-    assert main(_pack_argv([prep], out, "seed=2")) == 1
+    assert main(_pack_argv([prep], out, "seed=2")) == 3  # refused (formats.outputs.EXIT_REFUSED)
     err = capsys.readouterr().err
     assert str(out) in err and "seed" in err and "--overwrite" in err, err
     assert _files(out) == before  # the finished output (a running job may read it) is untouched
@@ -92,7 +92,7 @@ def test_pack_refuses_an_unfinished_run_of_other_settings(packed, tmp_path, caps
     shutil.copytree(ref, out)
     (out / "manifest.json").unlink()  # a run killed before its manifest: its tasks' shards are there
     capsys.readouterr()
-    assert main(_pack_argv([prep], out, "seed=2")) == 1
+    assert main(_pack_argv([prep], out, "seed=2")) == 3
     err = capsys.readouterr().err
     assert "unfinished pack" in err and "--overwrite" in err, err
     assert (out / "train" / "00000.bin").exists()

@@ -9,6 +9,8 @@ import shutil
 import pytest
 from sft_helpers import probe_cfg, sample_trace_docs, tiny_checkpoint, write_documents
 
+from midtrain.formats.outputs import OutputRefused
+
 pytestmark = pytest.mark.slow
 
 
@@ -123,9 +125,42 @@ def test_changed_data_settings_refuse_the_shared_data_dir_unless_overwrite(base_
 
     tmp, traces, base, _, _ = base_probe
     cfg = probe_cfg(traces, f"data_dir={tmp / 'sft_data'}", "pad_multiple=2")
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(OutputRefused, match="other settings"):
         run_probe(cfg, base, tmp / "probe_pad2")
     res = run_probe(cfg, base, tmp / "probe_pad2", overwrite=True)
     assert res["exit_code"] == 0
     assert json.loads((tmp / "sft_data" / "sft_data.json").read_text())["data_hash"] == res["data_sha"]
     assert res["data_sha"].startswith(cfg.data_hash())  # the settings, then the held-out split they use
+
+
+def test_a_second_probe_into_an_output_in_use_is_refused_naming_the_first(base_probe):
+    """A probe holds its output's lease: another probe (a resubmitted job) into it stops before any work."""
+    import subprocess
+    import sys
+    import time
+
+    tmp, traces, base, _, _ = base_probe
+    out, ready = tmp / "probe_held", tmp / "held"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from midtrain.formats.outputs import Lease; "
+            "Lease(sys.argv[1], 'sft probe').acquire(); Path(sys.argv[2]).write_text('x'); time.sleep(600)",
+            str(out),
+            str(ready),
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert holder.poll() is None and time.monotonic() < deadline
+            time.sleep(0.02)
+        from midtrain.sft.probe import run_probe
+
+        with pytest.raises(OutputRefused, match=f"is in use by `sft probe` \\(pid {holder.pid} on "):
+            run_probe(probe_cfg(traces, f"data_dir={tmp / 'sft_data'}"), base, out)
+        assert not (out / "probe_run.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()

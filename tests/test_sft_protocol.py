@@ -8,6 +8,8 @@ import json
 import pytest
 from sft_helpers import code_docs, sample_trace_docs, write_documents
 
+from midtrain.formats.outputs import OutputRefused
+
 pytestmark = pytest.mark.slow
 
 NOT_FOR_THE_PROBE = [  # trace documents the probe must leave out, counted by reason
@@ -286,7 +288,7 @@ def test_probe_data_counts_drops_and_is_pinned(protocol_run):
     assert stamp["valid_docs"] >= 1 and not set(stamp["train_ids"]) & set(stamp["valid_ids"])
     cfg = _probe_cfg(tmp, proto)
     assert prepare_data(cfg, data_dir) == stamp  # the same settings reuse the data
-    with pytest.raises(ValueError, match="other settings"):
+    with pytest.raises(OutputRefused, match="other settings"):
         prepare_data(cfg.apply_overrides(["pad_multiple=2"]), data_dir)
     with pytest.raises(ValueError, match="held-out split was decided with fraction"):
         prepare_data(cfg.apply_overrides(["valid_fraction=0.5"]), data_dir)  # one split per trace set

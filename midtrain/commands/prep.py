@@ -28,6 +28,7 @@ import logging
 import sys
 
 from midtrain.config import ConfigError
+from midtrain.formats.outputs import OutputRefused
 
 log = logging.getLogger("midtrain.prep")
 
@@ -113,14 +114,9 @@ def run(args: argparse.Namespace) -> int:
         ).items():
             print(f"# ---- stage {name} ----\n{script}")
         return 0
-    from midtrain.runner import OutputInUse
-
     try:
         stats = prep(args.source, args.input, args.output, args.overrides, overwrite=args.overwrite, **kw)
-    except OutputInUse as e:  # another run holds the output (an OSError of the run itself names it, in main())
-        print(f"midtrain prep: {e}", file=sys.stderr)
-        return 1
-    except ConfigError:
+    except (ConfigError, OutputRefused):  # main() prints them in one line (another run holds the output: exit 3)
         raise
     except Exception as e:
         if args.executor != "slurm":

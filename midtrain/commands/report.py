@@ -2,13 +2,17 @@
 losses and the retrieval heat map, as Markdown + PNG + HTML.
 
 Each RUN is a checkpoint's protocol directory (what `midtrain eval`/`midtrain sft` wrote under
-PROTOCOL_OUTPUT/NAME), given as NAME=DIR or DIR (the name is then the directory's name). Missing results
-show as '—' and are listed at the end of the report.
+PROTOCOL_OUTPUT/NAME), given as NAME=DIR or DIR (the name is then the directory's name). With
+--checkpoint NAME=PATH a column shows only results made from that checkpoint's content (without: the content
+its probe records); --steps names the step directories to read (the protocol passes its seeds). A result that
+is not there, not complete or made from another checkpoint reads `missing: <reason>`, is listed at the end of
+the report, and the command exits 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -25,6 +29,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--title", default="midtraining comparison", help="report title")
     p.add_argument("--protocol", metavar="RECIPE", help="take the checkpoints from a protocol recipe")
     p.add_argument(
+        "--checkpoint",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="the checkpoint a column is of (repeatable): its cells must be made from its content",
+    )
+    p.add_argument(
+        "--steps",
+        metavar="LIST",
+        help="comma-separated step directories to read per checkpoint (e.g. sft,sft-s2,proxy,swebench); "
+        "default: sft and each eval directory present, no seed directories",
+    )
+    p.add_argument(
         "--note",
         action="append",
         default=[],
@@ -38,9 +55,11 @@ def run(args: argparse.Namespace) -> int:
 
     runs: dict[str, str] = {}
     notes = dict(n.partition("=")[::2] for n in args.note)
+    checkpoints = dict(c.partition("=")[::2] for c in args.checkpoint)
+    steps = [s for s in (args.steps or "").split(",") if s] or None
     output, baseline, title = args.output, args.baseline, args.title
     if args.protocol:
-        from midtrain.protocol import ProtocolConfig, checkpoint_dirs
+        from midtrain.protocol import ProtocolConfig, checkpoint_dirs, report_steps
         from recipes import resolve_config
 
         cfg = resolve_config(args.protocol, ProtocolConfig, "protocol")
@@ -49,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
         baseline = baseline or cfg.baseline_name
         title = cfg.name if title == "midtraining comparison" else title
         notes = {**cfg.notes, **notes}
+        checkpoints = {**cfg.checkpoints, **checkpoints}
+        steps = steps or report_steps(cfg)
     for item in args.runs:
         name, _, path = item.partition("=") if "=" in item else (Path(item).name, "", item)
         if name in runs:
@@ -59,9 +80,14 @@ def run(args: argparse.Namespace) -> int:
         print("midtrain report: give RUN directories or --protocol RECIPE", file=sys.stderr)
         return 2
     try:
-        path = write_report(runs, output or "report", baseline, title, notes)
+        path = write_report(runs, output or "report", baseline, title, notes, checkpoints, steps)
     except ValueError as e:
         print(f"midtrain report: {e}", file=sys.stderr)
         return 2
     print(path)
+    missing = json.loads((path.parent / "results.json").read_text())["missing"]
+    if missing:
+        cells = [f"{name} {what}: {why}" for name, m in missing.items() for what, why in m.items()]
+        print(f"midtrain report: {len(cells)} result(s) missing, e.g. {cells[0]} (listed in {path})", file=sys.stderr)
+        return 1
     return 0

@@ -18,9 +18,19 @@ log = logging.getLogger(__name__)
 def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> dict[str, Any]:
     """Score CHECKPOINT; writes OUTPUT/proxy_results.json and returns it. Skips what the config leaves out."""
     cfg.validate()
+    return scored_result(Path(output) / PROXY_RESULT, proxy_stamp(checkpoint, cfg), lambda: _score(checkpoint, cfg))
+
+
+def proxy_stamp(checkpoint: str | Path, cfg: ProxyConfig) -> dict[str, Any]:
+    """What a proxy result is of: the checkpoint's content, the shards' (their manifest) and the retrieval
+    repositories' documents (every byte: prepared again in place, they are other haystacks), and the settings."""
     manifest = Path(cfg.shards) / "manifest.json" if cfg.shards else None
-    want = stamp(checkpoint, cfg.to_dict(), shards=manifest if manifest and manifest.is_file() else None)
-    return scored_result(Path(output) / PROXY_RESULT, want, lambda: _score(checkpoint, cfg))
+    return stamp(
+        checkpoint,
+        cfg.to_dict(),
+        shards=manifest if manifest and manifest.is_file() else None,
+        repos=Path(cfg.retrieval.repos) if cfg.retrieval.repos else None,
+    )
 
 
 def _score(checkpoint: str | Path, cfg: ProxyConfig) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from typing import Any
 from midtrain.eval.config import HARNESSES
 from midtrain.eval.noise import NO_BAND, RULE, Comparison, compare, spread
 from midtrain.eval.results import CheckpointResults, load_checkpoint_results
+from midtrain.formats.outputs import claim, make_stamp
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class Row:
     delta_fmt: str = "{:+.3f}"
     samples: dict[str, list[float]] = field(default_factory=dict)  # checkpoint name -> one value per seed
     keys: dict[str, list[str]] = field(default_factory=dict)  # checkpoint name -> the seed of each sample
+    missing: dict[str, str] = field(default_factory=dict)  # checkpoint name -> why its cell is not shown
 
 
 def _value(get: Callable[[Any], Any], obj: Any) -> float | None:
@@ -55,10 +57,18 @@ def _value(get: Callable[[Any], Any], obj: Any) -> float | None:
 def build_rows(results: list[CheckpointResults]) -> list[Row]:
     rows: list[Row] = []
 
-    def add(group: str, metric: str, get, higher: bool, fmt="{:.3f}", delta_fmt="{:+.3f}", runs=None) -> None:
-        """``get`` reads one result; with ``runs`` (checkpoint -> its per-seed results) it is read on each seed."""
-        values, samples, keys = {}, {}, {}
+    def add(group, metric, get, higher: bool, fmt="{:.3f}", delta_fmt="{:+.3f}", runs=None, step="") -> None:
+        """``get`` reads one result; with ``runs`` (checkpoint -> its per-seed results) it is read on each seed.
+        STEP names the result (``sft``, ``swebench/verified``): a column where it is missing shows why."""
+        values: dict[str, float | None] = {}
+        samples: dict[str, list[float]] = {}
+        keys: dict[str, list[str]] = {}
+        missing: dict[str, str] = {}
         for r in results:
+            why = next((r.missing[k] for k in (step.split("/")[0], step) if k in r.missing), None)
+            if why is not None:
+                samples[r.name], values[r.name], missing[r.name] = [], None, why
+                continue
             if runs is None:
                 v = _value(get, r)
                 samples[r.name] = [] if v is None else [v]
@@ -68,8 +78,8 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
                 samples[r.name] = [v for _, v in read if v is not None]
                 keys[r.name] = [k for k, v in read if v is not None]
             values[r.name] = spread(samples[r.name]).mean if samples[r.name] else None
-        if any(v is not None for v in values.values()):
-            rows.append(Row(group, metric, values, higher, fmt, delta_fmt, samples, keys))
+        if any(v is not None for v in values.values()) or (missing and step.startswith("swebench/")):
+            rows.append(Row(group, metric, values, higher, fmt, delta_fmt, samples, keys, missing))
 
     for bench, title in BENCH_NAMES.items():
         add(
@@ -79,6 +89,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             True,
             "{:.1f}",
             "{:+.1f}",
+            step=f"swebench/{bench}",
         )
     for bench, title in BENCH_NAMES.items():  # what a small model registers where the resolve rate reads 0
         add(
@@ -88,6 +99,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             True,
             "{:.1f}",
             "{:+.1f}",
+            step=f"swebench/{bench}",
         )
     # benchmark x harness (robustness across agent harnesses): the same server and checkpoint, another agent
     for bench, title in BENCH_NAMES.items():
@@ -99,10 +111,11 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
                 True,
                 "{:.1f}",
                 "{:+.1f}",
+                step=f"swebench/{bench}/{harness}",
             )
     probe = lambda r: r.sft_runs  # noqa: E731 - every seed of the probe
-    add("SFT probe", "held-out loss, assistant tokens", lambda s: s["heldout_loss"], False, runs=probe)
-    add("SFT probe", "final train loss", lambda s: s["final_train_loss"], False, runs=probe)
+    add("SFT probe", "held-out loss, assistant tokens", lambda s: s["heldout_loss"], False, runs=probe, step="sft")
+    add("SFT probe", "final train loss", lambda s: s["final_train_loss"], False, runs=probe, step="sft")
     add(
         "SFT probe",
         "held-out command tokens, teacher-forced accuracy",
@@ -111,6 +124,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
         "{:.1f}%",
         "{:+.1f}",
         runs=probe,
+        step="sft",
     )
     add(
         "SFT probe",
@@ -120,6 +134,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
         "{:.1f}%",
         "{:+.1f}",
         runs=probe,
+        step="sft",
     )
     sources = sorted({s for r in results if r.proxy for s in (r.proxy.get("heldout") or {}).get("per_source", {})})
     for src in sources:
@@ -128,8 +143,15 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             src,
             lambda r, s=src: r.proxy["heldout"]["per_source"][s]["loss"],
             False,
+            step="proxy",
         )
-    add("Proxy: held-out loss (before SFT)", "all sources", lambda r: r.proxy["heldout"]["all"]["loss"], False)
+    add(
+        "Proxy: held-out loss (before SFT)",
+        "all sources",
+        lambda r: r.proxy["heldout"]["all"]["loss"],
+        False,
+        step="proxy",
+    )
     tasks = sorted(
         {
             (t, m)
@@ -146,6 +168,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             f"{task} {metric}",
             lambda r, t=task, m=metric: r.lm_eval["tasks"][t][m],
             "loss" not in metric and "perplexity" not in metric,
+            step="lm_eval",
         )
     proxies = lambda r: r.proxy_runs  # noqa: E731 - the retrieval probe's needles are drawn per seed
     add(
@@ -156,6 +179,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
         "{:.1f}%",
         "{:+.1f}",
         runs=proxies,
+        step="proxy",
     )
     add(
         "Proxy: code retrieval (before SFT)",
@@ -163,6 +187,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
         lambda p: p["retrieval"]["answer_nll"],
         False,
         runs=proxies,
+        step="proxy",
     )
     return rows
 
@@ -196,6 +221,10 @@ def delta_mark(row: Row, name: str, baseline: str) -> str:
 
 def _cell(row: Row, name: str, baseline: str) -> str:
     v = row.values.get(name)
+    if name in row.missing:
+        why = row.missing[name]
+        why = why.replace("|", "/")  # a table cell
+        return "missing: " + (why if len(why) <= 100 else why[:97] + "...")
     if v is None:
         return "—"
     text = row.fmt.format(v)
@@ -440,17 +469,36 @@ def write_report(
     baseline: str | None = None,
     title: str = "midtraining comparison",
     notes: dict[str, str] | None = None,
+    checkpoints: Mapping[str, str | Path] | None = None,
+    steps: list[str] | None = None,
 ) -> Path:
-    """Compare checkpoints (name -> protocol directory); returns the path of report.md."""
+    """Compare checkpoints (name -> protocol directory); returns the path of report.md. CHECKPOINTS (name ->
+    the checkpoint the column is of) and STEPS (the step directories the run's config names) decide what each
+    column shows (eval.results.load_checkpoint_results); what is missing is listed in results.json's
+    ``missing``. The report's directory is claimed (formats.outputs): two reports never write one."""
     if not runs:
         raise ValueError("no checkpoints to compare")
     names = list(runs)
     baseline = baseline or names[0]
     if baseline not in runs:
         raise ValueError(f"baseline '{baseline}' is not one of {names}")
+    checkpoints = checkpoints or {}
+    unknown = sorted(set(checkpoints) - set(runs))
+    if unknown:
+        raise ValueError(f"--checkpoint {unknown[0]}: not one of the checkpoints compared {names}")
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
-    results = [load_checkpoint_results(n, p) for n, p in runs.items()]
+    results = [load_checkpoint_results(n, p, checkpoints.get(n), steps) for n, p in runs.items()]
+    want = make_stamp(
+        "report", {r.name: r.checkpoint_id for r in results}, {"runs": {n: str(p) for n, p in runs.items()}}
+    )
+    with claim(out, "report", want) as c:
+        path = _write(results, out, baseline, title, notes or {})
+        c.complete()
+    return path
+
+
+def _write(results: list[CheckpointResults], out: Path, baseline: str, title: str, notes: dict[str, str]) -> Path:
+    names = [r.name for r in results]
     rows = build_rows(results)
     figures = {
         "curves": plot_curves(results, out / "curves.png"),
@@ -479,7 +527,6 @@ def write_report(
     md += [markdown_table(rows, names, baseline) if rows else "_No results found yet._", ""]
     if has_seeds(rows):
         md += [f"Values over several seeds are mean ± sample standard deviation (k seeds). Seed noise: {RULE}.", ""]
-    notes = notes or {}
     md += ["| checkpoint | what it is | start | probe run |", "|---|---|---|---|"]
     for r in results:
         md.append(
@@ -517,6 +564,7 @@ def write_report(
         ],
         "sft": probe,
         "problems": problems,
+        "missing": {r.name: r.missing for r in results if r.missing},
     }
     (out / "results.json").write_text(json.dumps(summary, indent=2))
     log.info("report: %d rows x %d checkpoints -> %s", len(rows), len(names), out / "report.md")

@@ -23,6 +23,8 @@ import yaml
 
 from midtrain.eval.config import SweBenchConfig
 from midtrain.eval.predictions import complete_predictions, read_instances, write_predictions
+from midtrain.formats.outputs import OutputRefused
+from midtrain.formats.stamp import read_stamp, stale_fields, stamp
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +200,11 @@ def write_run(cfg: SweBenchConfig, checkpoint: str | Path, output: str | Path, s
     for key, name, harness in units(cfg):
         files.update(_unit_scripts(cfg, out, key, name, harness))
     files["run"] = _script(out / "run.sh", "\n".join(_run_lines(cfg, out, files, ckpt)))
+    # what the run about to be submitted is of: --collect and the report read nothing else (run_pending)
+    try:
+        (out / RUN_WANT).write_text(json.dumps(stamp(ckpt, cfg.to_dict()), indent=1))
+    except FileNotFoundError:  # not there yet (it is on the cluster): run.sh's claim_run stamps it
+        (out / RUN_WANT).unlink(missing_ok=True)
     return _finish(cfg, out, files, site)
 
 
@@ -534,12 +541,28 @@ def _finish(cfg: SweBenchConfig, out: Path, files: dict[str, Path], site: Any = 
     files["sbatch"] = out / "swebench.sbatch"
     (out / "swebench_config.yaml").write_text(cfg.to_yaml())
     made = [out / "swebench_config.yaml", out / GENERATED, *files.values()]
+    made += [out / RUN_WANT] if (out / RUN_WANT).exists() else []
     (out / GENERATED).write_text(json.dumps(sorted({str(f.relative_to(out)) for f in made}), indent=1))
     return files
 
 
 GENERATED = "generated.json"  # what write_run wrote: the scripts and configs claim_run keeps
 RUN_STAMP = "swebench_stamp.json"  # the checkpoint content and settings OUTPUT's agent and grader outputs are for
+RUN_WANT = "swebench_want.json"  # the stamp of the run write_run wrote last (run.sh's claim_run makes it RUN_STAMP)
+
+
+def run_pending(output: str | Path) -> str | None:
+    """Why OUTPUT's outputs are not those of the run written there last (a new run submitted, not started yet:
+    what lies there is an earlier run's), or None."""
+    out = Path(output)
+    want, ran = read_stamp(out / RUN_WANT), read_stamp(out / RUN_STAMP)
+    if want is None or ran is None:  # a local run (RUN_STAMP is all), or nothing has run there yet (pending)
+        return None
+    # the code is not compared: run.sh may run another install of midtrain (the site's) than the one that wrote it
+    changed = [f for f in stale_fields(ran, want) if f != "code"]
+    if changed:
+        return f"the run written into {out} has not started: what lies there is of another run ({', '.join(changed)})"
+    return None
 
 
 def claim_run(output: str | Path, checkpoint: str | Path) -> list[str]:
@@ -548,8 +571,6 @@ def claim_run(output: str | Path, checkpoint: str | Path) -> list[str]:
     preds.json, the swebench harness those with a report.json under the run id, Scale's Pro grader those with an
     _output.json: a rerun after a new midtraining run would report the old checkpoint's rates. A rerun on the
     same content keeps them, so a requeued job resumes."""
-    from midtrain.formats.stamp import stale_fields, stamp
-
     out = Path(output)
     want = stamp(checkpoint, SweBenchConfig.from_yaml(out / "swebench_config.yaml").to_dict())
     try:
@@ -682,14 +703,17 @@ def parse_harness_report(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a swebench run report (missing {missing})")
     total = int(rep["total_instances"])
     resolved = int(rep["resolved_instances"])
+    errors = int(rep.get("error_instances", 0))
+    graded = total - errors  # an error instance (no container, a harness crash) was never graded
     return {
         "resolved": resolved,
         "total": total,
-        "rate": resolved / total if total else None,  # none run: unknown
+        "rate": resolved / total if graded > 0 else None,  # none run, or none graded: unknown, never 0
         "submitted": int(rep.get("submitted_instances", 0)),
         "completed": int(rep.get("completed_instances", 0)),
         "empty_patch": int(rep.get("empty_patch_instances", 0)),
-        "errors": int(rep.get("error_instances", 0)),
+        "errors": errors,
+        "error_ids": sorted(rep.get("error_ids") or []),
         "report": str(path),
     }
 
@@ -779,6 +803,9 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
     from midtrain.eval.config import HARNESSES
 
     out = Path(output)
+    pending = run_pending(out)
+    if pending:
+        raise OutputRefused(f"{pending}; run it (sbatch {out / 'swebench.sbatch'}) before --collect")
     cfg_file = out / "swebench_config.yaml"
     if cfg_file.is_file():
         planned, scanned = units(SweBenchConfig.from_yaml(cfg_file)), False

@@ -17,7 +17,8 @@ are other documents.
 Content: :func:`content_id` is what a checkpoint, export or data file holds, independent of where it lies; a
 midtrain checkpoint's is built from the SHA-256s its ``complete.json`` records (:func:`file_sha256`, the one
 hash of a checkpoint's files, written by the trainer and checked by :func:`checksum_problem`), so scoring a
-large checkpoint does not read it again. Inputs too large to read on every rerun (prep's input trees, pack's
+large checkpoint does not read it again; any other file is hashed whole, every byte (never a sample). Inputs
+too large to read on every rerun (prep's input trees, pack's
 document files) are identified by a :func:`digest` of their listing (names, sizes, mtimes or ETags, git HEAD).
 The SFT probe's probe_run.json and sft_result.json hold its stamp (midtrain.sft.run_stamp).
 
@@ -37,16 +38,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import subprocess
 from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, overload
 
+import midtrain
 from midtrain.formats.rundir import CHECKPOINTS, CONFIG, MARKER, list_checkpoints, step_of
 
 log = logging.getLogger(__name__)
 
-_WHOLE_FILE = 64 << 20  # files up to this size are hashed whole
-_BLOCK, _BLOCKS = 1 << 20, 16  # larger ones: their size and 16 evenly spaced 1 MiB blocks
 NOTES = "notes"  # a stamp's key for what is recorded but never compared (paths given and resolved)
 
 # (checkpoint dir, file names relative to it) -> {name: SHA-256}; the trainer's hashes over its ranks in parallel
@@ -72,18 +74,36 @@ def sha256_files(root: Path, names: list[str]) -> dict[str, str]:
 
 
 def _file_digest(path: Path) -> str:
+    """Every byte of PATH (never a sample: two files that differ anywhere differ here), read once per process
+    for the same file (path, size, mtime, inode): a step that stamps an export twice reads it once."""
+    st = path.stat()
+    return _digest_of(str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+@lru_cache(maxsize=4096)
+def _digest_of(path: str, size: int, mtime_ns: int, ino: int) -> str:
     h = hashlib.blake2b(digest_size=16)
-    size = path.stat().st_size
     with open(path, "rb") as fh:
-        if size <= _WHOLE_FILE:
-            for chunk in iter(lambda: fh.read(1 << 22), b""):
-                h.update(chunk)
-        else:  # a content sample: re-reading an 8B checkpoint whole on every requeue costs minutes
-            h.update(str(size).encode())
-            for i in range(_BLOCKS):
-                fh.seek((size - _BLOCK) * i // (_BLOCKS - 1))
-                h.update(fh.read(_BLOCK))
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
     return h.hexdigest()
+
+
+@lru_cache(maxsize=1)
+def code_version() -> dict[str, str | None]:
+    """midtrain's version and, when it runs from a git checkout, the commit (None otherwise): a stamp of a
+    result records the code that made it (a fixed scorer or oracle is another result)."""
+    root = Path(midtrain.__file__).resolve().parents[1]
+    commit: str | None = None
+    if (root / ".git").exists():
+        try:
+            done = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            )
+            commit = (done.stdout.strip() or None) if done.returncode == 0 else None
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    return {"version": midtrain.__version__, "commit": commit}
 
 
 def recorded_sha256(checkpoint: str | Path) -> dict[str, str]:
@@ -309,7 +329,8 @@ def stamp(checkpoint: str | Path, config: dict[str, Any], made: str = "scores", 
     scored = resolve_checkpoint(checkpoint)
     contents: dict[str, str | None] = {"checkpoint": content_id(scored)}
     contents |= {name: None if p is None else content_id(p) for name, p in inputs.items()}
-    return output_stamp(made, contents, config, notes={"checkpoint": str(checkpoint), "scored_checkpoint": str(scored)})
+    notes = {"checkpoint": str(checkpoint), "scored_checkpoint": str(scored)}
+    return {**output_stamp(made, contents, config, notes), "code": code_version()}
 
 
 def latest_step(run_dir: str | Path) -> int | None:

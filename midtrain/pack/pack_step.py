@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,8 +28,10 @@ from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
 from midtrain.config import Config, require
+from midtrain.formats.outputs import Fence, OutputRefused
 from midtrain.formats.run_split import FIX_COMMIT, RunSplit, doc_repo
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
+from midtrain.formats.stamp import content_id
 from midtrain.formats.trace_split import DEFAULT_FRACTION, RULE
 from midtrain.locations import as_path, is_url, local_copy, local_folder
 from midtrain.pack.mixture import (
@@ -130,6 +133,42 @@ def open_tokenized(prefix: Path, scratch: Path) -> TokenizedShard:
     for suffix in TASK_FILES:
         local_copy(as_path(f"{prefix}{suffix}"), into)
     return TokenizedShard(into / prefix.name, origin=str(prefix))
+
+
+SPLIT_FILE = "pack_split.json"  # OUT/: which tokenized files each pack task reads, fixed at the output's first start
+
+
+def _file_id(prefix: Path) -> str:
+    """What a tokenized file holds, from its index (PREFIX.json: every document's id and token count)."""
+    return content_id(as_path(f"{prefix}.json"))
+
+
+def recorded_split(out: Path, inputs: list[list[Path]], tasks: int) -> list[list[Path]]:
+    """Each task's tokenized files (:func:`assign`), the same for every task and every resume of one output: the
+    first task to start records the split in OUT/SPLIT_FILE (by the files' content, linked into place whole);
+    a later start whose cache splits otherwise (another --cache-dir, a shared cache rebuilt with other
+    tokenize_tasks) is refused: finished tasks hold the other split's documents."""
+    split = assign(inputs, tasks)
+    ids = [[_file_id(p) for p in files] for files in split]
+    path = out / SPLIT_FILE
+    if not path.exists():
+        aside = out / f"{SPLIT_FILE}.{os.getpid()}"
+        aside.write_text(json.dumps({"tasks": tasks, "files": ids}))
+        try:
+            os.link(aside, path)
+        except FileExistsError:
+            pass  # another task recorded it first: compared below
+        finally:
+            aside.unlink(missing_ok=True)
+    recorded = json.loads(path.read_text())
+    if recorded != {"tasks": tasks, "files": ids}:
+        raise OutputRefused(
+            f"{out}: this unfinished pack's tasks took their files from the split recorded in {path} at its first "
+            f"start ({recorded.get('tasks')} tasks, {sum(map(len, recorded.get('files') or []))} files); the "
+            f"tokenize caches now split into {tasks} tasks of {sum(map(len, ids))} files of other content. Resume "
+            "with the caches it started with, or --overwrite"
+        )
+    return split
 
 
 def assign(inputs: list[list[Path]], tasks: int) -> list[list[Path]]:
@@ -273,8 +312,10 @@ class PackStep(PipelineStep):
         pad_id: int,
         split: dict,
         presplit: list[bool] | None = None,
+        fence: Fence | None = None,
     ) -> None:
         super().__init__()
+        self.fence = fence  # the output's lease (a local pack): a worker that lost it publishes no shard
         self.split = split  # the run's split record (midtrain.formats.run_split): a plain dict travels by pickle
         self.presplit = list(presplit or [False] * len(cache_dirs))  # per cache dir: split already (the probe's)
         self.cfg_dict = cfg  # plain dict: travels to Slurm workers by pickle
@@ -302,7 +343,8 @@ class PackStep(PipelineStep):
         source_index = {s: i for i, s in enumerate(plan.sources)}
         prefixes = [tokenized_prefixes(d) for d in self.cache_dirs]
         presplit_of = {str(p): pre for ps, pre in zip(prefixes, self.presplit) for p in ps}
-        mine = assign(prefixes, world_size)[rank]
+        local = not is_url(self.output_folder)  # an object-store output has no exclusive create for the record
+        mine = (recorded_split(out, prefixes, world_size) if local else assign(prefixes, world_size))[rank]
         shards = [open_tokenized(p, scratch) for p in mine]
         rules = [presplit_of[str(p)] for p in mine]
         newline = newline_table(self.tokenizer_file)
@@ -465,4 +507,6 @@ class PackStep(PipelineStep):
                     Piece(tokens=tokens, mask=mask, source=src, doc_id=shard.docs[d]["id"], part=part, parts=parts)
                 )
             writer.add(pieces)
+        if self.fence is not None:
+            self.fence.check()  # the rename into place: only under the lease this pack started with
         return writer.finalize({"task": rank, "split": split, "inputs": [s.origin for s in shards]})

@@ -27,6 +27,7 @@ from pathlib import Path
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
+from midtrain.formats.outputs import Fence, OutputInUse, OutputRefused
 from midtrain.formats.run_split import RunSplit
 from midtrain.formats.run_split import decide as decide_split
 from midtrain.formats.run_split import read as read_split_file
@@ -34,8 +35,15 @@ from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature, write_text_atomic
 from midtrain.pack.mixture import heldout_fraction
-from midtrain.pack.pack_step import PackConfig, PackStep, cache_key, tokenized_prefixes
-from midtrain.runner import OutputInUse, StageChain, naming_output, output_lock
+from midtrain.pack.pack_step import (
+    SPLIT_FILE,
+    PackConfig,
+    PackStep,
+    cache_key,
+    recorded_split,
+    tokenized_prefixes,
+)
+from midtrain.runner import StageChain, naming_output, output_lock
 
 log = logging.getLogger(__name__)
 
@@ -325,7 +333,23 @@ def pack_stamp(cfg: PackConfig, key: str, names: list[str], prints: dict[str, st
     inputs: dict[str, object] = {"tokenizer": key, **{i: prints[i] for i in names}}
     if held_key:
         inputs["heldout"] = held_key
-    return output_stamp("pack", inputs, cfg.to_dict())
+    settings = cfg.to_dict()
+    notes = {k: settings.pop(k) for k in PACK_NOTES}
+    return output_stamp("pack", inputs, settings, notes)
+
+
+# Throughput knobs: how the same bytes are made (tasks at once, where they run), recorded, never identity.
+PACK_NOTES = ("workers", "executor")
+
+
+def _same_output(old: dict, want: dict) -> bool:
+    """Whether a finished manifest's stamp is WANT but for the notes (a manifest whose stamp still held the
+    throughput knobs as settings counts as the same output)."""
+    stamp = old.get("stamp")
+    if not isinstance(stamp, dict):
+        return False
+    config = {k: v for k, v in (stamp.get("config") or {}).items() if k not in PACK_NOTES}
+    return not stale_fields({**stamp, "config": config}, want)
 
 
 def run_key(want: dict, names: list[str]) -> str:
@@ -359,12 +383,12 @@ def _prepare_output(out: Path, want: dict, names: list[str], dry_run: bool, over
     manifest_path = out / MANIFEST
     key = run_key(want, names)
     old = json.loads(manifest_path.read_text()) if manifest_path.exists() and not dry_run else None
-    if old is not None and old.get("run_key") == key and not overwrite:
+    if old is not None and (old.get("run_key") == key or _same_output(old, want)) and not overwrite:
         log.info("%s is complete for this configuration and these inputs; nothing to do", out)
         return old
     ours = manifest_path.exists() or (out / "logs").is_dir()
     if not ours and any((out / n).exists() for n in ("train", "valid")) and not dry_run:
-        raise FileExistsError(
+        raise OutputRefused(
             f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output"
         )
     resuming = (out / "logs" / key).exists() and old is None and not overwrite
@@ -374,7 +398,7 @@ def _prepare_output(out: Path, want: dict, names: list[str], dry_run: bool, over
             if old is not None
             else "an unfinished pack run with other settings or inputs"
         )
-        raise FileExistsError(
+        raise OutputRefused(
             f"{out} holds {what}; use a new --output, or --overwrite to delete it (shards a running job reads included)"
         )
     if ours and not dry_run:
@@ -385,7 +409,7 @@ def _prepare_output(out: Path, want: dict, names: list[str], dry_run: bool, over
             if resuming
             else "--overwrite: removing the earlier pack output",
         )
-    for name in ("train", "valid", "logs", MANIFEST) if ours and not dry_run else ():
+    for name in ("train", "valid", "logs", MANIFEST, SPLIT_FILE) if ours and not dry_run else ():
         p = out / name
         if p.exists() and (not resuming or name == MANIFEST):
             remove_tree(p) if p.is_dir() else p.unlink()
@@ -422,8 +446,10 @@ def pack(
     """
     if dry_run:
         return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir)
-    with output_lock(as_path(out_dir), "midtrain pack"), naming_output(out_dir):
-        return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir)
+    with output_lock(as_path(out_dir), "midtrain pack") as lease, naming_output(out_dir):
+        # local pool workers publish only under this lease; Slurm tasks outlive this process (no fence)
+        fence = lease.fence if lease is not None and cfg.executor == "local" else None
+        return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir, fence)
 
 
 def _pack(
@@ -434,6 +460,7 @@ def _pack(
     dry_run: bool,
     overwrite: bool,
     cache_root: str | Path | None = None,
+    fence: Fence | None = None,
 ) -> PackResult:
     from midtrain.pack.mixture import heldout_rules
 
@@ -468,11 +495,13 @@ def _pack(
         _tokenize_stage(
             chain, cfg, i, as_path(cache_dir), cache_stamp(prints[i], key, tok, cfg.boundaries), tok, dry_run
         )
+    if not chain.on_slurm and not dry_run:  # the caches are ready: refuse a resume on another split before any task
+        recorded_split(out, [tokenized_prefixes(d) for d in cache_dirs], cfg.tasks)
     run = run_key(want, names)
     pack_logs, manifest_logs = out / "logs" / run, out / "logs" / f"{run}-manifest"
     chain.add(
         "pack",
-        [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, split.record, presplit)],
+        [PackStep(cfg.to_dict(), cache_dirs, str(out), str(tok.file), tok.pad_id, split.record, presplit, fence)],
         cfg.tasks,
         str(pack_logs),
         "midtrain-pack",

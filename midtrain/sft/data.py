@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.formats.documents import document_files, read_jsonl, write_jsonl_gz
+from midtrain.formats.outputs import OutputRefused
+from midtrain.formats.stamp import content_id, digest
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
@@ -172,6 +174,23 @@ def split_sha(splits: dict[str, dict]) -> str:
     return hashlib.sha256(raw.encode()).hexdigest()[:12]
 
 
+def input_content(cfg: SFTConfig) -> dict[str, Any]:
+    """What the probe's traces and tokenizer hold, not only their paths: traces prepared again in place (other
+    documents) or another tokenizer file under the same name make other probe data and another probe."""
+    docs = [Path(t) / "documents" if (Path(t) / "documents").is_dir() else Path(t) for t in cfg.traces]
+    tok = cfg.tokenizer
+    return {
+        "data_content": [content_id(d) for d in docs],
+        "tokenizer_content": content_id(tok) if tok and Path(tok).exists() else None,
+    }
+
+
+def data_key(cfg: SFTConfig, splits: dict[str, dict], content: dict[str, Any]) -> str:
+    """The identity of the probe's data dir: its settings, the held-out split and the content of its inputs
+    (CONTENT, :func:`input_content`): a trace edited at the same path is other data, never "reusing"."""
+    return f"{cfg.data_hash()}-{split_sha(splits)}-{digest(content)[:8]}"
+
+
 def _mark_split(docs_dir: Path, role: str) -> None:
     """The probe's own packs are of documents already split: record that no document in them is held out, so
     `midtrain pack` does not split them again."""
@@ -228,8 +247,8 @@ def _reusable(data_dir: Path, key: str, overwrite: bool) -> dict[str, Any] | Non
         return None
     stamp = json.loads(stamp_path.read_text())
     if stamp.get("data_hash") != key:
-        raise ValueError(
-            f"data_dir: {data_dir} holds probe data built with other settings "
+        raise OutputRefused(
+            f"data_dir: {data_dir} holds probe data built with other settings or input content "
             f"(data hash {stamp.get('data_hash')}, this probe {key}); use another data_dir "
             "or --overwrite"
         )
@@ -247,7 +266,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
 
     data_dir = Path(data_dir)
     splits = trace_splits(cfg)
-    key = f"{cfg.data_hash()}-{split_sha(splits)}"  # the settings, and the held-out split they were built with
+    key = data_key(cfg, splits, input_content(cfg))
     stamp = _reusable(data_dir, key, overwrite)
     if stamp is not None:
         return stamp

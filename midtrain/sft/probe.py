@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.outputs import Lease
 from midtrain.formats.rundir import SFT_RESULT, read_metrics
 from midtrain.sft.config import SFTConfig
 
@@ -79,19 +80,6 @@ def export_once(run_dir: Path, out: Path, tokenizer: str | None) -> str:
     return str(out)
 
 
-def _inputs_content(cfg: Any) -> dict[str, Any]:
-    """What the probe's traces and tokenizer hold, not only their paths: traces prepared again in place (other
-    documents) or another tokenizer file under the same name make another probe."""
-    from midtrain.formats.stamp import content_id
-
-    docs = [Path(t) / "documents" if (Path(t) / "documents").is_dir() else Path(t) for t in cfg.traces]
-    tok = cfg.tokenizer
-    return {
-        "data_content": [content_id(d) for d in docs],
-        "tokenizer_content": content_id(tok) if tok and Path(tok).exists() else None,
-    }
-
-
 def run_probe(
     cfg: SFTConfig, start: str | Path, output: str | Path, recipe: str = "", overwrite: bool = False
 ) -> dict[str, Any]:
@@ -99,13 +87,27 @@ def run_probe(
 
     OUTPUT is reused (result) or resumed (training) only for the same start checkpoint (path and content)
     and the same settings; another start or other settings are refused, or with ``overwrite`` rerun afresh.
+    The first rank holds OUTPUT's lease (formats.outputs) throughout: a second probe into it is refused,
+    naming the first.
     """
     start, out = Path(start), Path(output)
     if not start.exists():  # before the imports below (megatron: seconds), so a wrong path fails at once
         raise FileNotFoundError(f"--from {start}: no such checkpoint")
+    from midtrain.train.distributed import read_env
+
+    lease = Lease(out, "sft probe").acquire() if read_env().rank == 0 else None
+    try:
+        return _run_probe(cfg, start, out, recipe, overwrite)
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _run_probe(cfg: SFTConfig, start: Path, out: Path, recipe: str, overwrite: bool) -> dict[str, Any]:
     import torch.distributed
 
-    from midtrain.sft.data import prepare_data, split_sha, trace_splits
+    from midtrain.formats.stamp import content_id
+    from midtrain.sft.data import data_key, input_content, prepare_data, trace_splits
     from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
     from midtrain.train import distributed
     from midtrain.train.run_stamp import reuse_or_clear
@@ -115,11 +117,13 @@ def run_probe(
     data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     cfg.validate()
     # the data identity includes the trace sets' recorded held-out split (decided now when a set has none)
+    # and the content of the traces and tokenizer: the same key as the data dir's (sft.data.data_key)
+    content = input_content(cfg)
     fields = {
         **start_identity(start),
         "probe_sha": cfg.probe_hash(),
-        "data_sha": f"{cfg.data_hash()}-{split_sha(trace_splits(cfg))}",
-        **_inputs_content(cfg),
+        "data_sha": data_key(cfg, trace_splits(cfg), content),
+        **content,
     }
     want = probe_stamp(fields)
     claim_output(out, want, overwrite)
@@ -166,6 +170,8 @@ def run_probe(
         )
     result["heldout"] = heldout_check(data, start, result.get("heldout_tokens"), cfg.tokenizer)
     result["hf_dir"] = export_once(run_dir, out / "hf", cfg.tokenizer) if cfg.export_hf else None
+    # what SWE-bench grades must be this export: the report checks its stamp against this id
+    result["hf_id"] = content_id(result["hf_dir"]) if result["hf_dir"] else None
     result["seconds"] = round(time.time() - t0, 1)
     multi = torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1
     if not multi or torch.distributed.get_rank() == 0:  # one writer, after the export is complete

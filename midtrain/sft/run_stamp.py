@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.outputs import OutputRefused
 from midtrain.formats.stamp import NOTES, output_stamp, read_stamp, stale_details
 
 log = logging.getLogger(__name__)
@@ -34,8 +35,8 @@ PROBE = "sft probe"  # the stamp's ``made``
 WORK = ("run", "hf", "sft_result.json")  # what a probe leaves in OUTPUT (cleared by overwrite)
 
 
-class ProbeRunMismatch(ValueError):
-    """OUTPUT holds a probe run from another start checkpoint or with other settings."""
+class ProbeRunMismatch(OutputRefused):
+    """OUTPUT holds a probe run from another start checkpoint or with other settings (a refusal: exit 3)."""
 
 
 def start_identity(start: Path) -> dict[str, str]:

@@ -17,6 +17,7 @@ from midtrain.eval.rank import markdown as rank_markdown
 from midtrain.eval.rank import proxy_agreements
 from midtrain.eval.report import Row, build_rows, comparison, delta_mark, write_report
 from midtrain.eval.results import load_checkpoint_results, read_metrics
+from midtrain.protocol import report_steps
 from midtrain.sweep.config import SweepConfig
 from midtrain.sweep.plan import output_dir, reference_shards, sweep_protocol, variant_plan
 from midtrain.sweep.primary import (
@@ -63,8 +64,9 @@ def write_sweep_report(cfg: SweepConfig) -> Path:
     out = Path(proto.report_dir)
     names = list(proto.checkpoints)
     runs = {n: str(output_dir(cfg) / n) for n in names}
-    write_report(runs, out, cfg.baseline, f"{cfg.name}: side by side", proto.notes)
-    results = [load_checkpoint_results(n, p) for n, p in runs.items()]
+    read = report_steps(proto)  # the seeds and evals the protocol runs; each column only its own checkpoint's
+    write_report(runs, out, cfg.baseline, f"{cfg.name}: side by side", proto.notes, proto.checkpoints, read)
+    results = [load_checkpoint_results(n, p, proto.checkpoints.get(n), read) for n, p in runs.items()]
     rows = build_rows(results)
     key = _row(rows, cfg.rank_by)
     ranked: list[str] = []

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import logging
+import multiprocessing
 import shutil
 import signal
 import time
+from multiprocessing.managers import SyncManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +32,7 @@ import torch.distributed as dist
 
 # The checkpoint index (names, completeness, newest complete) is part of the run-directory format and of the
 # one "finished and valid?" module; importers of this module get it here too.
+from midtrain.formats.outputs import Fence, OutputRefused, die_with_parent
 from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, list_checkpoints
 from midtrain.formats.stamp import (
     CheckpointError,
@@ -151,6 +154,12 @@ def shield_checkpoint_helper() -> None:
         return
     previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGTERM, signal.SIGUSR1)}
     try:
+        if getattr(filesystem_async, "_results_queue", False) is None:
+            # megatron's own start (a spawned Manager's Queue), its server dying with this process: ignoring
+            # SIGTERM, it outlived a kill -9 of the trainer (on a GPU node holding what the requeue needs)
+            manager = SyncManager(ctx=multiprocessing.get_context("spawn"))
+            manager.start(initializer=die_with_parent)
+            filesystem_async._results_queue = manager.Queue()  # the proxy keeps the manager alive
         start()
     finally:
         for sig, handler in previous.items():
@@ -165,12 +174,14 @@ def save_checkpoint(
     common: dict[str, Any],
     keep_last: int,
     async_queue: Any = None,
+    fence: Fence | None = None,
 ) -> Path:
     """Save atomically to RUN_DIR/checkpoints/iter_<step>; keep the newest ``keep_last``. Collective.
 
     With ``async_queue`` (megatron's ``AsyncCallsQueue``) the tensors are staged and written by a background
     process; the marker and the rename happen when the queue finalizes the save (``finish_async_saves``),
-    so until then the checkpoint is an ignored ``.tmp`` directory.
+    so until then the checkpoint is an ignored ``.tmp`` directory. With FENCE (the run directory's lease,
+    formats.outputs) the rename happens only while this run still holds it.
     """
     from megatron.core import dist_checkpointing
 
@@ -189,19 +200,22 @@ def save_checkpoint(
             dist_checkpointing.save(state, str(tmp))
         except (Exception, _checkpoint_exception()) as e:
             raise write_error(e, tmp) from e
-        _complete(run_dir, tmp, final, step, keep_last, t0)
+        _complete(run_dir, tmp, final, step, keep_last, t0, fence)
         return final
     request = dist_checkpointing.save(state, str(tmp), async_sharded_save=True)
-    request.finalize_fns.append(lambda: _complete(run_dir, tmp, final, step, keep_last, t0))
+    request.finalize_fns.append(lambda: _complete(run_dir, tmp, final, step, keep_last, t0, fence))
     async_queue.schedule_async_request(request)
     if _rank() == 0:
         log.info("checkpoint %s: writing in the background", final.name)
     return final
 
 
-def _complete(run_dir: str | Path, tmp: Path, final: Path, step: int, keep_last: int, t0: float) -> None:
+def _complete(
+    run_dir: str | Path, tmp: Path, final: Path, step: int, keep_last: int, t0: float, fence: Fence | None = None
+) -> None:
     """All ranks have written ``tmp``: checksum the files, write the marker, rename into place, prune. Collective."""
     _barrier()
+    _check_fence(fence)  # a run whose lease was taken over publishes nothing (every rank raises)
     files = {str(f.relative_to(tmp)): f.stat().st_size for f in sorted(tmp.rglob("*")) if f.is_file()}
     sums = _checksums(tmp, sorted(files))
     if _rank() == 0:
@@ -214,6 +228,20 @@ def _complete(run_dir: str | Path, tmp: Path, final: Path, step: int, keep_last:
         _prune(run_dir, keep_last, step)
         log.info("saved checkpoint %s in %.1fs", final, time.time() - t0)
     _barrier()
+
+
+def _check_fence(fence: Fence | None) -> None:
+    """Raise OutputRefused on every rank when rank 0's FENCE no longer holds the lease. Collective."""
+    lost = [""]
+    if fence is not None and _rank() == 0 and not fence.holds():
+        try:
+            fence.check()
+        except OutputRefused as e:
+            lost[0] = str(e)
+    if dist.is_initialized() and dist.get_world_size() > 1:
+        dist.broadcast_object_list(lost, src=0)
+    if lost[0]:
+        raise OutputRefused(lost[0])
 
 
 def _checksums(root: Path, names: list[str]) -> dict[str, str]:

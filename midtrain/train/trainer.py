@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from midtrain.config import ConfigError
+from midtrain.formats.outputs import Fence, Lease, OutputRefused
 from midtrain.formats.rundir import CONFIG, EXIT_REQUEUE
 from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.stamp import RUN_INFO, shards_id
@@ -344,14 +345,35 @@ def train(cfg: TrainConfig) -> dict[str, Any]:
     env = distributed.initialize(
         p.tensor, p.pipeline, p.context, seed=cfg.seed, expert=p.expert, expert_tensor=p.expert_tensor
     )
+    lease = _claim_run_dir(cfg, env)  # a second training of this run_dir stops here, naming the first
     flag = _SignalFlag()
     if threading.current_thread() is threading.main_thread():
         ckpt.shield_checkpoint_helper()
     flag.install()
     try:
-        return _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func)
+        return _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func, lease)
     finally:
         flag.restore()
+        if lease is not None:
+            lease.release()
+
+
+def _claim_run_dir(cfg: TrainConfig, env: Any) -> Lease | None:
+    """Rank 0 holds RUN_DIR's lease (formats.outputs) for the whole run; when another live training holds it,
+    every rank raises the same OutputRefused, naming that holder, before anything is written."""
+    lease, refused = None, ""
+    if env.rank == 0:
+        try:
+            lease = Lease(cfg.run_dir, f"training {cfg.name}").acquire()
+        except OutputRefused as e:
+            refused = str(e)
+    if env.world_size > 1:
+        box = [refused]
+        dist.broadcast_object_list(box, src=0)
+        refused = box[0]
+    if refused:
+        raise OutputRefused(refused)
+    return lease
 
 
 @dataclass
@@ -377,6 +399,7 @@ class _Run:
     last_stage: bool
     peak: float | None
     saves: Any  # the async checkpoint queue, or None
+    fence: Fence | None = None  # the run directory's lease (formats.outputs): checkpoints are published under it
     stop_requested: bool = False  # a signal reached a rank: the loop ends after this step's checkpoint
 
     @property
@@ -398,8 +421,11 @@ class _StepResult:
     no_loss_tokens: bool = False  # the global batch had no trained position: no optimizer update
 
 
-def _train(cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func) -> dict[str, Any]:
+def _train(
+    cfg, env, flag, parallel_state, finalize_model_grads, get_forward_backward_func, lease=None
+) -> dict[str, Any]:
     run = _build(cfg, env, parallel_state, finalize_model_grads, get_forward_backward_func)
+    run.fence = lease.fence if lease is not None else None  # a checkpoint is published only under it
     callbacks: list[Callback] = [NonFiniteGuard(), StepLog(), Checkpointer(flag)]
     exit_code, last_loss = 0, float("nan")
     run.model.train()
@@ -499,7 +525,14 @@ class Checkpointer(Callback):
                 "tokenizer": _tokenizer_record(run.dataset.manifest),
             }
             ckpt.save_checkpoint(
-                run.run_dir, step, run.model, run.optimizer, common, cfg.checkpoint.keep_last, async_queue=run.saves
+                run.run_dir,
+                step,
+                run.model,
+                run.optimizer,
+                common,
+                cfg.checkpoint.keep_last,
+                async_queue=run.saves,
+                fence=run.fence,
             )
 
     def close(self, run: _Run, error: BaseException | None) -> None:

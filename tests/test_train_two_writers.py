@@ -1,0 +1,110 @@
+"""#53 case 7: two `midtrain train` on one run_dir: the second is refused (exit 3) naming the first, before it
+writes anything; the first trains on. Real megatron-core on CPU; the test waits for the first's lease file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from train_helpers import tiny_config, write_shards
+
+from midtrain.formats.outputs import EXIT_REFUSED, LEASE
+
+WAIT_S = 300  # a loaded 2-core machine imports megatron slowly
+
+
+def _train(recipe: Path, run_dir: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "midtrain.cli", "train", str(recipe), f"run_dir={run_dir}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_a_second_training_of_one_run_dir_is_refused_naming_the_first(tmp_path):
+    shards = write_shards(tmp_path / "shards", sequences=8, seq_length=64)
+    run_dir = tmp_path / "run"
+    recipe = tmp_path / "tiny.yaml"
+    # long enough to still be training when the second starts; killed by the test once that one has been refused
+    cfg = tiny_config(**{"optim.train_steps": 100000, "optim.warmup_steps": 1, "checkpoint.save_interval": 100000})
+    cfg.data.path = str(shards)
+    cfg.save_yaml(recipe)
+    first = _train(recipe, run_dir)
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not (run_dir / "metrics.jsonl").exists():  # it holds the lease and has trained a step
+            assert first.poll() is None, first.stderr.read() if first.stderr else ""
+            assert time.monotonic() < deadline, "the first training never logged a step"
+            time.sleep(0.05)
+        second = subprocess.run(
+            [sys.executable, "-m", "midtrain.cli", "train", str(recipe), f"run_dir={run_dir}"],
+            capture_output=True,
+            text=True,
+            timeout=WAIT_S,
+        )
+        assert second.returncode == EXIT_REFUSED, second.stderr[-2000:]
+        lines = [line for line in second.stderr.splitlines() if line.startswith("midtrain train: refused:")]
+        assert len(lines) == 1 and f"pid {first.pid} on" in lines[0] and "Traceback" not in second.stderr
+        assert first.poll() is None  # the first trains on
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait(WAIT_S)
+    assert (run_dir / LEASE).exists()  # killed: left behind, taken over by the next start (its pid is gone)
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_a_killed_trainer_leaves_no_checkpoint_helper_running(tmp_path):
+    """kill -9 of the trainer alone (not its group): megatron's checkpoint-writer helper, which ignores SIGTERM,
+    dies with it instead of living on (it was found alive, 316 MB, 50 minutes later)."""
+    shards = write_shards(tmp_path / "shards", sequences=8, seq_length=64)
+    recipe = tmp_path / "tiny.yaml"
+    cfg = tiny_config(**{"optim.train_steps": 100000, "optim.warmup_steps": 1, "checkpoint.save_interval": 100000})
+    cfg.data.path = str(shards)
+    cfg.save_yaml(recipe)
+    trainer = _train(recipe, tmp_path / "run")
+    helpers: list[int] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not (tmp_path / "run" / "metrics.jsonl").exists():  # it trains: the helper was started before
+            assert trainer.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        helpers = _children(trainer.pid)
+        assert helpers, "the trainer started no helper process"
+        os.kill(trainer.pid, signal.SIGKILL)
+        trainer.wait(WAIT_S)
+        deadline = time.monotonic() + WAIT_S
+        while any(_alive(p) for p in helpers):
+            assert time.monotonic() < deadline, f"still running after the trainer died: {helpers}"
+            time.sleep(0.05)
+    finally:
+        for p in helpers:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if trainer.poll() is None:
+            os.killpg(trainer.pid, signal.SIGKILL)
