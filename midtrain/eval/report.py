@@ -116,26 +116,20 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
     probe = lambda r: r.sft_runs  # noqa: E731 - every seed of the probe
     add("SFT probe", "held-out loss, assistant tokens", lambda s: s["heldout_loss"], False, runs=probe, step="sft")
     add("SFT probe", "final train loss", lambda s: s["final_train_loss"], False, runs=probe, step="sft")
-    add(
-        "SFT probe",
-        "held-out command tokens, teacher-forced accuracy",
-        lambda s: 100.0 * s["command_accuracy"]["token_accuracy"],
-        True,
-        "{:.1f}%",
-        "{:+.1f}",
-        runs=probe,
-        step="sft",
-    )
-    add(
-        "SFT probe",
-        "held-out commands, every token right",
-        lambda s: 100.0 * s["command_accuracy"]["command_match"],
-        True,
-        "{:.1f}%",
-        "{:+.1f}",
-        runs=probe,
-        step="sft",
-    )
+    for metric, key in (
+        ("held-out command tokens, teacher-forced accuracy", "token_accuracy"),
+        ("held-out commands, every token right", "command_match"),
+    ):
+        add(
+            "SFT probe",
+            metric,
+            lambda s, k=key: 100.0 * s["command_accuracy"][k],
+            True,
+            "{:.1f}%",
+            "{:+.1f}",
+            runs=probe,
+            step="sft",
+        )
     sources = sorted({s for r in results if r.proxy for s in (r.proxy.get("heldout") or {}).get("per_source", {})})
     for src in sources:
         add(
