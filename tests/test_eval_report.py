@@ -116,7 +116,10 @@ def test_report_lists_missing_results_and_flags_different_probes(tmp_path):
     assert "missing" in md and "sft_result.json" in md
     # a result that is not there reads as missing with its reason in the table, never an empty cell
     assert "| repo | 3.000 | missing: proxy/proxy_results.json unreadable | — |" in md  # c ran no proxy
-    assert "| final train loss | 1.500 | 1.500 (+0.000, one sample, no band) | missing: sft/sft_result.json not written |" in md
+    assert (
+        "| final train loss | 1.500 | 1.500 (+0.000, one sample, no band) | missing: sft/sft_result.json not written |"
+        in md
+    )
     with pytest.raises(ValueError, match="baseline"):
         write_report({"a": tmp_path / "a"}, tmp_path / "r", baseline="zzz")
 

@@ -97,7 +97,8 @@ def test_first_run_is_shown_whole_and_exits_0(tmp_path):
     rc, md, res = report(cfg)
     assert rc == 0 and res["missing"] == {}
     assert (
-        row(md, "held-out loss, assistant tokens") == "| held-out loss, assistant tokens | 2.000 | 1.500 (-0.500, one sample, no band) |"
+        row(md, "held-out loss, assistant tokens")
+        == "| held-out loss, assistant tokens | 2.000 | 1.500 (-0.500, one sample, no band) |"
     )
 
 

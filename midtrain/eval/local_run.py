@@ -475,15 +475,6 @@ def _unit(
     (udir / "grade.rc").write_text(f"{grc}\n")
 
 
-def action_rate(server_log: Path, action_format: str) -> dict[str, Any]:
-    """How many of the model's replies (SERVER_LOG, one JSON line a call) an agent could act on: exactly one
-    ```bash block (action_format=text) or at least one tool call; a rate a small model registers below 1."""
-    rows = [json.loads(x) for x in server_log.read_text().splitlines() if x.strip()] if server_log.is_file() else []
-    rows = [r for r in rows if "completion_tokens" in r]
-    ok = sum((r.get("bash_blocks") == 1) if action_format == "text" else bool(r.get("tool_calls")) for r in rows)
-    return {"replies": len(rows), "parseable": ok, "rate": ok / len(rows) if rows else None, "format": action_format}
-
-
 def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeout: int = 600) -> dict[str, Any]:
     """The embedded task set on CPU into OUTPUT, one unit per benchmark of CFG (a SweBenchConfig whose
     benchmarks are ``local`` (CHECKPOINT, an HF export, served by :class:`ChatServer`) and/or
@@ -525,11 +516,7 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     rows = [json.loads(line) for line in (tasks / "test.jsonl").read_text().splitlines() if line.strip()]
     for bench in cfg.benchmarks:
         _unit(cfg, bench, out / bench, tasks, repo, rows, checkpoint, timeout)
-    results = collect_results(out)
-    for bench in cfg.benchmarks:
-        if isinstance(results.get(bench), dict):
-            results[bench]["actions"] = action_rate(out / bench / "server.jsonl", cfg.action_format)
-    (out / RESULTS_FILE).write_text(json.dumps(results, indent=2))
+    results = collect_results(out)  # with each unit's parseable-action rate (its server.jsonl)
     # what the results are of, graded or not (a rerun reuses them only when every rate is known, above)
     (out / STAMP).write_text(json.dumps(want, indent=1))
     return results

@@ -791,6 +791,9 @@ def step_failures(udir: Path, server_failed: str | None) -> list[dict[str, Any]]
     return failures
 
 
+SERVER_LOG = "server.jsonl"  # the CPU server's log of each call (midtrain.eval.serve)
+
+
 def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
     """Read each benchmark x harness's grading report under OUTPUT and write OUTPUT/swebench_results.json.
 
@@ -819,8 +822,20 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
         if scanned and not (udir / "grading").is_dir():
             continue
         results[key] = _unit_result(key, BENCHMARKS[name], harness, udir, server)
+        if (udir / SERVER_LOG).is_file():  # a unit served on CPU: what share of replies an agent could act on
+            fmt = SweBenchConfig.from_yaml(cfg_file).action_format if cfg_file.is_file() else "tool_calls"
+            results[key]["actions"] = action_rate(udir / SERVER_LOG, fmt)
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2))
     return results
+
+
+def action_rate(server_log: Path, action_format: str) -> dict[str, Any]:
+    """How many of the model's replies (SERVER_LOG, one JSON line a call) an agent could act on: exactly one
+    ```bash block (action_format=text) or at least one tool call; a rate a small model registers below 1."""
+    rows = [json.loads(x) for x in server_log.read_text().splitlines() if x.strip()] if server_log.is_file() else []
+    rows = [r for r in rows if "completion_tokens" in r]
+    ok = sum((r.get("bash_blocks") == 1) if action_format == "text" else bool(r.get("tool_calls")) for r in rows)
+    return {"replies": len(rows), "parseable": ok, "rate": ok / len(rows) if rows else None, "format": action_format}
 
 
 def exit_status(results: dict[str, dict[str, Any]]) -> int:
