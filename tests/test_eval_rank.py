@@ -13,6 +13,8 @@ from scipy import stats
 from midtrain.eval.rank import agreement, kendall, proxy_agreements, spearman
 from midtrain.eval.report import build_rows
 from midtrain.eval.results import CheckpointResults
+from midtrain.formats.rundir import MARKER, checkpoint_name
+from midtrain.formats.stamp import content_id, file_sha256
 
 PROBE = "SFT probe/held-out loss, assistant tokens"
 HELDOUT = "Proxy: held-out loss (before SFT)/all sources"
@@ -79,6 +81,17 @@ def test_one_seed_gives_no_interval_and_two_checkpoints_no_correlation():
     assert held.spearman is not None and held.spearman_interval is None and "no interval" in held.note
 
 
+def _complete_checkpoint(run_dir: Path, weights: str) -> str:
+    """A complete midtrain checkpoint of WEIGHTS under RUN_DIR (complete.json with its file's SHA-256); its
+    content id."""
+    ckpt = run_dir / "checkpoints" / checkpoint_name(1)
+    ckpt.mkdir(parents=True)
+    (ckpt / "model.bin").write_text(weights)
+    marker = {"files": {"model.bin": len(weights)}, "sha256": {"model.bin": file_sha256(ckpt / "model.bin")}}
+    (ckpt / MARKER).write_text(json.dumps(marker))
+    return content_id(ckpt)
+
+
 def test_sweep_report_has_the_correlation_table(tmp_path):
     from midtrain.sweep.config import SweepConfig
     from midtrain.sweep.report import write_sweep_report
@@ -88,16 +101,22 @@ def test_sweep_report_has_the_correlation_table(tmp_path):
     base = cfg.baseline
     for name in PROBE_LOSS:
         ck = base if name == "base" else name
+        # each column's checkpoint, complete, where the sweep trains it; its results name its content (the report
+        # shows a cell only from its own checkpoint's results)
+        run = tmp_path / "base" if name == "base" else tmp_path / name / "run"
+        start = _complete_checkpoint(run, f"weights of {name}")
         for i, loss in enumerate(PROBE_LOSS[name]):
             d = tmp_path / ck / ("sft" if i == 0 else f"sft-s{4321 + i}")
             d.mkdir(parents=True)
-            (d / "sft_result.json").write_text(json.dumps({"heldout_loss": loss, "final_train_loss": loss}))
+            result = {"inputs": {"start": start}, "exit_code": 0, "heldout_loss": loss, "final_train_loss": loss}
+            (d / "sft_result.json").write_text(json.dumps(result))
         for i, acc in enumerate(RETRIEVAL_ACC[name]):
             d = tmp_path / ck / ("proxy" if i == 0 else f"proxy-s{4321 + i}")
             d.mkdir(parents=True)
             (d / "proxy_results.json").write_text(
                 json.dumps(
                     {
+                        "inputs": {"checkpoint": start},
                         "heldout": {"all": {"loss": PROXY_LOSS[name]}, "per_source": {}},
                         "retrieval": {"accuracy": acc, "answer_nll": 1.0},
                     }

@@ -28,7 +28,7 @@ def _write(root, name, losses):
                 {"recipe": "p", "probe_sha": "x", "heldout_loss": float(np.mean(row)), "heldout_per_document": per}
             )
         )
-    return load_checkpoint_results(name, root / name)
+    return load_checkpoint_results(name, root / name, steps=list(PROBES))  # the seeds the config names
 
 
 def _cfg(**kw) -> SweepConfig:

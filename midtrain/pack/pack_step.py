@@ -140,7 +140,10 @@ SPLIT_FILE = "pack_split.json"  # OUT/: which tokenized files each pack task rea
 
 def _file_id(prefix: Path) -> str:
     """What a tokenized file holds, from its index (PREFIX.json: every document's id and token count)."""
-    return content_id(as_path(f"{prefix}.json"))
+    index = as_path(f"{prefix}.json")
+    if is_url(prefix):  # a cache in object storage: its bytes (content_id reads local files)
+        return hashlib.blake2b(index.read_bytes(), digest_size=12).hexdigest()
+    return content_id(index)
 
 
 def recorded_split(out: Path, inputs: list[list[Path]], tasks: int) -> list[list[Path]]:

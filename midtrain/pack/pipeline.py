@@ -495,7 +495,9 @@ def _pack(
         _tokenize_stage(
             chain, cfg, i, as_path(cache_dir), cache_stamp(prints[i], key, tok, cfg.boundaries), tok, dry_run
         )
-    if not chain.on_slurm and not dry_run:  # the caches are ready: refuse a resume on another split before any task
+    # the caches are ready: refuse a resume on another split before any task (an object-store output has no
+    # exclusive create for the record: its tasks split as assign() says, as PackStep does)
+    if not chain.on_slurm and not dry_run and not is_url(str(out)):
         recorded_split(out, [tokenized_prefixes(d) for d in cache_dirs], cfg.tasks)
     run = run_key(want, names)
     pack_logs, manifest_logs = out / "logs" / run, out / "logs" / f"{run}-manifest"
