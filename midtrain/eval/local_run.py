@@ -427,6 +427,7 @@ def _unit(
     from midtrain.eval.swebench import (
         BENCHMARKS,
         INSTANCES,
+        SERVER_LOG,
         agent_config,
         convert_predictions,
         slice_rows,
@@ -442,11 +443,11 @@ def _unit(
     try:
         server: ChatEndpoint
         if bench == "local_oracle":
-            server = OracleServer(rows, model, udir / "server.jsonl")
+            server = OracleServer(rows, model, udir / SERVER_LOG)
         else:
             assert checkpoint is not None  # run_local refuses benchmarks=[local] without one
             server = ChatServer(
-                checkpoint, cfg.served_model_name, cfg.max_output_tokens, cfg.max_context, udir / "server.jsonl"
+                checkpoint, cfg.served_model_name, cfg.max_output_tokens, cfg.max_context, udir / SERVER_LOG
             )
         with server:
             rc = run_agent(

@@ -810,8 +810,9 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
     if pending:
         raise OutputRefused(f"{pending}; run it (sbatch {out / 'swebench.sbatch'}) before --collect")
     cfg_file = out / "swebench_config.yaml"
-    if cfg_file.is_file():
-        planned, scanned = units(SweBenchConfig.from_yaml(cfg_file)), False
+    run_cfg = SweBenchConfig.from_yaml(cfg_file) if cfg_file.is_file() else None
+    if run_cfg is not None:
+        planned, scanned = units(run_cfg), False
     else:  # results of a run written elsewhere: every unit that has a grading directory
         planned = [(n if h == "mini-swe-agent" else f"{n}/{h}", n, h) for n in BENCHMARKS for h in HARNESSES]
         scanned = True
@@ -823,7 +824,7 @@ def collect_results(output: str | Path) -> dict[str, dict[str, Any]]:
             continue
         results[key] = _unit_result(key, BENCHMARKS[name], harness, udir, server)
         if (udir / SERVER_LOG).is_file():  # a unit served on CPU: what share of replies an agent could act on
-            fmt = SweBenchConfig.from_yaml(cfg_file).action_format if cfg_file.is_file() else "tool_calls"
+            fmt = run_cfg.action_format if run_cfg is not None else "tool_calls"
             results[key]["actions"] = action_rate(udir / SERVER_LOG, fmt)
     (out / RESULTS_FILE).write_text(json.dumps(results, indent=2))
     return results
