@@ -60,3 +60,9 @@ def pack_manifest(*args, **kwargs) -> dict:
     manifest = pack(*args, **kwargs).manifest
     assert manifest is not None, "a local pack finished without a manifest"
     return manifest
+
+
+def pack_argv(inputs: list[Path], out: Path, *extra: str) -> list[str]:
+    """`midtrain pack` of INPUTS into OUT at 256 tokens over two tasks, nothing held out, then EXTRA."""
+    head = ["pack", "--input", *map(str, inputs), "--output", str(out), "--seq-length", "256"]
+    return [*head, "tasks=2", "valid_fraction=0.0", *extra]

@@ -10,25 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from pack_helpers import commit_doc, write_prep
+from pack_helpers import commit_doc, pack_argv, write_prep
 
 from midtrain.cli import main
 from midtrain.formats.shard_reader import PackedDataset
-
-
-def _pack_argv(inputs: list[Path], out: Path, *extra: str) -> list[str]:
-    return [
-        "pack",
-        "--input",
-        *map(str, inputs),
-        "--output",
-        str(out),
-        "--seq-length",
-        "256",
-        "tasks=2",
-        "valid_fraction=0.0",
-        *extra,
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +21,7 @@ def packed(tmp_path_factory):
     root = tmp_path_factory.mktemp("reruns")
     rng = random.Random(3)
     prep = write_prep(root / "prep" / "commits", [commit_doc(i, rng) for i in range(40)], files=2)
-    assert main(_pack_argv([prep], root / "shards", "seed=1")) == 0
+    assert main(pack_argv([prep], root / "shards", "seed=1")) == 0
     return prep, root / "shards"
 
 
@@ -54,14 +39,14 @@ def test_pack_with_other_settings_is_refused_unless_overwrite(packed, tmp_path, 
     shutil.copytree(ref, out)
     before = _files(out)
     capsys.readouterr()
-    assert main(_pack_argv([prep], out, "seed=2")) == 3  # refused (formats.outputs.EXIT_REFUSED)
+    assert main(pack_argv([prep], out, "seed=2")) == 3  # refused (formats.outputs.EXIT_REFUSED)
     err = capsys.readouterr().err
     assert str(out) in err and "seed" in err and "--overwrite" in err, err
     assert _files(out) == before  # the finished output (a running job may read it) is untouched
     # the same settings: complete, nothing to do
-    assert main(_pack_argv([prep], out, "seed=1")) == 0
+    assert main(pack_argv([prep], out, "seed=1")) == 0
     assert _files(out) == before
-    assert main(_pack_argv([prep], out, "seed=2", "--overwrite")) == 0
+    assert main(pack_argv([prep], out, "seed=2", "--overwrite")) == 0
     assert json.loads((out / "manifest.json").read_text())["seed"] == 2
 
 
@@ -79,9 +64,9 @@ def test_an_output_and_a_cache_stamped_by_an_older_midtrain_are_still_recognised
     legacy = json.dumps({"fingerprint": stamp["inputs"]["documents"], **stamp["notes"]})
     done.write_text(legacy)
     before, tokens = _files(out), {p: p.stat().st_mtime_ns for p in done.parent.glob("0*")}
-    assert main(_pack_argv([prep], out, "seed=1")) == 0
+    assert main(pack_argv([prep], out, "seed=1")) == 0
     assert _files(out) == before  # complete: nothing redone
-    assert main(_pack_argv([prep], tmp_path / "other", "seed=1")) == 0
+    assert main(pack_argv([prep], tmp_path / "other", "seed=1")) == 0
     assert done.read_text() == legacy and {p: p.stat().st_mtime_ns for p in done.parent.glob("0*")} == tokens
     assert (tmp_path / "other" / "manifest.json").is_file()
 
@@ -92,7 +77,7 @@ def test_pack_refuses_an_unfinished_run_of_other_settings(packed, tmp_path, caps
     shutil.copytree(ref, out)
     (out / "manifest.json").unlink()  # a run killed before its manifest: its tasks' shards are there
     capsys.readouterr()
-    assert main(_pack_argv([prep], out, "seed=2")) == 3
+    assert main(pack_argv([prep], out, "seed=2")) == 3
     err = capsys.readouterr().err
     assert "unfinished pack" in err and "--overwrite" in err, err
     assert (out / "train" / "00000.bin").exists()
@@ -104,16 +89,16 @@ def test_pack_refuses_an_unfinished_prep_dir_naming_the_command(tmp_path, capsys
     # what `midtrain prep` leaves when killed after some tasks wrote documents: its settings, no stats.json
     (prep / "prep.json").write_text(json.dumps({"source": "pulls", "inputs": ["/data/my prs.jsonl"], "tasks": 4}))
     capsys.readouterr()
-    assert main(_pack_argv([prep], tmp_path / "out")) == 1
+    assert main(pack_argv([prep], tmp_path / "out")) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(prep) in err and "unfinished" in err, err
     assert f"midtrain prep pulls --input '/data/my prs.jsonl' --output {prep} --tasks 4" in err, err
     assert not (tmp_path / "out" / "manifest.json").exists()
     # an interrupted stats.json (complete never written) is no completion record either
     (prep / "stats.json").write_text('{"source": "pulls"')
-    assert main(_pack_argv([prep], tmp_path / "out")) == 1
+    assert main(pack_argv([prep], tmp_path / "out")) == 1
     (prep / "stats.json").write_text(json.dumps({"source": "pulls", "complete": True, "documents_out": 4}))
-    assert main(_pack_argv([prep], tmp_path / "out")) == 0
+    assert main(pack_argv([prep], tmp_path / "out")) == 0
 
 
 @pytest.mark.parametrize("damage", ["empty", "missing", "other_task"])
@@ -152,6 +137,6 @@ def test_a_damaged_document_file_is_named_in_one_line(tmp_path, capsys, damage):
     else:  # a complete gzip stream whose last record lost its end
         bad.write_bytes(gzip.compress(gzip.decompress(data)[:-20]))
     capsys.readouterr()
-    assert main(_pack_argv([prep], tmp_path / "out")) == 1
+    assert main(pack_argv([prep], tmp_path / "out")) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith(f"midtrain pack: {bad}: "), err  # today: 175 lines

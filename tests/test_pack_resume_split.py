@@ -11,26 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from pack_helpers import commit_doc, write_prep
+from pack_helpers import commit_doc, pack_argv, write_prep
 
 from midtrain.cli import main
 from midtrain.formats.outputs import EXIT_REFUSED
 from midtrain.pack.pack_step import SPLIT_FILE
-
-
-def _argv(prep: Path, out: Path, *extra: str) -> list[str]:
-    return [
-        "pack",
-        "--input",
-        str(prep),
-        "--output",
-        str(out),
-        "--seq-length",
-        "256",
-        "tasks=2",
-        "valid_fraction=0.0",
-        *extra,
-    ]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +23,7 @@ def packed(tmp_path_factory):
     root = tmp_path_factory.mktemp("split")
     rng = random.Random(5)
     prep = write_prep(root / "prep" / "commits", [commit_doc(i, rng) for i in range(40)], files=4)
-    assert main(_argv(prep, root / "shards")) == 0
+    assert main(pack_argv([prep], root / "shards")) == 0
     return prep, root / "shards"
 
 
@@ -63,7 +48,7 @@ def test_a_finished_pack_rerun_with_other_workers_has_nothing_to_do(packed, tmp_
     out = shutil.copytree(ref, tmp_path / "shards")
     before = _shards(out)
     caplog.set_level(logging.INFO)
-    assert main(_argv(prep, out, "workers=2")) == 0  # was: refused, naming no field
+    assert main(pack_argv([prep], out, "workers=2")) == 0  # was: refused, naming no field
     assert "nothing to do" in caplog.text and _shards(out) == before
     assert json.loads((out / "manifest.json").read_text())["stamp"]["notes"]["workers"] == 1
 
@@ -71,7 +56,7 @@ def test_a_finished_pack_rerun_with_other_workers_has_nothing_to_do(packed, tmp_
 def test_a_killed_pack_resumes_with_another_worker_count(packed, tmp_path):
     prep, ref = packed
     out = _killed(ref, tmp_path / "shards")
-    assert main(_argv(prep, out, "workers=2")) == 0
+    assert main(pack_argv([prep], out, "workers=2")) == 0
     assert _shards(out) == _shards(ref)  # the same bytes as the uninterrupted pack
 
 
@@ -84,13 +69,13 @@ def test_a_resume_on_another_split_of_the_tokenize_cache_is_refused(packed, tmp_
     # the shared cache rebuilt by another pack in one tokenize task: the unfinished task would take other files
     # (another split) than the finished one read
     shutil.rmtree(prep / "tokenized")
-    assert main(_argv(prep, tmp_path / "other", "tokenize_tasks=1")) == 0
+    assert main(pack_argv([prep], tmp_path / "other", "tokenize_tasks=1")) == 0
     capsys.readouterr()
-    rc = main(_argv(prep, out))
+    rc = main(pack_argv([prep], out))
     err = capsys.readouterr().err
     assert rc == EXIT_REFUSED and SPLIT_FILE in err and "Traceback" not in err, err
     assert not (out / "manifest.json").exists()  # nothing was published from the other split
     shutil.rmtree(prep / "tokenized")  # the cache as it started with (tokenized in 4 tasks again): resumed
-    assert main(_argv(prep, out)) == 0
+    assert main(pack_argv([prep], out)) == 0
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["splits"]["train"]["documents"] == 40, manifest["splits"]
