@@ -15,8 +15,8 @@
 #                                   #     its checkpoint (and, when transformers imports, its HF export and
 #                                   #     that export's hf2mcore conversion: TE layers where TE imports)
 #                                   #  4. bench/gpu_throughput.py: 32K/64K/128K/256K, document masking (each
-#                                   #     attention backend) vs causal, MFU, peak memory (full recompute from
-#                                   #     64K), within its step's limit (--budget-s)
+#                                   #     attention backend) vs causal, MFU, peak memory beside the
+#                                   #     estimator's (full recompute from 64K), within its limit (--budget-s)
 #   bench/gpu_check.sh --cpu        # the same flow on CPU with tiny models (tests/test_hf_gpu_check.py)
 #   bench/gpu_check.sh --dry-run    # print what would run
 #

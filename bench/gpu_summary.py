@@ -15,7 +15,7 @@ from pathlib import Path
 THROUGHPUT_ROWS = "gpu_throughput.jsonl"  # bench/gpu_throughput.py --rows: a header line, then one per row
 ROW_HEAD = (
     f"{'seq':>6} {'mode':>9} {'attention':>18} {'recompute':>9} {'docs':>5} {'steps':>5} {'tok/s':>9} "
-    f"{'TFLOP/s':>8} {'MFU':>6} {'GFLOP/tok':>9} {'loss':>7} {'peak GiB':>8} {'speedup pred|meas':>17}"
+    f"{'TFLOP/s':>8} {'MFU':>6} {'GFLOP/tok':>9} {'loss':>7} {'peak GiB':>8} {'est GiB':>7} {'speedup pred|meas':>17}"
 )
 
 
@@ -56,7 +56,8 @@ def row_line(r: dict, speedup: str = "") -> str:
         f"{r['seq_length']:>6} {r['mode']:>9} {r.get('backend', '?'):>18} {r.get('recompute', 'none'):>9} "
         f"{r['documents']:>5} {steps:>5} {_num(r['tokens_per_s'], '.0f', 9)} {_num(r['tflops'], '.1f', 8)} "
         f"{_num(r.get('mfu'), '.1%', 6)} {_num(r['flops_per_token'] / 1e9, '.2f', 9)} "
-        f"{_num(r.get('loss'), '.3f', 7)} {_num(r['peak_mem_gib'], '.1f', 8)} {speedup:>17}"
+        f"{_num(r.get('loss'), '.3f', 7)} {_num(r['peak_mem_gib'], '.1f', 8)} "
+        f"{_num(r.get('est_mem_gib'), '.1f', 7)} {speedup:>17}"
     )
     return line + (f"  {r['error']}" if r.get("error") else "")
 

@@ -342,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
 
     from midtrain.train import distributed
+    from midtrain.train.estimate import memory_per_gpu
     from midtrain.train.flops import FLOPS_COUNT, peak_tflops, step_flops
     from midtrain.train.model import build_gpt_model, resolve_impl
 
@@ -426,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
                 flops_per_token=flops / S,
                 tflops=flops / r["seconds_per_step"] / 1e12,
                 mfu=(flops / r["seconds_per_step"] / 1e12 / peak) if peak else None,
+                # what `midtrain config`'s estimator predicts for this config on one device, beside the peak
+                est_mem_gib=memory_per_gpu(run_cfg, num_gpus=1).total / 2**30,
             )
             rows.append(r)
             write_row(stream, r)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from midtrain.formats.outputs import LEASE, Lease, die_with_parent
-from midtrain.locations import is_url
+from midtrain.locations import as_path, is_url
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +153,21 @@ class StageChain:
         """Local: run the stages not run yet, in order. Slurm: submit the whole chain (once)."""
         if self.on_slurm:
             if self.stages and not self._submitted:
+                left = {s.name: unfinished_tasks(s.executor.logging_dir.path) for s in self.stages}
+                for name, tasks in left.items():
+                    if tasks:
+                        log.warning(
+                            "%s: stage %s: %d task(s) of the last submission did not finish: %s",
+                            self.label,
+                            name,
+                            len(tasks),
+                            "; ".join(t.describe() for t in tasks),
+                        )
                 self.stages[-1].executor.run()  # datatrove submits the dependency chain first
                 self._submitted = True
+                for stage in self.stages:
+                    if left[stage.name]:
+                        log.warning("%s: stage %s: %s", self.label, stage.name, _resubmitted(stage.executor))
             return
         for stage in self.stages:
             if not stage.done:
@@ -165,6 +178,15 @@ class StageChain:
     def scripts(self) -> dict[str, str]:
         """Per stage, what it would run: the sbatch script (Slurm) or a one-line description (local)."""
         return {s.name: _script(s.executor) for s in self.stages}
+
+
+def _resubmitted(ex: Any) -> str:
+    """Which new array element runs which task (a resubmission numbers its elements from 0 again)."""
+    if ex.job_id in (None, -1):
+        return "nothing left to submit"
+    ranks = json.loads((as_path(ex.logging_dir.path) / "ranks_to_run.json").read_text())
+    pairs = ", ".join(f"task {r} -> element {i // ex.tasks_per_job}" for i, r in enumerate(ranks))
+    return f"submitted again as job {ex.job_id} ({pairs}; logs {ex.slurm_logs_folder}/{ex.job_id}_ELEMENT.out)"
 
 
 def _script(ex: Any) -> str:
@@ -182,6 +204,47 @@ def _run_line(ex: Any) -> str:
         return f"launch_pickled_pipeline {pik}"
     srun_args = " ".join(f"--{k}={v}" for k, v in ex.srun_args.items()) if ex.srun_args else ""
     return f"srun {srun_args} -l -n {ex.nodes_per_task} launch_pickled_pipeline {pik}"
+
+
+# -- what a Slurm submission left unfinished ---------------------------------------------------------------
+@dataclass(frozen=True)
+class UnfinishedTask:
+    """A datatrove task of a stage's last Slurm submission that left no completion marker."""
+
+    stage: str  # the stage's logging dir name
+    task: int  # datatrove's rank
+    element: str | None  # the array element that ran it (JOBID_INDEX), None when none started (cancelled, queued)
+    log: str | None  # that element's Slurm log
+
+    def describe(self) -> str:
+        if self.element is None:
+            return f"{self.stage} task {self.task} (never started: cancelled or still queued)"
+        return f"{self.stage} task {self.task} (array element {self.element}, log {self.log})"
+
+
+def unfinished_tasks(logging_dir: Any) -> list[UnfinishedTask]:
+    """The tasks datatrove's last Slurm submission of a stage (``ranks_to_run.json`` under LOGGING_DIR, written
+    at submission) ran or queued without finishing, each with the array element that ran it and its log: the
+    element of position i in ranks_to_run.json is i // tasks_per_job (mod max_array_size), its log the newest
+    ``*_ELEMENT.out`` in the stage's Slurm log folder. Empty for a local stage or a finished one."""
+    d = as_path(logging_dir)
+    try:
+        ranks = json.loads((d / "ranks_to_run.json").read_text())
+        ex = json.loads((d / "executor.json").read_text())
+    except (OSError, ValueError):  # never submitted to Slurm, or datatrove's files are missing
+        return []
+    per_job = int(ex.get("tasks_per_job") or 1)
+    max_array = int(ex.get("max_array_size") or -1)
+    logs_dir = ex.get("slurm_logs_folder")
+    out = []
+    for pos, rank in enumerate(ranks):
+        if (d / "completions" / f"{rank:05d}").exists():
+            continue
+        index = pos // per_job % max_array if max_array > 0 else pos // per_job
+        found = sorted(as_path(logs_dir).glob(f"*_{index}.out"), key=lambda f: f.stat().st_mtime) if logs_dir else []
+        log = found[-1] if found else None
+        out.append(UnfinishedTask(d.name, rank, log.stem if log else None, str(log) if log else None))
+    return out
 
 
 # -- what the stages counted ------------------------------------------------------------------------------

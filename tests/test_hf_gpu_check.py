@@ -80,6 +80,9 @@ def test_throughput_bench_cpu_mode_writes_the_table(tmp_path, capsys):
         assert 0 < causal["loss"] < 20
     printed = capsys.readouterr().out
     assert "FP8" in printed and "attention" in printed and "per_document" in printed
+    # the estimator's prediction beside each measured peak (NaN on the CPU), growing with the sequence
+    assert "est GiB" in printed and all(r["est_mem_gib"] > 0 for r in rows)
+    assert rows[2]["est_mem_gib"] > rows[0]["est_mem_gib"]
     speedup = causal["flops_per_token"] / masked["flops_per_token"]
     assert f"{speedup:.2f}x|" in printed  # the closing table's FLOP-model speedup at 256K
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import random
+import shlex
 import shutil
 from pathlib import Path
 
 import pytest
 from pack_helpers import commit_doc, pack_argv, write_prep
 
-from midtrain.cli import main
+from midtrain.cli import build_parser, main
+from midtrain.commands.prep import rerun_command
 from midtrain.formats.shard_reader import PackedDataset
 
 
@@ -99,6 +101,30 @@ def test_pack_refuses_an_unfinished_prep_dir_naming_the_command(tmp_path, capsys
     assert main(pack_argv([prep], tmp_path / "out")) == 1
     (prep / "stats.json").write_text(json.dumps({"source": "pulls", "complete": True, "documents_out": 4}))
     assert main(pack_argv([prep], tmp_path / "out")) == 0
+
+
+def test_an_unfinished_prep_hint_is_the_whole_command_that_made_it(tmp_path, capsys):
+    """The hint for an unfinished prep is the command line prep recorded, every flag kept (it dropped
+    --executor slurm, --site and the overrides): parsed again, it is the same run."""
+    site = tmp_path / "site.yaml"
+    site.write_text("name: t\n")
+    inputs = tmp_path / "my prs.jsonl"
+    argv = ["prep", "pulls", "pulls.max_patch_bytes=5000", "--input", str(inputs), "--output", str(tmp_path / "pulls")]
+    argv += ["--executor", "slurm", "--site", str(site), "--tasks", "8", "--partition", "cpu", "--time", "01:00:00"]
+    args = build_parser().parse_args(argv)
+    command = rerun_command(args)
+    assert shlex.split(command)[0] == "midtrain"
+    again = build_parser().parse_args(shlex.split(command)[1:])
+    assert {k: v for k, v in vars(again).items() if k != "_run"} == {k: v for k, v in vars(args).items() if k != "_run"}
+    # as prep.json records it (a note, never part of the output's identity): pack's refusal names it whole
+    prep = write_prep(tmp_path / "pulls", [commit_doc(i, random.Random(5)) for i in range(2)])
+    (prep / "prep.json").write_text(
+        json.dumps({"source": "pulls", "inputs": [str(inputs)], "tasks": 8, "notes": {"command": command}})
+    )
+    capsys.readouterr()
+    assert main(pack_argv([prep], tmp_path / "out")) == 1
+    err = capsys.readouterr().err
+    assert f"(`{command}`)" in err and "--executor slurm --tasks 8 --site" in err, err
 
 
 @pytest.mark.parametrize("damage", ["empty", "missing", "other_task"])

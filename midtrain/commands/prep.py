@@ -25,6 +25,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import shlex
 import sys
 
 from midtrain.config import ConfigError
@@ -80,6 +82,29 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _abs(path: str) -> str:
+    return path if "://" in path else os.path.abspath(os.path.expanduser(path))
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """This command line again, every flag that shapes the run kept and paths made absolute (prep.json records
+    it: `midtrain pack`'s hint for an unfinished prep names it whole); --overwrite and --dry-run left out."""
+    argv = ["midtrain", "prep", args.source, *args.overrides, "--input", *map(_abs, args.input)]
+    argv += ["--output", _abs(args.output)]
+    flags = {
+        "--executor": args.executor if args.executor != "local" else None,
+        "--tasks": args.tasks,
+        "--workers": args.workers,
+        "--site": _abs(args.site) if args.site else None,
+        "--partition": args.partition,
+        "--time": args.time,
+        "--cpus-per-task": args.cpus_per_task,
+        "--mem-per-cpu-gb": args.mem_per_cpu_gb,
+    }
+    argv += [str(v) for flag, value in flags.items() if value is not None for v in (flag, value)]
+    return shlex.join(argv)
+
+
 def run(args: argparse.Namespace) -> int:
     from midtrain.locations import location
     from midtrain.sources.prep import build_run, check_inputs, config_yaml, prep, resolve_source, sbatch_scripts
@@ -100,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         site = load_site(args.site, [f"prep.{k}={v}" for k, v in flags.items() if v is not None])
     tasks = args.tasks or (site.prep.tasks if site else 1)
     workers = args.workers or (site.prep.workers if site else 1)
-    kw = {"tasks": tasks, "workers": workers, "executor": args.executor, "site": site}
+    kw = {"tasks": tasks, "workers": workers, "executor": args.executor, "site": site, "command": rerun_command(args)}
     if args.dry_run and args.executor != "slurm":
         raise ConfigError("dry_run: only with --executor slurm")
     try:  # a missing or unreadable input, named, before anything is built

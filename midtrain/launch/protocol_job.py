@@ -63,11 +63,12 @@ def render_step(
     """One step's job script (written by :func:`write_jobs`, not here)."""
     # a step repeated per seed ("sft-s7") takes its step's resources ("sft")
     kind = step if step in site.protocol or step in SINGLE_PROCESS_STEPS else step.split("-s")[0]
-    res = site.step_resources(kind).validate()
+    res = site.step_resources(kind)
     if kind in SINGLE_PROCESS_STEPS:
-        if kind in site.protocol and res.tasks_per_node not in (None, 1):
+        own = site.protocol.get(kind, {}).get("tasks_per_node")
+        if own not in (None, 1):
             raise LaunchError(
-                f"site protocol.{kind}.tasks_per_node: {res.tasks_per_node}, but step {kind} runs one process "
+                f"site protocol.{kind}.tasks_per_node: {own}, but step {kind} runs one process "
                 "per node (it uses its job's GPUs itself); set 1 or leave it out"
             )
         res = res.replace(tasks_per_node=1)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from midtrain.config import Config, ConfigError, require
 
@@ -100,15 +101,24 @@ class PrepResources(Config):
         _check_time(self.time, "time")
 
 
-def _default_protocol() -> dict[str, JobResources]:
-    return {
-        "default": JobResources(gpus_per_node=8, time="04:00:00"),  # sft: one rank per GPU
-        # evals are one process each (proxy metrics on one GPU; SWE-bench drives its own workers); the 1-GPU
-        # proxy eval shares its node instead of holding all 8 GPUs
-        "eval_proxy": JobResources(gpus_per_node=1, time="02:00:00", exclusive=False),
-        "eval_swebench": JobResources(gpus_per_node=8, tasks_per_node=1, time="1-00:00:00"),
-        "report": JobResources(gpus_per_node=0, cpus_per_task=2, time="00:30:00"),
-    }
+def _default_protocol() -> dict[str, dict[str, Any]]:
+    return {"default": {"gpus_per_node": 8, "time": "04:00:00"}}  # sft: one rank per GPU
+
+
+def _one_gpu(default: JobResources) -> int:
+    return min(1, default.gpus_per_node)  # a CPU-only site (default gpus_per_node: 0) asks for none
+
+
+# What each built-in step changes from the site's `default` entry; a site's own entry for the step is merged over
+# this field by field, so a site that writes only `default` (or only `eval_proxy.time`) keeps the rest. Evals
+# are one process each (proxy metrics on one GPU; SWE-bench drives its own workers): the 1-GPU ones share a
+# node instead of holding all of its GPUs; the report is a CPU job.
+STEP_CHANGES: dict[str, Callable[[JobResources], dict[str, Any]]] = {
+    "eval_proxy": lambda d: {"gpus_per_node": _one_gpu(d), "time": "02:00:00", "exclusive": False},
+    "eval_lm_eval": lambda d: {"gpus_per_node": _one_gpu(d), "time": "02:00:00", "exclusive": False},
+    "eval_swebench": lambda d: {"tasks_per_node": 1, "time": "1-00:00:00"},
+    "report": lambda d: {"gpus_per_node": 0, "tasks_per_node": None, "cpus_per_task": 2, "time": "00:30:00"},
+}
 
 
 @dataclass
@@ -150,7 +160,8 @@ class SiteConfig(Config):
     # ephemeral ports (32768+, where any process's outgoing connection may already hold it)
     master_port_base: int = 20000
     train: JobResources = field(default_factory=lambda: JobResources(mem="0"))
-    protocol: dict[str, JobResources] = field(default_factory=_default_protocol)  # per step name, or default
+    # per step name (or `default`): only the fields a site changes; see step_resources for how they merge
+    protocol: dict[str, dict[str, Any]] = field(default_factory=_default_protocol)
     prep: PrepResources = field(default_factory=PrepResources)
 
     def check(self) -> None:
@@ -167,6 +178,8 @@ class SiteConfig(Config):
         )
         require(self.cpus_per_node is None or self.cpus_per_node >= 1, "cpus_per_node", "must be >= 1 (or null)")
         require("default" in self.protocol, "protocol", "needs a 'default' entry (resources of any other step)")
+        for step in self.protocol:
+            self.step_resources(step)  # each entry's fields typed and checked, naming protocol.STEP.FIELD
         for item in self.sbatch_args:
             require(item.startswith("--"), "sbatch_args", f"'{item}' is not a long sbatch option (--name[=value])")
         require(
@@ -176,7 +189,24 @@ class SiteConfig(Config):
         )
 
     def step_resources(self, step: str) -> JobResources:
-        return self.protocol.get(step, self.protocol["default"])
+        """STEP's resources: JobResources' defaults, then the site's `default` entry, then what the built-in
+        step changes from that (STEP_CHANGES), then the site's own entry for the step, each field by field."""
+        default = self._entry({}, "default")
+        if step == "default":
+            return default
+        built_in = STEP_CHANGES[step](default) if step in STEP_CHANGES else {}
+        return self._entry({**default.to_dict(), **built_in}, step)
+
+    def _entry(self, base: dict[str, Any], step: str) -> JobResources:
+        path = f"protocol.{step}"
+        own = self.protocol.get(step, {})
+        if not isinstance(own, dict):
+            raise ConfigError(f"{path}: expected a mapping of JobResources fields, got {own!r}")
+        res = JobResources.from_dict({**base, **own}, _path=path)
+        try:
+            return res.validate()
+        except ConfigError as e:
+            raise ConfigError(f"{path}.{e}") from None
 
     def python_env(self) -> str | None:
         """The venv to activate in jobs: the configured one, else the one running now (when in a venv)."""

@@ -32,7 +32,7 @@ from midtrain.formats.run_split import RunSplit
 from midtrain.formats.run_split import decide as decide_split
 from midtrain.formats.run_split import read as read_split_file
 from midtrain.formats.shard_reader import MANIFEST
-from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
+from midtrain.formats.stamp import NOTES, digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature, write_text_atomic
 from midtrain.pack.mixture import heldout_fraction
 from midtrain.pack.pack_step import (
@@ -43,7 +43,7 @@ from midtrain.pack.pack_step import (
     recorded_split,
     tokenized_prefixes,
 )
-from midtrain.runner import StageChain, naming_output, output_lock
+from midtrain.runner import StageChain, naming_output, output_lock, unfinished_tasks
 
 log = logging.getLogger(__name__)
 
@@ -114,18 +114,24 @@ def check_finished(prep_dir: str | Path) -> None:
     except (OSError, ValueError):  # missing, or cut short by a kill
         pass
     try:
-        settings = json.loads(marker.read_text())
-        tasks = int(settings.get("tasks") or 1)
-        command = (
-            f"midtrain prep {settings['source']} --input {' '.join(shlex.quote(i) for i in settings['inputs'])}"
-            f" --output {shlex.quote(str(prep_dir))}" + (f" --tasks {tasks}" if tasks != 1 else "")
-        )
-    except (OSError, ValueError, KeyError, TypeError):
+        stamp = json.loads(marker.read_text())
+        command = stamp.get(NOTES, {}).get("command")  # recorded by `midtrain prep`, every flag kept
+        if not command:  # a prep.json from before the command was recorded
+            tasks = int(stamp.get("tasks") or 1)
+            command = (
+                f"midtrain prep {stamp['source']} --input {' '.join(shlex.quote(i) for i in stamp['inputs'])}"
+                f" --output {shlex.quote(str(prep_dir))}"
+                + (f" --tasks {tasks}" if tasks != 1 else "")
+                + " (and the same key=value overrides and flags)"
+            )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         command = f"midtrain prep ... --output {prep_dir}"
+    left = [t for stage in sorted(d.glob("logs/*/")) for t in unfinished_tasks(stage)]
+    failed = f"; unfinished on Slurm: {'; '.join(t.describe() for t in left[:10])}" if left else ""
     raise FileNotFoundError(
-        f"{prep_dir}: unfinished `midtrain prep` output (no complete stats.json): packing it "
-        f"would pack part of its data; finish it by rerunning its command (`{command}`, with "
-        "the same key=value overrides), or leave it out of --input"
+        f"{prep_dir}: unfinished `midtrain prep` output (no complete stats.json){failed}. Packing it "
+        f"would pack part of its data; finish it by rerunning its command (`{command}`), or leave it out of "
+        "--input"
     )
 
 

@@ -35,7 +35,7 @@ from datatrove.pipeline.base import PipelineStep
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.formats.documents import read_jsonl, write_jsonl_gz
-from midtrain.formats.stamp import digest, output_stamp, read_stamp, stale_fields
+from midtrain.formats.stamp import NOTES, digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock, stage_stats, stat_total, step_label
 from midtrain.sources.buildlogs import BuildLogsConfig
@@ -313,12 +313,14 @@ def read_prep_stamp(path: Path) -> dict | None:
             raise ConfigError(f"output: {path} is unreadable; use --overwrite to prepare the output again")
         return None
     identity = flat.pop(IDENTITY_KEY, None)
-    return output_stamp("prep", identity or {}, flat) | {"inputs": identity}
+    notes = flat.pop(NOTES, None)
+    return output_stamp("prep", identity or {}, flat, notes) | {"inputs": identity}
 
 
 def write_prep_stamp(path: Path, stamp: dict) -> None:
     """Write a prep stamp as prep.json holds it: the settings at the top level, beside the inputs' identity."""
-    write_text_atomic(path, json.dumps({**stamp["config"], IDENTITY_KEY: stamp["inputs"]}, indent=2))
+    notes = {NOTES: stamp[NOTES]} if stamp.get(NOTES) else {}
+    write_text_atomic(path, json.dumps({**stamp["config"], IDENTITY_KEY: stamp["inputs"], **notes}, indent=2))
 
 
 def refuse_stale(output: Path, old: dict, want: dict) -> None:
@@ -355,6 +357,7 @@ class PrepRun:
     executor: str = "local"
     site: Any = None  # midtrain.launch.site.SiteConfig for --executor slurm
     pipeline_file: str | None = None  # a user's data_prep-style file given as SOURCE (pipeline_file())
+    command: str | None = None  # the command line that runs this again, every flag kept (a note of the stamp)
 
     def __post_init__(self) -> None:
         if self.tasks < 1:
@@ -406,7 +409,8 @@ class PrepRun:
 
     def stamp(self) -> dict:
         """What this run makes: a prep output of these settings, from the inputs as they are now."""
-        return output_stamp("prep", input_identity(self.inputs, str(self.output)), self.settings())
+        notes = {"command": self.command} if self.command else None
+        return output_stamp("prep", input_identity(self.inputs, str(self.output)), self.settings(), notes)
 
     def resume_plan(self, overwrite: bool) -> tuple[dict, bool]:
         """Decide, changing nothing: (the stamp this run records, whether OUTPUT is cleared first). An output

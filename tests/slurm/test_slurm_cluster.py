@@ -17,6 +17,7 @@ from slurm_helpers import QUEUE_TIMEOUT_S, cluster_site, job_state, wait_for, wa
 from midtrain.launch.prep import slurm_executor
 from midtrain.launch.protocol_job import StepJob, build_chains, submit_jobs
 from midtrain.launch.site import load_site
+from midtrain.runner import StageChain, unfinished_tasks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -138,9 +139,11 @@ def _records(job_id: str) -> list[dict[str, str]]:
     return [dict(t.split("=", 1) for t in line.split() if "=" in t) for line in out.splitlines() if line.strip()]
 
 
-def test_a_failed_prep_array_element_cancels_the_next_stage(slurm_cluster, tmp_path):
+def test_a_failed_prep_array_element_cancels_the_next_stage_and_is_named(slurm_cluster, tmp_path, caplog):
     """On the cluster's default DependencyParameters (the test cluster does not set kill_invalid_depend), the
-    stage after a failed element is cancelled by the job's own --kill-on-invalid-dep, not left pending."""
+    stage after a failed element is cancelled by the job's own --kill-on-invalid-dep, not left pending. The
+    failed element is named with its log (for `midtrain pack`'s refusal and the rerun), and the rerun says
+    which new element runs which unfinished task (it was resubmitted silently under new array numbers)."""
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.writers import JsonlWriter
 
@@ -150,38 +153,54 @@ def test_a_failed_prep_array_element_cancels_the_next_stage(slurm_cluster, tmp_p
         fh.write(json.dumps({"text": "x = 1\n", "id": "doc-0"}) + "\n")
     (raw / "part1.jsonl.gz").write_bytes(b"not gzip")  # the reader of the task that gets it raises
     site = load_site(cluster_site(tmp_path))
-    first = slurm_executor(
-        [JsonlReader(str(raw)), JsonlWriter(str(tmp_path / "docs"))],
-        site,
-        job_name="mt-prep-fail",
-        logging_dir=str(tmp_path / "logs" / "first"),
-        slurm_logs_dir=str(tmp_path / "slurm_logs"),
-    )
-    second = slurm_executor(
-        [JsonlReader(str(tmp_path / "docs")), JsonlWriter(str(tmp_path / "docs2"))],
-        site,
-        job_name="mt-prep-fail",
-        logging_dir=str(tmp_path / "logs" / "second"),
-        slurm_logs_dir=str(tmp_path / "slurm_logs"),
-        depends=first,
-    )
-    second.run()  # submits the first stage, then the second afterok on it
+
+    def chain() -> StageChain:
+        c = StageChain("slurm", site, label="prep t")
+        for name, src, dst in (("first", raw, tmp_path / "docs"), ("second", tmp_path / "docs", tmp_path / "docs2")):
+            c.add(
+                name,
+                [JsonlReader(str(src)), JsonlWriter(str(dst))],
+                2,
+                str(tmp_path / "logs" / name),
+                job_name="mt-prep-fail",
+                slurm_logs_dir=str(tmp_path / "slurm_logs" / name),
+            )
+        return c
+
+    submitted = chain()
+    submitted.run()  # submits the first stage, then the second afterok on it
+    first, second = (s.executor for s in submitted.stages)
     array, after = str(first.job_id), str(second.job_id)
     try:
         _wait_queue_empty([array], timeout=QUEUE_TIMEOUT_S + 600)
-        states = sorted(r["JobState"] for r in _records(array))
-        assert states == ["COMPLETED", "FAILED"], _records(array)
+        records = _records(array)
+        assert sorted(r["JobState"] for r in records) == ["COMPLETED", "FAILED"], records
         # Slurm resolves the dependency when the array ends: CANCELLED at once, never run
         wait_for(lambda: job_state(after).get("JobState") != "PENDING", 120, f"stage 2 (job {after}) left PENDING")
         info = job_state(after)
         assert info["JobState"] == "CANCELLED", info
-        assert not list((tmp_path / "slurm_logs").glob(f"{after}_*")), "stage 2 ran"
+        assert not list((tmp_path / "slurm_logs" / "second").glob(f"{after}_*")), "stage 2 ran"
         # and datatrove's stats merge of each stage (afterok too) is not left behind either
         wait_for(
             lambda: not subprocess.run(["squeue", "-h", "-n", "mt-prep-fail"], capture_output=True, text=True).stdout,
             120,
             "the stats-merge jobs of both stages cancelled",
         )
+        failed = next(r["ArrayTaskId"] for r in records if r["JobState"] == "FAILED")
+        [task] = unfinished_tasks(tmp_path / "logs" / "first")
+        assert task.element == f"{array}_{failed}" and task.log == str(
+            tmp_path / "slurm_logs" / "first" / f"{array}_{failed}.out"
+        )
+        assert "Traceback" in Path(task.log).read_text()  # the log named is the one that says why
+        never = unfinished_tasks(tmp_path / "logs" / "second")
+        assert [(t.task, t.element) for t in never] == [(0, None), (1, None)]
+        assert "never started" in never[0].describe()
+        with caplog.at_level("WARNING", logger="midtrain.runner"):
+            chain().run()
+        text = caplog.text
+        assert f"stage first: 1 task(s) of the last submission did not finish: {task.describe()}" in text, text
+        assert "stage first: submitted again as job" in text and f"task {task.task} -> element 0;" in text, text
+        assert "stage second: 2 task(s) of the last submission did not finish" in text, text
     finally:
         subprocess.run(["scancel", "-n", "mt-prep-fail"], capture_output=True)
 

@@ -90,7 +90,7 @@ def _job(tmp_path: Path, mode: str, tasks: int, cpus: int, step: bool = False, g
     site = load_site(path, [f"{k}={v}" for k, v in site_changes.items()])
     site.env.update(env)
     if step:
-        site.protocol["default"].tasks_per_node = tasks
+        site.protocol["default"]["tasks_per_node"] = tasks
         jobs = build_chains(site, tmp_path / "protocol" / "slurm", {"base": [("sft", ["sft", "x"])]})  # 2 ranks
         write_jobs(jobs)
         job = jobs.chains["base"][0]

@@ -45,7 +45,7 @@ def test_two_rank_probe_step_with_hf_export_finishes_with_one_export(slurm_clust
         "export_hf=true",
     ]
     site = load_site(cluster_site(tmp_path))
-    site.protocol["default"] = site.protocol["default"].replace(tasks_per_node=2, mem="6G")
+    site.protocol["default"] = {**site.protocol["default"], "tasks_per_node": 2, "mem": "6G"}
     check_submission(cfg.validate(), site, resolve_probe(cfg))
     jobs = protocol_jobs(cfg, site)
     write_jobs(jobs)

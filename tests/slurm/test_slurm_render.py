@@ -15,7 +15,7 @@ from midtrain.commands.submit import train_job
 from midtrain.config import ConfigError
 from midtrain.launch.protocol_job import StepJob, build_chains
 from midtrain.launch.shell import LaunchError, check_bash, clean, directive, q
-from midtrain.launch.site import JobResources, SiteConfig, load_site, time_to_seconds
+from midtrain.launch.site import SiteConfig, load_site, time_to_seconds
 from midtrain.protocol import ProtocolConfig, check_submission, protocol_jobs
 from recipes import get_recipe, resolve_probe
 
@@ -337,7 +337,47 @@ def test_single_process_steps_run_once_per_node_whatever_gpus_they_hold(tmp_path
         "eval_swebench": ["1"],
         "report": ["1"],
     }
-    assert all("#SBATCH --gpus-per-node=8" in text for text in scripts.values())  # the GPUs stay the job's
-    site.protocol["eval_lm_eval"] = JobResources(gpus_per_node=2, tasks_per_node=2)
+    gpus = {step: re.findall(r"^#SBATCH --gpus-per-node=(\d+)$", text, re.M) for step, text in scripts.items()}
+    # the GPUs stay the job's; the built-in one-GPU evals and the CPU report merge over the site's default
+    assert gpus == {"sft": ["8"], "eval_proxy": ["1"], "eval_lm_eval": ["1"], "eval_swebench": ["8"], "report": []}
+    site.protocol["eval_lm_eval"] = {"gpus_per_node": 2, "tasks_per_node": 2}
     with pytest.raises(LaunchError, match=r"site protocol.eval_lm_eval.tasks_per_node: 2, but step eval_lm_eval"):
         build_chains(site, tmp_path / "slurm", {"base": [("eval_lm_eval", ["eval"])]})
+
+
+def test_site_protocol_entries_merge_field_by_field_over_the_built_in_steps(tmp_path):
+    """A site's protocol map is merged, not swapped in: a site writing only `default` keeps the built-in eval and
+    report entries (derived from its default, so a CPU-only site asks for no GPU anywhere), and a step entry
+    that changes one field keeps the others. Typos and bad values name protocol.STEP.FIELD."""
+
+    def site_of(protocol: dict, overrides: list[str] | None = None) -> SiteConfig:
+        path = tmp_path / "site.yaml"
+        path.write_text(yaml.safe_dump({"name": "t", "workdir": str(tmp_path), "protocol": protocol}))
+        return load_site(path, overrides)
+
+    site = site_of({"default": {"gpus_per_node": 4, "cpus_per_task": 12, "time": "08:00:00"}})
+    proxy, report, swe = (site.step_resources(s) for s in ("eval_proxy", "report", "eval_swebench"))
+    assert (proxy.gpus_per_node, proxy.cpus_per_task, proxy.time, proxy.exclusive) == (1, 12, "02:00:00", False)
+    assert (report.gpus_per_node, report.time) == (0, "00:30:00")
+    assert (swe.gpus_per_node, swe.tasks_per_node, swe.time) == (4, 1, "1-00:00:00")
+    assert site.step_resources("sft") == site.step_resources("default")
+
+    cpu = site_of({"default": {"gpus_per_node": 0, "tasks_per_node": 2}})
+    assert {s: cpu.step_resources(s).gpus_per_node for s in ("sft", "eval_proxy", "eval_lm_eval", "report")} == {
+        "sft": 0,
+        "eval_proxy": 0,
+        "eval_lm_eval": 0,
+        "report": 0,
+    }
+    # the same through a command-line change of the default
+    assert (
+        site_of({"default": {}}, ["protocol.default.gpus_per_node=0"]).step_resources("eval_proxy").gpus_per_node == 0
+    )
+
+    one = site_of({"default": {"gpus_per_node": 8}, "eval_proxy": {"time": "05:00:00"}})
+    assert (one.step_resources("eval_proxy").time, one.step_resources("eval_proxy").gpus_per_node) == ("05:00:00", 1)
+
+    with pytest.raises(ConfigError, match=r"unknown field 'protocol.eval_proxy.tme' \(did you mean 'time'\?\)"):
+        site_of({"default": {}, "eval_proxy": {"tme": "05:00:00"}})
+    with pytest.raises(ConfigError, match=r"protocol.report.time: 'soon' is not a Slurm time"):
+        site_of({"default": {}, "report": {"time": "soon"}})
