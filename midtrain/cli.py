@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    args.runner = main  # the flows (protocol, sweep, demo) run their steps' command lines through it
     try:
         return int(args._run(args) or 0)
     except ConfigError as e:

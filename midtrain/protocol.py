@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from midtrain.chains import Chains, Step, finish, print_chains, run_chains
+from midtrain.chains import Chains, Runner, Step, finish, print_chains, run_chains
 from midtrain.config import Config, require
 from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.eval.results import seed_dir
@@ -298,6 +298,8 @@ def print_protocol(cfg: ProtocolConfig) -> int:
     return 0
 
 
-def run_protocol(cfg: ProtocolConfig, only: list[str] | None = None) -> int:
-    """Run every checkpoint's chain here, in order, then the report. Stops a chain at its first failure."""
-    return finish("protocol", run_chains("protocol", protocol_steps(cfg), only), Step("report", report_argv(cfg)))
+def run_protocol(cfg: ProtocolConfig, runner: Runner, only: list[str] | None = None) -> int:
+    """Run every checkpoint's chain here with RUNNER (the CLI's main), in order, then the report. Stops a chain
+    at its first failure."""
+    failed = run_chains("protocol", protocol_steps(cfg), runner, only)
+    return finish("protocol", failed, Step("report", report_argv(cfg)), runner)

@@ -15,7 +15,7 @@ from typing import Any
 from midtrain.eval.config import SweBenchConfig
 from midtrain.protocol import ProtocolConfig
 from midtrain.sft.config import SFTConfig
-from midtrain.sweep.config import SweepConfig, Variant
+from midtrain.sweep_config import SweepConfig, Variant
 from midtrain.train.config import ModelConfig, TrainConfig
 from recipes import recipe
 

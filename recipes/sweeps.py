@@ -1,6 +1,6 @@
 """Sweep recipes: the paper's ablations as variants of one mixture and pack/train recipe through the fixed probe."""
 
-from midtrain.sweep.config import SweepConfig, Variant
+from midtrain.sweep_config import SweepConfig, Variant
 from recipes import recipe
 from recipes.mixtures import swe_midtrain
 from recipes.protocol import protocol_demo, protocol_swebench

@@ -21,7 +21,7 @@ from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig
 from midtrain.sft.config import SFTConfig
 from midtrain.sources.prep import SOURCE_CONFIGS, CurationConfig
-from midtrain.sweep.config import SweepConfig
+from midtrain.sweep_config import SweepConfig
 from midtrain.train.config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]

@@ -93,8 +93,8 @@ def _complete_checkpoint(run_dir: Path, weights: str) -> str:
 
 
 def test_sweep_report_has_the_correlation_table(tmp_path):
-    from midtrain.sweep.config import SweepConfig
     from midtrain.sweep.report import write_sweep_report
+    from midtrain.sweep_config import SweepConfig
     from recipes import resolve_config
 
     cfg = resolve_config("sweep_demo", SweepConfig, "sweep", [f"output={tmp_path}", "variants={a: {}, b: {}, c: {}}"])

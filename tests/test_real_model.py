@@ -197,8 +197,8 @@ def test_the_experiment_runs_the_models_tokenizer_through_every_step(tmp_path):
     """sweep_smollm2 as `midtrain demo --model smollm2` resolves it: every pack, probe and start point is the
     converted model's, the probe seeds give a band, and the agent leg serves each probe's export."""
     from midtrain.demo.real_model import sweep_overrides
-    from midtrain.sweep.config import SweepConfig
     from midtrain.sweep.plan import setup_steps, sweep_chains
+    from midtrain.sweep_config import SweepConfig
     from recipes import resolve_config
     from recipes.smollm2 import PROBE_HELDOUT_FRACTION
 
@@ -229,8 +229,8 @@ def test_the_recipe_preregisters_a_primary_comparison_with_a_null_arm_in_bf16(tm
     """>= 4 midtraining seeds x 2 probe seeds on >= 4 held-out trajectories, one step at LR 0 as the null arm,
     bf16 in every training (midtraining and probe), the agent in the text format the probe trains."""
     from midtrain.demo.real_model import sweep_overrides
-    from midtrain.sweep.config import SweepConfig
     from midtrain.sweep.plan import variant_plan
+    from midtrain.sweep_config import SweepConfig
     from recipes import resolve_config
     from recipes.smollm2 import PROBE_HELDOUT_FRACTION, sft_probe_smollm2, smollm2_cpu
 

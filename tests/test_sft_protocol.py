@@ -8,6 +8,7 @@ import json
 import pytest
 from sft_helpers import code_docs, sample_trace_docs, write_documents
 
+from midtrain.cli import main
 from midtrain.formats.outputs import OutputRefused
 
 pytestmark = pytest.mark.slow
@@ -80,7 +81,7 @@ def protocol_run(tmp_path_factory):
     proto.proxy.retrieval.lengths = [128, 256]
     proto.proxy.retrieval.depths = [0.0, 0.5, 1.0]
     proto.validate()
-    assert run_protocol(proto) == 0
+    assert run_protocol(proto, main) == 0
     return tmp, proto, protocol_steps(proto)
 
 
@@ -221,7 +222,7 @@ def test_rerun_skips_finished_steps(protocol_run, caplog):
     tmp, proto, _ = protocol_run
     before = (tmp / "protocol" / "base" / "sft" / "sft_result.json").stat().st_mtime_ns
     with caplog.at_level(logging.INFO):
-        assert run_protocol(proto) == 0
+        assert run_protocol(proto, main) == 0
     assert (tmp / "protocol" / "base" / "sft" / "sft_result.json").stat().st_mtime_ns == before
     assert "complete for these settings; skipped" in caplog.text
 
@@ -303,7 +304,7 @@ def test_protocol_rerun_with_another_checkpoint_recomputes(protocol_run):
     mid = res("midtrained")
     old_base = res("base")
     moved = proto.apply_overrides([f"checkpoints.base={proto.checkpoints['midtrained']}"]).validate()
-    assert run_protocol(moved, only=["base"]) == 0
+    assert run_protocol(moved, main, only=["base"]) == 0
     new_base = res("base")
     assert new_base["from"] == mid["from"] and new_base["start_id"] == mid["start_id"]
     assert new_base["heldout_loss"] == mid["heldout_loss"] != old_base["heldout_loss"]  # same start, same number

@@ -10,7 +10,7 @@ from sft_helpers import code_docs, sample_trace_docs, write_documents
 
 from midtrain.cli import build_parser, main
 from midtrain.config import ConfigError
-from midtrain.sweep.config import SweepConfig
+from midtrain.sweep_config import SweepConfig
 from recipes import resolve_config
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from midtrain.config import ConfigError
 from midtrain.eval.results import load_checkpoint_results
-from midtrain.sweep.config import SweepConfig, Variant
 from midtrain.sweep.primary import null_check, null_markdown, primary_comparison, primary_markdown
+from midtrain.sweep_config import SweepConfig, Variant
 
 PROBES = ("sft", "sft-s4322")
 DOCS = ("astropy__astropy-7166", "django__django-11163", "sympy__sympy-13372")

@@ -162,7 +162,7 @@ def _run_protocol(args: argparse.Namespace) -> int:
     if args.local:
         from midtrain.protocol import print_protocol, run_protocol
 
-        return print_protocol(cfg) if args.dry_run else run_protocol(cfg)
+        return print_protocol(cfg) if args.dry_run else run_protocol(cfg, args.runner)
     from midtrain.launch.protocol_job import StepJob, describe, submit_jobs
     from midtrain.protocol import check_submission, protocol_jobs
 

@@ -39,7 +39,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.sweep.config import SweepConfig
+    from midtrain.sweep_config import SweepConfig
     from recipes import resolve_config
 
     cfg = resolve_config(args.recipe, SweepConfig, "sweep", args.overrides)
@@ -94,4 +94,4 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from midtrain.sweep.run import run_sweep
 
-    return run_sweep(cfg, self_argv, args.only)
+    return run_sweep(cfg, self_argv, args.runner, args.only)

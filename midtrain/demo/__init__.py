@@ -9,14 +9,20 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from midtrain.demo.stages import pack_stage, prep_stage, protocol_stage, train_stage
 
 log = logging.getLogger("midtrain.demo")
 
-# In flow order: each takes the workdir and returns its output path.
-STAGES = {"prep": prep_stage, "pack": pack_stage, "train": train_stage, "protocol": protocol_stage}
+# In flow order: each takes the workdir (the protocol also the runner) and returns its output path.
+STAGES: dict[str, Callable[..., str]] = {
+    "prep": prep_stage,
+    "pack": pack_stage,
+    "train": train_stage,
+    "protocol": protocol_stage,
+}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -41,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model == "smollm2":
         from midtrain.demo.real_model import run as run_real
 
-        report = run_real(args.workdir or ".demo-real", args.only)
+        report = run_real(args.workdir or ".demo-real", args.runner, args.only)
         print(f"real-model experiment finished; report: {report}")
         return 0
     workdir = Path(args.workdir or ".demo")
@@ -52,7 +58,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         t0 = time.time()
         log.info("[%d/%d] %s ...", i, len(STAGES), name)
-        last = stage(workdir)
+        # the protocol runs its steps' command lines through the CLI's main
+        last = stage(workdir, args.runner) if stage is protocol_stage else stage(workdir)
         log.info("[%d/%d] %s done in %.1fs -> %s", i, len(STAGES), name, time.time() - t0, last)
     print(f"demo finished; last output: {last}")
     return 0

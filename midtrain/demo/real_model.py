@@ -33,6 +33,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from midtrain.chains import Runner
 from midtrain.curate.decontam import scored_text
 from midtrain.demo.corpus import corpus_digest, pinned_checkout
 from midtrain.demo.inputs import NOT_SAMPLES, project_repo
@@ -193,24 +194,25 @@ def sweep_overrides(workdir: Path) -> list[str]:
     ]
 
 
-def sweep_stage(workdir: Path) -> Path:
-    from midtrain.sweep.config import SweepConfig
+def sweep_stage(workdir: Path, runner: Runner) -> Path:
     from midtrain.sweep.run import run_sweep
+    from midtrain.sweep_config import SweepConfig
     from recipes import resolve_config
 
     overrides = sweep_overrides(workdir)
     cfg = resolve_config("sweep_smollm2", SweepConfig, "sweep", overrides)
-    rc = run_sweep(cfg, ["sweep_smollm2", *overrides])
+    rc = run_sweep(cfg, ["sweep_smollm2", *overrides], runner)
     report = Path(cfg.output) / "report" / "sweep.md"
     if rc != 0 or not report.exists():
         raise RuntimeError(f"the real-model sweep failed (exit {rc}); rerun to resume (finished steps are reused)")
     return report
 
 
-STAGES: dict[str, Callable[[Path], Any]] = {"convert": convert_stage, "prep": prep_stage, "sweep": sweep_stage}
+# each takes the workdir; the sweep also the runner
+STAGES: dict[str, Callable[..., Any]] = {"convert": convert_stage, "prep": prep_stage, "sweep": sweep_stage}
 
 
-def run(workdir: str | Path, only: list[str] | None = None) -> Path:
+def run(workdir: str | Path, runner: Runner, only: list[str] | None = None) -> Path:
     """Every stage in order (or only the named ones); returns the sweep report's path."""
     w = Path(workdir)
     w.mkdir(parents=True, exist_ok=True)
@@ -222,7 +224,7 @@ def run(workdir: str | Path, only: list[str] | None = None) -> Path:
             continue
         t0, c0 = time.time(), _cpu_seconds()
         log.info("real model: %s ...", name)
-        last = stage(w)
+        last = sweep_stage(w, runner) if stage is sweep_stage else stage(w)
         timing[name] = {
             "wall_s": round(time.time() - t0, 1),
             "cpu_s": round(_cpu_seconds() - c0, 1),

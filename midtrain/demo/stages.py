@@ -20,6 +20,7 @@ import json
 import logging
 from pathlib import Path
 
+from midtrain.chains import Runner
 from midtrain.demo.inputs import SAMPLES, project_repo, run_build_tools, sample_git_repo, sample_pulls
 
 SOURCES = ["repos", "commits", "pulls", "buildlogs", "traces"]
@@ -166,7 +167,7 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
     return cfg.validate()
 
 
-def protocol_stage(workdir: Path) -> str:
+def protocol_stage(workdir: Path, runner: Runner) -> str:
     """SFT probe + proxy evals of the base and midtrained tiny checkpoints, then WORKDIR/report/report.md."""
     from midtrain.protocol import run_protocol
     from midtrain.train.checkpoint import latest_checkpoint
@@ -186,7 +187,7 @@ def protocol_stage(workdir: Path) -> str:
         save_initial_checkpoint(base_cfg, w / "runs" / "demo_tiny_base"),
     )
     cfg = demo_protocol(w)
-    rc = run_protocol(cfg)
+    rc = run_protocol(cfg, runner)
     report = Path(cfg.report_dir) / "report.md"
     if rc != 0 or not report.exists():
         raise RuntimeError(f"protocol stage failed (exit {rc}); see the log above and {cfg.output}")

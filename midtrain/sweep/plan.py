@@ -21,7 +21,7 @@ from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
 from midtrain.formats.run_split import SPLIT_FILE
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig, protocol_steps
-from midtrain.sweep.config import DOC_SOURCE, SweepConfig
+from midtrain.sweep_config import DOC_SOURCE, SweepConfig
 
 if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig

@@ -21,7 +21,7 @@ import numpy as np
 from midtrain.curate.leak_scan import describe, scan_shards, split_index
 from midtrain.eval.noise import NO_BAND, hierarchical_bootstrap, paired
 from midtrain.eval.results import CheckpointResults
-from midtrain.sweep.config import SweepConfig
+from midtrain.sweep_config import SweepConfig
 
 
 class NullArmMismatch(RuntimeError):

@@ -18,7 +18,6 @@ from midtrain.eval.rank import proxy_agreements
 from midtrain.eval.report import Row, build_rows, comparison, delta_mark, write_report
 from midtrain.eval.results import load_checkpoint_results, read_metrics
 from midtrain.protocol import report_steps
-from midtrain.sweep.config import SweepConfig
 from midtrain.sweep.plan import output_dir, reference_shards, sweep_protocol, variant_plan
 from midtrain.sweep.primary import (
     NullArmMismatch,
@@ -29,6 +28,7 @@ from midtrain.sweep.primary import (
     proxy_content_scan,
     proxy_scan_markdown,
 )
+from midtrain.sweep_config import SweepConfig
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from midtrain.chains import Step, finish, run_chains, run_step
-from midtrain.sweep.config import SweepConfig
+from midtrain.chains import Runner, Step, finish, run_chains, run_step
 from midtrain.sweep.plan import base_checkpoint, check_stamp, complete, report_argv, setup_steps, sweep_chains
+from midtrain.sweep_config import SweepConfig
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +27,9 @@ def init_base(cfg: SweepConfig) -> Path:
     return save_initial_checkpoint(tcfg, base_checkpoint(cfg))
 
 
-def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = None) -> int:
-    """Setup, every chain (or only the named ones), then the report. Returns 0 when every step succeeded."""
+def run_sweep(cfg: SweepConfig, self_argv: list[str], runner: Runner, only: list[str] | None = None) -> int:
+    """Setup, every chain (or only the named ones), then the report, each step run by RUNNER (the CLI's main).
+    Returns 0 when every step succeeded."""
     plans, chains = sweep_chains(cfg)
     for plan in plans.values():
         check_stamp(plan, write=True)
@@ -36,7 +37,7 @@ def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = N
         if step.name == "init_base":  # here, in this process: no need to resolve the sweep again
             log.info("sweep: base checkpoint %s", init_base(cfg))
             continue
-        if run_step("sweep setup", step) != 0:
+        if run_step("sweep setup", step, runner) != 0:
             log.error("sweep: setup step %s failed; nothing else can run", step.name)
             return 1
     todo = {}
@@ -47,4 +48,4 @@ def run_sweep(cfg: SweepConfig, self_argv: list[str], only: list[str] | None = N
             log.info("sweep %s: probe and evals complete; reused", name)
             continue
         todo[name] = chain
-    return finish("sweep", run_chains("sweep", todo), Step("report", report_argv(self_argv)))
+    return finish("sweep", run_chains("sweep", todo, runner), Step("report", report_argv(self_argv)), runner)

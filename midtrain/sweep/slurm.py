@@ -11,8 +11,8 @@ from __future__ import annotations
 from midtrain.launch.protocol_job import ProtocolJobs, StepJob, render_step, submit_jobs
 from midtrain.launch.site import SiteConfig
 from midtrain.launch.train_job import TrainJob, build_train_job
-from midtrain.sweep.config import SweepConfig
 from midtrain.sweep.plan import check_stamp, complete, output_dir, report_argv, setup_steps, sweep_chains
+from midtrain.sweep_config import SweepConfig
 
 
 def sweep_jobs(cfg: SweepConfig, site: SiteConfig, self_argv: list[str]) -> ProtocolJobs:
