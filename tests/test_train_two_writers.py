@@ -15,6 +15,7 @@ from train_helpers import tiny_config, write_shards
 from midtrain.formats.outputs import EXIT_REFUSED, LEASE
 
 WAIT_S = 300  # a loaded 2-core machine imports megatron slowly
+TORCHRUN = str(Path(sys.executable).with_name("torchrun"))
 
 
 def _train(recipe: Path, run_dir: Path) -> subprocess.Popen:
@@ -108,3 +109,43 @@ def test_a_killed_trainer_leaves_no_checkpoint_helper_running(tmp_path):
                 os.kill(p, signal.SIGKILL)
         if trainer.poll() is None:
             os.killpg(trainer.pid, signal.SIGKILL)
+
+
+def test_a_killed_torchrun_leaves_no_rank_training(tmp_path):
+    """kill -9 of torchrun alone (its agent, not the group): both ranks end with it instead of training on
+    (they were fenced from publishing, but alive, holding what a requeued job needs)."""
+    shards = write_shards(tmp_path / "shards", sequences=8, seq_length=64)
+    recipe = tmp_path / "tiny.yaml"
+    cfg = tiny_config(**{"optim.train_steps": 100000, "optim.warmup_steps": 1, "checkpoint.save_interval": 100000})
+    cfg.data.path = str(shards)
+    cfg.optim.global_batch_size = 2
+    cfg.save_yaml(recipe)
+    run_dir = tmp_path / "run"
+    agent = subprocess.Popen(
+        [TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "midtrain.cli", "train", str(recipe)]
+        + [f"run_dir={run_dir}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    ranks: list[int] = []
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not (run_dir / "metrics.jsonl").exists():  # both ranks are in the loop: a step was logged
+            assert agent.poll() is None and time.monotonic() < deadline, "torchrun never trained a step"
+            time.sleep(0.05)
+        ranks = [p for p in _children(agent.pid) if _alive(p)]
+        assert len(ranks) == 2, ranks
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait(WAIT_S)
+        deadline = time.monotonic() + WAIT_S
+        while any(_alive(p) for p in ranks):
+            assert time.monotonic() < deadline, f"ranks still running after torchrun died: {ranks}"
+            time.sleep(0.05)
+    finally:
+        for p in ranks:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+        if agent.poll() is None:
+            os.killpg(agent.pid, signal.SIGKILL)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from midtrain.formats.outputs import die_with_parent
 from midtrain.train import cpu_mode
 from midtrain.train.gpu_choices import pick_cuda_device
 
@@ -79,6 +80,8 @@ def initialize(
 
     cpu_mode.enable()
     env = read_env()
+    if os.environ.get("TORCHELASTIC_RUN_ID"):  # a torchrun worker: it ends with its agent, even on a kill -9 of
+        die_with_parent()  # torchrun (its ranks trained on, fenced but alive, holding a GPU a requeue needs)
     if not dist.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         if torch.cuda.is_available():
