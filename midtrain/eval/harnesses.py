@@ -8,7 +8,7 @@ Neither SWE-agent nor OpenHands installs here (SWE-agent is not on the package i
 need a newer Python), so their configs are checked against their documented schemas, written down below
 from their pydantic models (SWE-agent's ``RunBatchConfig``/``GenericAPIModelConfig``/``SWEBenchInstances``,
 which forbid unknown keys; OpenHands' ``config.toml`` sections ``[core]``, ``[llm.<name>]``, ``[sandbox]``).
-mini-swe-agent's config is built and checked by mini-swe-agent's own loader (midtrain.eval.swebench).
+mini-swe-agent's config is built and checked by mini-swe-agent's own loader (midtrain.eval.swebench_agents).
 
 DeepSWE (long-horizon, Harbor tasks) is its own entry, run and graded by Pier (midtrain.eval.deepswe) with
 mini-swe-agent only; R2E-Gym-style sets run in their own images and reward scripts, outside this generator.
