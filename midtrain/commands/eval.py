@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.output}/lm_eval_results.json")
         return 0
 
+    from midtrain.eval.benchmarks import BENCHMARKS
     from midtrain.eval.swebench_plan import write_run
     from midtrain.eval.swebench_results import collect_results, exit_status
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(results, indent=2))
         return exit_status(results)
     swe = SweBenchConfig().apply_overrides(args.overrides).validate()
-    if set(swe.benchmarks) <= {"local", "local_oracle"}:  # the embedded CPU tasks: run here, nothing to submit
+    if all(BENCHMARKS[b].local for b in swe.benchmarks):  # the embedded CPU tasks: run here, nothing to submit
         from midtrain.eval.local_run import run_local
 
         results = run_local(swe, args.checkpoint, args.output)

@@ -9,60 +9,19 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from midtrain.eval.config import SweBenchConfig
 from midtrain.eval.deepswe import JOB, parse_trials
+from midtrain.eval.swebench_agents import deepswe_unit
 from midtrain.eval.swebench_instances import PRO_IMAGE_REPO
 from midtrain.eval.swebench_scripts import INSTANCES, PY, STEP, sh
 
 if TYPE_CHECKING:
     from midtrain.eval.benchmarks import Benchmark
+    from midtrain.eval.config import SweBenchConfig
 
 log = logging.getLogger(__name__)
 
 PRO_RAW_SAMPLES = "helper_code/sweap_eval_full_v2.jsonl"  # the grader's instance table, in Scale's checkout
 PRO_OUTPUT = "_output.json"  # the grader's per-instance test report, GRADING/<id>/<prefix>_output.json (prefix "")
-
-
-def grade_lines(cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str) -> list[str]:
-    """Grade BDIR/preds.jsonl (one line per instance asked for) into BDIR/grading; the harness report is
-    named after ``run_name``."""
-    grading = bdir / "grading"
-    if bench.grader == "swebench":
-        harness = sh(
-            "-m",
-            "swebench.harness.run_evaluation",
-            "--dataset_name",
-            bench.dataset,
-            "--split",
-            cfg.split,
-            "--predictions_path",
-            str(bdir / "preds.jsonl"),
-            "--max_workers",
-            str(cfg.grading_workers),
-            "--run_id",
-            f"midtrain-{run_name}",
-            "--report_dir",
-            str(grading),
-        )
-        # over the instances asked for (the harness's denominator), never an empty --instance_ids
-        return [
-            f"IDS=$(cat {sh(str(bdir / INSTANCES))})",
-            f'[ -n "$IDS" ] || {{ echo "no instances listed in {bdir / INSTANCES}" >&2; exit 3; }}',
-            f"mkdir -p {sh(str(grading))} && cd {sh(str(grading))}",  # the harness logs under cwd
-            f"{PY} {harness} --instance_ids $IDS",
-        ]
-    # Scale's grader reads dockerfiles/ and imports helper_code/ relative to its checkout: it runs from there.
-    # Without --use_local_docker it grades on Modal, and an instance it cannot run is written as `false`.
-    return [
-        ': "${SWEBENCH_PRO_DIR:?set SWEBENCH_PRO_DIR to a checkout of scaleapi/SWE-bench_Pro-os}"',
-        f"{STEP} pro-patches {sh(str(bdir / 'preds.jsonl'), str(bdir / 'patches.json'))}",
-        f"mkdir -p {sh(str(grading))}",
-        'cd "$SWEBENCH_PRO_DIR"',
-        f"{PY} swe_bench_pro_eval.py --raw_sample_path={PRO_RAW_SAMPLES} "
-        f"--patch_path={sh(str(bdir / 'patches.json'))} --output_dir={sh(str(grading))} "
-        f"--scripts_dir=run_scripts --num_workers={cfg.grading_workers} "
-        f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]} --use_local_docker",
-    ]
 
 
 def parse_harness_report(path: str | Path) -> dict[str, Any]:
@@ -131,14 +90,89 @@ def parse_pro_results(
     }
 
 
-def grader_report(bench: Benchmark, udir: Path, run_name: str, asked: list[str] | None) -> dict[str, Any] | None:
-    """The counts in the unit's grading report (each grader writes its own format); None when there is none."""
-    grading = udir / "grading"
-    if bench.grader == "swebench":
+class Grader:
+    """How a benchmark's units are graded (grade.sh) and its grader's report read into counts."""
+
+    def unit_scripts(self, cfg: SweBenchConfig, bench: Benchmark, udir: Path) -> dict[str, Path] | None:
+        """A grader that also runs the agent writes the unit's scripts itself; None: an agent harness runs it."""
+        return None
+
+    def grade_lines(self, cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str) -> list[str]:
+        """Grade BDIR/preds.jsonl (one line per instance asked for) into BDIR/grading; the report is named
+        after ``run_name``."""
+        raise NotImplementedError
+
+    def report(self, bench: Benchmark, udir: Path, run_name: str, asked: list[str] | None) -> dict[str, Any] | None:
+        """The counts in the unit's grading report; None when there is none."""
+        raise NotImplementedError
+
+
+class SwebenchHarness(Grader):
+    """The `swebench` package's harness (SWE-bench Verified, Multilingual, the embedded CPU tasks)."""
+
+    def grade_lines(self, cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str) -> list[str]:
+        grading = bdir / "grading"
+        harness = sh(
+            "-m",
+            "swebench.harness.run_evaluation",
+            "--dataset_name",
+            bench.dataset,
+            "--split",
+            cfg.split,
+            "--predictions_path",
+            str(bdir / "preds.jsonl"),
+            "--max_workers",
+            str(cfg.grading_workers),
+            "--run_id",
+            f"midtrain-{run_name}",
+            "--report_dir",
+            str(grading),
+        )
+        # over the instances asked for (the harness's denominator), never an empty --instance_ids
+        return [
+            f"IDS=$(cat {sh(str(bdir / INSTANCES))})",
+            f'[ -n "$IDS" ] || {{ echo "no instances listed in {bdir / INSTANCES}" >&2; exit 3; }}',
+            f"mkdir -p {sh(str(grading))} && cd {sh(str(grading))}",  # the harness logs under cwd
+            f"{PY} {harness} --instance_ids $IDS",
+        ]
+
+    def report(self, bench: Benchmark, udir: Path, run_name: str, asked: list[str] | None) -> dict[str, Any] | None:
+        grading = udir / "grading"
         reports = sorted(grading.glob(f"*.midtrain-{run_name}.json")) if grading.is_dir() else []
         return parse_harness_report(reports[-1]) if reports else None
-    if bench.grader == "pier":
+
+
+class ProGrader(Grader):
+    """Scale's SWE-bench Pro grader (``swe_bench_pro_eval.py`` in a checkout named by ``$SWEBENCH_PRO_DIR``)."""
+
+    def grade_lines(self, cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str) -> list[str]:
+        grading = bdir / "grading"
+        # Scale's grader reads dockerfiles/ and imports helper_code/ relative to its checkout: it runs from there.
+        # Without --use_local_docker it grades on Modal, and an instance it cannot run is written as `false`.
+        return [
+            ': "${SWEBENCH_PRO_DIR:?set SWEBENCH_PRO_DIR to a checkout of scaleapi/SWE-bench_Pro-os}"',
+            f"{STEP} pro-patches {sh(str(bdir / 'preds.jsonl'), str(bdir / 'patches.json'))}",
+            f"mkdir -p {sh(str(grading))}",
+            'cd "$SWEBENCH_PRO_DIR"',
+            f"{PY} swe_bench_pro_eval.py --raw_sample_path={PRO_RAW_SAMPLES} "
+            f"--patch_path={sh(str(bdir / 'patches.json'))} --output_dir={sh(str(grading))} "
+            f"--scripts_dir=run_scripts --num_workers={cfg.grading_workers} "
+            f"--dockerhub_username={PRO_IMAGE_REPO.split('/')[0]} --use_local_docker",
+        ]
+
+    def report(self, bench: Benchmark, udir: Path, run_name: str, asked: list[str] | None) -> dict[str, Any] | None:
+        results = udir / "grading" / "eval_results.json"
+        return parse_pro_results(results, udir / "preds.jsonl", asked) if results.exists() else None
+
+
+class PierGrader(Grader):
+    """Pier (DeepSWE's Harbor tasks): it runs mini-swe-agent in each task's sandbox and grades every trial."""
+
+    def unit_scripts(self, cfg: SweBenchConfig, bench: Benchmark, udir: Path) -> dict[str, Path] | None:
+        return deepswe_unit(cfg, bench, udir)
+
+    def grade_lines(self, cfg: SweBenchConfig, bench: Benchmark, bdir: Path, run_name: str) -> list[str]:
+        raise AssertionError("Pier grades in its own unit's scripts (unit_scripts)")
+
+    def report(self, bench: Benchmark, udir: Path, run_name: str, asked: list[str] | None) -> dict[str, Any] | None:
         return parse_trials(udir / "jobs" / JOB, asked) if (udir / "jobs" / JOB).is_dir() else None
-    if (grading / "eval_results.json").exists():
-        return parse_pro_results(grading / "eval_results.json", udir / "preds.jsonl", asked)
-    return None

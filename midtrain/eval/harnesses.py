@@ -23,9 +23,6 @@ from typing import Any
 
 from midtrain.eval.predictions import complete_predictions, write_predictions
 
-# SWE-agent subset names for our benchmarks (its SWEBenchInstances.subset literal); Pro goes through a file.
-SWE_AGENT_SUBSETS = {"verified": "verified", "multilingual": "multilingual"}
-
 
 class HarnessConfigError(ValueError):
     """A generated harness config does not fit that harness's documented schema."""
@@ -121,8 +118,8 @@ def check_swe_agent(cfg: dict[str, Any]) -> None:
 
 def swe_agent_config(cfg, bench, api_base: str, model: str, output_dir: str, pro_file: str | None) -> dict[str, Any]:
     """SWE-agent run-batch config over its default agent config (tools, templates): our model and limits."""
-    if bench.name in SWE_AGENT_SUBSETS:
-        inst: dict[str, Any] = {"type": "swe_bench", "subset": SWE_AGENT_SUBSETS[bench.name], "split": cfg.split}
+    if bench.swe_agent_subset:  # its SWEBenchInstances.subset name; Pro goes through a file
+        inst: dict[str, Any] = {"type": "swe_bench", "subset": bench.swe_agent_subset, "split": cfg.split}
     else:  # Pro: the prepared local dataset (image_name set per instance), repo at /app
         inst = {"type": "file", "path": pro_file or ""}
     inst["deployment"] = {"type": "docker"}

@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from midtrain.eval.benchmarks import BENCHMARKS
 from midtrain.eval.endpoint import ChatEndpoint
 
 log = logging.getLogger(__name__)
@@ -423,7 +424,6 @@ def _unit(
 ) -> None:
     """One unit (run.sh's layout): instances.txt, the agent against its endpoint, then grading; each step's
     exit status and log in <step>.rc / <step>.log, so collect records a failure with its cause."""
-    from midtrain.eval.benchmarks import BENCHMARKS
     from midtrain.eval.serve import ChatServer
     from midtrain.eval.swebench_agents import agent_config
     from midtrain.eval.swebench_instances import convert_predictions, slice_rows, write_instances
@@ -434,10 +434,11 @@ def _unit(
     udir.mkdir(parents=True)
     write_instances(rows, cfg.instance_slice, udir / INSTANCES)
     (udir / "agent.yaml").write_text(yaml.safe_dump(agent_config(cfg, BENCHMARKS[bench]), sort_keys=False))
-    model = "oracle" if bench == "local_oracle" else cfg.served_model_name
+    oracle = BENCHMARKS[bench].oracle
+    model = "oracle" if oracle else cfg.served_model_name
     try:
         server: ChatEndpoint
-        if bench == "local_oracle":
+        if oracle:
             server = OracleServer(rows, model, udir / SERVER_LOG)
         else:
             assert checkpoint is not None  # run_local refuses benchmarks=[local] without one
@@ -481,7 +482,7 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     from midtrain.eval.swebench_results import RESULTS_FILE, collect_results
 
     cfg.validate()
-    if "local" in cfg.benchmarks:
+    if not all(BENCHMARKS[b].oracle for b in cfg.benchmarks):  # a unit serves the checkpoint
         if checkpoint is None or not (Path(checkpoint) / "config.json").is_file():
             raise ConfigError(
                 f"benchmarks=[local] serves --checkpoint, an HF model directory (config.json); got {checkpoint!r}"

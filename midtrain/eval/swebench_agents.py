@@ -10,16 +10,13 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from midtrain.eval import deepswe
-from midtrain.eval.config import SweBenchConfig
 from midtrain.eval.harnesses import openhands_config, openhands_limit, swe_agent_config
 from midtrain.eval.swebench_scripts import ENV, INSTANCES, STEP, BlockDumper, script, sh
 
 if TYPE_CHECKING:
     from midtrain.eval.benchmarks import Benchmark
+    from midtrain.eval.config import SweBenchConfig
 
-# Scale's per-instance images set ENTRYPOINT ["/bin/bash"]: mini-swe-agent's `docker run IMAGE sleep 2h` would
-# run `bash sleep 2h` and exit; an empty --entrypoint restores the plain command.
-PRO_DOCKER_RUN_ARGS = ["--rm", "--entrypoint", ""]
 # mini-swe-agent's SWE-bench config sets BASH_ENV=/root/.bashrc (activates the testbed env). On images whose
 # .bashrc errors (SWE-bench issue 638: a missing conda.sh) that error precedes every output, so the submit
 # line is never first and the agent cannot submit. The shell sources it with its messages discarded instead.
@@ -82,8 +79,8 @@ def agent_config(cfg: SweBenchConfig, bench: Benchmark) -> dict[str, Any]:
     if cfg.environment == "docker":
         ours["environment"].update(DOCKER_SHELL, pull_timeout=cfg.image_pull_timeout_s)
         ours["environment"]["env"] = {"BASH_ENV": "", "MIDTRAIN_BASHRC": BASHRC}
-        if bench.grader == "pro":
-            ours["environment"]["run_args"] = list(PRO_DOCKER_RUN_ARGS)
+        if bench.docker_run_args:
+            ours["environment"]["run_args"] = list(bench.docker_run_args)
     merged = recursive_merge(base, ours)
     if bench.workdir != "/testbed":  # the builtin prompt names SWE-bench's checkout dir
         agent = merged.get("agent", {})

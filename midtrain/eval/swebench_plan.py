@@ -18,8 +18,7 @@ from typing import Any
 from midtrain.config import ConfigError
 from midtrain.eval.benchmarks import BENCHMARKS
 from midtrain.eval.config import SweBenchConfig
-from midtrain.eval.graders import grade_lines
-from midtrain.eval.swebench_agents import deepswe_unit, harness_agent, mini_swe_agent
+from midtrain.eval.swebench_agents import harness_agent, mini_swe_agent
 from midtrain.eval.swebench_scripts import ENV, INSTANCES, PY, SERVER_FAILED, STEP, script, sh
 from midtrain.eval.swebench_slurm import write_sbatch
 from midtrain.eval.swebench_stamp import RUN_WANT
@@ -62,10 +61,10 @@ def units(cfg: SweBenchConfig) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     for name in cfg.benchmarks:
         for harness in cfg.harnesses:
-            if harness == "openhands" and BENCHMARKS[name].grader == "pro":
-                continue
-            if harness != "mini-swe-agent" and BENCHMARKS[name].grader == "pier":
-                log.warning("swebench %s: Pier drives mini-swe-agent only; %s skipped", name, harness)
+            bench = BENCHMARKS[name]
+            if harness not in bench.harnesses:
+                if bench.harness_note:
+                    log.warning("swebench %s: %s; %s skipped", name, bench.harness_note, harness)
                 continue
             out.append((name if harness == "mini-swe-agent" else f"{name}/{harness}", name, harness))
     return out
@@ -117,8 +116,9 @@ def _serve_command(cfg: SweBenchConfig, checkpoint: str) -> list[str]:
         cfg.tool_call_parser,
         *cfg.vllm_args,
     ]
-    if "deepswe" in cfg.benchmarks and "--host" not in cfg.vllm_args:
-        serve[2:2] = ["--host", "0.0.0.0"]  # DeepSWE's agents call it from inside their task containers
+    hosts = [h for n in cfg.benchmarks if (h := BENCHMARKS[n].server_host)]
+    if hosts and "--host" not in cfg.vllm_args:
+        serve[2:2] = ["--host", hosts[0]]  # DeepSWE's agents call it from inside their task containers
     return serve
 
 
@@ -128,25 +128,26 @@ def _unit_scripts(cfg: SweBenchConfig, out: Path, key: str, name: str, harness: 
     bench = BENCHMARKS[name]
     udir = out / name if harness == "mini-swe-agent" else out / name / harness
     udir.mkdir(parents=True, exist_ok=True)
-    if bench.grader == "pier":
-        return deepswe_unit(cfg, bench, udir)
+    own = bench.grader.unit_scripts(cfg, bench, udir)  # Pier runs the agent itself
+    if own is not None:
+        return own
     files: dict[str, Path] = {}
     lines, subset = [ENV], bench.dataset
-    if bench.grader == "pro":  # mini-swe-agent reads the image from `image_name`; Pro names it dockerhub_tag
+    if bench.prepare:  # Pro: mini-swe-agent reads the image from `image_name`; Pro names it dockerhub_tag
         subset = str(out / name / "dataset")
-        lines.append(f"{STEP} prepare-pro {sh(bench.dataset, cfg.split, subset)}")
+        lines.append(f"{STEP} {bench.prepare} {sh(bench.dataset, cfg.split, subset)}")
     ids_dataset = subset if harness != "openhands" else bench.dataset
     lines.append(f"{STEP} instances {sh(ids_dataset, cfg.split, cfg.instance_slice or ':', str(udir / INSTANCES))}")
     if harness == "mini-swe-agent":
         agent, convert = mini_swe_agent(cfg, bench, udir, subset)
         files[f"{key}/agent.yaml"] = udir / "agent.yaml"
     else:
-        agent, convert = harness_agent(cfg, bench, udir, harness, subset if bench.grader == "pro" else None)
+        agent, convert = harness_agent(cfg, bench, udir, harness, subset if bench.prepare else None)
     convert += f" {sh(str(udir / 'preds.jsonl'), '--instances', str(udir / INSTANCES))}"
     files[f"{key}/agent"] = script(udir / "agent.sh", "\n".join(lines + agent))
     run_name = name if harness == "mini-swe-agent" else f"{name}-{harness}"
     files[f"{key}/grade"] = script(
-        udir / "grade.sh", "\n".join([ENV, convert, *grade_lines(cfg, bench, udir, run_name)])
+        udir / "grade.sh", "\n".join([ENV, convert, *bench.grader.grade_lines(cfg, bench, udir, run_name)])
     )
     return files
 

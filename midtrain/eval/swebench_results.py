@@ -10,7 +10,6 @@ from typing import Any
 
 from midtrain.eval.benchmarks import BENCHMARKS, Benchmark
 from midtrain.eval.config import HARNESSES, SweBenchConfig
-from midtrain.eval.graders import grader_report
 from midtrain.eval.predictions import read_instances
 from midtrain.eval.swebench_plan import units
 from midtrain.eval.swebench_scripts import INSTANCES, SERVER_FAILED, SERVER_LOG, STEPS
@@ -111,7 +110,7 @@ def _unit_result(key: str, bench: Benchmark, harness: str, udir: Path, server: s
     failures = step_failures(udir, server)
     result: dict[str, Any] | None = None
     try:
-        result = grader_report(
+        result = bench.grader.report(
             bench, udir, bench.name if harness == "mini-swe-agent" else f"{bench.name}-{harness}", asked
         )
     except (ValueError, json.JSONDecodeError) as e:
