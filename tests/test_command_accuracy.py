@@ -67,7 +67,7 @@ def test_teacher_forced_command_accuracy_counts_each_command_token():
 
 
 def test_the_agent_legs_parseable_action_rate_reads_the_servers_log(tmp_path):
-    from midtrain.eval.swebench import action_rate
+    from midtrain.eval.swebench_results import action_rate
 
     log = tmp_path / "server.jsonl"
     rows = [

@@ -4,7 +4,7 @@
 import yaml
 
 from midtrain.cli import main
-from midtrain.eval.config import BENCHMARKS, HARNESSES
+from midtrain.eval.benchmarks import BENCHMARKS, HARNESSES
 
 
 def _yaml(capsys) -> dict:

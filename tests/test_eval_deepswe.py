@@ -15,7 +15,8 @@ import yaml
 
 from midtrain.eval.config import SweBenchConfig
 from midtrain.eval.deepswe import parse_trials, read_tasks
-from midtrain.eval.swebench import collect_results, write_run
+from midtrain.eval.swebench_plan import write_run
+from midtrain.eval.swebench_results import collect_results
 
 TASKS = Path(__file__).parent / "data" / "deepswe" / "tasks"  # copied from datacurve-ai/deep-swe (README)
 BUNDLED = Path(__file__).resolve().parents[1] / "midtrain" / "curate" / "data" / "deepswe_tasks.tsv"

@@ -24,7 +24,8 @@ from midtrain.eval.harnesses import (
     openhands_limit,
     openhands_predictions,
 )
-from midtrain.eval.swebench import collect_results, write_run
+from midtrain.eval.swebench_plan import write_run
+from midtrain.eval.swebench_results import collect_results
 
 ALL: list[Literal["mini-swe-agent", "swe-agent", "openhands"]] = ["mini-swe-agent", "swe-agent", "openhands"]
 

@@ -13,14 +13,10 @@ import pytest
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm: no network fetch at import
 
 from midtrain.eval.config import SweBenchConfig
-from midtrain.eval.swebench import (
-    collect_results,
-    convert_predictions,
-    exit_status,
-    parse_harness_report,
-    parse_pro_results,
-    write_run,
-)
+from midtrain.eval.graders import parse_harness_report, parse_pro_results
+from midtrain.eval.swebench_instances import convert_predictions
+from midtrain.eval.swebench_plan import write_run
+from midtrain.eval.swebench_results import collect_results, exit_status
 
 
 @pytest.fixture()
@@ -338,7 +334,7 @@ def test_pro_agent_container_overrides_the_image_entrypoint(tmp_path, monkeypatc
 
 
 def test_pro_prompt_appends_requirements_and_interface(tmp_path):
-    from midtrain.eval.swebench import write_pro_rows
+    from midtrain.eval.swebench_instances import write_pro_rows
 
     row = {
         "instance_id": "instance_a__b-1",

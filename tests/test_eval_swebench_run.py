@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from midtrain.eval.config import SweBenchConfig
-from midtrain.eval.swebench import write_run
+from midtrain.eval.swebench_plan import write_run
 
 FAKE_VLLM = """#!{py}
 # OpenAI-compatible enough for the readiness probe: GET /v1/models

@@ -81,19 +81,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.output}/lm_eval_results.json")
         return 0
 
-    from midtrain.eval import swebench
+    from midtrain.eval.benchmarks import BENCHMARKS
+    from midtrain.eval.swebench_plan import write_run
+    from midtrain.eval.swebench_results import collect_results, exit_status
 
     if args.collect:
-        results = swebench.collect_results(args.output)
+        results = collect_results(args.output)
         print(json.dumps(results, indent=2))
-        return swebench.exit_status(results)
+        return exit_status(results)
     swe = SweBenchConfig().apply_overrides(args.overrides).validate()
-    if set(swe.benchmarks) <= {"local", "local_oracle"}:  # the embedded CPU tasks: run here, nothing to submit
+    if all(BENCHMARKS[b].local for b in swe.benchmarks):  # the embedded CPU tasks: run here, nothing to submit
         from midtrain.eval.local_run import run_local
 
         results = run_local(swe, args.checkpoint, args.output)
         print(json.dumps(results, indent=2))
-        return swebench.exit_status(results)
+        return exit_status(results)
     from midtrain.eval.scoring import is_hf_dir
 
     if not args.checkpoint or not is_hf_dir(args.checkpoint):
@@ -105,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     from midtrain.launch.site import load_site
 
-    files = swebench.write_run(swe, args.checkpoint, args.output, load_site(args.site, args.site_set))
+    files = write_run(swe, args.checkpoint, args.output, load_site(args.site, args.site_set))
     print(
         f"wrote {len(files)} files under {args.output}; run it with: sbatch {files['sbatch']}  (or bash {files['run']})"
     )

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from midtrain.config import Config, require
+from midtrain.eval.benchmarks import BENCHMARKS, HARNESSES
 
 RETRIEVAL_TASKS = ("function", "file_constant")
-PIER_PROXY_PORTS = (80, 443)  # Safe_ports of Pier's squid egress proxy (pier/environments/agent_setup.py)
-BENCHMARKS = ("verified", "multilingual", "pro", "deepswe")  # deepswe: long-horizon, opt-in
-# the embedded CPU task set run here (midtrain.eval.local_run): the checkpoint served on CPU, and the oracle
-LOCAL_BENCHMARKS = ("local", "local_oracle")
-HARNESSES = ("mini-swe-agent", "swe-agent", "openhands")  # agent harnesses a SWE-bench run can use
+if TYPE_CHECKING:
+    BenchmarkName = str
+else:  # the registry's names: the config loader checks them and docs/reference.md lists them
+    BenchmarkName = Literal[tuple(BENCHMARKS)]
 
 
 @dataclass
@@ -86,9 +86,7 @@ class LmEvalConfig(Config):
 class SweBenchConfig(Config):
     """One checkpoint on SWE-bench: vLLM server + mini-swe-agent + the `swebench` harness, per benchmark."""
 
-    benchmarks: list[Literal["verified", "multilingual", "pro", "deepswe", "local", "local_oracle"]] = field(
-        default_factory=lambda: ["verified", "multilingual", "pro"]
-    )
+    benchmarks: list[BenchmarkName] = field(default_factory=lambda: [n for n, b in BENCHMARKS.items() if b.default])
     split: str = "test"
     max_steps: int = 100  # agent step limit per instance
     max_context: int = 131072  # vLLM --max-model-len
@@ -116,12 +114,13 @@ class SweBenchConfig(Config):
     )
 
     def check(self) -> None:
-        require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS + LOCAL_BENCHMARKS)}")
-        local = [b in LOCAL_BENCHMARKS for b in self.benchmarks]
+        require(len(self.benchmarks) > 0, "benchmarks", f"choose from {list(BENCHMARKS)}")
+        local = [BENCHMARKS[b].local for b in self.benchmarks]
         require(
             all(local) or not any(local),
             "benchmarks",
-            f"{list(LOCAL_BENCHMARKS)} run here on CPU, the others as a cluster job: ask for one kind",
+            f"{[n for n, b in BENCHMARKS.items() if b.local]} run here on CPU, the others as a cluster job: "
+            "ask for one kind",
         )
         require(len(set(self.benchmarks)) == len(self.benchmarks), "benchmarks", "lists a benchmark twice")
         require(self.max_steps > 0, "max_steps", "must be positive")
@@ -129,15 +128,13 @@ class SweBenchConfig(Config):
         require(0 < self.max_output_tokens < self.max_context, "max_output_tokens", "must be in (0, max_context)")
         require(self.temperature >= 0, "temperature", "must be >= 0")
         require(0 < self.port < 65536, "port", "must be a TCP port")
-        # DeepSWE tasks declare [agent] network_mode = "no-network": Pier (0.3.1) then sends the agent's calls
-        # through a squid proxy whose config allows ports 80 and 443 only (http_access deny !Safe_ports), so a
-        # server on 8000 refuses every call and each trial reads as a clean failure (reward 0, no error).
-        require(
-            "deepswe" not in self.benchmarks or self.port in PIER_PROXY_PORTS,
-            "port",
-            f"deepswe: Pier's egress proxy for no-network tasks allows ports {list(PIER_PROXY_PORTS)} only; "
-            f"serve on one of them (port=80, where the node lets the server bind it), got {self.port}",
-        )
+        for b in (BENCHMARKS[n] for n in self.benchmarks if BENCHMARKS[n].ports):  # DeepSWE: Pier's proxy
+            require(
+                self.port in b.ports,
+                "port",
+                f"{b.name}: {b.ports_why} allows ports {list(b.ports)} only; serve on one of them "
+                f"(port={b.ports[0]}, where the node lets the server bind it), got {self.port}",
+            )
         require(self.server_wait_s > 0, "server_wait_s", "must be positive")
         require(self.image_pull_timeout_s > 0, "image_pull_timeout_s", "must be positive")
         require(self.tensor_parallel >= 1, "tensor_parallel", "must be >= 1")

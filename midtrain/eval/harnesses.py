@@ -8,7 +8,7 @@ Neither SWE-agent nor OpenHands installs here (SWE-agent is not on the package i
 need a newer Python), so their configs are checked against their documented schemas, written down below
 from their pydantic models (SWE-agent's ``RunBatchConfig``/``GenericAPIModelConfig``/``SWEBenchInstances``,
 which forbid unknown keys; OpenHands' ``config.toml`` sections ``[core]``, ``[llm.<name>]``, ``[sandbox]``).
-mini-swe-agent's config is built and checked by mini-swe-agent's own loader (midtrain.eval.swebench).
+mini-swe-agent's config is built and checked by mini-swe-agent's own loader (midtrain.eval.swebench_agents).
 
 DeepSWE (long-horizon, Harbor tasks) is its own entry, run and graded by Pier (midtrain.eval.deepswe) with
 mini-swe-agent only; R2E-Gym-style sets run in their own images and reward scripts, outside this generator.
@@ -22,9 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.predictions import complete_predictions, write_predictions
-
-# SWE-agent subset names for our benchmarks (its SWEBenchInstances.subset literal); Pro goes through a file.
-SWE_AGENT_SUBSETS = {"verified": "verified", "multilingual": "multilingual"}
 
 
 class HarnessConfigError(ValueError):
@@ -121,8 +118,8 @@ def check_swe_agent(cfg: dict[str, Any]) -> None:
 
 def swe_agent_config(cfg, bench, api_base: str, model: str, output_dir: str, pro_file: str | None) -> dict[str, Any]:
     """SWE-agent run-batch config over its default agent config (tools, templates): our model and limits."""
-    if bench.name in SWE_AGENT_SUBSETS:
-        inst: dict[str, Any] = {"type": "swe_bench", "subset": SWE_AGENT_SUBSETS[bench.name], "split": cfg.split}
+    if bench.swe_agent_subset:  # its SWEBenchInstances.subset name; Pro goes through a file
+        inst: dict[str, Any] = {"type": "swe_bench", "subset": bench.swe_agent_subset, "split": cfg.split}
     else:  # Pro: the prepared local dataset (image_name set per instance), repo at /app
         inst = {"type": "file", "path": pro_file or ""}
     inst["deployment"] = {"type": "docker"}

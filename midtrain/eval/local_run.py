@@ -9,7 +9,7 @@ batch runner with its ``local`` environment, and grading into the `swebench` har
   export (:class:`midtrain.eval.serve.ChatServer`, CPU); unit ``local_oracle`` (:class:`OracleServer`) answers
   with tool calls that apply the gold patch, write patch.txt and submit it: the plumbing check (litellm, the
   agent, submission, grading), which must resolve every task.
-- Agent: ``mini-extra swebench`` with the config :func:`midtrain.eval.swebench.agent_config` generates for a
+- Agent: ``mini-extra swebench`` with the config :func:`midtrain.eval.swebench_agents.agent_config` generates for a
   cluster run, plus a layer for the local environment (one testbed checkout, reset to each base commit).
 - Grading (:func:`grade`): each patch on a fresh copy at its base commit, the test patch on top, the
   instance's tests run; per-instance reports and swebench's own ``make_run_report`` give the run report that
@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+from midtrain.eval.benchmarks import BENCHMARKS
 from midtrain.eval.endpoint import ChatEndpoint
 
 log = logging.getLogger(__name__)
@@ -424,25 +425,20 @@ def _unit(
     """One unit (run.sh's layout): instances.txt, the agent against its endpoint, then grading; each step's
     exit status and log in <step>.rc / <step>.log, so collect records a failure with its cause."""
     from midtrain.eval.serve import ChatServer
-    from midtrain.eval.swebench import (
-        BENCHMARKS,
-        INSTANCES,
-        SERVER_LOG,
-        agent_config,
-        convert_predictions,
-        slice_rows,
-        write_instances,
-    )
+    from midtrain.eval.swebench_agents import agent_config
+    from midtrain.eval.swebench_instances import convert_predictions, slice_rows, write_instances
+    from midtrain.eval.swebench_scripts import INSTANCES, SERVER_LOG
 
     if udir.exists():
         shutil.rmtree(udir)
     udir.mkdir(parents=True)
     write_instances(rows, cfg.instance_slice, udir / INSTANCES)
     (udir / "agent.yaml").write_text(yaml.safe_dump(agent_config(cfg, BENCHMARKS[bench]), sort_keys=False))
-    model = "oracle" if bench == "local_oracle" else cfg.served_model_name
+    oracle = BENCHMARKS[bench].oracle
+    model = "oracle" if oracle else cfg.served_model_name
     try:
         server: ChatEndpoint
-        if bench == "local_oracle":
+        if oracle:
             server = OracleServer(rows, model, udir / SERVER_LOG)
         else:
             assert checkpoint is not None  # run_local refuses benchmarks=[local] without one
@@ -482,10 +478,11 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     ``local_oracle``): tasks, agent, predictions completed to the instances asked for, grading, collection.
     A rerun with the same checkpoint content and settings reuses the results. Returns the results."""
     from midtrain.config import ConfigError
-    from midtrain.eval.swebench import RESULTS_FILE, check_context, collect_results
+    from midtrain.eval.swebench_plan import check_context
+    from midtrain.eval.swebench_results import RESULTS_FILE, collect_results
 
     cfg.validate()
-    if "local" in cfg.benchmarks:
+    if not all(BENCHMARKS[b].oracle for b in cfg.benchmarks):  # a unit serves the checkpoint
         if checkpoint is None or not (Path(checkpoint) / "config.json").is_file():
             raise ConfigError(
                 f"benchmarks=[local] serves --checkpoint, an HF model directory (config.json); got {checkpoint!r}"

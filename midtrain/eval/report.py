@@ -16,21 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from midtrain.eval.config import HARNESSES
+from midtrain.eval.benchmarks import BENCHMARKS, HARNESSES
 from midtrain.eval.noise import NO_BAND, RULE, Comparison, compare, spread
 from midtrain.eval.results import CheckpointResults, load_checkpoint_results
 from midtrain.formats.outputs import claim, make_stamp
 
 log = logging.getLogger(__name__)
 
-BENCH_NAMES = {
-    "verified": "SWE-bench Verified",
-    "multilingual": "SWE-bench Multilingual",
-    "pro": "SWE-bench Pro",
-    "deepswe": "DeepSWE",
-    "local": "Embedded CPU tasks (midtrain.eval.local_run)",
-    "local_oracle": "Embedded CPU tasks, oracle endpoint (gold patches: the plumbing check)",
-}
+BENCH_TITLES = {name: b.title for name, b in BENCHMARKS.items()}  # the report's row names
 
 
 @dataclass
@@ -81,7 +74,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
         if any(v is not None for v in values.values()) or (missing and step.startswith("swebench/")):
             rows.append(Row(group, metric, values, higher, fmt, delta_fmt, samples, keys, missing))
 
-    for bench, title in BENCH_NAMES.items():
+    for bench, title in BENCH_TITLES.items():
         add(
             "SWE-bench (after the SFT probe), % resolved",
             title,
@@ -91,7 +84,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             "{:+.1f}",
             step=f"swebench/{bench}",
         )
-    for bench, title in BENCH_NAMES.items():  # what a small model registers where the resolve rate reads 0
+    for bench, title in BENCH_TITLES.items():  # what a small model registers where the resolve rate reads 0
         add(
             "Agent leg: replies with one action the agent can parse, %",
             title,
@@ -102,7 +95,7 @@ def build_rows(results: list[CheckpointResults]) -> list[Row]:
             step=f"swebench/{bench}",
         )
     # benchmark x harness (robustness across agent harnesses): the same server and checkpoint, another agent
-    for bench, title in BENCH_NAMES.items():
+    for bench, title in BENCH_TITLES.items():
         for harness in HARNESSES[1:]:
             add(
                 "SWE-bench by agent harness, % resolved",

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from midtrain.eval.swebench import run_pending
+from midtrain.eval.swebench_stamp import run_pending
 from midtrain.formats.rundir import METRICS, PROXY_RESULT, SFT_RESULT, SWEBENCH_RESULT, read_metrics, run_dir_of
 from midtrain.formats.stamp import content_id, read_stamp, resolve_checkpoint, reusable_result
 
@@ -46,7 +46,7 @@ def scored_result(path: Path, want: dict[str, Any], score: Callable[[], dict[str
 
 
 STEP_RESULTS = {"sft": SFT_RESULT, "proxy": PROXY_RESULT, "lm_eval": LM_EVAL_RESULT, "swebench": SWEBENCH_RESULT}
-SWEBENCH_STAMPS = ("swebench_stamp.json", "local_stamp.json")  # eval.swebench.RUN_STAMP, eval.local_run.STAMP
+SWEBENCH_STAMPS = ("swebench_stamp.json", "local_stamp.json")  # eval.swebench_stamp.RUN_STAMP, eval.local_run.STAMP
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The steps the generated SWE-bench scripts run inside the job: ``python -m midtrain.eval.swebench_steps STEP ...``.
 
-run.sh, agent.sh and grade.sh (written by :func:`midtrain.eval.swebench.write_run`) call these between the tools
+run.sh, agent.sh and grade.sh (written by :func:`midtrain.eval.swebench_plan.write_run`) call these between the tools
 they drive: list the instances asked for, convert each agent's predictions for its grader, prepare SWE-bench
 Pro's rows, stamp the output (claim) and write Pier's agent config. This is not a user command: a user runs
 ``midtrain eval swebench``, which writes the scripts, runs them (``--run``) and collects the results
@@ -18,7 +18,8 @@ from typing import Any
 import yaml
 
 from midtrain.eval.predictions import read_instances
-from midtrain.eval.swebench import claim_run, convert_predictions, write_instances, write_pro_rows
+from midtrain.eval.swebench_instances import convert_predictions, write_instances, write_pro_rows
+from midtrain.eval.swebench_stamp import claim_run
 
 
 def load_rows(dataset: str, split: str) -> list[dict[str, Any]]:
