@@ -114,7 +114,7 @@ class OptimConfig(Config):
         require(self.global_batch_size > 0, "global_batch_size", "must be positive")
 
 
-# The optimizer fields that make up the LR/WD schedule a checkpoint records (trainer.check_resumable).
+# The optimizer fields that make up the LR/WD schedule a checkpoint records (train.resume.check_resumable).
 SCHEDULE_FIELDS = ("lr", "min_lr", "warmup_steps", "decay_style", "wsd_decay_fraction", "weight_decay", "train_steps")
 
 
