@@ -70,8 +70,8 @@ def test_a_resume_onto_another_model_is_refused_from_the_checkpoint_without_conf
     (run_dir / "config.yaml").unlink()
     with pytest.raises(
         ConfigError,
-        match=r"model.qk_layernorm: .*iter_0000004 holds another model "
-        r"\(model.qk_layernorm: True -> False\)",
+        match=r"model.qk_layernorm: .*iter_0000004 holds a run with another value "
+        r"\(config.model.qk_layernorm: recorded True, now False\)",
     ):
         train_in_process(cfg, run_dir, "model.qk_layernorm=false")
     assert not (run_dir / "config.yaml").exists()

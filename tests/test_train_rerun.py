@@ -63,7 +63,7 @@ def test_the_resume_pre_check_looks_at_the_checkpoint_the_resume_loads(tmp_path)
     iter_4's and the steps went on under a schedule nobody checked). Checkpoints that agree need no hashing."""
     from midtrain.train.checkpoint import model_shape, save_checkpoint
     from midtrain.train.model import build_gpt_model
-    from midtrain.train.trainer import check_resumable, schedule_of
+    from midtrain.train.resume import check_resumable, schedule_of
 
     cfg = tiny_config(**{"optim.train_steps": 4})
     distributed.initialize(seed=cfg.seed)
@@ -95,8 +95,8 @@ def test_a_resume_on_shards_packed_again_in_place_is_refused(tmp_path):
 
     from midtrain.train.checkpoint import model_shape, save_checkpoint
     from midtrain.train.model import build_gpt_model
+    from midtrain.train.resume import check_resumable, run_inputs, schedule_of
     from midtrain.train.run_stamp import input_ids
-    from midtrain.train.trainer import check_resumable, run_inputs, schedule_of
 
     shards, run = write_shards(tmp_path / "shards", sequences=8, seq_length=64), tmp_path / "run"
     cfg = tiny_config(**{"data.path": str(shards), "run_dir": str(run), "optim.train_steps": 4})

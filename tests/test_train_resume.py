@@ -278,7 +278,9 @@ def test_resuming_with_another_model_shape_is_refused_before_anything_is_written
     run_dir = tmp_path / "run"
     shutil.copytree(src, run_dir)
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
-    with pytest.raises(ConfigError, match=r"model.num_layers: .*holds checkpoints.*model.num_layers: 2 -> 3"):
+    with pytest.raises(
+        ConfigError, match=r"model.num_layers: .*holds a run with another value.*model.num_layers: recorded 2, now 3"
+    ):
         train_in_process(cfg, run_dir, **{"model.num_layers": 3})
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
 

@@ -53,11 +53,13 @@ def test_a_changed_schedule_is_refused_naming_the_fields_before_anything_is_writ
     before = {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()}
     with pytest.raises(
         ConfigError,
-        match=r"optim.train_steps: .*another LR schedule \(optim.train_steps: 8 -> 12\)"
+        match=r"optim.train_steps: .*another LR schedule \(config.optim.train_steps: recorded 8, now 12\)"
         r".*optim.schedule_on_resume=config",
     ):
         train_in_process(cfg, run_dir, "optim.train_steps=12")
-    with pytest.raises(ConfigError, match=r"optim.lr: 0.003 -> 0.001; optim.warmup_steps: 2 -> 1"):
+    with pytest.raises(
+        ConfigError, match=r"optim.lr: recorded 0.003, now 0.001; config.optim.warmup_steps: recorded 2, now 1"
+    ):
         train_in_process(cfg, run_dir, "optim.lr=1e-3", "optim.warmup_steps=1")
     assert {p.name: p.read_bytes() for p in run_dir.iterdir() if p.is_file()} == before
 

@@ -54,7 +54,12 @@ HEARTBEAT = 15.0  # seconds between heartbeats
 
 class OutputRefused(RuntimeError):
     """An output cannot be claimed (held by another process, or made from other inputs or settings), or a
-    holder that lost its lease tried to publish; the message is the one line the user reads."""
+    holder that lost its lease tried to publish; the message is the one line the user reads. ``changes``: the
+    differing fields, as :class:`Decision` lists them (a stage that says more of them reads them here)."""
+
+    def __init__(self, message: str, changes: list[str] | None = None):
+        super().__init__(message)
+        self.changes = changes or []
 
 
 # -- stamps ----------------------------------------------------------------------------------------------------
@@ -118,7 +123,8 @@ def decide(
         return Decision(REDO, changes)
     raise OutputRefused(
         f"{where} holds a {stage} output of other inputs or settings ({'; '.join(changes)}); "
-        "use another output directory, or --overwrite to redo it"
+        "use another output directory, or --overwrite to redo it",
+        changes,
     )
 
 

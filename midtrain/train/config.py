@@ -114,7 +114,7 @@ class OptimConfig(Config):
         require(self.global_batch_size > 0, "global_batch_size", "must be positive")
 
 
-# The optimizer fields that make up the LR/WD schedule a checkpoint records (trainer.check_resumable).
+# The optimizer fields that make up the LR/WD schedule a checkpoint records (train.resume.check_resumable).
 SCHEDULE_FIELDS = ("lr", "min_lr", "warmup_steps", "decay_style", "wsd_decay_fraction", "weight_decay", "train_steps")
 
 
@@ -418,16 +418,6 @@ RESUME_FIXED = tuple(
 ) + ("precision.dtype", "parallel.distributed_optimizer", "data.seed")
 
 
-def _dotted(data: dict, prefix: str = "") -> dict[str, object]:
-    out: dict[str, object] = {}
-    for key, value in data.items():
-        if isinstance(value, dict) and value:
-            out.update(_dotted(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 END_OF_CONFIG = "# end of midtrain config"  # the last line TrainConfig.save_yaml writes
 
 
@@ -469,10 +459,3 @@ def read_run_config(path: str | Path) -> TrainConfig:
                 "every field); write it again from the recipe, or give the recipe name"
             )
     return TrainConfig.from_dict(data)
-
-
-def resume_conflicts(saved: TrainConfig, new: TrainConfig) -> list[str]:
-    """The RESUME_FIXED fields that differ between a run's saved config and the config resuming it, as
-    'field: saved -> new'."""
-    a, b = _dotted(saved.to_dict()), _dotted(new.to_dict())
-    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in RESUME_FIXED if a.get(k) != b.get(k)]
