@@ -14,7 +14,7 @@ from midtrain.formats.source_specs import SOURCE_TRAITS, SourceTraits
 from midtrain.sources.buildlogs import BuildLogsConfig
 from midtrain.sources.commit_tables import CommitsInputConfig
 from midtrain.sources.common import ReaderConfig
-from midtrain.sources.pulls import PullsConfig
+from midtrain.sources.pull_config import PullsConfig
 from midtrain.sources.repo_tables import ReposInputConfig
 from midtrain.sources.trace_tables import TracesInputConfig
 
