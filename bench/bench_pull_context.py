@@ -53,8 +53,9 @@ from typing import Any
 
 from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer
 from midtrain.sources.privacy import find_leaks
+from midtrain.sources.pull_config import PullsConfig
 from midtrain.sources.pull_context import BYTES_PER_TOKEN, clone_name, history_pulls, relevance
-from midtrain.sources.pulls import PullReader, PullsConfig
+from midtrain.sources.pulls import PullReader
 
 _NAME = re.compile(r"\b[A-Za-z_][A-Za-z0-9_]{2,}\b")
 COMMON = set(keyword.kwlist) | set(dir(builtins)) | {"self", "cls"}

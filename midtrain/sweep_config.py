@@ -11,12 +11,11 @@ import re
 from dataclasses import dataclass, field
 
 from midtrain.config import Config, require
+from midtrain.formats.source_specs import SOURCE_TRAITS
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# `midtrain prep` source name -> the `source` its documents carry (what mixture weights are keyed by).
-DOC_SOURCE = {"repos": "repo", "commits": "commit", "pulls": "pr", "buildlogs": "buildlog", "traces": "trace"}
 RESERVED = ("base", "reference_shards", "report", "sft_data", "slurm")  # directories under OUTPUT the sweep owns
 
 
@@ -67,8 +66,8 @@ class SweepConfig(Config):
         require(len(self.variants) > 0, "variants", "name at least one variant")
         require(bool(self.inputs), "inputs", "name the prep output directories (source -> dir)")
         require(self.tokens > 0, "tokens", "must be positive")
-        bad = [s for s in self.inputs if s not in DOC_SOURCE]
-        require(not bad, "inputs", f"unknown prep sources {bad}; choose from {sorted(DOC_SOURCE)}")
+        bad = [s for s in self.inputs if s not in SOURCE_TRAITS]
+        require(not bad, "inputs", f"unknown prep sources {bad}; choose from {sorted(SOURCE_TRAITS)}")
         for name in [self.baseline, *self.variants]:
             require(
                 bool(_NAME.match(name)),

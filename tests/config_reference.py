@@ -20,7 +20,8 @@ from midtrain.launch.site import SiteConfig
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig
 from midtrain.sft.config import SFTConfig
-from midtrain.sources.prep import SOURCE_CONFIGS, CurationConfig
+from midtrain.sources.prep import CurationConfig
+from midtrain.sources.specs import SOURCE_SPECS
 from midtrain.sweep_config import SweepConfig
 from midtrain.train.config import TrainConfig
 
@@ -29,7 +30,7 @@ PAGE = REPO / "docs" / "reference.md"
 
 # (where a user sets it, the config class): the configs a command line resolves, in the guides' order
 ROOTS: list[tuple[str, type[Config]]] = [
-    *[(f"`midtrain prep {name}` (`{name}.FIELD=...`)", cls) for name, cls in SOURCE_CONFIGS.items()],
+    *[(f"`midtrain prep {name}` (`{name}.FIELD=...`)", spec.config) for name, spec in SOURCE_SPECS.items()],
     ("`midtrain prep SOURCE` curation (`redact.FIELD=...`, ...)", CurationConfig),
     ("`midtrain pack` (`FIELD=...`)", PackConfig),
     ("`midtrain train RECIPE` (`FIELD=...`)", TrainConfig),

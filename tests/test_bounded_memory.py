@@ -33,7 +33,8 @@ def _bomb(path: Path, piece: bytes, prefix: bytes = b"") -> Path:
 _RUNNER = textwrap.dedent("""
     import json, resource, sys
     from midtrain.sources.buildlogs import BuildLogReader, BuildLogsConfig
-    from midtrain.sources.pulls import PullReader, PullsConfig
+    from midtrain.sources.pull_config import PullsConfig
+    from midtrain.sources.pulls import PullReader
     from midtrain.sources.traces import TraceReader, TracesConfig
     vm = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize:"))
     resource.setrlimit(resource.RLIMIT_AS, (vm + (512 << 20), vm + (512 << 20)))

@@ -289,7 +289,8 @@ def test_curation_dropping_every_document_is_a_warning_not_a_failure(tmp_path, c
 
 
 def test_a_pull_request_record_of_nulls_is_a_bad_record_not_a_document(tmp_path):
-    from midtrain.sources.pulls import PullReader, PullsConfig
+    from midtrain.sources.pull_config import PullsConfig
+    from midtrain.sources.pulls import PullReader
 
     sample = json.loads(PULLS.read_text().splitlines()[0])
     nulls = dict.fromkeys(sample)

@@ -11,7 +11,8 @@ from sources_fixtures import commit, git, make_repo, run_reader
 from test_sources_pull_facts import build
 
 from midtrain.sources.privacy import find_leaks
-from midtrain.sources.pulls import PullReader, PullsConfig
+from midtrain.sources.pull_config import PullsConfig
+from midtrain.sources.pulls import PullReader
 
 _TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)<\|im_end\|>\n", re.DOTALL)
 _COMMAND = re.compile(r"```bash\n(.*)\n```\Z", re.DOTALL)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from sources_fixtures import commit, git, make_repo, run_reader
 
+from midtrain.sources.pull_config import PullsConfig
 from midtrain.sources.pull_context import estimate_tokens, history_pulls
-from midtrain.sources.pulls import PullReader, PullsConfig
+from midtrain.sources.pulls import PullReader
 
 MIT = "MIT License\n\nPermission is hereby granted, free of charge, to any person obtaining a copy\n"
 ALICE = ("Alice Walker", "alice.walker@example.org")

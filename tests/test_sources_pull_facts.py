@@ -16,8 +16,9 @@ from sources_fixtures import commit, git, make_repo, run_reader
 from midtrain.cli import main
 from midtrain.sources.bots import is_bot_name, is_bot_user
 from midtrain.sources.commits import CommitReader, CommitsConfig, is_bot
+from midtrain.sources.pull_config import PullsConfig
 from midtrain.sources.pull_context import history_pulls, reverse_patch
-from midtrain.sources.pulls import PullReader, PullsConfig
+from midtrain.sources.pulls import PullReader
 
 ALICE = ("Alice Walker", "alice@example.org")
 BOB = ("Bob Stone", "bob@example.org")

@@ -11,8 +11,9 @@ from curate_helpers import count, curate, stdlib, write_raw
 from sources_fixtures import commit, git, make_repo, run_reader
 
 from midtrain.curate.stages import CurationConfig
+from midtrain.sources.pull_config import PullsConfig
 from midtrain.sources.pull_context import base_context, history_pulls
-from midtrain.sources.pulls import PullReader, PullsConfig
+from midtrain.sources.pulls import PullReader
 
 ALICE, BOB, CAROL = (
     ("Alice Walker", "alice@example.org"),

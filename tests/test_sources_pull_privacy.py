@@ -14,7 +14,8 @@ from midtrain.sources.commits import CommitReader, CommitsConfig
 from midtrain.sources.common import Pseudonyms
 from midtrain.sources.prep import prep
 from midtrain.sources.privacy import find_leaks, scrub_text
-from midtrain.sources.pulls import PullReader, PullsConfig
+from midtrain.sources.pull_config import PullsConfig
+from midtrain.sources.pulls import PullReader
 
 JANE = ("Jane Roe", "12345+jroe-gh@users.noreply.github.com")
 VICTOR = ("Victor Hale", "victor.hale@corp.example.net")

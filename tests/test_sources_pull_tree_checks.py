@@ -12,8 +12,10 @@ import pytest
 from sources_fixtures import commit, git, make_repo, run_reader
 from test_sources_pull_context import tree_paths
 
+from midtrain.sources.pull_config import PullsConfig
 from midtrain.sources.pull_context import estimate_tokens, file_tree
-from midtrain.sources.pulls import PullReader, PullsConfig, check_results
+from midtrain.sources.pull_render import check_results
+from midtrain.sources.pulls import PullReader
 
 CI = Path(__file__).parent / "data" / "pulls_ci"
 PATHS = (

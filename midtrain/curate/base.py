@@ -19,6 +19,7 @@ from typing import Any
 from datatrove.data import Document, DocumentsPipeline
 
 from midtrain.formats.documents import MALFORMED_KEY, REQUIRED_METADATA
+from midtrain.formats.source_specs import doc_traits
 from midtrain.steps import CURATION, CountedStep
 
 log = logging.getLogger("midtrain.curate")
@@ -231,7 +232,9 @@ def repo_files(doc: Document) -> list[FileSpan]:
 
 
 def is_repo_doc(doc: Document) -> bool:
-    return doc.metadata.get("source") == "repo"
+    """A packed repository (file blocks), as its source's registration says."""
+    traits = doc_traits(doc.metadata.get("source"))
+    return traits is not None and traits.packed_files
 
 
 def remove_files(doc: Document, spans: list[FileSpan]) -> None:

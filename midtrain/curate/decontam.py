@@ -52,6 +52,7 @@ from midtrain.curate.identity import HOME_SCORE, declared_homes
 from midtrain.curate.text import simplified_words, word_ngrams
 from midtrain.formats.documents import read_jsonl
 from midtrain.formats.instance_id import canonical_instance, normalize_repo  # one spelling rule: formats'
+from midtrain.formats.source_specs import doc_traits
 
 log = logging.getLogger("midtrain.curate")
 DATA = Path(__file__).parent / "data"
@@ -289,7 +290,6 @@ def _candidates(meta: dict) -> Iterable[tuple[str, Any]]:
                 yield key, v
 
 
-REPO_DERIVED = ("repo", "commit", "pr")  # sources whose documents come from one repository
 # a commit's `diff --git a/X b/X` line; a PR document's `--- PATH (status, +a -b)` file line
 _DIFF_PATH = re.compile(
     r"^diff --git a/(\S+) b/\S+$|^--- (\S+) \((?:added|modified|removed|renamed|changed|copied|"
@@ -465,7 +465,8 @@ class SweBenchRepoFilter(CurationStep):
         return sorted(common)[0] if common and distinctive else None
 
     def _identify(self, doc: Document, method: str, repo: str | None) -> None:
-        if doc.metadata.get("source") in REPO_DERIVED:
+        traits = doc_traits(doc.metadata.get("source"))
+        if traits is not None and traits.repository_derived:
             doc.metadata["identity"] = {"method": method, "repo": repo}
             self.stat_update(f"identity_{method}")
 
@@ -482,8 +483,9 @@ class SweBenchRepoFilter(CurationStep):
         hit = self.match_history(meta)
         if hit:
             self._hit(doc, "root_commit", *hit)
-        source = meta.get("source")
-        files = _file_bodies(doc) if source == "repo" else []
+        traits = doc_traits(meta.get("source"))  # what the source's registration says applies to it
+        kinds = traits.decontam if traits is not None else frozenset()
+        files = _file_bodies(doc) if "files" in kinds else []
         declared_any = None
         if files and self.cfg.declared_homes:
             bench, declared_any = self._declared(doc, files)
@@ -495,11 +497,11 @@ class SweBenchRepoFilter(CurationStep):
                 repo = self._content_match(doc, files)
                 if repo:
                     self._hit(doc, "content", "swebench_content", repo)
-            elif source in ("commit", "pr"):
+            elif "diff" in kinds:
                 repo = self._diff_match(doc)
                 if repo:
                     self._hit(doc, "content", "swebench_diff", repo)
-        if source not in REPO_DERIVED:
+        if traits is None or not traits.repository_derived:
             return
         named = next((normalize_repo(v) for _, v in _candidates(meta) if normalize_repo(v)), None)
         if named:

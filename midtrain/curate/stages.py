@@ -83,8 +83,8 @@ def curation_stages(
     """Stages reading RAW_DIR (JSONL documents) and writing the curated documents to OUT_DIR (JSONL.gz).
 
     work_dir is private scratch space (filtered documents, dedup hashes, signatures, buckets, removal lists).
-    ``source`` is the source kind being prepared (repos, commits, pulls, buildlogs, traces); every step
-    applies to every source (repository-specific parts look at ``metadata["source"] == "repo"``).
+    ``source`` is the source kind being prepared (a prep name of midtrain.formats.source_specs); every step
+    applies to every source (per-source parts read the document's source traits there).
     ``tasks`` is the run's task count: the exact-dedup finder runs as many tasks unless ``dedup.finder_tasks``
     says otherwise (the output is the same for any of them).
     """

@@ -28,12 +28,13 @@ from typing import Any, Literal, overload
 
 from midtrain.formats.documents import document_files, read_jsonl
 from midtrain.formats.instance_id import canonical_instance, pull_instance
+from midtrain.formats.source_specs import doc_sources_with
 
 SPLIT_FILE = "heldout.json"
 DEFAULT_FRACTION = 0.1
 RULE = "sha256('midtrain-heldout:' + canonical instance id) < fraction"
 VERSION = 2
-INSTANCE_SOURCES = ("trace", "pr")  # the sources whose documents attempt or solve one task instance
+INSTANCE_SOURCES = doc_sources_with(task_instance=True)  # documents that attempt or solve one task instance
 _DOC_GLOB = "*.jsonl*"  # the documents folder itself, not below it
 
 

@@ -25,7 +25,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SOURCES = ("repos", "commits", "pulls", "buildlogs", "traces")
+from midtrain.formats.source_specs import SOURCE_TRAITS
+
+SOURCES = tuple(SOURCE_TRAITS)  # prep names
 STAGES = ("read", "curate", "tokenize", "pack")
 
 # MB/s of input per core, measured on a shared, loaded 2-core x86 VM (2026-11): readers with
@@ -35,13 +37,13 @@ STAGES = ("read", "curate", "tokenize", "pack")
 # not CPU-bound (it copies token ids into shards): 50 MB/s of text per core is an assumption, not a
 # measurement. Measure on your own nodes and pass the JSON outputs (`midtrain plan --rates`).
 DEFAULT_RATES: dict = {
-    "read": {"repos": 0.76, "commits": 5.86, "pulls": 8.73, "buildlogs": 1.85, "traces": 0.78},
+    "read": {name: t.plan_read_mb_s for name, t in SOURCE_TRAITS.items()},  # each source's registration
     "curate": 3.0,
     "tokenize": 1.26,
     "pack": 50.0,
 }
 # fraction of a source's input bytes that curation keeps (filters, dedup, license): assumptions to override
-DEFAULT_KEEP = {"repos": 0.45, "commits": 0.6, "pulls": 0.7, "buildlogs": 0.3, "traces": 0.8}
+DEFAULT_KEEP = {name: t.plan_keep for name, t in SOURCE_TRAITS.items()}
 # A pack task holds its share's piece table in memory: a few billion tokens per task (README, "Scale").
 PACK_TOKENS_PER_TASK = 2e9
 UNITS = {

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from midtrain.config import Config, require
+from midtrain.formats.source_specs import doc_traits
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +135,8 @@ def heldout_rules(inputs: list[str], record: bool = True) -> list[dict | None]:
     out: list[dict | None] = []
     for i in inputs:
         first = next(iter_documents(i, first_only=True), None)
-        if ((first or {}).get("metadata") or {}).get("source") != "trace":
+        traits = doc_traits(((first or {}).get("metadata") or {}).get("source"))
+        if traits is None or not traits.recorded_split:
             out.append(None)
             continue
         split = ensure_split(i, None, decided_by="midtrain pack") if record else read_split(i)

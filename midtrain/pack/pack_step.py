@@ -31,6 +31,7 @@ from midtrain.config import Config, require
 from midtrain.formats.outputs import Fence, OutputRefused
 from midtrain.formats.run_split import FIX_COMMIT, RunSplit, doc_repo
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
+from midtrain.formats.source_specs import doc_traits
 from midtrain.formats.stamp import content_id
 from midtrain.formats.trace_split import DEFAULT_FRACTION, RULE
 from midtrain.locations import as_path, is_url, local_copy, local_folder
@@ -48,10 +49,6 @@ log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
 TOKENIZE_VERSION = "1"  # bump when the tokenized cache layout changes
-# sources whose documents of a training repository all train when the run is split by repository (it spans two or
-# more): their held-out loss is on code no training document holds; the other sources' documents of training
-# repositories split by document
-BY_REPOSITORY = ("repo", "commit")
 
 
 @dataclass
@@ -61,7 +58,7 @@ class PackConfig(Config):
     seq_length: int = 262_144
     pad_multiple: int = 1  # pad every piece to a multiple of this (2*CP, or 2*CP*TP with sequence parallel)
     seed: int = 1234
-    valid_fraction: float = 0.005  # per source: of documents (fixed hash of the id), of repositories (BY_REPOSITORY)
+    valid_fraction: float = 0.005  # per source: of documents (fixed hash of the id), or of repositories (its traits)
     # the SFT probe's held-out task instances (midtrain.formats.trace_split: a fixed hash of the canonical
     # instance id below this): every trace, task row and pull request of one goes to the validation split,
     # never trained. A trace input's recorded fraction, when larger, wins. 0 = only the inputs' records.
@@ -208,7 +205,8 @@ class GlobalPlan:
         if self.split.validation_repo(repo):  # the run's validation repositories: the same in every source
             return True
         by = self.valid_by.get(meta["source"]) or {}
-        if by.get("by") == "repository" and meta["source"] in BY_REPOSITORY and repo is not None:
+        traits = doc_traits(meta["source"])
+        if by.get("by") == "repository" and traits is not None and traits.valid_by_repository and repo is not None:
             return False
         return valid_draw(meta["id"]) < self.split.valid_fraction or meta["id"] in self.forced_valid
 

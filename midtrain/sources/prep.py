@@ -38,24 +38,13 @@ from midtrain.formats.documents import read_jsonl, write_jsonl_gz
 from midtrain.formats.stamp import NOTES, digest, output_stamp, read_stamp, stale_fields
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock, stage_stats, stat_total, step_label
-from midtrain.sources.buildlogs import BuildLogsConfig
-from midtrain.sources.commit_tables import CommitsInputConfig
 from midtrain.sources.common import ReaderConfig, expand_inputs
-from midtrain.sources.pulls import PullsConfig
-from midtrain.sources.repo_tables import ReposInputConfig
+from midtrain.sources.specs import SOURCE_SPECS
 from midtrain.sources.table_stages import table_source_stages
-from midtrain.sources.trace_tables import TracesInputConfig
 from midtrain.steps import stat_kinds
 
 log = logging.getLogger("midtrain.prep")
 
-SOURCE_CONFIGS: dict[str, type[ReaderConfig]] = {
-    "repos": ReposInputConfig,
-    "commits": CommitsInputConfig,
-    "pulls": PullsConfig,
-    "buildlogs": BuildLogsConfig,
-    "traces": TracesInputConfig,
-}
 STATS_FILE = "stats.json"
 PREP_STAMP = "prep.json"  # the output's stamp: its settings at the top level (as readers expect), and
 IDENTITY_KEY = "input_identity"  # what the inputs held (a rerun on changed inputs is refused)
@@ -74,8 +63,8 @@ def resolve_source(name_or_path: str) -> str:
     """'repos' or a pipeline file 'data_prep/repos.py' / 'mypipes/repos.py' -> 'repos' (the file's stem names the
     source, hence its reader config)."""
     name = Path(name_or_path).name.removesuffix(".py")
-    if name not in SOURCE_CONFIGS:
-        raise ConfigError(f"source: unknown source '{name_or_path}' (choose from {', '.join(SOURCE_CONFIGS)})")
+    if name not in SOURCE_SPECS:
+        raise ConfigError(f"source: unknown source '{name_or_path}' (choose from {', '.join(SOURCE_SPECS)})")
     return name
 
 
@@ -509,7 +498,7 @@ def resolve_configs(source: str, overrides: list[str] | None = None) -> tuple[st
     """(source name, its reader config, the curation config) with ``overrides`` applied and validated."""
     source = resolve_source(source)
     src_over, cur_over = split_overrides(source, overrides or [])
-    source_cfg = SOURCE_CONFIGS[source]().apply_overrides(src_over).validate()
+    source_cfg = SOURCE_SPECS[source].config().apply_overrides(src_over).validate()
     curation_cfg = CurationConfig().apply_overrides(cur_over).validate()
     return source, source_cfg, curation_cfg
 

@@ -20,7 +20,8 @@ from datatrove.data import Document
 from midtrain.sources.buckets import BucketAssembler, bucket_of, grouped, grouping_stages, iter_bucket
 from midtrain.sources.common import expand_inputs
 from midtrain.sources.git import GitError, is_git_repo
-from midtrain.sources.pulls import PullReader, PullsConfig
+from midtrain.sources.pull_config import PullsConfig
+from midtrain.sources.pulls import PullReader
 
 
 def _repo_of(pr: dict) -> str:

@@ -43,7 +43,7 @@ def table_source_stages(
     if source == "traces":
         from midtrain.sources.trace_tables import TracesInputConfig, TraceTableReader
 
-        assert isinstance(cfg, TracesInputConfig)  # prep resolves the table form (SOURCE_CONFIGS)
+        assert isinstance(cfg, TracesInputConfig)  # prep resolves the table form (its SourceSpec)
         return [
             (
                 "source",

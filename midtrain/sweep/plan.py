@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,9 +19,10 @@ from midtrain.chains import Chains, Step
 from midtrain.config import ConfigError
 from midtrain.eval.results import PROXY_RESULT, SFT_RESULT, seed_dir
 from midtrain.formats.run_split import SPLIT_FILE
+from midtrain.formats.source_specs import prep_doc_source
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig, protocol_steps
-from midtrain.sweep_config import DOC_SOURCE, SweepConfig
+from midtrain.sweep_config import SweepConfig
 
 if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig
@@ -113,13 +114,20 @@ class VariantPlan:
 
 def _check_prep(variant: str, source: str, overrides: list[str]) -> None:
     """A re-prep's overrides must name real fields of the source's config (checked before anything runs)."""
-    from midtrain.sources.prep import SOURCE_CONFIGS, split_overrides
+    from midtrain.sources.prep import split_overrides
+    from midtrain.sources.specs import SOURCE_SPECS
 
     mine, _ = split_overrides(source, overrides)
     try:
-        SOURCE_CONFIGS[source]().apply_overrides(mine).validate()
+        SOURCE_SPECS[source].config().apply_overrides(mine).validate()
     except ConfigError as e:
         raise ConfigError(f"variants.{variant}.prep.{source}: {e}") from None
+
+
+def _reads_run_split(source: str) -> bool:
+    from midtrain.sources.specs import SOURCE_SPECS
+
+    return "run_split" in {f.name for f in fields(SOURCE_SPECS[source].config)}
 
 
 def pack_argv(pack: PackConfig, inputs: list[str], output: Path) -> list[str]:
@@ -139,8 +147,8 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         if source in v.prep:
             _check_prep(name, source, v.prep[source])
             out = root / "prep" / source
-            # a commits history prepped after the split leaves the held-out fixes out (the pack would too)
-            extra = [f"commits.run_split={split_file(cfg)}"] if source == "commits" else []
+            # a source prepped after the split leaves the held-out fixes out where its reader can (commits)
+            extra = [f"{source}.run_split={split_file(cfg)}"] if _reads_run_split(source) else []
             prep_steps.append(
                 Step(
                     f"prep_{source}",
@@ -151,7 +159,7 @@ def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
         inputs.append(str(Path(path).absolute()))
     pack = cfg.pack.apply_overrides([*v.pack, f"split={split_file(cfg)}"])  # the sweep's one split, every variant
     if v.leave_out:  # a left-out source gets no mixture share (its weight would ask for tokens nobody has)
-        gone = {DOC_SOURCE[s] for s in v.leave_out}
+        gone = {prep_doc_source(s) for s in v.leave_out}
         pack.mixture.weights = {s: w for s, w in pack.mixture.weights.items() if s not in gone}
         pack.mixture.tokens = {s: t for s, t in pack.mixture.tokens.items() if s not in gone}
     try:
