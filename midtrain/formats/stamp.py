@@ -6,7 +6,8 @@ A stamp says what was made, from what content, with which settings::
      "config": {...the settings...}, "notes": {...where things lay: recorded, never compared...}}
 
 Every stage writes one beside what it made (the proxy, lm-eval and local-run results, the cluster SWE-bench run,
-a tokenize cache and its unfinished run, a pack output's manifest, a prep output's prep.json) and reuses or
+a tokenize cache and its unfinished run, a pack output's manifest, a prep output's prep.json; the ledger's
+output.json, midtrain.formats.outputs, for the stages it decides for) and reuses or
 resumes its output only when the stamp it would write now has the same ``made``, ``inputs`` and ``config``:
 :func:`output_stamp` builds one, :func:`stamp` the one of a result made from a checkpoint;
 :func:`stale_fields` names what differs (``inputs.checkpoint``, ``config.seq_length``) and the stage redoes,
@@ -20,7 +21,7 @@ hash of a checkpoint's files, written by the trainer and checked by :func:`check
 large checkpoint does not read it again; any other file is hashed whole, every byte (never a sample). Inputs
 too large to read on every rerun (prep's input trees, pack's
 document files) are identified by a :func:`digest` of their listing (names, sizes, mtimes or ETags, git HEAD).
-The SFT probe's probe_run.json and sft_result.json hold its stamp (midtrain.sft.run_stamp).
+The SFT probe's output.json and sft_result.json hold its stamp (midtrain.sft.run_stamp).
 
 Checkpoints: :func:`checkpoint_problem` is whether one is complete (its marker, every file at its recorded size,
 and on request its recorded SHA-256s); :func:`latest_checkpoint` is the newest complete one of a run directory,
@@ -199,25 +200,6 @@ def read_stamp(path: str | Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
-
-
-def reusable_result(path: str | Path, want: dict[str, Any]) -> dict[str, Any] | None:
-    """The result file at PATH when the stamp it holds (its :func:`output_stamp` keys) equals WANT, else None; a stale
-    one is logged with what changed, and redone by the caller."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    old = read_stamp(path)
-    if old is None:
-        log.warning("%s is unreadable; redone", path)
-        return None
-    diff = stale_fields(old, want)
-    if not diff:
-        log.info("%s is complete for this checkpoint's content and config; skipped", path)
-        return old
-    why = "written by an older midtrain, without a stamp" if "made" in diff else ", ".join(diff) + " changed"
-    log.info("%s is stale (%s); redone", path, why)
-    return None
 
 
 # -- checkpoints ------------------------------------------------------------------------------------------------
