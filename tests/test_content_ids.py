@@ -9,10 +9,11 @@ from pathlib import Path
 
 from midtrain.eval.config import ProxyConfig
 from midtrain.eval.proxy import proxy_stamp
+from midtrain.formats.checkpoints import file_sha256
 from midtrain.formats.documents import write_jsonl_gz
 from midtrain.formats.outputs import COMPLETE, REDO, REUSE, decide
 from midtrain.formats.rundir import MARKER
-from midtrain.formats.stamp import content_id, file_sha256, stale_fields
+from midtrain.formats.stamp import content_id, stale_fields
 
 MIB = 1 << 20
 

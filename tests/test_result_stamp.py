@@ -10,18 +10,10 @@ import json
 
 import pytest
 
+from midtrain.formats.checkpoints import CheckpointError, checkpoint_problem, latest_checkpoint, sha256_files
 from midtrain.formats.outputs import COMPLETE, REDO, REUSE, decide
 from midtrain.formats.rundir import MARKER, checkpoint_name, run_dir_of
-from midtrain.formats.stamp import (
-    CheckpointError,
-    checkpoint_problem,
-    content_id,
-    latest_checkpoint,
-    output_stamp,
-    sha256_files,
-    stale_fields,
-    stamp,
-)
+from midtrain.formats.stamp import content_id, output_stamp, stale_fields, stamp
 
 
 def _checkpoint(run, step: int, payload: bytes):

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.swebench import run_pending
+from midtrain.formats.checkpoints import resolve_checkpoint
 from midtrain.formats.outputs import REUSE, claim, write_json
 from midtrain.formats.rundir import METRICS, PROXY_RESULT, SFT_RESULT, SWEBENCH_RESULT, read_metrics, run_dir_of
-from midtrain.formats.stamp import content_id, read_stamp, resolve_checkpoint
+from midtrain.formats.stamp import content_id, read_stamp
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ WORK = ("run", "hf", SFT_RESULT, PROBE_STAMP)  # what a probe leaves in OUTPUT (
 
 def start_identity(start: Path) -> dict[str, str]:
     """The start checkpoint the probe loads: the path given, the checkpoint directory it resolves to, its content id."""
-    from midtrain.formats.stamp import content_id, resolve_checkpoint
+    from midtrain.formats.checkpoints import resolve_checkpoint
+    from midtrain.formats.stamp import content_id
 
     try:
         ckpt = resolve_checkpoint(start)
