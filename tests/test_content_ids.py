@@ -9,9 +9,11 @@ from pathlib import Path
 
 from midtrain.eval.config import ProxyConfig
 from midtrain.eval.proxy import proxy_stamp
+from midtrain.formats.checkpoints import file_sha256
 from midtrain.formats.documents import write_jsonl_gz
+from midtrain.formats.outputs import COMPLETE, REDO, REUSE, decide
 from midtrain.formats.rundir import MARKER
-from midtrain.formats.stamp import content_id, file_sha256, reusable_result, stale_fields
+from midtrain.formats.stamp import content_id, stale_fields
 
 MIB = 1 << 20
 
@@ -59,8 +61,6 @@ def test_a_result_records_the_code_and_another_commit_is_redone(tmp_path):
     want = proxy_stamp(ckpt, ProxyConfig())
     head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).parent)
     assert want["code"]["version"] and want["code"]["commit"] == head.stdout.strip()
-    path = tmp_path / "proxy_results.json"
-    path.write_text(json.dumps({**want, "code": {**want["code"], "commit": "0" * 40}, "retrieval": {"accuracy": 1}}))
-    assert reusable_result(path, want) is None  # scored by other code: redone
-    path.write_text(json.dumps({**want, "retrieval": {"accuracy": 1}}))
-    assert reusable_result(path, want) is not None
+    older = {"stamp": {**want, "code": {**want["code"], "commit": "0" * 40}}, "state": COMPLETE}
+    assert decide("proxy", older, want, tmp_path).action == REDO  # scored by other code: redone
+    assert decide("proxy", {"stamp": want, "state": COMPLETE}, want, tmp_path).action == REUSE

@@ -13,8 +13,9 @@ from scipy import stats
 from midtrain.eval.rank import agreement, kendall, proxy_agreements, spearman
 from midtrain.eval.report import build_rows
 from midtrain.eval.results import CheckpointResults
+from midtrain.formats.checkpoints import file_sha256
 from midtrain.formats.rundir import MARKER, checkpoint_name
-from midtrain.formats.stamp import content_id, file_sha256
+from midtrain.formats.stamp import content_id
 
 PROBE = "SFT probe/held-out loss, assistant tokens"
 HELDOUT = "Proxy: held-out loss (before SFT)/all sources"

@@ -72,10 +72,10 @@ POOL = textwrap.dedent(
 
     if __name__ == "__main__":
         out, go, done = map(Path, sys.argv[1:4])
-        lease = outputs.Lease(out, "pack", heartbeat=3600).acquire()
-        p = mp.get_context("fork").Process(target=worker, args=(lease.fence, out, go, done))
-        p.start()
-        p.join()
+        with outputs.claim(out, "pack", outputs.make_stamp("pack", {}, {})) as c:
+            p = mp.get_context("fork").Process(target=worker, args=(c.lease.fence, out, go, done))
+            p.start()
+            p.join()
     """
 )
 
@@ -102,10 +102,13 @@ def test_second_claimant_refused_naming_holder_then_claims_after_release(tmp_pat
         proc.wait(WAIT_S)
     finally:
         proc.kill()
-    # the holder exited without releasing (no release call): its pid is dead, so the lease is taken over
+    # the holder exited without releasing (no release call): its pid is dead, so the lease is taken over; the
+    # files it left without a record are an output of unknown inputs: redone (refused where the policy refuses)
     with claim(out, "proxy", make_stamp("proxy", {}, {})) as c:
-        assert c.action == START
+        assert c.action == REDO and c.decision.changes[0].startswith("no output.json stamp")
         c.complete()
+    with pytest.raises(OutputRefused, match="what its files were made from is unknown"), claim(tmp_path, "sft", {}):
+        pass
     assert not (out / outputs.LEASE).exists()
 
 
@@ -120,7 +123,7 @@ def test_killed_holder_is_taken_over_and_cannot_publish_after(tmp_path: Path, ca
         os.kill(proc.pid, signal.SIGKILL)  # the main process only: the worker is orphaned, still alive
         proc.wait(WAIT_S)
         with caplog.at_level(logging.WARNING), claim(out, "pack", make_stamp("pack", {}, {})) as c:
-            assert "taking over the lock of pid" in caplog.text
+            assert "taking over the lock of pid" in caplog.text and c.action == RESUME  # its record: running
             go.write_text("go")
             wait_for(done)
             assert done.read_text().startswith("refused: ")

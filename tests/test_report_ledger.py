@@ -15,8 +15,9 @@ from midtrain.cli import main
 from midtrain.eval.config import ProxyConfig, SweBenchConfig
 from midtrain.eval.graders import parse_harness_report, parse_pro_results
 from midtrain.eval.swebench_stamp import RUN_STAMP, RUN_WANT
+from midtrain.formats.checkpoints import file_sha256
 from midtrain.formats.rundir import MARKER, checkpoint_name
-from midtrain.formats.stamp import content_id, file_sha256, output_stamp, stamp
+from midtrain.formats.stamp import content_id, output_stamp, stamp
 from midtrain.protocol import ProtocolConfig, report_argv
 from midtrain.sft.run_stamp import probe_stamp, start_identity
 

@@ -10,18 +10,10 @@ import json
 
 import pytest
 
+from midtrain.formats.checkpoints import CheckpointError, checkpoint_problem, latest_checkpoint, sha256_files
+from midtrain.formats.outputs import COMPLETE, REDO, REUSE, decide
 from midtrain.formats.rundir import MARKER, checkpoint_name, run_dir_of
-from midtrain.formats.stamp import (
-    CheckpointError,
-    checkpoint_problem,
-    content_id,
-    latest_checkpoint,
-    output_stamp,
-    reusable_result,
-    sha256_files,
-    stale_fields,
-    stamp,
-)
+from midtrain.formats.stamp import content_id, output_stamp, stale_fields, stamp
 
 
 def _checkpoint(run, step: int, payload: bytes):
@@ -44,15 +36,17 @@ def _checkpoint(run, step: int, payload: bytes):
 def test_a_result_for_a_run_directory_is_stale_once_it_trained_further(tmp_path):
     run = tmp_path / "run"
     _checkpoint(run, 10, b"weights at step 10")
-    result = tmp_path / "proxy_results.json"
     want = stamp(run, {"max_sequences": 4})
     assert want["notes"]["scored_checkpoint"].endswith("iter_0000010")
-    result.write_text(json.dumps({**want, "loss": 1.0}))
-    same = reusable_result(result, stamp(run, {"max_sequences": 4}))
-    assert same is not None and same["loss"] == 1.0  # same content, same settings
-    assert reusable_result(result, stamp(run, {"max_sequences": 8})) is None  # other settings
+    record = {"stamp": want, "state": COMPLETE}
+
+    def action(now):
+        return decide("proxy", record, now, tmp_path).action
+
+    assert action(stamp(run, {"max_sequences": 4})) == REUSE  # same content, same settings
+    assert action(stamp(run, {"max_sequences": 8})) == REDO  # other settings
     _checkpoint(run, 12, b"weights at step 12")  # the same path now names iter_12
-    assert reusable_result(result, stamp(run, {"max_sequences": 4})) is None
+    assert action(stamp(run, {"max_sequences": 4})) == REDO
 
 
 def test_content_id_follows_content_not_place(tmp_path):
@@ -205,13 +199,12 @@ def test_the_demo_and_the_probe_train_again_from_scratch_what_another_training_l
     assert "demo train: " in caplog.text and "config.optim.clip_grad: recorded 1.0, now 0.5" in caplog.text
 
 
-def test_the_probe_has_one_comparison_and_reads_its_older_records(tmp_path, caplog):
-    """probe_run.json and sft_result.json are compared through one stamp (stale_fields); a record of an older
-    midtrain (its fields flat) is still read: reused when it stands, else redone with the reason."""
-    import logging
-
-    from midtrain.sft.probe import _reusable_result
-    from midtrain.sft.run_stamp import probe_changes, probe_stamp
+def test_the_probe_reads_the_records_of_an_older_midtrain(tmp_path):
+    """A probe output an older midtrain left (probe_run.json, its fields flat in older still; no output.json)
+    is decided by the ledger as the record it stands for: reused when it stands and finished, resumed when it
+    stopped early, refused naming the field when it measured something else."""
+    from midtrain.formats.outputs import RESUME, OutputRefused
+    from midtrain.sft.run_stamp import older_record, probe_stamp
 
     flat = {
         "from": "runs/base",
@@ -225,22 +218,19 @@ def test_the_probe_has_one_comparison_and_reads_its_older_records(tmp_path, capl
     want = probe_stamp(flat)
     assert want["inputs"] == {"start": "a" * 24, "traces": ["c1"], "tokenizer": None}
     assert want["notes"] == {"start_checkpoint": flat["start_checkpoint"]}  # a note: its content is the input
-    assert probe_changes(flat, want) == [] and probe_changes(want, want) == []
-    assert probe_changes({**flat, "start_id": "b" * 24}, want) == [
-        f"inputs.start: recorded {'b' * 24!r}, now {'a' * 24!r}"
-    ]
+    assert older_record(tmp_path) is None
+    (tmp_path / "probe_run.json").write_text(json.dumps(flat))
+    (tmp_path / "sft_result.json").write_text(json.dumps({"recipe": "p", **flat, "exit_code": 0}))
+    assert decide("sft", older_record(tmp_path), want, tmp_path).action == REUSE  # an older midtrain's stands
+    (tmp_path / "sft_result.json").write_text(json.dumps({**flat, "exit_code": 75}))
+    assert decide("sft", older_record(tmp_path), want, tmp_path).action == RESUME
+    (tmp_path / "probe_run.json").write_text(json.dumps({**flat, "probe_sha": "p0"}))
+    with pytest.raises(OutputRefused, match="config.probe_sha: recorded 'p0', now 'p1'"):
+        decide("sft", older_record(tmp_path), want, tmp_path)
     older = {k: v for k, v in flat.items() if k != "data_content"}  # before the traces' content was recorded
-    assert probe_changes(older, want) == ["inputs.traces: recorded None, now ['c1']"]
-    result = tmp_path / "sft_result.json"
-    result.write_text(json.dumps({"recipe": "p", **flat, "exit_code": 0, "heldout_loss": 1.5}))
-    older_result = _reusable_result(result, want)
-    assert older_result is not None and older_result["heldout_loss"] == 1.5  # an older midtrain's result stands
-    result.write_text(json.dumps({**flat, "probe_sha": "p0", "exit_code": 0}))
-    with caplog.at_level(logging.INFO, "midtrain.sft.probe"):
-        assert _reusable_result(result, want) is None
-    assert "config.probe_sha: recorded 'p0', now 'p1'" in caplog.text
-    result.write_text(json.dumps({**flat, **want, "exit_code": 75}))
-    assert _reusable_result(result, want) is None and _reusable_result(tmp_path / "none.json", want) is None
+    (tmp_path / "probe_run.json").write_text(json.dumps(older))
+    with pytest.raises(OutputRefused, match=r"inputs.traces: recorded None, now \['c1'\]"):
+        decide("sft", older_record(tmp_path), want, tmp_path)
 
 
 def test_a_training_on_other_content_at_the_same_paths_is_another_training(tmp_path, caplog):

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
+from midtrain.formats.checkpoints import latest_step
 from midtrain.formats.rundir import CHECKPOINTS, MARKER
-from midtrain.formats.stamp import finished, latest_step
+from midtrain.formats.stamp import finished
 
 
 def _checkpoint(run_dir, step, complete=True):

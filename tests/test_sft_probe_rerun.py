@@ -29,7 +29,7 @@ def base_probe(tmp_path_factory):
 
 def test_stamp_records_start_and_settings(base_probe):
     tmp, _, base, _, res = base_probe
-    stamp = json.loads((tmp / "probe_base" / "probe_run.json").read_text())
+    stamp = json.loads((tmp / "probe_base" / "output.json").read_text())["stamp"]
     assert stamp["made"] == "sft probe" and stamp["config"]["from"] == str(base)
     assert stamp["notes"]["start_checkpoint"].endswith("iter_0000000")
     assert len(stamp["inputs"]["start"]) == 24 and stamp["config"]["probe_sha"] == res["probe_sha"]
@@ -39,15 +39,12 @@ def test_stamp_records_start_and_settings(base_probe):
 
 def test_copy_run_from_another_start_is_refused_then_overwritten(base_probe):
     from midtrain.sft.probe import run_probe
-    from midtrain.sft.run_stamp import ProbeRunMismatch
 
     tmp, traces, base, other, res = base_probe
     copy = tmp / "probe_copy"
     shutil.copytree(tmp / "probe_base", copy)
     cfg = probe_cfg(traces, f"data_dir={tmp / 'sft_data'}")
-    with pytest.raises(
-        ProbeRunMismatch, match=r"inputs\.start: recorded .*config\.from: recorded .*base.*, now .*other"
-    ):
+    with pytest.raises(OutputRefused, match=r"inputs\.start: recorded .*config\.from: recorded .*base.*, now .*other"):
         run_probe(cfg, other, copy)
     assert json.loads((copy / "sft_result.json").read_text())["heldout_loss"] == res["heldout_loss"]  # untouched
     new = run_probe(cfg, other, copy, overwrite=True)
@@ -60,12 +57,11 @@ def test_copy_run_from_another_start_is_refused_then_overwritten(base_probe):
 )
 def test_other_settings_are_refused(base_probe, overrides):
     from midtrain.sft.probe import run_probe
-    from midtrain.sft.run_stamp import ProbeRunMismatch
 
     tmp, traces, base, _, res = base_probe
     cfg = probe_cfg(traces, f"data_dir={tmp / 'sft_data'}", *overrides)
     before = (tmp / "probe_base" / "sft_result.json").read_text()
-    with pytest.raises(ProbeRunMismatch, match="config.probe_sha"):
+    with pytest.raises(OutputRefused, match="config.probe_sha"):
         run_probe(cfg, base, tmp / "probe_base")  # not reused, and not resumed from the old run's last step
     assert (tmp / "probe_base" / "sft_result.json").read_text() == before
 
@@ -73,7 +69,6 @@ def test_other_settings_are_refused(base_probe, overrides):
 def test_same_path_other_content_is_refused(base_probe):
     """A start checkpoint rewritten in place (same path, other weights) is another start."""
     from midtrain.sft.probe import run_probe
-    from midtrain.sft.run_stamp import ProbeRunMismatch
 
     tmp, traces, _, _, _ = base_probe
     start = tiny_checkpoint(tmp / "runs" / "moving", seed=21)
@@ -83,24 +78,23 @@ def test_same_path_other_content_is_refused(base_probe):
     assert run_probe(cfg, start, out) == first  # unchanged: reused
     shutil.rmtree(start)
     tiny_checkpoint(start, seed=22)
-    with pytest.raises(ProbeRunMismatch, match="inputs.start"):
+    with pytest.raises(OutputRefused, match="inputs.start"):
         run_probe(cfg, start, out)
 
 
 def test_unstamped_probe_dir_is_refused(base_probe):
     from midtrain.sft.probe import run_probe
-    from midtrain.sft.run_stamp import ProbeRunMismatch
 
     tmp, traces, base, _, _ = base_probe
     legacy = tmp / "probe_legacy"
     shutil.copytree(tmp / "probe_base", legacy)
-    (legacy / "probe_run.json").unlink()
-    with pytest.raises(ProbeRunMismatch, match="its work has no probe_run.json"):
+    (legacy / "output.json").unlink()
+    with pytest.raises(OutputRefused, match="no output.json stamp .*what its files were made from is unknown"):
         run_probe(probe_cfg(traces, f"data_dir={tmp / 'sft_data'}"), base, legacy)
 
 
 def test_a_training_of_other_settings_under_a_matching_stamp_is_trained_again(base_probe, caplog):
-    """(Before the test that rebuilds the shared data dir with other settings.) probe_run.json matches, but run/ holds a training of other settings (an older midtrain's default, say): it
+    """(Before the test that rebuilds the shared data dir with other settings.) output.json matches, but run/ holds a training of other settings (an older midtrain's default, say): it
     is trained again from scratch, never taken as finished at the same last step, the field logged."""
     import logging
 
@@ -160,7 +154,7 @@ def test_a_second_probe_into_an_output_in_use_is_refused_naming_the_first(base_p
 
         with pytest.raises(OutputRefused, match=f"is in use by `sft probe` \\(pid {holder.pid} on "):
             run_probe(probe_cfg(traces, f"data_dir={tmp / 'sft_data'}"), base, out)
-        assert not (out / "probe_run.json").exists()
+        assert not (out / "output.json").exists()
     finally:
         holder.kill()
         holder.wait()

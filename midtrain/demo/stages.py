@@ -142,7 +142,7 @@ def demo_swebench():  # -> SweBenchConfig
 
 def demo_protocol(workdir: Path):  # -> ProtocolConfig
     """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
-    from midtrain.formats.stamp import latest_step
+    from midtrain.formats.checkpoints import latest_step
     from midtrain.protocol import ProtocolConfig
     from recipes import resolve_config
 

@@ -21,6 +21,7 @@ import yaml
 from midtrain.eval.config import LmEvalConfig
 from midtrain.eval.results import LM_EVAL_RESULT, scored_result
 from midtrain.formats.stamp import stamp
+from midtrain.train.distributed import read_env
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,9 @@ def summarize(results: dict[str, Any]) -> dict[str, dict[str, float]]:
 def run_lm_eval(checkpoint: str | Path, cfg: LmEvalConfig, output: str | Path) -> dict[str, Any]:
     """Run lm-eval on CHECKPOINT's HF export; writes OUTPUT/lm_eval_results.json and returns it."""
     cfg.validate()
-    out = Path(output)
-    return scored_result(out / LM_EVAL_RESULT, stamp(checkpoint, cfg.to_dict()), lambda: _score(checkpoint, cfg, out))
+    out, hold = Path(output), read_env().rank == 0
+    want = stamp(checkpoint, cfg.to_dict())
+    return scored_result("lm_eval", out / LM_EVAL_RESULT, want, lambda: _score(checkpoint, cfg, out), hold)
 
 
 def _score(checkpoint: str | Path, cfg: LmEvalConfig, out: Path) -> dict[str, Any] | None:

@@ -11,6 +11,7 @@ from midtrain.eval.results import scored_result
 from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
 from midtrain.formats.rundir import PROXY_RESULT
 from midtrain.formats.stamp import stamp
+from midtrain.train.distributed import read_env
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +19,8 @@ log = logging.getLogger(__name__)
 def run_proxy(checkpoint: str | Path, cfg: ProxyConfig, output: str | Path) -> dict[str, Any]:
     """Score CHECKPOINT; writes OUTPUT/proxy_results.json and returns it. Skips what the config leaves out."""
     cfg.validate()
-    return scored_result(Path(output) / PROXY_RESULT, proxy_stamp(checkpoint, cfg), lambda: _score(checkpoint, cfg))
+    want, hold = proxy_stamp(checkpoint, cfg), read_env().rank == 0
+    return scored_result("proxy", Path(output) / PROXY_RESULT, want, lambda: _score(checkpoint, cfg), hold)
 
 
 def proxy_stamp(checkpoint: str | Path, cfg: ProxyConfig) -> dict[str, Any]:

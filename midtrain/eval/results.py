@@ -20,28 +20,36 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.swebench_stamp import run_pending
+from midtrain.formats.checkpoints import resolve_checkpoint
+from midtrain.formats.outputs import REUSE, claim, write_json
 from midtrain.formats.rundir import METRICS, PROXY_RESULT, SFT_RESULT, SWEBENCH_RESULT, read_metrics, run_dir_of
-from midtrain.formats.stamp import content_id, read_stamp, resolve_checkpoint, reusable_result
+from midtrain.formats.stamp import content_id, read_stamp
 
 log = logging.getLogger(__name__)
 
 LM_EVAL_RESULT = "lm_eval_results.json"
 
 
-def scored_result(path: Path, want: dict[str, Any], score: Callable[[], dict[str, Any] | None]) -> dict[str, Any]:
-    """A scoring step's result file (the proxy's, lm-eval's): reused when its stamp equals WANT, else SCORE()'s
-    fields after WANT's, with the seconds scoring took, written to PATH. SCORE returns None where this process
-    writes nothing (lm-eval's non-zero ranks): {} then."""
-    done = reusable_result(path, want)
-    if done is not None:
-        return done
-    path.parent.mkdir(parents=True, exist_ok=True)
-    t0 = time.time()
-    fields = score()
-    if fields is None:
-        return {}
-    result = {**want, **fields, "seconds": round(time.time() - t0, 1)}
-    path.write_text(json.dumps(result, indent=2, default=str))
+def scored_result(
+    stage: str, path: Path, want: dict[str, Any], score: Callable[[], dict[str, Any] | None], hold: bool = True
+) -> dict[str, Any]:
+    """A scoring step's result file (the proxy's, lm-eval's) in the output PATH's directory, claimed for STAGE
+    (formats.outputs: reused on an equal complete stamp, else scored again): SCORE()'s fields after WANT's, with
+    the seconds scoring took, written to PATH. HOLD False: another rank of the scoring job, which follows the
+    holder's decision; SCORE returns None where this process writes nothing (lm-eval's non-zero ranks): {}."""
+    with claim(path.parent, stage, want, hold=hold) as c:
+        done = read_stamp(path) if c.action == REUSE else None
+        if done is not None:
+            log.info("%s is complete for this checkpoint's content and config; skipped", path)
+            return done
+        t0 = time.time()
+        fields = score()
+        if fields is None:
+            return {}
+        result = {**want, **fields, "seconds": round(time.time() - t0, 1)}
+        if c.holds:
+            write_json(path, result)
+            c.complete()
     return result
 
 

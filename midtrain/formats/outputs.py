@@ -1,7 +1,7 @@
 """One way to claim, stamp and reuse an output: a lease, a stamp and a state, decided by one policy table.
 
-An output is claimed here (the report does so whole; prep, pack, train and the SFT probe hold the lease and
-still decide reuse from their own stamps)::
+An output is claimed here (the report, the SFT probe and the proxy and lm-eval scores do so whole; prep, pack
+and train hold the lease and still decide reuse from their own stamps)::
 
     with claim(out, "sft", want) as c:        # refused (OutputRefused) while another live process holds it
         if c.action == REUSE: return ...      # complete, same stamp
@@ -17,7 +17,11 @@ still decide reuse from their own stamps)::
   :meth:`Fence.publish` checks the token it started under before the rename.
 - The **stamp** (:func:`make_stamp`) is formats.stamp's output_stamp plus the code that made it (midtrain's
   version and, from a checkout, its git commit); a stage whose policy says so compares the code too.
-- The **state** (OUTPUT/output.json): running, complete or failed with the reason, beside the stamp.
+- The **state** (OUTPUT/output.json): running, complete or failed with the reason, beside the stamp. A directory
+  that holds files but no record is an output of unknown inputs: another stamp (an older midtrain's own stamp
+  file, converted by its stage, stands in for the record where one is given).
+- Only one process holds the lease; the other ranks of a multi-rank stage claim with ``hold=False``: the same
+  decision from the record, read-only (they write no record, clear nothing and publish nothing).
 
 :data:`POLICIES` is each stage's answer to "an output is there": reuse on an equal complete stamp, resume an
 equal unfinished one or redo it, and for a different stamp redo or refuse naming the differing fields. Every
@@ -113,7 +117,7 @@ def decide(
     changes = (
         stale_details(compared(old, policy), compared(want, policy))
         if isinstance(old, Mapping)
-        else [f"{RECORD}: no stamp (unreadable or cut short)"]
+        else [f"no {RECORD} stamp (none, unreadable or cut short: what its files were made from is unknown)"]
     )
     if not changes:
         if record.get("state") == COMPLETE:
@@ -129,9 +133,19 @@ def decide(
 
 
 # -- the ledger record -----------------------------------------------------------------------------------------
-def read_record(out: str | Path) -> dict[str, Any] | None:
-    """OUT's ledger record ({stamp, state, reason, holder, updated}), None when there is none."""
-    return read_stamp(Path(out) / RECORD)
+def read_record(out: str | Path, before: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """OUT's ledger record ({stamp, state, reason, holder, updated}); without one, BEFORE (the record an older
+    midtrain's stamp file implies), else {} (no stamp: compared as another output) when OUT holds any file but
+    its lease, else None (nothing there)."""
+    out = Path(out)
+    record = read_stamp(out / RECORD)
+    if record is not None:
+        return record
+    if before is not None:
+        return dict(before)
+    if out.is_dir() and any(not p.name.startswith((LEASE, RECORD)) for p in out.iterdir()):
+        return {}
+    return None
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -337,35 +351,48 @@ class Claim:
     stage: str
     want: dict[str, Any]
     decision: Decision
-    lease: Lease
+    lease: Lease | None  # None: a rank that follows the holder's decision (hold=False)
 
     @property
     def action(self) -> str:
         return self.decision.action
 
     @property
-    def fence(self) -> Fence:
-        return self.lease.fence
+    def holds(self) -> bool:
+        """Whether this process holds the lease: only it clears, writes the record and publishes."""
+        return self.lease is not None
 
     def publish(self, src: str | Path, dst: str | Path) -> None:
-        self.fence.publish(src, dst)
+        if self.lease is not None:
+            self.lease.fence.publish(src, dst)
 
     def complete(self) -> None:
-        self.fence.check()
-        write_record(self.out, self.want, COMPLETE)
+        if self.lease is not None:
+            self.lease.fence.check()
+            write_record(self.out, self.want, COMPLETE)
 
 
 @contextmanager
 def claim(
-    out: str | Path, stage: str, want: dict[str, Any], redo: bool = False, stale_after: float = STALE_AFTER
+    out: str | Path,
+    stage: str,
+    want: dict[str, Any],
+    redo: bool = False,
+    stale_after: float = STALE_AFTER,
+    hold: bool = True,
+    before: Mapping[str, Any] | None = None,
 ) -> Iterator[Claim]:
     """Hold OUT's lease for STAGE's output stamped WANT while the block runs (see the module's docstring): the
     decision is made under the lease, the record says running until :meth:`Claim.complete`, and an exception
-    records failed with its reason before it propagates. A REUSE leaves the record as it was."""
+    records failed with its reason before it propagates. A REUSE leaves the record as it was. HOLD False: the
+    same decision without the lease (another rank of the holder's job); BEFORE: see :func:`read_record`."""
     out = Path(out)
+    if not hold:
+        yield Claim(out, stage, want, decide(stage, read_record(out, before), want, out, redo), None)
+        return
     lease = Lease(out, stage, stale_after=stale_after).acquire()
     try:
-        decision = decide(stage, read_record(out), want, out, redo)
+        decision = decide(stage, read_record(out, before), want, out, redo)
         if decision.changes:
             log.warning("%s: another %s output was there (%s); redone", out, stage, "; ".join(decision.changes))
         c = Claim(out, stage, want, decision, lease)

@@ -6,7 +6,7 @@ Layout of a run directory ``RUN_DIR``::
     RUN_DIR/metrics.jsonl                      one JSON object per step (``step``, ``loss``, ...)
     RUN_DIR/checkpoints/iter_0000020/          one checkpoint; complete when its ``complete.json`` lists
                                                every file with the size on disk (and SHA-256): see
-                                               midtrain.formats.stamp
+                                               midtrain.formats.checkpoints
 
 A protocol directory for one checkpoint holds ``sft/sft_result.json`` (the probe), ``proxy/proxy_results.json``
 and ``swebench/swebench_results.json``.
@@ -83,7 +83,7 @@ def run_dir_of(path: str | Path) -> Path:
 
 def list_checkpoints(run_dir: str | Path) -> list[tuple[int, Path]]:
     """(step, path) of every ``iter_*`` directory under RUN_DIR/checkpoints, oldest first (not verified: whether
-    one is complete, and the newest complete one, are midtrain.formats.stamp's)."""
+    one is complete, and the newest complete one, are midtrain.formats.checkpoints')."""
     root = Path(run_dir) / CHECKPOINTS
     if not root.is_dir():
         return []

@@ -6,7 +6,8 @@ A stamp says what was made, from what content, with which settings::
      "config": {...the settings...}, "notes": {...where things lay: recorded, never compared...}}
 
 Every stage writes one beside what it made (the proxy, lm-eval and local-run results, the cluster SWE-bench run,
-a tokenize cache and its unfinished run, a pack output's manifest, a prep output's prep.json) and reuses or
+a tokenize cache and its unfinished run, a pack output's manifest, a prep output's prep.json; the ledger's
+output.json, midtrain.formats.outputs, for the stages it decides for) and reuses or
 resumes its output only when the stamp it would write now has the same ``made``, ``inputs`` and ``config``:
 :func:`output_stamp` builds one, :func:`stamp` the one of a result made from a checkpoint;
 :func:`stale_fields` names what differs (``inputs.checkpoint``, ``config.seq_length``) and the stage redoes,
@@ -15,16 +16,14 @@ checkpoint after more training (iter_10's numbers were reported for iter_12), do
 are other documents.
 
 Content: :func:`content_id` is what a checkpoint, export or data file holds, independent of where it lies; a
-midtrain checkpoint's is built from the SHA-256s its ``complete.json`` records (:func:`file_sha256`, the one
-hash of a checkpoint's files, written by the trainer and checked by :func:`checksum_problem`), so scoring a
+midtrain checkpoint's is built from the SHA-256s its ``complete.json`` records (formats.checkpoints.file_sha256,
+the one hash of a checkpoint's files, written by the trainer and checked there), so scoring a
 large checkpoint does not read it again; any other file is hashed whole, every byte (never a sample). Inputs
 too large to read on every rerun (prep's input trees, pack's
 document files) are identified by a :func:`digest` of their listing (names, sizes, mtimes or ETags, git HEAD).
-The SFT probe's probe_run.json and sft_result.json hold its stamp (midtrain.sft.run_stamp).
+The SFT probe's output.json and sft_result.json hold its stamp (midtrain.sft.run_stamp).
 
-Checkpoints: :func:`checkpoint_problem` is whether one is complete (its marker, every file at its recorded size,
-and on request its recorded SHA-256s); :func:`latest_checkpoint` is the newest complete one of a run directory,
-for every reader (resume, export, init_from, evaluation, the probe, the demo, sweeps).
+Checkpoints are found and checked by midtrain.formats.checkpoints.
 
 Training runs: a run directory is reused (the demo, sweeps, the probe skip a training that already ran) only for
 the settings and the input content it was trained with: :func:`training_stamp` of the config the trainer recorded
@@ -39,40 +38,21 @@ import hashlib
 import json
 import logging
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Literal, overload
+from typing import Any
 
 import midtrain
-from midtrain.formats.rundir import CHECKPOINTS, CONFIG, MARKER, list_checkpoints, step_of
+from midtrain.formats.checkpoints import latest_step, resolve_checkpoint
+from midtrain.formats.rundir import CONFIG, MARKER, list_checkpoints
 
 log = logging.getLogger(__name__)
 
 NOTES = "notes"  # a stamp's key for what is recorded but never compared (paths given and resolved)
 
-# (checkpoint dir, file names relative to it) -> {name: SHA-256}; the trainer's hashes over its ranks in parallel
-Checksums = Callable[[Path, list[str]], dict[str, str]]
-# a checkpoint directory -> why it cannot be used, or None
-Check = Callable[[Path], str | None]
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint, or every checkpoint of a run directory, cannot be used; the message says which and why."""
-
 
 # -- content ----------------------------------------------------------------------------------------------------
-def file_sha256(path: str | Path) -> str:
-    """The SHA-256 of one file: what complete.json records for every file of a checkpoint."""
-    with Path(path).open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def sha256_files(root: Path, names: list[str]) -> dict[str, str]:
-    """{name: SHA-256} of files under ROOT, in this process (the trainer's ranks split the work instead)."""
-    return {name: file_sha256(root / name) for name in names}
-
-
 def _file_digest(path: Path) -> str:
     """Every byte of PATH (never a sample: two files that differ anywhere differ here), read once per process
     for the same file (path, size, mtime, inode): a step that stamps an export twice reads it once."""
@@ -201,126 +181,6 @@ def read_stamp(path: str | Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def reusable_result(path: str | Path, want: dict[str, Any]) -> dict[str, Any] | None:
-    """The result file at PATH when the stamp it holds (its :func:`output_stamp` keys) equals WANT, else None; a stale
-    one is logged with what changed, and redone by the caller."""
-    path = Path(path)
-    if not path.exists():
-        return None
-    old = read_stamp(path)
-    if old is None:
-        log.warning("%s is unreadable; redone", path)
-        return None
-    diff = stale_fields(old, want)
-    if not diff:
-        log.info("%s is complete for this checkpoint's content and config; skipped", path)
-        return old
-    why = "written by an older midtrain, without a stamp" if "made" in diff else ", ".join(diff) + " changed"
-    log.info("%s is stale (%s); redone", path, why)
-    return None
-
-
-# -- checkpoints ------------------------------------------------------------------------------------------------
-def size_problem(path: str | Path) -> str | None:
-    """None when PATH has its complete.json and every file it lists has the size recorded, else what is not."""
-    path = Path(path)
-    marker = path / MARKER
-    if not marker.is_file():
-        return f"no {MARKER} (partial write)"
-    try:
-        files = json.loads(marker.read_text())["files"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        return f"unreadable {MARKER}: {e}"
-    for rel, size in files.items():
-        f = path / rel
-        if not f.is_file():
-            return f"missing file {rel}"
-        if f.stat().st_size != size:
-            return f"{rel} has {f.stat().st_size} bytes, expected {size} (truncated or overwritten)"
-    return None
-
-
-def checksum_problem(path: str | Path, checksums: Checksums = sha256_files) -> str | None:
-    """None when every file of the checkpoint has the SHA-256 its complete.json records, else what differs.
-    A checkpoint written before checksums were recorded passes (its sizes are checked by :func:`size_problem`)."""
-    path = Path(path)
-    try:
-        recorded = json.loads((path / MARKER).read_text()).get("sha256") or {}
-    except (OSError, ValueError) as e:
-        return f"unreadable {MARKER}: {e}"
-    names = sorted(recorded)
-    try:
-        actual = checksums(path, names)
-    except OSError as e:
-        return f"cannot read: {e}"
-    bad = [name for name in names if actual.get(name) != recorded[name]]
-    if bad:
-        return f"{path / bad[0]} does not have the SHA-256 recorded when it was written (content changed)" + (
-            f", and {len(bad) - 1} more file(s)" if len(bad) > 1 else ""
-        )
-    return None
-
-
-def checkpoint_problem(path: str | Path, checksums: Checksums | None = None) -> str | None:
-    """Why a checkpoint cannot be used (no marker, a missing or cut file, and with CHECKSUMS a file whose
-    SHA-256 differs from the recorded one), or None."""
-    return size_problem(path) or (checksum_problem(path, checksums) if checksums is not None else None)
-
-
-@overload
-def latest_checkpoint(path: str | Path, check: Check = ..., *, required: Literal[True], then: str = "") -> Path: ...
-@overload
-def latest_checkpoint(path: str | Path, check: Check = ..., required: bool = False, then: str = "") -> Path | None: ...
-def latest_checkpoint(
-    path: str | Path, check: Check = size_problem, required: bool = False, then: str = ""
-) -> Path | None:
-    """The checkpoint a reader of PATH uses: PATH itself when it is a checkpoint (it has complete.json), else the
-    newest ``checkpoints/iter_*`` of the run directory PATH that passes CHECK (by default: complete, every file
-    at its recorded size; resume passes the SHA-256 check too), newer unusable ones logged and skipped.
-
-    None when there is none; with ``required`` a :class:`CheckpointError` instead, naming each checkpoint found
-    and why it is unusable, then THEN (what to do)."""
-    path = Path(path)
-    if (path / MARKER).is_file():
-        problem = check(path)
-        if problem is None:
-            return path
-        if required:
-            raise CheckpointError(
-                f"checkpoint {path} is damaged: {problem}; "
-                + (then or f"restore it, or name an older {CHECKPOINTS}/iter_* directory")
-            )
-        return None
-    found = list_checkpoints(path)
-    damaged: list[str] = []
-    for _, ckpt in reversed(found):
-        problem = check(ckpt)
-        if problem is None:
-            return ckpt
-        log.warning("checkpoint %s is not usable: %s; trying an older one", ckpt, problem)
-        damaged.append(f"{ckpt.name}: {problem}")
-    if not required:
-        return None
-    if not found:
-        raise CheckpointError(f"{path}: no midtrain checkpoint (expected {path}/{CHECKPOINTS}/iter_*/ with {MARKER})")
-    raise CheckpointError(
-        f"{path / CHECKPOINTS}: none of its {len(found)} checkpoint(s) is complete ({'; '.join(damaged)}). "
-        + (then or "Restore them, or name a complete checkpoint")
-    )
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """What a step reading PATH scores: an HF directory or a checkpoint as given, a run directory's newest
-    complete checkpoint; FileNotFoundError when there is none."""
-    path = Path(path)
-    if (path / "config.json").is_file() or (path / MARKER).is_file() or path.is_file():
-        return path
-    ckpt = latest_checkpoint(path)
-    if ckpt is None:
-        raise FileNotFoundError(f"{path}: no complete midtrain checkpoint (and no config.json: not HF)")
-    return ckpt
-
-
 def stamp(checkpoint: str | Path, config: dict[str, Any], made: str = "scores", **inputs: Any) -> dict[str, Any]:
     """The :func:`output_stamp` of a result made from CHECKPOINT (a run directory: its newest complete
     checkpoint): its content and that of each other input named (data, tokenizer; None is recorded as None),
@@ -331,12 +191,6 @@ def stamp(checkpoint: str | Path, config: dict[str, Any], made: str = "scores", 
     contents |= {name: None if p is None else content_id(p) for name, p in inputs.items()}
     notes = {"checkpoint": str(checkpoint), "scored_checkpoint": str(scored)}
     return {**output_stamp(made, contents, config, notes), "code": code_version()}
-
-
-def latest_step(run_dir: str | Path) -> int | None:
-    """The step of the run's newest complete checkpoint (as :func:`latest_checkpoint` finds it), else None."""
-    done = latest_checkpoint(run_dir)
-    return step_of(done) if done is not None else None
 
 
 # -- training runs ----------------------------------------------------------------------------------------------

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from midtrain.formats.outputs import Lease
+from midtrain.formats.outputs import REDO, REUSE, claim
 from midtrain.formats.rundir import SFT_RESULT, read_metrics
+from midtrain.formats.stamp import read_stamp
 from midtrain.sft.config import SFTConfig
 
 log = logging.getLogger(__name__)
@@ -85,39 +87,42 @@ def run_probe(
 ) -> dict[str, Any]:
     """Run the probe from START into OUTPUT; returns sft_result.json's content (exit_code 75 = requeue).
 
-    OUTPUT is reused (result) or resumed (training) only for the same start checkpoint (path and content)
-    and the same settings; another start or other settings are refused, or with ``overwrite`` rerun afresh.
-    The first rank holds OUTPUT's lease (formats.outputs) throughout: a second probe into it is refused,
-    naming the first.
+    OUTPUT is claimed (formats.outputs, policy ``sft``) by the first rank, the others following its decision:
+    reused (result) or resumed (training) only for the same start checkpoint (path and content) and the same
+    settings; another start or other settings are refused naming them, or with ``overwrite`` rerun afresh; a
+    second probe into it is refused, naming the first.
     """
     start, out = Path(start), Path(output)
     if not start.exists():  # before the imports below (megatron: seconds), so a wrong path fails at once
         raise FileNotFoundError(f"--from {start}: no such checkpoint")
+    from midtrain.sft.run_stamp import WORK, older_record, probe_stamp
     from midtrain.train.distributed import read_env
 
-    lease = Lease(out, "sft probe").acquire() if read_env().rank == 0 else None
-    try:
-        return _run_probe(cfg, start, out, recipe, overwrite)
-    finally:
-        if lease is not None:
-            lease.release()
+    cfg, fields = _probe_fields(cfg, start)
+    hold = read_env().rank == 0
+    with claim(out, "sft", probe_stamp(fields), overwrite, hold=hold, before=older_record(out)) as c:
+        old = read_stamp(out / SFT_RESULT) if c.action == REUSE else None
+        if old is not None and old.get("exit_code") == 0:
+            log.info("SFT probe: %s is complete for these settings; skipped", out / SFT_RESULT)
+            return old
+        if c.action == REDO and c.holds:  # another probe's work (--overwrite): started afresh
+            for w in WORK:
+                shutil.rmtree(out / w) if (out / w).is_dir() else (out / w).unlink(missing_ok=True)
+        result = _run_probe(cfg, start, out, recipe, overwrite, fields, c.want)
+        if result["exit_code"] == 0:
+            c.complete()
+        return result
 
 
-def _run_probe(cfg: SFTConfig, start: Path, out: Path, recipe: str, overwrite: bool) -> dict[str, Any]:
-    import torch.distributed
-
-    from midtrain.formats.stamp import content_id
-    from midtrain.sft.data import data_key, input_content, prepare_data, trace_splits
-    from midtrain.sft.run_stamp import claim_output, probe_stamp, start_identity
-    from midtrain.train import distributed
-    from midtrain.train.run_stamp import reuse_or_clear
-    from midtrain.train.trainer import train
+def _probe_fields(cfg: SFTConfig, start: Path) -> tuple[SFTConfig, dict[str, Any]]:
+    """CFG with the start's model, and what the probe is of (run_stamp.probe_stamp's fields): the start's
+    identity, the settings' hash and the data identity, which includes the trace sets' recorded held-out split
+    (decided now when a set has none) and the content of the traces and tokenizer (sft.data.data_key's)."""
+    from midtrain.sft.data import data_key, input_content, trace_splits
+    from midtrain.sft.run_stamp import start_identity
 
     cfg = _start_model(cfg, start)
-    data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     cfg.validate()
-    # the data identity includes the trace sets' recorded held-out split (decided now when a set has none)
-    # and the content of the traces and tokenizer: the same key as the data dir's (sft.data.data_key)
     content = input_content(cfg)
     fields = {
         **start_identity(start),
@@ -125,11 +130,21 @@ def _run_probe(cfg: SFTConfig, start: Path, out: Path, recipe: str, overwrite: b
         "data_sha": data_key(cfg, trace_splits(cfg), content),
         **content,
     }
-    want = probe_stamp(fields)
-    claim_output(out, want, overwrite)
-    old = _reusable_result(out / SFT_RESULT, want)
-    if old is not None:
-        return old
+    return cfg, fields
+
+
+def _run_probe(
+    cfg: SFTConfig, start: Path, out: Path, recipe: str, overwrite: bool, fields: dict[str, Any], want: dict[str, Any]
+) -> dict[str, Any]:
+    import torch.distributed
+
+    from midtrain.formats.stamp import content_id
+    from midtrain.sft.data import prepare_data
+    from midtrain.train import distributed
+    from midtrain.train.run_stamp import reuse_or_clear
+    from midtrain.train.trainer import train
+
+    data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
     t0 = time.time()
     data = prepare_data(cfg, data_dir, overwrite=overwrite)
     run_dir = out / "run"
@@ -217,28 +232,6 @@ def _command_accuracy(cfg: SFTConfig, scorer: Any, data_dir: Path) -> dict[str, 
     tok = load_tokenizer(cfg.tokenizer, shared=True)
     docs = iter_documents(data_dir / "valid_docs")
     return command_accuracy(scorer, tok, docs, cfg.train.data.seq_length, cfg.command_turns)
-
-
-def _reusable_result(path: Path, want: dict[str, Any]) -> dict[str, Any] | None:
-    """The probe's earlier sft_result.json when it completed (exit 0) for WANT (no probe_changes: one of an older
-    midtrain is read too), else None with the reason logged."""
-    from midtrain.formats.stamp import read_stamp
-    from midtrain.sft.run_stamp import probe_changes
-
-    if not path.exists():
-        return None
-    old = read_stamp(path)
-    if old is None:
-        log.warning("SFT probe: %s is unreadable; redone", path)
-        return None
-    diff = probe_changes(old, want)
-    if old.get("exit_code") != 0:
-        diff.append(f"exit_code: {old.get('exit_code')!r} (stopped before the end)")
-    if diff:
-        log.info("SFT probe: %s is stale (%s); redone", path, "; ".join(diff))
-        return None
-    log.info("SFT probe: %s is complete for these settings; skipped", path)
-    return old
 
 
 def final_loss_steps(n: int) -> int:

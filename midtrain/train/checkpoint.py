@@ -30,17 +30,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.distributed as dist
 
-# The checkpoint index (names, completeness, newest complete) is part of the run-directory format and of the
-# one "finished and valid?" module; importers of this module get it here too.
+# The checkpoint index (names, completeness, newest complete) is part of the run-directory format
+# (formats.rundir, formats.checkpoints); importers of this module get it here too.
+from midtrain.formats.checkpoints import CheckpointError, checksum_problem, file_sha256, latest_checkpoint, size_problem
 from midtrain.formats.outputs import Fence, OutputRefused, die_with_parent
 from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, list_checkpoints
-from midtrain.formats.stamp import (
-    CheckpointError,
-    checksum_problem,
-    file_sha256,
-    latest_checkpoint,
-    size_problem,
-)
 from midtrain.locations import fsync_dir, write_text_atomic
 
 if TYPE_CHECKING:
@@ -258,7 +252,7 @@ def _checksums(root: Path, names: list[str]) -> dict[str, str]:
 
 def verify_checksums(path: Path) -> str | None:
     """None when every file of the checkpoint has the SHA-256 its marker records, else what differs
-    (midtrain.formats.stamp.checksum_problem, the ranks hashing in parallel). Collective."""
+    (midtrain.formats.checkpoints.checksum_problem, the ranks hashing in parallel). Collective."""
     return checksum_problem(path, _checksums)
 
 
