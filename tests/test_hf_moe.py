@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from hf_helpers import hf_logits, make_hf_model, tokens
 
 from midtrain.cli import main as cli_main
 from midtrain.config import ConfigError
-from midtrain.train import distributed, hf_mapping
+from midtrain.train import distributed, families, hf_mapping
 from midtrain.train.config import TrainConfig
 from midtrain.train.hf_import import load_hf_into, load_hf_state_dict, model_config_from_hf
 from midtrain.train.model import build_gpt_model
@@ -57,7 +58,9 @@ def test_moe_logits_match_transformers(world_of_one, tmp_path, norm_topk):
 def test_swapped_experts_are_caught_by_the_parity_test(world_of_one, tmp_path, monkeypatch):
     """Negative control: the parity test sees an expert mix-up (experts 0 and 1 exchanged)."""
     src = make_hf_model("qwen3_moe", tmp_path / "hf")
-    real = hf_mapping.moe_entries
+    qwen3 = families.family("qwen3")
+    assert qwen3.moe is not None
+    real = qwen3.moe.rows
 
     def swapped(n: int):
         rows = real(n)
@@ -72,7 +75,7 @@ def test_swapped_experts_are_caught_by_the_parity_test(world_of_one, tmp_path, m
             for mc, hf, how in rows
         ]
 
-    monkeypatch.setattr(hf_mapping, "moe_entries", swapped)
+    monkeypatch.setitem(families.FAMILIES, "qwen3", replace(qwen3, moe=replace(qwen3.moe, rows=swapped)))
     toks = tokens(16)
     assert (_mc_logits(_megatron_from_hf(src), toks) - hf_logits(src, toks)).abs().max().item() > 1e-3
 

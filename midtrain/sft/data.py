@@ -21,11 +21,13 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.chat_format import CHATML
 from midtrain.formats.documents import document_files, read_jsonl, write_jsonl_gz
 from midtrain.formats.outputs import OutputRefused
 from midtrain.formats.stamp import content_id, digest
@@ -35,7 +37,7 @@ log = logging.getLogger(__name__)
 
 STAMP = "sft_data.json"
 # where a ChatML trajectory may be split: an assistant turn or a tool response (never inside the head)
-TURN_BOUNDARY = r"^<\|im_start\|>(?:assistant\n|user\n<tool_response>)"
+TURN_BOUNDARY = rf"^{re.escape(CHATML.turn_start)}(?:assistant\n|user\n<tool_response>)"
 
 
 def read_trace_documents(dirs: list[str]) -> tuple[list[dict], Counter]:

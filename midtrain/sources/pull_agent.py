@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from midtrain.formats.chat_format import CHATML
 from midtrain.sources.git import apply_in_turn, grep_tree, read_blobs
 from midtrain.sources.pull_context import WINDOW_LINES, estimate_tokens, relevance, tree_at, windowed
 
@@ -154,8 +155,8 @@ def render_chatml(messages: list[dict]) -> tuple[str, list[list[int]]]:
     spans: list[list[int]] = []
     pos = 0
     for m in messages:
-        head = f"<|im_start|>{m['role']}\n"
-        body = m["content"] + "<|im_end|>\n"
+        head = CHATML.header(m["role"])
+        body = m["content"] + CHATML.turn_end + "\n"
         if m["role"] == "assistant":
             spans.append([pos + len(head), pos + len(head) + len(body) - 1])
         parts.append(head + body)

@@ -43,6 +43,7 @@ from typing import Any, Literal
 from datatrove.data import Document
 
 from midtrain.config import require
+from midtrain.formats.chat_format import CHATML
 from midtrain.formats.instance_id import canonical_instance
 from midtrain.sources.common import (
     TOO_LONG,
@@ -473,9 +474,6 @@ def render_plain(messages: list[dict]) -> tuple[str, list[list[int]]]:
     return "".join(parts), spans
 
 
-_TURN_END = "<|im_end|>"
-
-
 def _canonical(value: Any) -> str:
     return canonical_instance(value) or str(value)
 
@@ -514,8 +512,8 @@ def render_chat_template(
             continue
         if k == 0:  # nothing before it to render: the template's assistant header opens the text
             head = render([{"role": "user", "content": "x"}], prompt=True)
-            head = head[head.rfind("<|im_start|>") :]
-            start = len(head) if head.startswith("<|im_start|>") and text.startswith(head) else -1
+            head = head[head.rfind(CHATML.turn_start) :]
+            start = len(head) if head.startswith(CHATML.turn_start) and text.startswith(head) else -1
         else:
             before = render(messages[:k], prompt=True)
             start = len(before) if text.startswith(before) else -1
@@ -529,11 +527,11 @@ def render_chat_template(
             at = text.find(piece, cursor) if piece else -1
             if at >= 0:
                 cursor = at + len(piece)
-        end = text.find(_TURN_END, cursor)
+        end = text.find(CHATML.turn_end, cursor)
         if end < 0:
             return None
-        end += len(_TURN_END)
-        if text[end:].lstrip("\n") and not text[end:].lstrip("\n").startswith("<|im_start|>"):
+        end += len(CHATML.turn_end)
+        if text[end:].lstrip("\n") and not text[end:].lstrip("\n").startswith(CHATML.turn_start):
             return None
         spans.append([start, end])
     return text, spans

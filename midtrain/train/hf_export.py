@@ -5,7 +5,9 @@ it was trained at), mapped through midtrain/train/hf_mapping.py, and saved as sa
 with an index, as transformers writes them) with a config.json whose RoPE fields are the recipe's, so
 inference engines compute the positions training used. Tokenizer files come from, in order: --tokenizer,
 the run's hf_source/ (written by hf2mcore), the HF directory the run started from (init_from, followed
-through earlier stages of a progression), and for Qwen3 the offline default tokenizer.
+through earlier stages of a progression), and the offline default tokenizer for the family whose spec
+claims it (Qwen3's). The family's facts (config.json names and keys, weight tables, chat markup) come from
+its spec in midtrain/train/families/.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from typing import Any
 import torch
 
 from midtrain.config import ConfigError
-from midtrain.train import hf_mapping
+from midtrain.formats.chat_format import CHATML, ChatFormat
+from midtrain.train import families, hf_mapping
 from midtrain.train.hf_import import (
     DTYPES,
     HF_SOURCE,
@@ -115,7 +118,8 @@ def save_safetensors(tensors: dict[str, torch.Tensor], dst: Path, shard_bytes: i
 
 
 def copy_tokenizer(dst: Path, tokenizer: str | Path | None, hf_source: Path | None, family: str) -> str:
-    """Put tokenizer files into ``dst``; returns where they came from."""
+    """Put tokenizer files into ``dst``; returns where they came from. Without any, a family whose spec claims
+    the offline default tokenizer gets it; any other family's export is refused."""
     for src in (Path(tokenizer) if tokenizer else None, hf_source):
         if src is None:
             continue
@@ -129,30 +133,28 @@ def copy_tokenizer(dst: Path, tokenizer: str | Path | None, hf_source: Path | No
             return str(src)
         if src == (Path(tokenizer) if tokenizer else None):
             raise ConfigError(f"--tokenizer {tokenizer}: no tokenizer files there ({', '.join(TOKENIZER_FILES)})")
-    if family == "qwen3":
+    if families.family(family).default_tokenizer:
         from midtrain.formats.tokenizer import load_tokenizer
 
         load_tokenizer(None, shared=True).save_pretrained(str(dst))
-        return "the default Qwen3 tokenizer (midtrain.formats.tokenizer)"
+        return "the offline default tokenizer (midtrain.formats.tokenizer)"
     raise ConfigError(
         "no tokenizer found for the export: the run has no hf_source/ and its init_from is not a "
         "Hugging Face directory; pass --tokenizer PATH (a HF model dir or tokenizer.json)"
     )
 
 
-CHAT_EOS = "<|im_end|>"  # the end of a turn in the ChatML template Qwen3 uses
-TEXT_EOS = "<|endoftext|>"
-
-
-def chat_files(dst: Path, hf_cfg: dict[str, Any], source_gen: Path | None) -> list[int]:
-    """Make the export serve as a chat model; returns the generation config's eos ids.
+def chat_files(dst: Path, hf_cfg: dict[str, Any], source_gen: Path | None, markup: ChatFormat = CHATML) -> list[int]:
+    """Make the export serve as a chat model in the family's chat ``markup``; returns the generation config's
+    eos ids.
 
     An engine stops where generation_config.json's eos_token_id says (vLLM falls back to the tokenizer's
-    EOS): with only <|endoftext|> a reply runs on past <|im_end|> into invented turns. So: eos
-    [<|im_end|>, <|endoftext|>] as Qwen3 chat checkpoints ship it (a source generation config keeps its other
-    fields), the tokenizer's EOS is the chat EOS, config.json names it. tokenizer_config.json is written as
-    transformers 4.x reads it (PreTrainedTokenizerFast, the chat template inline: transformers 5 writes
-    TokenizersBackend and chat_template.jinja only, which 4.x-pinned vLLM releases cannot load).
+    EOS): with only the text EOS (ChatML's <|endoftext|>) a reply runs on past the turn end (<|im_end|>) into
+    invented turns. So: eos [turn end, text EOS] as Qwen3 chat checkpoints ship it (a source generation
+    config keeps its other fields), the tokenizer's EOS is the turn end, config.json names it.
+    tokenizer_config.json is written as transformers 4.x reads it (PreTrainedTokenizerFast, the chat template
+    inline: transformers 5 writes TokenizersBackend and chat_template.jinja only, which 4.x-pinned vLLM
+    releases cannot load).
     """
     from tokenizers import Tokenizer
 
@@ -163,35 +165,36 @@ def chat_files(dst: Path, hf_cfg: dict[str, Any], source_gen: Path | None) -> li
     template = tc.get("chat_template")
     if not template and (dst / "chat_template.jinja").is_file():
         template = tc["chat_template"] = (dst / "chat_template.jinja").read_text()
-    ids: dict[str, int | None] = {CHAT_EOS: None, TEXT_EOS: None}
+    turn_end, text_eos = markup.turn_end, markup.text_eos
+    ids: dict[str, int | None] = {turn_end: None, text_eos: None}
     if (dst / "tokenizer.json").is_file():
         tok = Tokenizer.from_file(str(dst / "tokenizer.json"))
         ids = {t: tok.token_to_id(t) for t in ids}
-    chat = bool(template) and ids[CHAT_EOS] is not None
+    chat = bool(template) and ids[turn_end] is not None
     if chat:
-        tc["eos_token"] = CHAT_EOS
-        tc.setdefault("pad_token", TEXT_EOS)
+        tc["eos_token"] = turn_end
+        tc.setdefault("pad_token", text_eos)
     tc_file.write_text(json.dumps(tc, indent=2, ensure_ascii=False) + "\n")
 
     gen: dict[str, Any] = json.loads(source_gen.read_text()) if source_gen else {}
     old = gen.get("eos_token_id")
     old_ids = old if isinstance(old, list) else [] if old is None else [old]
-    eos = [i for i in ((ids[CHAT_EOS] if chat else None), ids[TEXT_EOS]) if i is not None]
+    eos = [i for i in ((ids[turn_end] if chat else None), ids[text_eos]) if i is not None]
     eos += [i for i in old_ids if i not in eos]
     if eos:
         gen["eos_token_id"] = eos
         hf_cfg["eos_token_id"] = eos[0]
-        if ids[TEXT_EOS] is not None:
-            gen.setdefault("pad_token_id", ids[TEXT_EOS])
-            hf_cfg.setdefault("pad_token_id", ids[TEXT_EOS])
+        if ids[text_eos] is not None:
+            gen.setdefault("pad_token_id", ids[text_eos])
+            hf_cfg.setdefault("pad_token_id", ids[text_eos])
     if gen:
         (dst / "generation_config.json").write_text(json.dumps(gen, indent=2, sort_keys=True) + "\n")
     elif not chat:
         log.warning(
             "mcore2hf: %s: the tokenizer has no %s/%s tokens; no generation_config.json written",
             dst,
-            CHAT_EOS,
-            TEXT_EOS,
+            turn_end,
+            text_eos,
         )
     return eos
 
@@ -259,7 +262,8 @@ def convert_mcore_to_hf(
     hf_cfg = hf_mapping.hf_config_dict(cfg.model, base=base, dtype="float32" if dtype == "fp32" else "bfloat16")
     tok_from = copy_tokenizer(dst, tokenizer, source, cfg.model.family)
     source_gen = source / "generation_config.json" if source else None
-    chat_files(dst, hf_cfg, source_gen if source_gen and source_gen.is_file() else None)
+    markup = families.family(cfg.model.family).chat
+    chat_files(dst, hf_cfg, source_gen if source_gen and source_gen.is_file() else None, markup)
     (dst / "config.json").write_text(json.dumps(hf_cfg, indent=2, sort_keys=True) + "\n")
     log.info(
         "mcore2hf: %s -> %s (%d tensors in %d file(s), %s; tokenizer from %s)",

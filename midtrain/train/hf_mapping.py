@@ -1,17 +1,15 @@
-"""Hugging Face <-> megatron-core tables for the Llama-3 and Qwen3 dense families and Qwen3-MoE.
+"""Hugging Face <-> megatron-core: configs and weights, by the tables of a model family's spec.
 
-Two tables and two layout rules cover both families (megatron-bridge does the same for more models, but
-does not install here):
+Each family's facts (Hugging Face names, weight-name rows, the config.json keys it fixes, its MoE variant)
+are in its spec under midtrain/train/families/; this module applies them, the same way for every family:
 
-- ``LAYER_TABLE``: per decoder layer, megatron-core's parameter name (local spec) -> the Hugging Face
-  name(s) it is made of; ``GLOBAL_TABLE`` for embedding, final norm and output layer.
+- ``layer_rows``: per decoder layer, megatron-core's parameter name (local spec) -> the Hugging Face
+  name(s) it is made of; ``global_rows`` for embedding, final norm and output layer.
 - fused QKV: megatron stores ``linear_qkv`` per query group as [q heads of the group..., k, v] rows
   (``num_query_groups`` blocks of (heads/groups + 2) x head_dim rows), so a tensor-parallel split along
   rows hands each rank whole groups. HF keeps q_proj / k_proj / v_proj apart.
 - fused fc1: megatron's SwiGLU ``linear_fc1`` is [gate; up] along rows; HF has gate_proj and up_proj.
-- Qwen3-MoE: the MLP rows of ``LAYER_TABLE`` give way to ``moe_entries``: the router (HF ``mlp.gate``) and
-  one fc1/fc2 pair per expert (HF ``mlp.experts.E.{gate,up,down}_proj``, the released checkpoints' layout;
-  megatron's local spec numbers experts ``mlp.experts.local_experts.E``, per expert-parallel rank).
+- MoE: the dense MLP rows give way to the spec's ``moe.rows`` (router and one fc1/fc2 pair per expert).
 
 Transformer Engine's layer spec fuses each RMSNorm into the following linear layer, so the same weights
 appear under two other names (``TE_NORM_NAMES``); ``to_spec_names`` translates to what a model has.
@@ -28,51 +26,13 @@ from typing import Any
 import torch
 
 from midtrain.config import ConfigError
-from midtrain.train import hf_rope
+from midtrain.train import families, hf_rope
+from midtrain.train.families import Row
 
-# HF model_type -> ModelConfig.family, and back (with the HF class names written into config.json).
-FAMILY_OF_MODEL_TYPE = {"qwen3": "qwen3", "llama": "llama3", "qwen3_moe": "qwen3"}
-HF_ARCH = {"qwen3": ("qwen3", "Qwen3ForCausalLM"), "llama3": ("llama", "LlamaForCausalLM")}
-HF_ARCH_MOE = {"qwen3": ("qwen3_moe", "Qwen3MoeForCausalLM")}
-
-LAYER_TABLE: list[tuple[str, tuple[str, ...], str]] = [
-    # (megatron-core suffix, HF suffixes, how they combine)
-    ("input_layernorm.weight", ("input_layernorm.weight",), "copy"),
-    (
-        "self_attention.linear_qkv.weight",
-        ("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
-        "qkv",
-    ),
-    ("self_attention.q_layernorm.weight", ("self_attn.q_norm.weight",), "copy"),  # Qwen3 QK-norm
-    ("self_attention.k_layernorm.weight", ("self_attn.k_norm.weight",), "copy"),
-    ("self_attention.linear_proj.weight", ("self_attn.o_proj.weight",), "copy"),
-    ("pre_mlp_layernorm.weight", ("post_attention_layernorm.weight",), "copy"),
-    ("mlp.linear_fc1.weight", ("mlp.gate_proj.weight", "mlp.up_proj.weight"), "fc1"),
-    ("mlp.linear_fc2.weight", ("mlp.down_proj.weight",), "copy"),
-]
 DENSE_MLP = {"mlp.linear_fc1.weight", "mlp.linear_fc2.weight"}
-
-
-def moe_entries(num_experts: int) -> list[tuple[str, tuple[str, ...], str]]:
-    """The MLP rows of a Qwen3-MoE layer: router, then fc1 = [gate; up] and fc2 = down per expert."""
-    rows: list[tuple[str, tuple[str, ...], str]] = [("mlp.router.weight", ("mlp.gate.weight",), "copy")]
-    for e in range(num_experts):
-        rows += [
-            (
-                f"mlp.experts.local_experts.{e}.linear_fc1.weight",
-                (f"mlp.experts.{e}.gate_proj.weight", f"mlp.experts.{e}.up_proj.weight"),
-                "fc1",
-            ),
-            (f"mlp.experts.local_experts.{e}.linear_fc2.weight", (f"mlp.experts.{e}.down_proj.weight",), "copy"),
-        ]
-    return rows
-
-
-GLOBAL_TABLE: list[tuple[str, str]] = [
-    ("embedding.word_embeddings.weight", "model.embed_tokens.weight"),
-    ("decoder.final_layernorm.weight", "model.norm.weight"),
-    ("output_layer.weight", "lm_head.weight"),  # untied models only
-]
+QK_NORM = {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"}
+# config.json values every family's tables assume: a config.json with another value is refused on import
+REFUSED_UNLESS = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "use_sliding_window": False}
 TE_NORM_NAMES = {
     "input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weight",
     "pre_mlp_layernorm.weight": "mlp.linear_fc1.layer_norm_weight",
@@ -95,6 +55,7 @@ class Shape:
     qk_layernorm: bool
     tie_embeddings: bool
     num_experts: int = 0  # 0 = dense MLP
+    family: str = "qwen3"  # whose weight tables (midtrain/train/families/)
 
     @classmethod
     def of(cls, m: Any) -> Shape:
@@ -108,6 +69,7 @@ class Shape:
             m.qk_layernorm,
             m.tie_embeddings,
             int(getattr(m, "num_experts", None) or 0),
+            m.family,
         )
 
 
@@ -116,21 +78,11 @@ class Shape:
 
 def model_fields_from_hf(hf: dict[str, Any], where: str = "config.json") -> dict[str, Any]:
     """ModelConfig field values from a Hugging Face config dict; refuses what the tables cannot map."""
-    model_type = hf.get("model_type")
-    if model_type not in FAMILY_OF_MODEL_TYPE:
-        raise ConfigError(
-            f"{where}: model_type {model_type!r} is not supported (supported: {', '.join(FAMILY_OF_MODEL_TYPE)})"
-        )
-    family = FAMILY_OF_MODEL_TYPE[model_type]
-    refuse = {
-        "hidden_act": ("silu", hf.get("hidden_act", "silu")),
-        "attention_bias": (False, hf.get("attention_bias", False)),
-        "mlp_bias": (False, hf.get("mlp_bias", False)),
-        "use_sliding_window": (False, hf.get("use_sliding_window", False)),
-    }
-    for key, (want, got) in refuse.items():
+    spec, moe = families.by_model_type(hf.get("model_type"), where)
+    for key, want in REFUSED_UNLESS.items():
+        got = hf.get(key, want)
         if got != want:
-            raise ConfigError(f"{where}: {key}={got!r} is not supported (the {family} table expects {want!r})")
+            raise ConfigError(f"{where}: {key}={got!r} is not supported (the {spec.name} table expects {want!r})")
     heads = int(hf["num_attention_heads"])
     head_dim = int(hf.get("head_dim") or hf["hidden_size"] // heads)
     rope_params = hf.get("rope_parameters") or {
@@ -138,7 +90,7 @@ def model_fields_from_hf(hf: dict[str, Any], where: str = "config.json") -> dict
         **(hf.get("rope_scaling") or {}),
     }
     fields = dict(
-        family=family,
+        family=spec.name,
         num_layers=int(hf["num_hidden_layers"]),
         hidden_size=int(hf["hidden_size"]),
         ffn_hidden_size=int(hf["intermediate_size"]),
@@ -147,54 +99,34 @@ def model_fields_from_hf(hf: dict[str, Any], where: str = "config.json") -> dict
         kv_channels=head_dim,
         vocab_size=int(hf["vocab_size"]),
         max_position_embeddings=int(hf["max_position_embeddings"]),
-        qk_layernorm=family == "qwen3",
+        qk_layernorm=spec.qk_layernorm,
         tie_embeddings=bool(hf.get("tie_word_embeddings", False)),
         norm_epsilon=float(hf.get("rms_norm_eps", 1e-6)),
         init_method_std=float(hf.get("initializer_range", 0.02)),
     )
     fields.update(hf_rope.from_hf_rope_parameters(rope_params, where))
-    if model_type == "qwen3_moe":
-        fields.update(_moe_fields_from_hf(hf, where))
+    if moe and spec.moe:
+        fields.update(spec.moe.fields_from_hf(hf, where))
     return fields
 
 
-def _moe_fields_from_hf(hf: dict[str, Any], where: str) -> dict[str, Any]:
-    """ModelConfig MoE fields from a Qwen3-MoE config.json (every layer an MoE layer, no shared expert)."""
-    if hf.get("mlp_only_layers"):
-        raise ConfigError(
-            f"{where}: mlp_only_layers={hf['mlp_only_layers']!r} is not supported (every layer must be an MoE layer)"
-        )
-    if int(hf.get("decoder_sparse_step", 1)) != 1:
-        raise ConfigError(
-            f"{where}: decoder_sparse_step={hf['decoder_sparse_step']!r} is not supported (every "
-            "layer must be an MoE layer)"
-        )
-    experts = hf.get("num_experts") or hf.get("num_local_experts")
-    if not experts:
-        raise ConfigError(f"{where}: model_type qwen3_moe without num_experts")
-    return dict(
-        num_experts=int(experts),
-        moe_ffn_hidden_size=int(hf["moe_intermediate_size"]),
-        moe_router_topk=int(hf["num_experts_per_tok"]),
-        moe_router_score_function="softmax",
-        moe_router_topk_norm=bool(hf.get("norm_topk_prob", False)),
-        moe_aux_loss_coeff=float(hf.get("router_aux_loss_coef", 1e-3)),
-    )
-
-
 def check_exportable(m: Any) -> None:
-    """Refuse models the Hugging Face families cannot hold (before anything is written)."""
-    if getattr(m, "moe_shared_expert_ffn_hidden_size", None):
+    """Refuse models the family's Hugging Face layouts cannot hold (before anything is written)."""
+    moe = families.family(m.family).moe
+    if getattr(m, "moe_shared_expert_ffn_hidden_size", None) and not (moe and moe.shared_expert):
         raise ConfigError(
-            "model.moe_shared_expert_ffn_hidden_size: Qwen3-MoE has no shared expert, so this "
+            f"model.moe_shared_expert_ffn_hidden_size: {moe.name if moe else m.family} has no shared expert, so this "
             "model has no Hugging Face layout to export to"
         )
-    if getattr(m, "is_moe", False) and m.family not in HF_ARCH_MOE:
+    if not getattr(m, "is_moe", False):
+        return
+    if moe is None:
+        with_moe = [name for name, spec in families.FAMILIES.items() if spec.moe]
         raise ConfigError(
-            f"model.family: no Hugging Face MoE layout for {m.family!r} (supported: {', '.join(HF_ARCH_MOE)})"
+            f"model.family: no Hugging Face MoE layout for {m.family!r} (supported: {', '.join(with_moe)})"
         )
-    if getattr(m, "is_moe", False) and m.moe_router_score_function != "softmax":
-        raise ConfigError("model.moe_router_score_function: Qwen3-MoE routes with softmax")
+    if m.moe_router_score_function != moe.score_function:
+        raise ConfigError(f"model.moe_router_score_function: {moe.name} routes with {moe.score_function}")
 
 
 def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfloat16") -> dict[str, Any]:
@@ -206,11 +138,12 @@ def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfl
     ``rope_scaling`` keys that inference engines still read.
     """
     check_exportable(m)
-    model_type, arch = (HF_ARCH_MOE if m.is_moe else HF_ARCH)[m.family]
+    spec = families.family(m.family)
+    arch = spec.moe.hf if m.is_moe and spec.moe else spec.hf
     out = {k: v for k, v in (base or {}).items() if k not in ("rope_scaling", "rope_theta", "rope_parameters")}
     out.update(
-        model_type=model_type,
-        architectures=[arch],
+        model_type=arch.model_type,
+        architectures=[arch.architecture],
         hidden_size=m.hidden_size,
         intermediate_size=m.ffn_hidden_size,
         num_hidden_layers=m.num_layers,
@@ -228,21 +161,10 @@ def hf_config_dict(m: Any, base: dict[str, Any] | None = None, dtype: str = "bfl
         rope_parameters=hf_rope.to_hf_rope_parameters(m),
         **hf_rope.legacy_hf_rope_keys(m),
     )
-    if m.family == "llama3":
-        out["mlp_bias"] = False
-    else:
-        out["use_sliding_window"] = False
-    if m.is_moe:
+    out.update(spec.hf_fixed)
+    if m.is_moe and spec.moe:
         out.pop("num_local_experts", None)
-        out.update(
-            num_experts=m.num_experts,
-            moe_intermediate_size=m.moe_ffn_hidden_size,
-            num_experts_per_tok=m.moe_router_topk,
-            norm_topk_prob=m.moe_router_topk_norm,
-            router_aux_loss_coef=m.moe_aux_loss_coeff,
-            decoder_sparse_step=1,
-            mlp_only_layers=[],
-        )
+        out.update(spec.moe.hf_fields(m))
     out.pop("torch_dtype", None)
     return out
 
@@ -266,14 +188,24 @@ def split_qkv(qkv: torch.Tensor, s: Shape) -> tuple[torch.Tensor, torch.Tensor, 
     return q.reshape(-1, h), k.reshape(-1, h), v.reshape(-1, h)
 
 
-QK_NORM = {"self_attention.q_layernorm.weight", "self_attention.k_layernorm.weight"}
-
-
-def _layer_entries(s: Shape) -> list[tuple[str, tuple[str, ...], str]]:
+def _layer_entries(s: Shape) -> list[Row]:
+    spec = families.family(s.family)
     rows = [
-        e for e in LAYER_TABLE if (s.qk_layernorm or e[0] not in QK_NORM) and not (s.num_experts and e[0] in DENSE_MLP)
+        e
+        for e in spec.layer_rows
+        if (s.qk_layernorm or e[0] not in QK_NORM) and not (s.num_experts and e[0] in DENSE_MLP)
     ]
-    return rows + moe_entries(s.num_experts) if s.num_experts else rows
+    if not s.num_experts:
+        return rows
+    if spec.moe is None:
+        raise ConfigError(f"model.family: {s.family!r} has no mixture-of-experts layout")
+    return rows + spec.moe.rows(s.num_experts)
+
+
+def _global_entries(s: Shape) -> list[tuple[str, str]]:
+    """The spec's embedding, final norm and output layer; a tied model has no output layer of its own."""
+    rows = families.family(s.family).global_rows
+    return [(mc, hf) for mc, hf in rows if not (mc == "output_layer.weight" and s.tie_embeddings)]
 
 
 class McoreView(Mapping):
@@ -291,9 +223,8 @@ class McoreView(Mapping):
         for i in range(s.num_layers):
             for mc, hf_names, how in _layer_entries(s):
                 self._plan[f"decoder.layers.{i}.{mc}"] = (tuple(f"model.layers.{i}.{n}" for n in hf_names), how)
-        for mc, hf_name in GLOBAL_TABLE:
-            if not (mc == "output_layer.weight" and s.tie_embeddings):
-                self._plan[mc] = ((hf_name,), "copy")
+        for mc, hf_name in _global_entries(s):
+            self._plan[mc] = ((hf_name,), "copy")
         used = {n for srcs, _ in self._plan.values() for n in srcs}
         missing = sorted(used - names)
         if missing:
@@ -348,9 +279,7 @@ def mcore_to_hf(
             parts = split_qkv(t, s) if how == "qkv" else t.chunk(2, 0) if how == "fc1" else (t,)
             for n, p in zip(hf_names, parts):
                 out[f"model.layers.{i}.{n}"] = p.contiguous()
-    for mc_name, hf_name in GLOBAL_TABLE:
-        if mc_name == "output_layer.weight" and s.tie_embeddings:
-            continue
+    for mc_name, hf_name in _global_entries(s):
         if mc_name not in mc:
             raise KeyError(f"megatron-core weights lack {mc_name!r}")
         out[hf_name] = mc[mc_name]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from midtrain.config import Config, require
+from midtrain.train import families
 
 # megatron-core's llama3 scaling (RotaryEmbedding._apply_scaling) takes only `factor` from GPTModel; the
 # other three values are fixed to Llama 3.1's. A recipe asking for others would train with different
@@ -56,7 +57,7 @@ class ParamCount:
 class ModelConfig(Config):
     """A GPT-family decoder in the Llama-3 / Qwen3 shape; dense, or Qwen3-MoE when num_experts is set."""
 
-    family: Literal["qwen3", "llama3"] = "qwen3"
+    family: str = "qwen3"  # a registered ModelFamily (midtrain/train/families/)
     num_layers: int = 2
     hidden_size: int = 64
     ffn_hidden_size: int = 192
@@ -140,6 +141,7 @@ class ModelConfig(Config):
         )
 
     def check(self) -> None:
+        families.family(self.family)  # refuses a name no spec registers, listing those that do
         require(self.num_layers > 0, "num_layers", "must be positive")
         if self.num_experts is not None:
             self._check_moe()
