@@ -21,6 +21,7 @@ from midtrain.config import ConfigError
 from midtrain.formats.outputs import EXIT_REFUSED, OutputRefused
 from midtrain.train.config import TrainConfig
 from midtrain.train.estimate import summary
+from recipes import all_recipes, get_recipe
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,6 @@ def _add_recipes(sub: argparse._SubParsersAction) -> None:
 
 
 def _run_recipes(args: argparse.Namespace) -> int:
-    from recipes import all_recipes
 
     rows = [r for r in all_recipes().values() if not args.kind or r.kind == args.kind]
     width = max((len(r.name) for r in rows), default=10)
@@ -167,6 +167,7 @@ def _add_config(sub: argparse._SubParsersAction) -> None:
 
 def _run_config(args: argparse.Namespace) -> int:
     if args.recipe == "prep":
+        # lazy: loads datatrove only when this runs
         from midtrain.sources.prep import config_yaml
 
         if not args.source:
@@ -176,11 +177,11 @@ def _run_config(args: argparse.Namespace) -> int:
     if args.source:
         raise ConfigError(f"'{args.source}' is not of the form key=value (only `config prep` takes a SOURCE)")
     if args.recipe == "pack":
+        # lazy: loads datatrove only when this runs
         from midtrain.pack.pack_step import pack_config
 
         print(pack_config(args.overrides).to_yaml(), end="")
         return 0
-    from recipes import get_recipe
 
     cfg = get_recipe(args.recipe).build(args.overrides).validate()
     print(cfg.to_yaml(), end="")

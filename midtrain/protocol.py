@@ -20,9 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from midtrain.chains import Chains, Runner, Step, finish, print_chains, run_chains
-from midtrain.config import Config, require
+from midtrain.config import Config, ConfigError, require
 from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 from midtrain.eval.results import seed_dir
+from midtrain.launch.protocol_job import build_chains
+from midtrain.launch.render import check_mounted
+from midtrain.launch.train_job import check_layout
 
 if TYPE_CHECKING:
     from midtrain.launch.protocol_job import ProtocolJobs
@@ -258,7 +261,6 @@ def report_argv(cfg: ProtocolConfig) -> list[str]:
 
 def protocol_jobs(cfg: ProtocolConfig, site: SiteConfig, job_prefix: str | None = None) -> ProtocolJobs:
     """The protocol on Slurm: one job per step, chains per checkpoint, then the report (rendered, not written)."""
-    from midtrain.launch.protocol_job import build_chains
 
     slurm_dir = site.job_path(cfg.output) / "slurm"  # jobs run in the site's workdir: resolve there
     prefix = job_prefix or f"mt-{cfg.name}"
@@ -270,8 +272,6 @@ def check_probe_layout(cfg: ProtocolConfig, site: SiteConfig, probe: SFTConfig) 
     """The probe's batch must divide over the sft step's ranks (one rank per GPU): a job would refuse it only
     after the queue. For `submit protocol` and `sweep --submit` alike. ``probe`` is the resolved
     ``cfg.sft_recipe`` (``recipes.resolve_probe``): the protocol names recipes, the commands resolve them."""
-    from midtrain.config import ConfigError
-    from midtrain.launch.train_job import check_layout
 
     try:
         check_layout(probe.train, site.step_resources("sft"))
@@ -285,7 +285,6 @@ def check_probe_layout(cfg: ProtocolConfig, site: SiteConfig, probe: SFTConfig) 
 def check_submission(cfg: ProtocolConfig, site: SiteConfig, probe: SFTConfig) -> None:
     """What the protocol's jobs would refuse only after the queue: the probe's layout (``probe``, the resolved
     ``cfg.sft_recipe``), and in a container the checkpoints mounted."""
-    from midtrain.launch.render import check_mounted
 
     check_probe_layout(cfg, site, probe)
     output = str(site.job_path(cfg.output))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from midtrain.formats.outputs import LEASE, Lease, die_with_parent
+from midtrain.launch.site import load_site
 from midtrain.locations import as_path, is_url
 
 log = logging.getLogger(__name__)
@@ -105,8 +106,6 @@ class StageChain:
         if executor not in EXECUTORS:
             raise ValueError(f"executor: {executor!r} is not one of {', '.join(EXECUTORS)}")
         if executor == "slurm" and site is None:  # $MIDTRAIN_SITE, or the defaults
-            from midtrain.launch.site import load_site
-
             site = load_site()
         self.executor, self.site, self.workers, self.label = executor, site, workers, label
         self.stages: list[Stage] = []
@@ -123,6 +122,7 @@ class StageChain:
     ) -> Any:
         """Append a stage; returns its datatrove executor. On Slurm it depends (afterok) on the previous one."""
         if self.on_slurm:
+            # lazy: loads datatrove only when this runs
             from midtrain.launch.prep import slurm_executor
 
             if slurm_logs_dir is not None and is_url(slurm_logs_dir):

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from midtrain.config import Config, ConfigError
+from midtrain.sft.config import SFTConfig
+from midtrain.train.config import TrainConfig, read_run_config
 
 if TYPE_CHECKING:
     from midtrain.protocol import ProtocolConfig
@@ -100,7 +102,6 @@ def resolve_config(name: str, cls: type[C], kind: str, overrides: list[str] | No
 def load_train_config(name: str, overrides: list[str] | None = None) -> TrainConfig:
     """The TrainConfig NAME stands for (a train recipe, or a run's config.yaml to replay), overrides applied,
     validated. A config.yaml is read strictly first: an empty or cut one is refused, never replayed as defaults."""
-    from midtrain.train.config import TrainConfig, read_run_config
 
     if Path(name).is_file():
         read_run_config(name)
@@ -109,6 +110,5 @@ def load_train_config(name: str, overrides: list[str] | None = None) -> TrainCon
 
 def resolve_probe(protocol: ProtocolConfig) -> SFTConfig:
     """The probe a protocol gives every checkpoint: its ``sft_recipe`` with its ``sft_overrides``, validated."""
-    from midtrain.sft.config import SFTConfig
 
     return resolve_config(protocol.sft_recipe, SFTConfig, "sft", list(protocol.sft_overrides))

@@ -8,6 +8,7 @@ from midtrain.protocol import ProtocolConfig
 from midtrain.sft.config import SFTConfig
 from recipes import recipe
 from recipes.demo import demo_tiny
+from recipes.models import qwen3_8b_256k_h200
 
 
 @recipe("sft")
@@ -39,7 +40,6 @@ def sft_probe_demo() -> SFTConfig:
 @recipe("sft")
 def sft_probe_qwen3_8b() -> SFTConfig:
     """Fixed SFT probe for Qwen3-8B-shaped checkpoints: agent traces at 64K, 400 steps x 32, cosine 1e-5 (H200)."""
-    from recipes.models import qwen3_8b_256k_h200
 
     train = qwen3_8b_256k_h200().replace(
         name="sft_probe_qwen3_8b",

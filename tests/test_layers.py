@@ -26,6 +26,7 @@ import functools
 import subprocess
 import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -418,3 +419,40 @@ def test_function_length_counts_statement_lines():
     lengths = _statement_lines(source, "m.py")
     # def, docstring, y = ..., def inner, its return, if, its return, return None
     assert lengths == {"m.py::A.write": 8, "m.py::A.write.inner": 2}
+
+
+def _function_imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Imports of project modules inside a function, but those of an optional dependency (in a try whose
+    handler catches ImportError) and those for annotations only (under ``if TYPE_CHECKING:``)."""
+
+    def walk(node: ast.AST, in_function: bool) -> Iterator[ast.Import | ast.ImportFrom]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                continue
+            if isinstance(child, ast.Try) and any(
+                "ImportError" in ast.unparse(h.type or ast.Tuple([])) for h in child.handlers
+            ):
+                continue
+            if in_function and isinstance(child, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in child.names] if isinstance(child, ast.Import) else [child.module or ""]
+                if any(n.split(".")[0] in ("midtrain", "recipes") for n in names):
+                    yield child
+            yield from walk(child, in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+    yield from walk(tree, False)
+
+
+def test_an_import_inside_a_function_says_why():
+    """Imports sit at the top of a file, where its dependencies can be read; one left inside a function (a
+    module that would load torch or datatrove into every `midtrain` command) has a comment saying why, on its
+    line or above its run of imports."""
+    missing = []
+    for f in [f for d in ("midtrain", "recipes") for f in sorted((REPO / d).rglob("*.py"))]:
+        lines = f.read_text().splitlines()
+        for node in _function_imports(ast.parse("\n".join(lines))):
+            k = node.lineno - 2
+            while k >= 0 and lines[k].strip().startswith(("from ", "import ")):
+                k -= 1
+            if "#" not in lines[node.lineno - 1] and not (k >= 0 and lines[k].strip().startswith("#")):
+                missing.append(f"{f.relative_to(REPO)}:{node.lineno}: {lines[node.lineno - 1].strip()}")
+    assert not missing, "move these imports to the top of their file, or say why they stay:\n" + "\n".join(missing)

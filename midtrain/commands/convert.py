@@ -66,11 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     t0 = time.time()
     if args.direction == "hf2mcore":
+        # lazy: loads torch only when this runs
         from midtrain.train.hf_import import convert_hf_to_mcore
 
         path = convert_hf_to_mcore(args.src, args.dst, tensor=args.tp, pipeline=args.pp, dtype=args.dtype)
         print(f"wrote {path} in {time.time() - t0:.1f}s; train from it with init_from={args.dst}")
     else:
+        # lazy: loads torch only when this runs
         from midtrain.train.checkpoint import CheckpointError
         from midtrain.train.hf_export import convert_mcore_to_hf
 

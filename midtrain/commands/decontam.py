@@ -23,6 +23,9 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from midtrain.curate.fingerprint import MIN_CHARS, ContentIndex, RepoPrint, repo_prints
+from midtrain.sources.git import GitError, head_commit, is_git_repo, list_tree, read_blobs, remote_name, root_commits
+
 EPILOG = """examples:
   midtrain decontam index benchorg/benchlib=tests/data/decontam/benchorg__benchlib --output /tmp/bench_index.json.gz
 """
@@ -73,7 +76,6 @@ def _dir_files(root: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def _git_files(root: Path) -> Iterator[tuple[str, bytes]]:
-    from midtrain.sources.git import list_tree, read_blobs
 
     # size -1: a blob the clone does not have (a partial or damaged clone): nothing to fingerprint
     entries = [e for e in list_tree(root) if e.mode in ("100644", "100755") and e.size >= 0]
@@ -96,9 +98,8 @@ def _texts(files: Iterator[tuple[str, bytes]]) -> Iterator[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: loads datatrove only when this runs
     from midtrain.curate.decontam import normalize_repo
-    from midtrain.curate.fingerprint import MIN_CHARS, ContentIndex, RepoPrint, repo_prints
-    from midtrain.sources.git import GitError, head_commit, is_git_repo, remote_name, root_commits
 
     min_chars = args.min_chars if args.min_chars is not None else MIN_CHARS
     if min_chars < 1:

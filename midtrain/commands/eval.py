@@ -24,6 +24,13 @@ import json
 import subprocess
 import sys
 
+from midtrain.eval.benchmarks import BENCHMARKS
+from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
+from midtrain.eval.local_run import run_local
+from midtrain.eval.swebench_plan import write_run
+from midtrain.eval.swebench_results import collect_results, exit_status
+from midtrain.launch.site import load_site
+
 EPILOG = """examples:
   midtrain eval proxy --checkpoint .demo/runs/demo_tiny --output runs/proxy/mid shards=.demo/shards \\
       retrieval.repos=.demo/prep/repos retrieval.lengths=[512,1024,2048] max_sequences=4
@@ -54,9 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.eval.config import LmEvalConfig, ProxyConfig, SweBenchConfig
 
     if args.eval == "proxy":
+        # lazy: loads torch only when this runs
         from midtrain.eval.proxy import run_proxy
 
         cfg = ProxyConfig().apply_overrides(args.overrides).validate()
@@ -71,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     if args.eval == "lm-eval":
+        # lazy: loads torch only when this runs
         from midtrain.eval.lm_eval_job import run_lm_eval
 
         lm_cfg = LmEvalConfig().apply_overrides(args.overrides).validate()
@@ -81,21 +89,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"{args.output}/lm_eval_results.json")
         return 0
 
-    from midtrain.eval.benchmarks import BENCHMARKS
-    from midtrain.eval.swebench_plan import write_run
-    from midtrain.eval.swebench_results import collect_results, exit_status
-
     if args.collect:
         results = collect_results(args.output)
         print(json.dumps(results, indent=2))
         return exit_status(results)
     swe = SweBenchConfig().apply_overrides(args.overrides).validate()
     if all(BENCHMARKS[b].local for b in swe.benchmarks):  # the embedded CPU tasks: run here, nothing to submit
-        from midtrain.eval.local_run import run_local
-
         results = run_local(swe, args.checkpoint, args.output)
         print(json.dumps(results, indent=2))
         return exit_status(results)
+    # lazy: loads torch only when this runs
     from midtrain.eval.scoring import is_hf_dir
 
     if not args.checkpoint or not is_hf_dir(args.checkpoint):
@@ -105,7 +108,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    from midtrain.launch.site import load_site
 
     files = write_run(swe, args.checkpoint, args.output, load_site(args.site, args.site_set))
     print(

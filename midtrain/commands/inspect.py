@@ -13,6 +13,8 @@ import argparse
 import json
 import sys
 
+from midtrain.locations import as_path
+
 EPILOG = """examples:
   midtrain inspect out/prep/repos                  # data card of a prep output (also written to DIR/datacard.*)
   midtrain inspect out/shards --card               # shards: summary table, then the data card of their inputs
@@ -49,7 +51,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.locations import as_path
+    # lazy: loads datatrove, torch only when this runs
     from midtrain.pack.datacard import prep_card, shards_card, to_markdown, write_card
     from midtrain.pack.inspect import (
         decode_sample,
@@ -89,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.png:
         print(f"wrote {plot_histograms(summary, args.png)}")
     if args.heldout:
+        # lazy: loads datatrove, torch only when this runs
         from midtrain.curate.leak_scan import describe, scan_against
         from midtrain.formats.shard_reader import load_manifest
 
@@ -100,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         if any(s["leak"] for s in scans):
             return 1
     if args.sample:
+        # lazy: loads torch only when this runs
         from midtrain.formats.shard_reader import load_manifest
 
         tok = tokenizer_for(load_manifest(args.shard_dir), args.tokenizer)

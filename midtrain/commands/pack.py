@@ -18,6 +18,10 @@ import logging
 import sys
 from typing import TYPE_CHECKING
 
+from midtrain.launch.site import load_site
+from midtrain.pack.mixture import MixtureConfig
+from recipes import resolve_config
+
 if TYPE_CHECKING:
     from midtrain.pack.pack_step import PackConfig
 
@@ -63,9 +67,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace) -> PackConfig:
     """The PackConfig of the command line: a named mixture recipe, the flags, then overrides."""
-    from midtrain.pack.mixture import MixtureConfig
+    # lazy: loads datatrove only when this runs
     from midtrain.pack.pack_step import pack_config
-    from recipes import resolve_config
 
     mixture = resolve_config(args.mixture, MixtureConfig, "mixture", validate=False) if args.mixture else None
     return pack_config(args.overrides, mixture, args.seq_length, args.tokenizer, args.executor)
@@ -75,6 +78,7 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a command stopp
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: loads datatrove, torch only when this runs
     from midtrain.pack.inspect import format_summary, summarize
     from midtrain.pack.pipeline import pack
 
@@ -87,8 +91,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     site = None
     if cfg.executor == "slurm":
-        from midtrain.launch.site import load_site
-
         site = load_site(args.site)
     try:
         result = pack(

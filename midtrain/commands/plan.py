@@ -18,6 +18,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from midtrain.launch.plan import (
+    DEFAULT_KEEP,
+    SOURCES,
+    STAGES,
+    format_plan,
+    human,
+    load_rates,
+    parse_pairs,
+    parse_size,
+    plan,
+    training_hours,
+)
+
 EPILOG = """examples:
   midtrain plan --total-tokens 500e9 --gpus 512 --tokens-per-s-per-gpu 8000 \\
       --input repos=3TB commits=1TB pulls=200GB traces=50GB buildlogs=300GB \\
@@ -54,18 +67,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.launch.plan import (
-        DEFAULT_KEEP,
-        SOURCES,
-        STAGES,
-        format_plan,
-        human,
-        load_rates,
-        parse_pairs,
-        parse_size,
-        plan,
-        training_hours,
-    )
 
     try:
         inputs = parse_pairs(args.input, "--input", parse_size)

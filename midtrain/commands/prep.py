@@ -31,6 +31,8 @@ import sys
 
 from midtrain.config import ConfigError
 from midtrain.formats.outputs import OutputRefused
+from midtrain.launch.site import load_site
+from midtrain.locations import location
 
 log = logging.getLogger("midtrain.prep")
 
@@ -106,7 +108,7 @@ def rerun_command(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.locations import location
+    # lazy: loads datatrove only when this runs
     from midtrain.sources.prep import build_run, check_inputs, config_yaml, prep, resolve_source, sbatch_scripts
 
     if args.print_config:
@@ -114,8 +116,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     site = None
     if args.executor == "slurm":
-        from midtrain.launch.site import load_site
-
         flags = {
             "partition": args.partition,
             "time": args.time,

@@ -16,6 +16,9 @@ import json
 import sys
 from pathlib import Path
 
+from midtrain.protocol import ProtocolConfig, checkpoint_dirs, report_steps
+from recipes import resolve_config
+
 EPILOG = """examples:
   midtrain report base=.demo/runs/protocol/base midtrained=.demo/runs/protocol/midtrained --output .demo/report
   midtrain report --protocol protocol_demo          # every checkpoint of a protocol recipe, into its report dir
@@ -51,6 +54,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: loads scipy only when this runs
     from midtrain.eval.report import write_report
 
     runs: dict[str, str] = {}
@@ -59,9 +63,6 @@ def run(args: argparse.Namespace) -> int:
     steps = [s for s in (args.steps or "").split(",") if s] or None
     output, baseline, title = args.output, args.baseline, args.title
     if args.protocol:
-        from midtrain.protocol import ProtocolConfig, checkpoint_dirs, report_steps
-        from recipes import resolve_config
-
         cfg = resolve_config(args.protocol, ProtocolConfig, "protocol")
         runs = {n: str(checkpoint_dirs(cfg, n)["root"]) for n in cfg.checkpoints}
         output = output or cfg.report_dir or str(Path(cfg.output) / "report")

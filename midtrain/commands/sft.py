@@ -13,6 +13,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from midtrain.sft.config import SFTConfig
+from midtrain.sft.probe import run_probe
+from recipes import resolve_config
+
 EPILOG = """examples:
   midtrain sft sft_probe_demo --from .demo/runs/demo_tiny --output runs/probe/mid
   midtrain sft sft_probe_demo --from runs/base --output runs/probe/base data_dir=runs/probe/sft_data train.optim.lr=5e-4
@@ -34,9 +38,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.sft.config import SFTConfig
-    from midtrain.sft.probe import run_probe
-    from recipes import resolve_config
 
     cfg = resolve_config(args.recipe, SFTConfig, "sft", args.overrides)
     if args.print_config:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from midtrain.formats.run_split import decide_once
 from midtrain.formats.trace_split import DEFAULT_FRACTION
 from midtrain.pack.pack_step import PackConfig
 
@@ -38,7 +39,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from midtrain.formats.run_split import decide_once
 
     split = decide_once(args.output, args.input, args.heldout_fraction, args.valid_fraction, "midtrain split")
     s = split.summary()

@@ -20,7 +20,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from midtrain.config import ConfigError
+from midtrain.launch.protocol_job import StepJob, check_paths, describe, submit_jobs
+from midtrain.launch.sbatch import submit
+from midtrain.launch.shell import clean
 from midtrain.launch.site import JobResources, SiteConfig, load_site
+from midtrain.launch.train_job import build_train_job, resources_with
+from midtrain.protocol import ProtocolConfig, check_submission, print_protocol, protocol_jobs, run_protocol
+from recipes import load_train_config, resolve_config, resolve_probe
 
 if TYPE_CHECKING:
     from midtrain.launch.train_job import TrainJob
@@ -91,9 +98,6 @@ def train_job(
     job_name: str | None = None,
 ) -> TrainJob:
     """Resolve RECIPE (a train recipe or a run's config.yaml) + overrides and render its training job."""
-    from midtrain.launch.shell import clean
-    from midtrain.launch.train_job import build_train_job
-    from recipes import load_train_config
 
     for i, item in enumerate(overrides):
         clean(item, f"override[{i}]")
@@ -103,7 +107,6 @@ def train_job(
 
 def _warn(check) -> None:
     """A dry run shows the script even where submitting would refuse it: say so on stderr."""
-    from midtrain.config import ConfigError
 
     try:
         check()
@@ -116,12 +119,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_train(args: argparse.Namespace) -> int:
-    from midtrain.launch.sbatch import submit
-    from midtrain.launch.train_job import resources_with
 
     if args.print_config:
-        from recipes import load_train_config
-
         print(load_train_config(args.recipe, args.overrides).to_yaml(), end="")
         return 0
     site = load_site(args.site, args.site_set)
@@ -152,25 +151,17 @@ def _run_train(args: argparse.Namespace) -> int:
 
 
 def _run_protocol(args: argparse.Namespace) -> int:
-    from midtrain.protocol import ProtocolConfig
-    from recipes import resolve_config, resolve_probe
 
     cfg = resolve_config(args.recipe, ProtocolConfig, "protocol", args.overrides)
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
     if args.local:
-        from midtrain.protocol import print_protocol, run_protocol
-
         return print_protocol(cfg) if args.dry_run else run_protocol(cfg, args.runner)
-    from midtrain.launch.protocol_job import StepJob, describe, submit_jobs
-    from midtrain.protocol import check_submission, protocol_jobs
 
     site = load_site(args.site, args.site_set)
     jobs = protocol_jobs(cfg, site)
     if args.dry_run:
-        from midtrain.launch.protocol_job import check_paths
-
         _warn(lambda: check_paths(jobs))
         _warn(lambda: check_submission(cfg, site, resolve_probe(cfg)))
         print(describe(jobs))

@@ -14,7 +14,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from midtrain.chains import Step, print_chains
 from midtrain.config import ConfigError
+from midtrain.launch.protocol_job import describe
+from midtrain.launch.site import load_site
+from midtrain.protocol import check_probe_layout
+from recipes import resolve_config, resolve_probe
 
 EPILOG = """examples:
   midtrain sweep sweep_demo                                   # CPU, demo scale (run `midtrain demo --only prep` first)
@@ -39,20 +44,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # lazy: loads datatrove only when this runs
     from midtrain.sweep_config import SweepConfig
-    from recipes import resolve_config
 
     cfg = resolve_config(args.recipe, SweepConfig, "sweep", args.overrides)
+    # lazy: loads datatrove only when this runs
     from midtrain.sweep.plan import output_dir
 
     # how jobs rebuild this sweep (setup, report): the output pinned absolute, as the submitter resolved it
     self_argv = [args.recipe, *args.overrides, f"output={output_dir(cfg)}"]
     if args.init_base:
+        # lazy: loads datatrove only when this runs
         from midtrain.sweep.run import init_base
 
         print(init_base(cfg))
         return 0
     if args.report:
+        # lazy: loads datatrove, scipy, torch only when this runs
         from midtrain.sweep.primary import NullArmMismatch
         from midtrain.sweep.report import write_sweep_report
 
@@ -63,11 +71,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         return 0
     if args.submit:
-        from midtrain.launch.protocol_job import describe
-        from midtrain.launch.site import load_site
-        from midtrain.protocol import check_probe_layout
+        # lazy: loads datatrove only when this runs
         from midtrain.sweep.slurm import submit_sweep, sweep_jobs
-        from recipes import resolve_probe
 
         site = load_site(args.site, args.site_set)
         jobs = sweep_jobs(cfg, site, self_argv)
@@ -87,11 +92,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"complete, reused: {', '.join(jobs.reused)}")
         return 0
     if args.dry_run:
-        from midtrain.chains import Step, print_chains
+        # lazy: loads datatrove only when this runs
         from midtrain.sweep.plan import report_argv, setup_steps, sweep_chains
 
         print_chains(sweep_chains(cfg)[1], Step("report", report_argv(self_argv)), setup_steps(cfg, self_argv))
         return 0
+    # lazy: loads datatrove only when this runs
     from midtrain.sweep.run import run_sweep
 
     return run_sweep(cfg, self_argv, args.runner, args.only)

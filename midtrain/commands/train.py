@@ -16,6 +16,8 @@ import argparse
 import logging
 import sys
 
+from recipes import load_train_config
+
 EPILOG = """examples:
   midtrain train demo_tiny optim.train_steps=4 run_dir=runs/try
   torchrun --nproc-per-node 2 -m midtrain.cli train demo_tiny parallel.tensor=2 optim.train_steps=4 run_dir=runs/tp2
@@ -31,12 +33,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from recipes import load_train_config
 
     cfg = load_train_config(args.recipe, args.overrides)
     if args.print_config:
         print(cfg.to_yaml(), end="")
         return 0
+    # lazy: loads megatron, torch only when this runs
     from midtrain.demo.shards import ensure_demo_shards
     from midtrain.train.checkpoint import CheckpointError
     from midtrain.train.trainer import NonFiniteError, train

@@ -45,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.model == "smollm2":
+        # lazy: loads datatrove only when this runs
         from midtrain.demo.real_model import run as run_real
 
         report = run_real(args.workdir or ".demo-real", args.runner, args.only)

@@ -37,7 +37,13 @@ from midtrain.chains import Runner
 from midtrain.curate.decontam import scored_text
 from midtrain.demo.corpus import corpus_digest, pinned_checkout
 from midtrain.demo.inputs import NOT_SAMPLES, project_repo
+from midtrain.demo.stages import _prep_done
 from midtrain.formats.trace_split import ensure_split, is_heldout, iter_documents
+from midtrain.sources.prep import prep
+from midtrain.sweep.run import run_sweep
+from midtrain.sweep_config import SweepConfig
+from recipes import resolve_config
+from recipes.smollm2 import CORPUS_COMMIT, PROBE_HELDOUT_FRACTION
 
 log = logging.getLogger("midtrain.demo.real")
 
@@ -78,6 +84,7 @@ def _cpu_seconds() -> float:
 
 
 def convert_stage(workdir: Path) -> Path:
+    # lazy: loads torch only when this runs
     from midtrain.train.checkpoint import latest_checkpoint
     from midtrain.train.hf_import import convert_hf_to_mcore
 
@@ -136,9 +143,6 @@ def check_prep_corpus(prep_dir: Path, commit: str) -> None:
 
 
 def prep_stage(workdir: Path, commit: str | None = None) -> dict[str, Any]:
-    from midtrain.demo.stages import _prep_done
-    from midtrain.sources.prep import prep
-    from recipes.smollm2 import CORPUS_COMMIT, PROBE_HELDOUT_FRACTION
 
     repo = project_repo()
     if repo is None:
@@ -195,9 +199,6 @@ def sweep_overrides(workdir: Path) -> list[str]:
 
 
 def sweep_stage(workdir: Path, runner: Runner) -> Path:
-    from midtrain.sweep.run import run_sweep
-    from midtrain.sweep_config import SweepConfig
-    from recipes import resolve_config
 
     overrides = sweep_overrides(workdir)
     cfg = resolve_config("sweep_smollm2", SweepConfig, "sweep", overrides)

@@ -8,7 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from midtrain.demo.inputs import SAMPLES, project_repo
+from midtrain.demo.stages import SOURCES, pack_stage, prep_stage
 from midtrain.formats.shard_reader import MANIFEST
+from recipes import all_recipes
 
 log = logging.getLogger("midtrain.demo")
 
@@ -18,7 +21,6 @@ DEMO_DATA_MODULE = "recipes.demo"
 
 def build_demo_shards(shard_dir: str | Path) -> None:
     """Build the demo's shards at ``shard_dir`` (= WORKDIR/shards) from the embedded demo inputs."""
-    from midtrain.demo.stages import pack_stage, prep_stage
 
     workdir = Path(shard_dir).parent
     for stage in (prep_stage, pack_stage):
@@ -30,7 +32,6 @@ def build_demo_shards(shard_dir: str | Path) -> None:
 
 def is_demo_recipe(name: str) -> bool:
     """True for the recipes defined with the demo (recipes/demo.py): they train on the demo's own data."""
-    from recipes import all_recipes
 
     r = all_recipes().get(name)
     return r is not None and getattr(r.fn, "__module__", "") == DEMO_DATA_MODULE
@@ -40,9 +41,6 @@ def _demo_made(d: Path) -> bool:
     """A directory under WORKDIR/prep that the demo wrote: its inputs folder, or a prep output of one of its
     sources whose inputs are all the demo's (the samples, WORKDIR/prep/_inputs, this checkout)."""
     import json
-
-    from midtrain.demo.inputs import SAMPLES, project_repo
-    from midtrain.demo.stages import SOURCES
 
     if d.name == "_inputs":
         return True

@@ -22,6 +22,12 @@ from pathlib import Path
 
 from midtrain.chains import Runner
 from midtrain.demo.inputs import SAMPLES, project_repo, run_build_tools, sample_git_repo, sample_pulls
+from midtrain.eval.config import SweBenchConfig
+from midtrain.formats.checkpoints import latest_step
+from midtrain.protocol import ProtocolConfig, run_protocol
+from midtrain.train.initial_checkpoint import save_initial_checkpoint
+from midtrain.train.run_stamp import reuse_or_clear
+from recipes import load_train_config, resolve_config
 
 SOURCES = ["repos", "commits", "pulls", "buildlogs", "traces"]
 # This project is one repository: split it (at file boundaries) into a few documents so that packing's
@@ -31,6 +37,7 @@ DEMO_SEQ_LENGTH = 2048
 
 
 def _prep_done(out: Path) -> bool:
+    # lazy: loads datatrove only when this runs
     from midtrain.sources.prep import STATS_FILE
 
     try:
@@ -40,6 +47,7 @@ def _prep_done(out: Path) -> bool:
 
 
 def prep_stage(workdir: Path) -> str:
+    # lazy: loads datatrove only when this runs
     from midtrain.sources.prep import prep
 
     log = logging.getLogger("midtrain.demo.prep")
@@ -79,12 +87,14 @@ def prep_stage(workdir: Path) -> str:
 
 def split_file(workdir: Path) -> Path:
     """The demo's one held-out split (midtrain.formats.run_split), decided by the pack stage."""
+    # lazy: loads datatrove only when this runs
     from midtrain.formats.run_split import SPLIT_FILE
 
     return Path(workdir).absolute() / SPLIT_FILE
 
 
 def pack_stage(workdir: Path) -> str:
+    # lazy: loads datatrove, torch only when this runs
     from midtrain.formats.run_split import decide_once
     from midtrain.pack.inspect import format_summary, summarize
     from midtrain.pack.pack_step import PackConfig
@@ -113,10 +123,9 @@ def train_stage(workdir: Path, recipe: str = "demo_tiny") -> str:
     """Train demo_tiny (or RECIPE: a train recipe or a config.yaml) on WORKDIR/shards into WORKDIR/runs/demo_tiny;
     skipped when that run finished with these settings. A run of other settings (a changed recipe) is trained
     again from scratch, its differing fields logged: the later stages score whatever this stage leaves."""
+    # lazy: loads megatron, torch only when this runs
     from midtrain.train import distributed
-    from midtrain.train.run_stamp import reuse_or_clear
     from midtrain.train.trainer import train
-    from recipes import load_train_config
 
     run_dir = Path(workdir) / "runs" / "demo_tiny"
     cfg = load_train_config(recipe).replace(run_dir=run_dir, data={"path": Path(workdir) / "shards"}).validate()
@@ -135,16 +144,12 @@ def train_stage(workdir: Path, recipe: str = "demo_tiny") -> str:
 def demo_swebench():  # -> SweBenchConfig
     """The agent leg executed here, per checkpoint: its probe export served on CPU on the embedded tasks, and
     the oracle endpoint on the same tasks (the plumbing check). 2 steps of at most 32 tokens bound each run."""
-    from midtrain.eval.config import SweBenchConfig
 
     return SweBenchConfig(benchmarks=["local", "local_oracle"], max_steps=2, max_context=4096, max_output_tokens=32)
 
 
 def demo_protocol(workdir: Path):  # -> ProtocolConfig
     """protocol_demo pointed at WORKDIR's checkpoints, data and report directory."""
-    from midtrain.formats.checkpoints import latest_step
-    from midtrain.protocol import ProtocolConfig
-    from recipes import resolve_config
 
     w = Path(workdir)
     cfg = resolve_config("protocol_demo", ProtocolConfig, "protocol", validate=False)
@@ -169,10 +174,8 @@ def demo_protocol(workdir: Path):  # -> ProtocolConfig
 
 def protocol_stage(workdir: Path, runner: Runner) -> str:
     """SFT probe + proxy evals of the base and midtrained tiny checkpoints, then WORKDIR/report/report.md."""
-    from midtrain.protocol import run_protocol
+    # lazy: loads torch only when this runs
     from midtrain.train.checkpoint import latest_checkpoint
-    from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from recipes import load_train_config
 
     w = Path(workdir)
     midtrained = w / "runs" / "demo_tiny"

@@ -17,6 +17,7 @@ import torch
 from tqdm import tqdm
 
 from midtrain.eval.scoring import Scorer, iter_samples
+from midtrain.formats.shard_reader import PackedDataset
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,6 @@ def heldout_loss(
     scorer: Scorer, shards: str | Path, split: str = "valid", max_sequences: int | None = None
 ) -> dict[str, Any]:
     """{"per_source": {name: {"loss", "tokens"}}, "all": {"loss", "tokens"}, "sequences", "split", "shards"}."""
-    from midtrain.formats.shard_reader import PackedDataset
 
     ds = PackedDataset(shards, split)
     names = list(ds.manifest.get("sources") or [])

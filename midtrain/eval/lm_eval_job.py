@@ -20,8 +20,10 @@ import yaml
 
 from midtrain.eval.config import LmEvalConfig
 from midtrain.eval.results import LM_EVAL_RESULT, scored_result
+from midtrain.eval.scoring import is_hf_dir
 from midtrain.formats.stamp import stamp
 from midtrain.train.distributed import read_env
+from midtrain.train.hf_export import export_hf
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +65,12 @@ def write_local_tasks(task_dir: Path, tasks: list[str]) -> list[str]:
 
 def hf_checkpoint(checkpoint: str | Path, out: Path, tokenizer: str | None) -> Path:
     """The checkpoint itself when it is an HF directory, else its export under OUT/hf (reused when present)."""
-    from midtrain.eval.scoring import is_hf_dir
 
     if is_hf_dir(checkpoint):
         return Path(checkpoint)
     dst = out / "hf"
     if is_hf_dir(dst):
         return dst
-    from midtrain.train.hf_export import export_hf
 
     return Path(export_hf(checkpoint, dst, tokenizer=tokenizer))
 

@@ -31,8 +31,17 @@ from typing import Any
 
 import yaml
 
+from midtrain.config import ConfigError
 from midtrain.eval.benchmarks import BENCHMARKS
 from midtrain.eval.endpoint import ChatEndpoint
+from midtrain.eval.serve import ChatServer
+from midtrain.eval.swebench_agents import agent_config
+from midtrain.eval.swebench_instances import convert_predictions, slice_rows, write_instances
+from midtrain.eval.swebench_plan import check_context
+from midtrain.eval.swebench_results import RESULTS_FILE, collect_results
+from midtrain.eval.swebench_scripts import INSTANCES, SERVER_LOG
+from midtrain.formats.outputs import make_stamp
+from midtrain.formats.stamp import content_id, read_stamp, stale_fields
 
 log = logging.getLogger(__name__)
 
@@ -424,10 +433,6 @@ def _unit(
 ) -> None:
     """One unit (run.sh's layout): instances.txt, the agent against its endpoint, then grading; each step's
     exit status and log in <step>.rc / <step>.log, so collect records a failure with its cause."""
-    from midtrain.eval.serve import ChatServer
-    from midtrain.eval.swebench_agents import agent_config
-    from midtrain.eval.swebench_instances import convert_predictions, slice_rows, write_instances
-    from midtrain.eval.swebench_scripts import INSTANCES, SERVER_LOG
 
     if udir.exists():
         shutil.rmtree(udir)
@@ -477,9 +482,6 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     benchmarks are ``local`` (CHECKPOINT, an HF export, served by :class:`ChatServer`) and/or
     ``local_oracle``): tasks, agent, predictions completed to the instances asked for, grading, collection.
     A rerun with the same checkpoint content and settings reuses the results. Returns the results."""
-    from midtrain.config import ConfigError
-    from midtrain.eval.swebench_plan import check_context
-    from midtrain.eval.swebench_results import RESULTS_FILE, collect_results
 
     cfg.validate()
     if not all(BENCHMARKS[b].oracle for b in cfg.benchmarks):  # a unit serves the checkpoint
@@ -496,8 +498,6 @@ def run_local(cfg: Any, checkpoint: str | Path | None, output: str | Path, timeo
     if data.exists():
         shutil.rmtree(data)
     repo, tasks = build_tasks(data)
-    from midtrain.formats.outputs import make_stamp
-    from midtrain.formats.stamp import content_id, read_stamp, stale_fields
 
     inputs = {
         "checkpoint": None if checkpoint is None else content_id(checkpoint),

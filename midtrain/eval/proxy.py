@@ -7,10 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from midtrain.eval.config import ProxyConfig
+from midtrain.eval.heldout import heldout_loss
 from midtrain.eval.results import scored_result
 from midtrain.eval.scoring import MidtrainScorer, is_hf_dir, load_scorer
 from midtrain.formats.rundir import PROXY_RESULT
 from midtrain.formats.stamp import stamp
+from midtrain.formats.tokenizer import load_tokenizer
+from midtrain.train import distributed
 from midtrain.train.distributed import read_env
 
 log = logging.getLogger(__name__)
@@ -41,21 +44,18 @@ def _score(checkpoint: str | Path, cfg: ProxyConfig) -> dict[str, Any]:
     if cfg.shards:
         result["heldout"] = _heldout(scorer, cfg.shards, cfg)
     if cfg.retrieval.repos:
+        # lazy: loads datatrove only when this runs
         from midtrain.eval.retrieval import retrieval_probe
-        from midtrain.formats.tokenizer import load_tokenizer
 
         tok_path = cfg.tokenizer or (checkpoint if is_hf_dir(checkpoint) else None)
         result["retrieval"] = retrieval_probe(scorer, cfg.retrieval, load_tokenizer(tok_path, shared=True))
     if isinstance(scorer, MidtrainScorer):  # leave no process group behind for the next step in this process
-        from midtrain.train import distributed
-
         distributed.destroy()
     _log_summary(result)
     return result
 
 
 def _heldout(scorer, shards: str, cfg: ProxyConfig) -> dict[str, Any]:
-    from midtrain.eval.heldout import heldout_loss
 
     return heldout_loss(scorer, shards, "valid", cfg.max_sequences)
 

@@ -15,6 +15,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from midtrain.formats.rundir import CONFIG
+from midtrain.formats.rundir import run_dir_of as layout_run_dir
+from midtrain.train import distributed
+from midtrain.train.checkpoint import latest_checkpoint, load_weights
+from midtrain.train.config import TrainConfig
+
 log = logging.getLogger(__name__)
 
 _CE_CHUNK = 512  # rows per cross-entropy chunk: keeps the [rows, vocab] temporaries small on CPU
@@ -26,8 +32,6 @@ def is_hf_dir(path: str | Path) -> bool:
 
 def run_dir_of(checkpoint: str | Path) -> Path:
     """The run directory (holding config.yaml) of a run dir or of RUN/checkpoints/iter_*."""
-    from midtrain.formats.rundir import CONFIG
-    from midtrain.formats.rundir import run_dir_of as layout_run_dir
 
     run = layout_run_dir(checkpoint)
     if (run / CONFIG).is_file():
@@ -71,9 +75,7 @@ class Scorer:
 
 class MidtrainScorer(Scorer):
     def __init__(self, checkpoint: str | Path) -> None:
-        from midtrain.train import distributed
-        from midtrain.train.checkpoint import latest_checkpoint, load_weights
-        from midtrain.train.config import TrainConfig
+        # lazy: loads megatron only when this runs
         from midtrain.train.model import build_gpt_model
 
         run_dir = run_dir_of(checkpoint)
@@ -102,6 +104,7 @@ class MidtrainScorer(Scorer):
         cu_seqlens: torch.Tensor,
         positions: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        # lazy: loads megatron only when this runs
         from midtrain.train.batch import to_batch
         from midtrain.train.model import output_rows
 

@@ -17,6 +17,9 @@ from typing import Any
 
 import yaml
 
+from midtrain.eval.deepswe import agent_config as pier_config
+from midtrain.eval.deepswe import read_tasks
+from midtrain.eval.harnesses import openhands_predictions
 from midtrain.eval.predictions import read_instances
 from midtrain.eval.swebench_instances import convert_predictions, write_instances, write_pro_rows
 from midtrain.eval.swebench_stamp import claim_run
@@ -27,8 +30,6 @@ def load_rows(dataset: str, split: str) -> list[dict[str, Any]]:
     else ``datasets.load_dataset`` as mini-swe-agent loads it (a hub id, or a local dataset directory)."""
     local = Path(dataset) / f"{split}.jsonl"
     if next(Path(dataset).glob("*/task.toml"), None) is not None:  # Harbor tasks (DeepSWE)
-        from midtrain.eval.deepswe import read_tasks
-
         return read_tasks(dataset)
     if local.is_file():
         return [json.loads(line) for line in local.read_text().splitlines() if line.strip()]
@@ -88,8 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     elif args.step == "predictions":
         print(json.dumps(convert_predictions(args.preds_json, args.out_jsonl, read_instances(args.instances))))
     elif args.step == "openhands-predictions":
-        from midtrain.eval.harnesses import openhands_predictions
-
         print(json.dumps(openhands_predictions(args.output_dir, args.out_jsonl, read_instances(args.instances))))
     elif args.step == "pro-patches":
         print(pro_patches(args.preds_jsonl, args.out_json))
@@ -98,8 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     elif args.step == "claim":
         claim_run(args.output, args.checkpoint)
     else:
-        from midtrain.eval.deepswe import agent_config as pier_config
-
         conf = pier_config(yaml.safe_load(Path(args.agent_yaml).read_text()), args.api_base)
         Path(args.out).write_text(yaml.safe_dump(conf, sort_keys=False))
         print(args.out)

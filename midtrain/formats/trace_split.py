@@ -29,6 +29,7 @@ from typing import Any, Literal, overload
 from midtrain.formats.documents import document_files, read_jsonl
 from midtrain.formats.instance_id import canonical_instance, pull_instance
 from midtrain.formats.source_specs import doc_sources_with
+from midtrain.locations import as_path, is_url
 
 SPLIT_FILE = "heldout.json"
 DEFAULT_FRACTION = 0.1
@@ -97,7 +98,6 @@ def decide_split(docs: Iterable[dict], fraction: float, decided_by: str = "") ->
 
 
 def read_split(prep_dir: str | Path) -> dict[str, Any] | None:
-    from midtrain.locations import as_path
 
     path = as_path(prep_dir) / SPLIT_FILE
     return json.loads(path.read_text()) if path.exists() else None
@@ -106,7 +106,6 @@ def read_split(prep_dir: str | Path) -> dict[str, Any] | None:
 def iter_documents(prep_dir: str | Path, first_only: bool = False) -> Iterator[dict]:
     """The documents ({id, text, metadata}) under PREP_DIR/documents, read as formats.documents reads them;
     unreadable lines and documents without an id are skipped (the reader that uses the documents counts them)."""
-    from midtrain.locations import as_path
 
     for f in document_files(as_path(prep_dir) / "documents", _DOC_GLOB):
         for _, doc in read_jsonl(f):
@@ -138,7 +137,6 @@ def ensure_split(
     differs from the record is refused. ``only_traces``: None, without reading further, for a set whose first
     document is not a trace (a pack input of another source).
     """
-    from midtrain.locations import as_path
 
     split = read_split(prep_dir)
     if split is not None and split.get("version") != VERSION and split.get("fraction") is not None:
@@ -172,7 +170,6 @@ def ensure_split(
 
 def _record(prep_dir: str | Path, split: dict[str, Any]) -> dict[str, Any]:
     """Write the split unless one is recorded already (then that one wins: one split per set)."""
-    from midtrain.locations import as_path, is_url
 
     path = as_path(prep_dir) / SPLIT_FILE
     if is_url(prep_dir):

@@ -134,8 +134,6 @@ def _default_partition() -> str:
     """The cluster's default partition (sinfo marks it with '*'): datatrove needs a name."""
     import subprocess
 
-    from midtrain.launch.shell import LaunchError
-
     proc = subprocess.run(["sinfo", "-h", "-o", "%P"], capture_output=True, text=True)
     for line in proc.stdout.split():
         if line.endswith("*"):

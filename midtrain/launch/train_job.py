@@ -21,6 +21,7 @@ from midtrain.config import ConfigError
 from midtrain.launch.render import check_cpus, check_mounted, job_body, render, sbatch_lines
 from midtrain.launch.shell import qargv
 from midtrain.launch.site import JobResources, SiteConfig
+from midtrain.train.layout import resolve_data_parallel
 
 if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig
@@ -81,7 +82,6 @@ def world_size(res: JobResources) -> int:
 
 def check_layout(cfg: TrainConfig, res: JobResources) -> None:
     """The parallel layout must fit the allocation (the trainer's own rule, checked before submitting)."""
-    from midtrain.train.layout import resolve_data_parallel
 
     world = world_size(res)
     try:

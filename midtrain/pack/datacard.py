@@ -213,6 +213,7 @@ def prep_card(prep_dir: str | Path, top: int = TOP_REPOS) -> dict:
 
 def shards_card(shard_dir: str | Path, top: int = TOP_REPOS) -> dict:
     """Packed shards: tokens per source as packed (manifest), plus the card of every input prep directory."""
+    # lazy: loads torch only when this runs
     from midtrain.formats.shard_reader import load_manifest
 
     m = load_manifest(shard_dir)

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from midtrain.formats.shard_reader import PackedDataset, load_manifest
+from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer, tokenizer_hash
 
 
 def summarize(shard_dir: str | Path) -> dict:
@@ -161,7 +162,6 @@ def tokenizer_for(manifest: dict, override: str | None = None):
 
     The process's shared copy (load_tokenizer(shared=True)): callers decode with it and set nothing on it.
     """
-    from midtrain.formats.tokenizer import default_tokenizer_path, load_tokenizer, tokenizer_hash
 
     if override:
         return load_tokenizer(override, shared=True)
@@ -185,6 +185,7 @@ def heldout_check(shard_dir: str | Path, split_file: str | Path | None = None) -
     """The training split of SHARD_DIR scanned by canonical id under the run's split (SPLIT_FILE, else the one
     the manifest names): its held-out instances (any spelling, attempt or linked issue) and fix commits found
     there, with their document ids. None when no split file is given or recorded."""
+    # lazy: loads datatrove only when this runs
     from midtrain.formats.run_split import read, training_leaks
 
     applied = load_manifest(shard_dir).get("split") or {}

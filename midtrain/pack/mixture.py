@@ -130,6 +130,7 @@ def heldout_rules(inputs: list[str], record: bool = True) -> list[dict | None]:
     instances; ``fraction`` None = a set the SFT probe split already, nothing in it held out), decided and
     recorded in INPUT/heldout.json now when the set has none and ``record`` (a pack without the run's split file);
     None for other inputs and, not recording, for a set without one."""
+    # lazy: loads datatrove only when this runs
     from midtrain.formats.trace_split import ensure_split, iter_documents, read_split
 
     out: list[dict | None] = []

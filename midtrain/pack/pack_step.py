@@ -33,6 +33,7 @@ from midtrain.formats.run_split import FIX_COMMIT, RunSplit, doc_repo
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
 from midtrain.formats.source_specs import doc_traits
 from midtrain.formats.stamp import content_id
+from midtrain.formats.tokenizer import newline_table
 from midtrain.formats.trace_split import DEFAULT_FRACTION, RULE
 from midtrain.locations import as_path, is_url, local_copy, local_folder
 from midtrain.pack.mixture import (
@@ -337,7 +338,6 @@ class PackStep(PipelineStep):
         yield
 
     def _pack(self, rank: int, world_size: int, scratch: Path, out: Path) -> None:
-        from midtrain.formats.tokenizer import newline_table
 
         cfg = PackConfig.from_dict(self.cfg_dict).validate()
         plan = global_plan(cfg, self.cache_dirs, RunSplit(self.split))

@@ -33,8 +33,10 @@ from midtrain.formats.run_split import decide as decide_split
 from midtrain.formats.run_split import read as read_split_file
 from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.stamp import NOTES, digest, output_stamp, read_stamp, stale_fields
+from midtrain.formats.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_hash
 from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signature, write_text_atomic
-from midtrain.pack.mixture import heldout_fraction
+from midtrain.pack.manifest import build_manifest, write_manifest
+from midtrain.pack.mixture import heldout_fraction, heldout_rules
 from midtrain.pack.pack_step import (
     SPLIT_FILE,
     PackConfig,
@@ -43,6 +45,7 @@ from midtrain.pack.pack_step import (
     recorded_split,
     tokenized_prefixes,
 )
+from midtrain.pack.tokenize import TokenizeStep
 from midtrain.runner import StageChain, naming_output, output_lock, unfinished_tasks
 
 log = logging.getLogger(__name__)
@@ -71,7 +74,6 @@ class TokenizerInfo:
 
 
 def resolve_tokenizer(cfg: PackConfig) -> TokenizerInfo:
-    from midtrain.formats.tokenizer import load_tokenizer, resolve_tokenizer_file, tokenizer_hash
 
     file = resolve_tokenizer_file(cfg.tokenizer)
     tok = load_tokenizer(cfg.tokenizer if cfg.tokenizer is not None else file, shared=True)  # only read here
@@ -294,7 +296,6 @@ class ManifestStep(PipelineStep):
         self.tokenizer, self.run_key, self.stamp, self.split = tokenizer, run_key, stamp, split or {}
 
     def run(self, data: DocumentsPipeline = None, rank: int = 0, world_size: int = 1) -> DocumentsPipeline:
-        from midtrain.pack.manifest import build_manifest, write_manifest
 
         cfg = PackConfig.from_dict(self.cfg)
         split = RunSplit(self.split, self.split.get("_file"))
@@ -468,7 +469,6 @@ def _pack(
     cache_root: str | Path | None = None,
     fence: Fence | None = None,
 ) -> PackResult:
-    from midtrain.pack.mixture import heldout_rules
 
     cfg.validate()
     out = as_path(out_dir)
@@ -568,8 +568,6 @@ def _tokenize_stage(
     """Add input I's tokenize stages (its tasks, then the cache stamp DONE) to CHAIN, unless CACHE is finished
     for DONE; run locally, they run here and now, under the cache's lock."""
     from datatrove.pipeline.readers import JsonlReader
-
-    from midtrain.pack.tokenize import TokenizeStep
 
     local = not chain.on_slurm and not dry_run
     if _cached(cache, done):

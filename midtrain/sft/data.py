@@ -30,8 +30,21 @@ from typing import Any
 from midtrain.formats.chat_format import CHATML
 from midtrain.formats.documents import document_files, read_jsonl, write_jsonl_gz
 from midtrain.formats.outputs import OutputRefused
+from midtrain.formats.run_split import read as read_run_split
 from midtrain.formats.stamp import content_id, digest
+from midtrain.formats.tokenizer import load_tokenizer
+from midtrain.formats.trace_split import (
+    RULE,
+    SPLIT_FILE,
+    VERSION,
+    doc_instance,
+    ensure_split,
+    is_heldout,
+    shard_instances,
+)
+from midtrain.pack.pack_step import PackConfig
 from midtrain.sft.config import SFTConfig
+from midtrain.sources.traces import chat_template_sha, render_chat_template
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +80,6 @@ class TemplateMismatch(ValueError):
 def render(doc: dict, tokenizer: Any, tokenizer_name: str = "(default)") -> tuple[str, list[list[int]]] | str:
     """(text, loss spans) for the probe, or the reason the document cannot be used. A prep rendering made with
     another chat template than TOKENIZER's (or one that did not record its template) raises TemplateMismatch."""
-    from midtrain.sources.traces import chat_template_sha, render_chat_template
 
     meta = doc.get("metadata") or {}
     if meta.get("source") not in (None, "trace"):
@@ -105,8 +117,6 @@ def check_spans(text: str, spans: list[list[int]]) -> str | None:
 def trace_splits(cfg: SFTConfig) -> dict[str, dict]:
     """Each trace set's held-out split: the run's split file's for every set (``split``), else the set's
     recorded one (decided and recorded here when the set has none yet)."""
-    from midtrain.formats.run_split import read as read_run_split
-    from midtrain.formats.trace_split import ensure_split
 
     if cfg.split:
         run = read_run_split(cfg.split)
@@ -138,7 +148,6 @@ def trace_splits(cfg: SFTConfig) -> dict[str, dict]:
 def select_and_split(docs: list[dict], cfg: SFTConfig, splits: dict[str, dict]) -> tuple[list[dict], list[dict]]:
     """(training, held-out) documents: held out as their set's recorded split says; max_traces caps the
     training side (a fixed subset, by id order). Deterministic, and no seed moves a document across."""
-    from midtrain.formats.trace_split import is_heldout
 
     docs = sorted(docs, key=lambda d: d["id"])
     held = [is_heldout(splits[d["_set"]], d) for d in docs]
@@ -150,7 +159,6 @@ def select_and_split(docs: list[dict], cfg: SFTConfig, splits: dict[str, dict]) 
 
 def split_summary(splits: dict[str, dict], valid_docs: list[dict]) -> dict[str, Any]:
     """What the report says about the held-out set: how it was split, its instances and documents."""
-    from midtrain.formats.trace_split import RULE, doc_instance
 
     return {
         "by": sorted({s["by"] for s in splits.values()}),
@@ -196,7 +204,6 @@ def data_key(cfg: SFTConfig, splits: dict[str, dict], content: dict[str, Any]) -
 def _mark_split(docs_dir: Path, role: str) -> None:
     """The probe's own packs are of documents already split: record that no document in them is held out, so
     `midtrain pack` does not split them again."""
-    from midtrain.formats.trace_split import SPLIT_FILE, VERSION
 
     (docs_dir / SPLIT_FILE).write_text(
         json.dumps(
@@ -213,7 +220,6 @@ def _mark_split(docs_dir: Path, role: str) -> None:
 
 def _leaked(train_shards: Path, splits: dict[str, dict], valid_docs: list[dict]) -> set[str]:
     """The held-out instances in the probe's training shards, by instance and a run split's issue links."""
-    from midtrain.formats.trace_split import doc_instance, shard_instances
 
     links = next(iter(splits.values())).get("links") or {}
     held = {links.get(i, i) for i in (doc_instance(d) for d in valid_docs)}
@@ -262,8 +268,7 @@ def prepare_data(cfg: SFTConfig, data_dir: str | Path, overwrite: bool = False) 
     """Build (or reuse) the probe's data under DATA_DIR; returns the stamp (paths, counts, hashes).
 
     Data built with other settings are refused, or with ``overwrite`` rebuilt."""
-    from midtrain.formats.tokenizer import load_tokenizer
-    from midtrain.pack.pack_step import PackConfig
+    # lazy: loads torch only when this runs
     from midtrain.pack.pipeline import pack
 
     data_dir = Path(data_dir)

@@ -20,16 +20,20 @@ from typing import Any
 
 from midtrain.formats.outputs import REDO, REUSE, claim
 from midtrain.formats.rundir import SFT_RESULT, read_metrics
-from midtrain.formats.stamp import read_stamp
+from midtrain.formats.stamp import content_id, read_stamp
+from midtrain.formats.tokenizer import load_tokenizer
 from midtrain.sft.config import SFTConfig
+from midtrain.sft.run_stamp import WORK, older_record, probe_stamp, start_identity
+from midtrain.train.config import TrainConfig
+from midtrain.train.run_stamp import reuse_or_clear
 
 log = logging.getLogger(__name__)
 
 
 def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
     """Take the model section from a midtrain start checkpoint's config (shapes must match to load)."""
+    # lazy: loads torch only when this runs
     from midtrain.eval.scoring import is_hf_dir, run_dir_of
-    from midtrain.train.config import TrainConfig
 
     if is_hf_dir(start):
         return cfg
@@ -42,6 +46,7 @@ def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
 
 def export_hf(run_dir: Path, out: Path, tokenizer: str | None) -> str:
     """mcore -> HF with train.hf_export (what vLLM serves for SWE-bench)."""
+    # lazy: loads torch only when this runs
     from midtrain.train.hf_export import export_hf as export
 
     return str(export(run_dir, out, tokenizer=tokenizer))
@@ -95,7 +100,7 @@ def run_probe(
     start, out = Path(start), Path(output)
     if not start.exists():  # before the imports below (megatron: seconds), so a wrong path fails at once
         raise FileNotFoundError(f"--from {start}: no such checkpoint")
-    from midtrain.sft.run_stamp import WORK, older_record, probe_stamp
+    # lazy: loads torch only when this runs
     from midtrain.train.distributed import read_env
 
     cfg, fields = _probe_fields(cfg, start)
@@ -118,8 +123,8 @@ def _probe_fields(cfg: SFTConfig, start: Path) -> tuple[SFTConfig, dict[str, Any
     """CFG with the start's model, and what the probe is of (run_stamp.probe_stamp's fields): the start's
     identity, the settings' hash and the data identity, which includes the trace sets' recorded held-out split
     (decided now when a set has none) and the content of the traces and tokenizer (sft.data.data_key's)."""
+    # lazy: loads datatrove only when this runs
     from midtrain.sft.data import data_key, input_content, trace_splits
-    from midtrain.sft.run_stamp import start_identity
 
     cfg = _start_model(cfg, start)
     cfg.validate()
@@ -138,10 +143,9 @@ def _run_probe(
 ) -> dict[str, Any]:
     import torch.distributed
 
-    from midtrain.formats.stamp import content_id
+    # lazy: loads datatrove, megatron, torch only when this runs
     from midtrain.sft.data import prepare_data
     from midtrain.train import distributed
-    from midtrain.train.run_stamp import reuse_or_clear
     from midtrain.train.trainer import train
 
     data_dir = Path(cfg.data_dir) if cfg.data_dir else out / "data"
@@ -208,6 +212,7 @@ def _run_probe(
 def _score_heldout(cfg: SFTConfig, run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
     """The trained probe on its held-out traces: assistant-token loss (all, and per trajectory: what the
     primary comparison's bootstrap resamples) and, with command_turns, the commands' teacher-forced accuracy."""
+    # lazy: loads torch only when this runs
     from midtrain.eval.heldout import heldout_loss
     from midtrain.eval.scoring import MidtrainScorer
 
@@ -225,8 +230,8 @@ def _score_heldout(cfg: SFTConfig, run_dir: Path, data: dict[str, Any]) -> dict[
 
 def _command_accuracy(cfg: SFTConfig, scorer: Any, data_dir: Path) -> dict[str, Any]:
     """Teacher-forced accuracy on the held-out trajectories' commands (DATA_DIR/valid_docs)."""
+    # lazy: loads datatrove, torch only when this runs
     from midtrain.eval.command_accuracy import command_accuracy
-    from midtrain.formats.tokenizer import load_tokenizer
     from midtrain.formats.trace_split import iter_documents
 
     tok = load_tokenizer(cfg.tokenizer, shared=True)
@@ -246,12 +251,12 @@ def heldout_check(
     shards hold (any document of one, in any spelling or trace set): the probe's own and, for a midtrain start,
     the shards its run trained on (0 is the claim; counted); and by content, how many of the held-out traces'
     n-grams those shards hold (:mod:`midtrain.curate.leak_scan`: a trajectory quoted in a commit diff)."""
+    # lazy: loads datatrove, torch only when this runs
     from midtrain.curate.leak_scan import describe, scan_against_probe_data
     from midtrain.eval.scoring import is_hf_dir, run_dir_of
     from midtrain.formats.run_split import read as read_run_split
     from midtrain.formats.run_split import training_leaks
     from midtrain.formats.trace_split import instance_of, shard_instances
-    from midtrain.train.config import TrainConfig
 
     shards, excluded = [data["train_shards"]], {}
     if not is_hf_dir(start):

@@ -20,9 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from midtrain.formats.checkpoints import resolve_checkpoint
 from midtrain.formats.outputs import COMPLETE, RUNNING, make_stamp
 from midtrain.formats.rundir import SFT_RESULT
-from midtrain.formats.stamp import NOTES, read_stamp
+from midtrain.formats.stamp import NOTES, content_id, read_stamp
 
 PROBE_STAMP = "probe_run.json"  # an older midtrain's record of the probe's stamp
 PROBE = "sft probe"  # the stamp's ``made``
@@ -31,8 +32,6 @@ WORK = ("run", "hf", SFT_RESULT, PROBE_STAMP)  # what a probe leaves in OUTPUT (
 
 def start_identity(start: Path) -> dict[str, str]:
     """The start checkpoint the probe loads: the path given, the checkpoint directory it resolves to, its content id."""
-    from midtrain.formats.checkpoints import resolve_checkpoint
-    from midtrain.formats.stamp import content_id
 
     try:
         ckpt = resolve_checkpoint(start)

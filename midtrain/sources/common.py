@@ -28,6 +28,7 @@ import orjson
 from datatrove.data import Document, DocumentsPipeline
 
 from midtrain.config import Config, require
+from midtrain.locations import ensure_dir, location
 from midtrain.steps import READERS, CountedStep
 
 log = logging.getLogger("midtrain.sources")
@@ -414,7 +415,6 @@ class SourceReader(CountedStep):
     def _write_report(self, rank: int) -> None:
         if not self.report_dir:
             return
-        from midtrain.locations import ensure_dir, location
 
         path = location(self.report_dir) / self.report_name.format(rank=rank)
         ensure_dir(path.parent)

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from midtrain.sources.git import list_tree, read_blobs
+
 if TYPE_CHECKING:
     from midtrain.sources.git import TreeEntry
 
@@ -75,7 +77,6 @@ def tree_license(files: Mapping[str, str]) -> str | None:
 def license_at(repo: Path, rev: str = "HEAD", tree: Iterable[TreeEntry] | None = None) -> str | None:
     """The SPDX id of the tree of REV in the git repository REPO (a symlinked license file is not read), or None.
     TREE: REV's entries where the caller has them listed already (a pull request's base tree is read once)."""
-    from midtrain.sources.git import list_tree, read_blobs
 
     blobs = {e.path: e.sha for e in (list_tree(repo, rev) if tree is None else tree) if e.mode != "120000"}
     shas = [blobs[p] for p in root_license_files(blobs)]

@@ -39,6 +39,7 @@ from midtrain.formats.stamp import NOTES, digest, output_stamp, read_stamp, stal
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
 from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock, stage_stats, stat_total, step_label
 from midtrain.sources.common import ReaderConfig, expand_inputs
+from midtrain.sources.git import GitError, head_commit, is_git_repo
 from midtrain.sources.specs import SOURCE_SPECS
 from midtrain.sources.table_stages import table_source_stages
 from midtrain.steps import stat_kinds
@@ -229,7 +230,6 @@ class WriteStats(PipelineStep):
 def _identity(item: str, skip: str) -> dict:
     """What identifies one input's content: a git repository's HEAD, a file's size and mtime, a folder's files
     with theirs, an object store prefix's objects with their ETags. ``skip``: the output (never an input)."""
-    from midtrain.sources.git import GitError, head_commit, is_git_repo
 
     if is_url(item):
         import fsspec

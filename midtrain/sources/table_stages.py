@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from midtrain.sources.commit_tables import CommitsInputConfig, commit_table_stages
 from midtrain.sources.common import ReaderConfig
+from midtrain.sources.pull_stages import pull_join_stages
+from midtrain.sources.repo_tables import ReposInputConfig, repo_table_stages
 from midtrain.sources.tables import is_table_input
+from midtrain.sources.trace_tables import TracesInputConfig, TraceTableReader
 
 TABLE_SOURCES = ("repos", "commits", "traces")
 
@@ -31,8 +35,6 @@ def table_source_stages(
 ) -> list[tuple[str, list, int]] | None:
     """[(stage name, pipeline, tasks)] reading table inputs, or None when the inputs are not tables."""
     if source == "pulls":  # records joined with their repositories' clones: partitioned by repository
-        from midtrain.sources.pull_stages import pull_join_stages
-
         return pull_join_stages(inputs, cfg, output, tasks)  # type: ignore[arg-type]
     if not uses_tables(source, inputs, cfg):
         return None
@@ -41,8 +43,6 @@ def table_source_stages(
     raw, report = str(output / "raw"), str(output / "logs" / "source" / "reports")
     excluded = str(output / "excluded" / "source")
     if source == "traces":
-        from midtrain.sources.trace_tables import TracesInputConfig, TraceTableReader
-
         assert isinstance(cfg, TracesInputConfig)  # prep resolves the table form (its SourceSpec)
         return [
             (
@@ -57,13 +57,9 @@ def table_source_stages(
     buckets = getattr(cfg, "buckets", 0) or tasks
     rows = str(output / "rows")
     if source == "repos":
-        from midtrain.sources.repo_tables import ReposInputConfig, repo_table_stages
-
         assert isinstance(cfg, ReposInputConfig)
         partition, assemble = repo_table_stages(inputs, cfg, rows, buckets, raw, report, excluded)
     else:
-        from midtrain.sources.commit_tables import CommitsInputConfig, commit_table_stages
-
         assert isinstance(cfg, CommitsInputConfig)
         partition, assemble = commit_table_stages(inputs, cfg, rows, buckets, raw, report, excluded)
     return [("source_rows", partition, tasks), ("source", assemble, min(tasks, buckets))]

@@ -39,6 +39,7 @@ from midtrain.sources.common import (
     expand_inputs,
     walk_files,
 )
+from midtrain.sources.licenses import spdx_id
 
 TABLE_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz", ".json")
 
@@ -349,7 +350,6 @@ def license_expression(value: Any) -> str | None:
     """A license column as one SPDX expression. A list (The Stack's ``max_stars_repo_licenses``: every license
     detected in the repository) means the code is under all of them: ``A AND B``, each entry as an SPDX id
     (GitHub's license keys, github-code's ``mit`` / ``bsd-3-clause``, become SPDX ids)."""
-    from midtrain.sources.licenses import spdx_id
 
     values = value if isinstance(value, (list, tuple)) else [value]
     ids = sorted({i for i in (spdx_id(str(v)) for v in values if v is not None and str(v).strip()) if i is not None})

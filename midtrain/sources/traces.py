@@ -45,6 +45,7 @@ from datatrove.data import Document
 from midtrain.config import require
 from midtrain.formats.chat_format import CHATML
 from midtrain.formats.instance_id import canonical_instance
+from midtrain.formats.tokenizer import load_tokenizer
 from midtrain.sources.common import (
     TOO_LONG,
     TRUNCATED,
@@ -568,8 +569,6 @@ class TraceReader(SourceReader):
         if self._tokenizer is None:
             self._tokenizer = False
             if self.cfg.format != "plain":
-                from midtrain.formats.tokenizer import load_tokenizer
-
                 try:
                     tok = load_tokenizer(self.cfg.tokenizer, shared=True)  # only renders: the process's one copy
                 except Exception as e:

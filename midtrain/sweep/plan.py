@@ -22,7 +22,12 @@ from midtrain.formats.run_split import SPLIT_FILE
 from midtrain.formats.source_specs import prep_doc_source
 from midtrain.pack.pack_step import PackConfig
 from midtrain.protocol import ProtocolConfig, protocol_steps
+from midtrain.sft.config import SFTConfig
+from midtrain.sources.prep import split_overrides
+from midtrain.sources.specs import SOURCE_SPECS
 from midtrain.sweep_config import SweepConfig
+from midtrain.train.run_stamp import finished, run_changes
+from recipes import load_train_config, resolve_config
 
 if TYPE_CHECKING:
     from midtrain.train.config import TrainConfig
@@ -53,8 +58,6 @@ def split_file(cfg: SweepConfig) -> Path:
 def split_argv(cfg: SweepConfig) -> list[str]:
     """`midtrain split` over every input, at the larger of the pack's and the probe's held-out fractions (the
     sets are nested: the larger holds out all the smaller would), the pack's validation fraction."""
-    from midtrain.sft.config import SFTConfig
-    from recipes import resolve_config
 
     probe = resolve_config(cfg.protocol.sft_recipe, SFTConfig, "sft", list(cfg.protocol.sft_overrides))
     fraction = max(cfg.pack.heldout_fraction, probe.valid_fraction or 0.0)
@@ -89,13 +92,11 @@ class VariantPlan:
 
     def train_config(self) -> TrainConfig:
         """The training the train step runs (``midtrain train RECIPE OVERRIDES`` resolves the same)."""
-        from recipes import load_train_config
 
         return load_train_config(self.train_recipe, self.train_overrides)
 
     def trained(self) -> bool:
         """Whether run/ holds this variant's training, finished (with its settings: a changed recipe is not)."""
-        from midtrain.train.run_stamp import finished
 
         return finished(self.run_dir, self.train_config())
 
@@ -114,8 +115,6 @@ class VariantPlan:
 
 def _check_prep(variant: str, source: str, overrides: list[str]) -> None:
     """A re-prep's overrides must name real fields of the source's config (checked before anything runs)."""
-    from midtrain.sources.prep import split_overrides
-    from midtrain.sources.specs import SOURCE_SPECS
 
     mine, _ = split_overrides(source, overrides)
     try:
@@ -125,7 +124,6 @@ def _check_prep(variant: str, source: str, overrides: list[str]) -> None:
 
 
 def _reads_run_split(source: str) -> bool:
-    from midtrain.sources.specs import SOURCE_SPECS
 
     return "run_split" in {f.name for f in fields(SOURCE_SPECS[source].config)}
 
@@ -135,7 +133,6 @@ def pack_argv(pack: PackConfig, inputs: list[str], output: Path) -> list[str]:
 
 
 def variant_plan(cfg: SweepConfig, name: str) -> VariantPlan:
-    from recipes import load_train_config
 
     v = cfg.variants[name]
     root = output_dir(cfg) / name
@@ -257,7 +254,6 @@ def check_stamp(plan: VariantPlan, write: bool) -> None:
     """A variant's directory belongs to one resolved variant: refuse to mix runs of a changed definition, and a
     training in run/ of other settings than the variant's now (its recipe changed since: variant.json names the
     recipe, not its content), which would otherwise be reused, or resumed under the new settings."""
-    from midtrain.train.run_stamp import run_changes
 
     path = plan.root / STAMP
     stamp = plan.stamp()

@@ -14,14 +14,14 @@ from pathlib import Path
 from midtrain.chains import Runner, Step, finish, run_chains, run_step
 from midtrain.sweep.plan import base_checkpoint, check_stamp, complete, report_argv, setup_steps, sweep_chains
 from midtrain.sweep_config import SweepConfig
+from midtrain.train.initial_checkpoint import save_initial_checkpoint
+from recipes import load_train_config
 
 log = logging.getLogger(__name__)
 
 
 def init_base(cfg: SweepConfig) -> Path:
     """The train recipe's step-0 initialisation (its seed) as a checkpoint at OUTPUT/base."""
-    from midtrain.train.initial_checkpoint import save_initial_checkpoint
-    from recipes import load_train_config
 
     tcfg = load_train_config(cfg.train_recipe, [*cfg.train_overrides, f"seed={cfg.seed}"])
     return save_initial_checkpoint(tcfg, base_checkpoint(cfg))

@@ -36,6 +36,7 @@ from midtrain.formats.checkpoints import CheckpointError, checksum_problem, file
 from midtrain.formats.outputs import Fence, OutputRefused, die_with_parent
 from midtrain.formats.rundir import CHECKPOINTS, MARKER, checkpoint_name, list_checkpoints
 from midtrain.locations import fsync_dir, write_text_atomic
+from midtrain.train.config import RESUME_FIXED
 
 if TYPE_CHECKING:
     from megatron.core.models.gpt import GPTModel
@@ -398,7 +399,6 @@ def read_common(path: str | Path) -> dict[str, Any]:
 def model_shape(model_cfg: ModelConfig) -> dict[str, Any]:
     """What a checkpoint records of the model it holds: the fields that fix its parameters' names and shapes
     (train.config.RESUME_FIXED), so a load onto another model is refused naming them, config.yaml or not."""
-    from midtrain.train.config import RESUME_FIXED
 
     return {k.split(".", 1)[1]: getattr(model_cfg, k.split(".", 1)[1]) for k in RESUME_FIXED if k.startswith("model.")}
 

@@ -8,7 +8,7 @@ from typing import Literal
 
 import yaml
 
-from midtrain.config import Config, require
+from midtrain.config import Config, ConfigError, require
 from midtrain.locations import is_url
 from midtrain.train.model_config import ModelConfig
 
@@ -430,7 +430,6 @@ def read_run_config(path: str | Path) -> TrainConfig:
     defaults). Without that line (older runs, `config --yaml-only`) it is whole when it has every section and
     its last section has every field: a cut takes the end of the file.
     """
-    from midtrain.config import ConfigError
 
     path = Path(path)
     text = path.read_text()

@@ -82,6 +82,7 @@ def flops_per_token(cfg: TrainConfig, doc_lengths: list[int] | None = None) -> F
     The count is the trainer's (midtrain/train/flops.py, also used for MFU): causal attention over S
     tokens costs 6·L·d_attn·S per token; with documents lᵢ packed (Σ lᵢ = S) S becomes Σ lᵢ² / S.
     """
+    # lazy: loads torch only when this runs
     from midtrain.train.flops import matmul_params, step_flops
 
     S = cfg.data.seq_length

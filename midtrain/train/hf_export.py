@@ -24,7 +24,11 @@ import torch
 
 from midtrain.config import ConfigError
 from midtrain.formats.chat_format import CHATML, ChatFormat
+from midtrain.formats.rundir import run_dir_of
+from midtrain.formats.tokenizer import load_tokenizer
+from midtrain.train import checkpoint as ckpt
 from midtrain.train import families, hf_mapping
+from midtrain.train.config import TrainConfig
 from midtrain.train.hf_import import (
     DTYPES,
     HF_SOURCE,
@@ -42,8 +46,6 @@ SHARD_BYTES = 5 * 1024**3
 
 def locate_checkpoint(src: str | Path) -> tuple[Path, Path]:
     """(run_dir, checkpoint dir) for a run directory or one of its checkpoints/iter_* directories."""
-    from midtrain.formats.rundir import run_dir_of
-    from midtrain.train import checkpoint as ckpt
 
     src = Path(src)
     if (src / ckpt.MARKER).is_file():
@@ -58,8 +60,6 @@ def locate_checkpoint(src: str | Path) -> tuple[Path, Path]:
 
 def find_hf_source(run_dir: Path, max_hops: int = 8) -> Path | None:
     """The HF directory holding this run's original config.json + tokenizer: hf_source/, or init_from's."""
-    from midtrain.formats.rundir import run_dir_of
-    from midtrain.train.config import TrainConfig
 
     for _ in range(max_hops):
         if (run_dir / HF_SOURCE / "config.json").is_file():
@@ -134,8 +134,6 @@ def copy_tokenizer(dst: Path, tokenizer: str | Path | None, hf_source: Path | No
         if src == (Path(tokenizer) if tokenizer else None):
             raise ConfigError(f"--tokenizer {tokenizer}: no tokenizer files there ({', '.join(TOKENIZER_FILES)})")
     if families.family(family).default_tokenizer:
-        from midtrain.formats.tokenizer import load_tokenizer
-
         load_tokenizer(None, shared=True).save_pretrained(str(dst))
         return "the offline default tokenizer (midtrain.formats.tokenizer)"
     raise ConfigError(
@@ -222,7 +220,6 @@ def convert_mcore_to_hf(
     ``dtype`` (bf16 | fp32) defaults to the run's precision.dtype. ``overwrite`` replaces an earlier
     export in ``dst`` (its weights, config and tokenizer files); otherwise an existing model is an error.
     """
-    from midtrain.train.config import TrainConfig
 
     run_dir, ckpt_dir = locate_checkpoint(src)
     cfg_file = run_dir / "config.yaml"

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from midtrain.config import ConfigError
-from midtrain.train import hf_mapping
+from midtrain.train import checkpoint as ckpt
+from midtrain.train import distributed, hf_mapping
 from midtrain.train.config import TrainConfig
+from midtrain.train.hf_gguf import gguf_to_hf_dir, is_gguf_source
 from midtrain.train.model_config import ModelConfig
 
 if TYPE_CHECKING:
@@ -270,8 +272,6 @@ def single_process_world() -> Iterator[None]:
     """A world of one with TP=PP=CP=1 for conversion; torn down afterwards only if it was ours."""
     import torch.distributed as dist
 
-    from midtrain.train import distributed
-
     if dist.is_initialized() and dist.get_world_size() > 1:
         raise RuntimeError("conversion runs in a single process; do not launch it with torchrun/srun")
     owned = not dist.is_initialized()
@@ -285,6 +285,7 @@ def single_process_world() -> Iterator[None]:
 
 def empty_model(cfg: Any) -> GPTModel:
     """A GPTModel for ``cfg`` with allocated but uninitialised weights (no random-init cost)."""
+    # lazy: loads megatron only when this runs
     from midtrain.train.model import build_gpt_model
 
     with torch.device("meta"):
@@ -312,9 +313,6 @@ def convert_hf_to_mcore(
     from there.
     """
     import shutil
-
-    from midtrain.train import checkpoint as ckpt
-    from midtrain.train.hf_gguf import gguf_to_hf_dir, is_gguf_source
 
     dst = Path(dst)
     if is_gguf_source(src):

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 
 def save_initial_checkpoint(cfg: TrainConfig, run_dir: str | Path) -> Path:
     """Write RUN_DIR/config.yaml and the step-0 weights (RUN_DIR/checkpoints/iter_0000000) of a recipe."""
+    # lazy: loads megatron, torch only when this runs
     from midtrain.train import distributed
     from midtrain.train.checkpoint import latest_checkpoint, model_shape, save_checkpoint
     from midtrain.train.model import build_gpt_model

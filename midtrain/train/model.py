@@ -22,7 +22,7 @@ from megatron.core.transformer.spec_utils import ModuleSpec
 from megatron.core.transformer.transformer_config import TransformerConfig
 
 from midtrain.config import ConfigError
-from midtrain.train import moe
+from midtrain.train import hf_rope, moe
 from midtrain.train.attention import BACKEND_ATTR, PortableDocumentAttention
 from midtrain.train.config import TrainConfig
 from midtrain.train.gpu_choices import (
@@ -84,12 +84,7 @@ def resolve_impl(cfg: TrainConfig) -> str:
 
 def _rope_extra(cfg: TrainConfig) -> tuple[dict[str, Any], dict[str, Any]]:
     """(GPTModel kwargs, TransformerConfig attributes) for RoPE, from the RoPE table in midtrain.train.hf_rope."""
-    m = cfg.model
-    try:
-        from midtrain.train import hf_rope
-    except ModuleNotFoundError:
-        return {"position_embedding_type": "rope", "rotary_base": m.rotary_base}, {}
-    return hf_rope.gpt_model_kwargs(m), hf_rope.transformer_config_attrs(m)
+    return hf_rope.gpt_model_kwargs(cfg.model), hf_rope.transformer_config_attrs(cfg.model)
 
 
 def build_transformer_config(cfg: TrainConfig, impl: str | None = None, on_cpu: bool = False) -> TransformerConfig:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from midtrain.train.cpu_mode import moe_router_without_te
 from midtrain.train.gpu_choices import installed_te_version, moe_permute_fusion
 
 if TYPE_CHECKING:
@@ -86,8 +87,6 @@ def layer_spec(cfg: TrainConfig, impl: str) -> ModuleSpec:
         get_gpt_layer_local_spec,
         get_gpt_layer_with_transformer_engine_spec,
     )
-
-    from midtrain.train.cpu_mode import moe_router_without_te
 
     moe_router_without_te()
     m = cfg.model

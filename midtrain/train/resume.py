@@ -24,7 +24,7 @@ from typing import Any
 from midtrain.config import ConfigError
 from midtrain.formats.outputs import OutputRefused, decide, make_stamp
 from midtrain.formats.rundir import CONFIG
-from midtrain.formats.shard_reader import MANIFEST
+from midtrain.formats.shard_reader import MANIFEST, load_manifest
 from midtrain.formats.stamp import TRAINING, shards_id, stale_details
 from midtrain.train import checkpoint as ckpt
 from midtrain.train.config import RESUME_FIXED, SCHEDULE_FIELDS, TrainConfig, read_run_config
@@ -161,8 +161,6 @@ def check_resumable(cfg: TrainConfig, run_dir: Path) -> Path | None:
     then does not hash it again), else None."""
     manifest = None
     if (Path(cfg.data.path) / MANIFEST).is_file():
-        from midtrain.formats.shard_reader import load_manifest
-
         manifest = load_manifest(cfg.data.path)
     if not ckpt.list_checkpoints(run_dir):
         found = None

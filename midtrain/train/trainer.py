@@ -29,7 +29,7 @@ import torch.distributed as dist
 from midtrain.config import ConfigError
 from midtrain.formats.outputs import Fence, Lease, OutputRefused
 from midtrain.formats.rundir import EXIT_REQUEUE
-from midtrain.formats.shard_reader import MANIFEST
+from midtrain.formats.shard_reader import MANIFEST, PackedDataset, PackedLoader
 from midtrain.formats.stamp import RUN_INFO
 from midtrain.locations import write_text_atomic
 from midtrain.train import checkpoint as ckpt
@@ -178,7 +178,6 @@ def check_shards(cfg: TrainConfig, manifest: dict) -> None:
 
 
 def _open_data(cfg: TrainConfig, dp_rank: int, dp_size: int):
-    from midtrain.formats.shard_reader import PackedDataset, PackedLoader
 
     dataset = PackedDataset(cfg.data.path, "train")
     check_shards(cfg, dataset.manifest)
