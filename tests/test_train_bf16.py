@@ -24,6 +24,7 @@ from train_helpers import destroy_process_groups, metrics, shards, tiny_config  
 
 from midtrain.train import distributed
 from midtrain.train.checkpoint import MARKER, list_checkpoints
+from midtrain.train.gpu_choices import native_bf16_cpu
 from midtrain.train.trainer import train
 
 REPO = Path(__file__).resolve().parents[1]
@@ -232,3 +233,12 @@ def test_async_checkpoint_saves_complete_and_resume_bitwise(trained, shards, tmp
             shutil.rmtree(path)
     again = _run(shards, run_dir, **over)
     assert _losses(again) == _losses(straight)
+
+
+def test_bf16_on_a_cpu_that_emulates_it_is_named(shards, tmp_path, caplog):
+    """A bf16 run on a CPU without AMX or AVX512-BF16 says that torch emulates bf16 there (many times slower
+    than fp32), and names the setting that trains at full speed; where the CPU has them, nothing is said."""
+    with caplog.at_level("WARNING", logger="midtrain.train"):
+        _run(shards, tmp_path / "run", **{"optim.train_steps": 1, "optim.warmup_steps": 0})
+    warned = "torch emulates bf16 here" in caplog.text and "precision.dtype=fp32" in caplog.text
+    assert warned == (not native_bf16_cpu()), caplog.text
