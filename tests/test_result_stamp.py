@@ -154,7 +154,7 @@ def _tiny(run_dir, *overrides: str):
 
 
 def test_a_training_is_finished_only_for_the_settings_it_ran_with(tmp_path):
-    from midtrain.formats.stamp import finished, run_changes, training_stamp
+    from midtrain.formats.stamp import reached_step, run_changes, training_stamp
     from midtrain.train.run_stamp import recorded_stamp, want_stamp
 
     run = tmp_path / "run"
@@ -162,9 +162,9 @@ def test_a_training_is_finished_only_for_the_settings_it_ran_with(tmp_path):
     want = want_stamp(cfg)
     assert want["made"] == "training run" and want["config"]["optim.lr"] == cfg.optim.lr
     assert "run_dir" in want["notes"] and "log.interval" in want["notes"] and "optim.lr" not in want["notes"]
-    assert run_changes(run, want, None) == [] and not finished(run, 4, want, None)  # nothing there yet
+    assert run_changes(run, want, None) == [] and not reached_step(run, 4, want, None)  # nothing there yet
     _trained(run, cfg, 4)
-    assert run_changes(run, want, recorded_stamp(run)) == [] and finished(run, 4, want, recorded_stamp(run))
+    assert run_changes(run, want, recorded_stamp(run)) == [] and reached_step(run, 4, want, recorded_stamp(run))
     # where it lies, what it reports, when it saves, how it is laid over devices: the same training
     same = _tiny(tmp_path / "moved", "log.interval=7", "checkpoint.keep_last=5", "parallel.recompute=full", "name=x")
     assert run_changes(run, want_stamp(same), recorded_stamp(run)) == []
@@ -173,7 +173,7 @@ def test_a_training_is_finished_only_for_the_settings_it_ran_with(tmp_path):
         "config.data.path: recorded '.demo/shards', now '/elsewhere'",
         "config.optim.lr: recorded 0.0003, now 0.01",
     ]
-    assert not finished(run, 4, other, recorded_stamp(run)) and finished(run, 4)  # the step alone still reads 4
+    assert not reached_step(run, 4, other, recorded_stamp(run)) and reached_step(run, 4)  # the step alone still reads 4
     (run / "config.yaml").write_text("model:\n  num_layers: 2\n")  # cut short: settings unknown
     assert recorded_stamp(run) is None and run_changes(run, want, None)[0].startswith("config.yaml: missing or cut")
     assert training_stamp({"optim": {"lr": 1}})["config"] == {"optim.lr": 1}
@@ -240,7 +240,7 @@ def test_a_training_on_other_content_at_the_same_paths_is_another_training(tmp_p
     import logging
     import shutil
 
-    from midtrain.formats.stamp import finished, run_changes, shards_id
+    from midtrain.formats.stamp import reached_step, run_changes, shards_id
     from midtrain.train.run_stamp import recorded_stamp, reuse_or_clear, want_stamp
 
     run, shards, start = tmp_path / "run", tmp_path / "shards", tmp_path / "start"
@@ -248,7 +248,7 @@ def test_a_training_on_other_content_at_the_same_paths_is_another_training(tmp_p
     _checkpoint(start, 2, b"start weights")
     cfg = _tiny(run, f"data.path={shards}", f"init_from={start}")
     _trained(run, cfg, 4)
-    assert finished(run, 4, want_stamp(cfg), recorded_stamp(run))
+    assert reached_step(run, 4, want_stamp(cfg), recorded_stamp(run))
     _packed(shards, "docs-2")  # the same path, other documents packed
     assert [c.split(":")[0] for c in run_changes(run, want_stamp(cfg), recorded_stamp(run))] == ["inputs.data"]
     with caplog.at_level(logging.WARNING, "midtrain.train.run_stamp"):
@@ -259,12 +259,12 @@ def test_a_training_on_other_content_at_the_same_paths_is_another_training(tmp_p
     shutil.rmtree(start / "checkpoints")
     _checkpoint(start, 2, b"other weights")  # init_from's checkpoint replaced in place
     changes = run_changes(run, want_stamp(cfg), recorded_stamp(run))
-    assert [c.split(":")[0] for c in changes] == ["inputs.init_from"] and not finished(run, 4, want_stamp(cfg))
+    assert [c.split(":")[0] for c in changes] == ["inputs.init_from"] and not reached_step(run, 4, want_stamp(cfg))
 
     (run / "run_info.json").write_text(json.dumps({"name": "x"}))  # written before inputs were recorded
     caplog.clear()
     with caplog.at_level(logging.INFO, "midtrain.formats.stamp"):
-        assert not finished(run, 4, want_stamp(cfg), recorded_stamp(run))
+        assert not reached_step(run, 4, want_stamp(cfg), recorded_stamp(run))
     assert "inputs.data: " in caplog.text and "records no content id of it" in caplog.text
     assert "inputs.init_from: " in caplog.text and "not reused" in caplog.text
 

@@ -6,7 +6,7 @@ import json
 
 from midtrain.formats.checkpoints import latest_step
 from midtrain.formats.rundir import CHECKPOINTS, MARKER
-from midtrain.formats.stamp import finished
+from midtrain.formats.stamp import reached_step
 
 
 def _checkpoint(run_dir, step, complete=True):
@@ -19,12 +19,14 @@ def _checkpoint(run_dir, step, complete=True):
 
 def test_finished_means_a_complete_checkpoint_at_that_step(tmp_path):
     run = tmp_path / "run"
-    assert not finished(run, 4) and latest_step(run) is None  # nothing there yet
+    assert not reached_step(run, 4) and latest_step(run) is None  # nothing there yet
     _checkpoint(run, 2)
-    assert finished(run, 2) and not finished(run, 4) and latest_step(run) == 2
+    assert reached_step(run, 2) and not reached_step(run, 4) and latest_step(run) == 2
     _checkpoint(run, 4, complete=False)  # a save cut short at the last step: not finished
-    assert not finished(run, 4) and latest_step(run) == 2
+    assert not reached_step(run, 4) and latest_step(run) == 2
     (run / CHECKPOINTS / "iter_0000004" / MARKER).write_text(json.dumps({"files": {"weights.bin": 8}}))
-    assert finished(run, 4) and latest_step(run) == 4
+    assert reached_step(run, 4) and latest_step(run) == 4
     # a checkpoint directory given as the run: its own step
-    assert latest_step(run / CHECKPOINTS / "iter_0000002") == 2 and not finished(run / CHECKPOINTS / "iter_0000002", 4)
+    assert latest_step(run / CHECKPOINTS / "iter_0000002") == 2 and not reached_step(
+        run / CHECKPOINTS / "iter_0000002", 4
+    )

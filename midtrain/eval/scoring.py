@@ -15,8 +15,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from midtrain.formats.rundir import CONFIG
-from midtrain.formats.rundir import run_dir_of as layout_run_dir
+from midtrain.formats.rundir import CONFIG, run_dir_of
 from midtrain.train import distributed
 from midtrain.train.checkpoint import latest_checkpoint, load_weights
 from midtrain.train.config import TrainConfig
@@ -30,10 +29,10 @@ def is_hf_dir(path: str | Path) -> bool:
     return (Path(path) / "config.json").is_file()
 
 
-def run_dir_of(checkpoint: str | Path) -> Path:
+def midtrain_run_dir(checkpoint: str | Path) -> Path:
     """The run directory (holding config.yaml) of a run dir or of RUN/checkpoints/iter_*."""
 
-    run = layout_run_dir(checkpoint)
+    run = run_dir_of(checkpoint)
     if (run / CONFIG).is_file():
         return run
     raise FileNotFoundError(
@@ -78,7 +77,7 @@ class MidtrainScorer(Scorer):
         # lazy: loads megatron only when this runs
         from midtrain.train.model import build_gpt_model
 
-        run_dir = run_dir_of(checkpoint)
+        run_dir = midtrain_run_dir(checkpoint)
         ckpt = latest_checkpoint(checkpoint)
         if ckpt is None:
             raise FileNotFoundError(f"{checkpoint}: no complete midtrain checkpoint")

@@ -312,7 +312,7 @@ def run_changes(run_dir: str | Path, want: Mapping[str, Any], recorded: Mapping[
     ] + [d for d in stale_details(recorded, want) if d.split(":")[0] not in unknown]
 
 
-def finished(
+def reached_step(
     run_dir: str | Path, step: int, want: Mapping[str, Any] | None = None, recorded: Mapping[str, Any] | None = None
 ) -> bool:
     """Whether RUN_DIR holds a finished training: its newest complete checkpoint is the one of ``step`` (the last

@@ -33,11 +33,11 @@ log = logging.getLogger(__name__)
 def _start_model(cfg: SFTConfig, start: Path) -> SFTConfig:
     """Take the model section from a midtrain start checkpoint's config (shapes must match to load)."""
     # lazy: loads torch only when this runs
-    from midtrain.eval.scoring import is_hf_dir, run_dir_of
+    from midtrain.eval.scoring import is_hf_dir, midtrain_run_dir
 
     if is_hf_dir(start):
         return cfg
-    src = TrainConfig.from_yaml(run_dir_of(start) / "config.yaml")
+    src = TrainConfig.from_yaml(midtrain_run_dir(start) / "config.yaml")
     if src.model != cfg.train.model:
         log.info("SFT probe: model shape taken from %s (the recipe's differs)", start)
         cfg.train.model = src.model
@@ -253,14 +253,14 @@ def heldout_check(
     n-grams those shards hold (:mod:`midtrain.curate.leak_scan`: a trajectory quoted in a commit diff)."""
     # lazy: loads datatrove, torch only when this runs
     from midtrain.curate.leak_scan import describe, scan_against_probe_data
-    from midtrain.eval.scoring import is_hf_dir, run_dir_of
+    from midtrain.eval.scoring import is_hf_dir, midtrain_run_dir
     from midtrain.formats.run_split import read as read_run_split
     from midtrain.formats.run_split import training_leaks
     from midtrain.formats.trace_split import instance_of, shard_instances
 
     shards, excluded = [data["train_shards"]], {}
     if not is_hf_dir(start):
-        mid = TrainConfig.from_yaml(run_dir_of(start) / "config.yaml").data.path
+        mid = TrainConfig.from_yaml(midtrain_run_dir(start) / "config.yaml").data.path
         if (Path(mid) / "manifest.json").is_file():
             shards.append(str(mid))
             manifest = json.loads((Path(mid) / "manifest.json").read_text())

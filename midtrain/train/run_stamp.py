@@ -64,7 +64,7 @@ def run_changes(run_dir: str | Path, cfg: TrainConfig) -> list[str]:
 
 def finished(run_dir: str | Path, cfg: TrainConfig) -> bool:
     """Whether RUN_DIR holds CFG's training at its last step (nothing to train)."""
-    return stamp.finished(run_dir, cfg.optim.train_steps, want_stamp(cfg), recorded_stamp(run_dir))
+    return stamp.reached_step(run_dir, cfg.optim.train_steps, want_stamp(cfg), recorded_stamp(run_dir))
 
 
 def reuse_or_clear(run_dir: str | Path, cfg: TrainConfig, what: str) -> bool:
@@ -78,4 +78,4 @@ def reuse_or_clear(run_dir: str | Path, cfg: TrainConfig, what: str) -> bool:
         log.warning("%s: %s holds another training (%s); trained again from scratch", what, run_dir, "; ".join(changes))
         shutil.rmtree(run_dir)
         return False
-    return stamp.finished(run_dir, cfg.optim.train_steps, want, recorded)
+    return stamp.reached_step(run_dir, cfg.optim.train_steps, want, recorded)
