@@ -61,8 +61,11 @@ def test_a_killed_pack_resumes_with_another_worker_count(packed, tmp_path):
 
 
 def test_a_resume_on_another_split_of_the_tokenize_cache_is_refused(packed, tmp_path, capsys):
-    src, ref = packed
+    src, _ = packed
     prep = shutil.copytree(src.parent, tmp_path / "prep") / src.name  # its own cache, rebuilt below
+    # a pack of this copy (its path is its inputs' name in the output's stamp), killed after its first task
+    ref = tmp_path / "ref"
+    assert main(pack_argv([prep], ref)) == 0
     out = _killed(ref, tmp_path / "shards")
     recorded = json.loads((out / SPLIT_FILE).read_text())
     assert recorded["tasks"] == 2 and sum(map(len, recorded["files"])) == 4  # 4 files tokenized in 4 tasks

@@ -97,10 +97,12 @@ def test_latest_checkpoint_skips_what_its_check_refuses_and_names_each_when_requ
 
 
 def test_a_prep_json_of_an_older_midtrain_is_still_read(tmp_path):
-    """prep.json keeps its settings at the top level (its readers expect them there); one written before input
-    identities were recorded is compared on its settings only."""
+    """prep.json keeps its settings at the top level (its readers expect them there); one without output.json
+    (an older midtrain's) stands in for the ledger record, and one written before input identities were
+    recorded is compared on its settings only."""
     from midtrain.config import ConfigError
-    from midtrain.sources.prep import build_run, read_prep_stamp
+    from midtrain.formats.outputs import RESUME
+    from midtrain.sources.prep import build_run
 
     inputs = tmp_path / "in"
     inputs.mkdir()
@@ -109,17 +111,17 @@ def test_a_prep_json_of_an_older_midtrain_is_still_read(tmp_path):
     want = run.stamp()
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "prep.json").write_text(json.dumps(want["config"]))  # no input_identity
-    recorded = read_prep_stamp(tmp_path / "out" / "prep.json")
-    assert recorded is not None and recorded["inputs"] is None
-    assert run.resume_plan(overwrite=False) == (want, False)
+    with run.claim(overwrite=False, hold=False) as c:  # the decision alone: no lease, no record
+        assert c.action == RESUME
     (inputs / "b.jsonl").write_text("{}\n")
-    assert run.resume_plan(overwrite=False)[1] is False  # still the settings alone
+    with run.claim(overwrite=False, hold=False) as c:
+        assert c.action == RESUME  # still the settings alone
     (tmp_path / "out" / "prep.json").write_text(json.dumps({**want["config"], "input_identity": want["inputs"]}))
-    with pytest.raises(ConfigError, match=r"inputs changed .*2 files, was 1"):
-        run.resume_plan(overwrite=False)
+    with pytest.raises(ConfigError, match=r"inputs changed .*2 files, was 1"), run.claim(overwrite=False):
+        pass
     (tmp_path / "out" / "prep.json").write_text(json.dumps({**want["config"], "tasks": 3}))
-    with pytest.raises(ConfigError, match=r"other settings \(tasks differ\)"):
-        run.resume_plan(overwrite=False)
+    with pytest.raises(ConfigError, match=r"other settings \(tasks differ\)"), run.claim(overwrite=False):
+        pass
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["prep.json"]  # deciding changed nothing
 
 

@@ -1,7 +1,7 @@
 """One way to claim, stamp and reuse an output: a lease, a stamp and a state, decided by one policy table.
 
-An output is claimed here (the report, the SFT probe and the proxy and lm-eval scores do so whole; prep, pack
-and train hold the lease and still decide reuse from their own stamps)::
+An output is claimed here (prep, pack, the SFT probe, the proxy and lm-eval scores, a SWE-bench run and the report
+do so whole; train holds the lease and asks :func:`decide` about its checkpoints)::
 
     with claim(out, "sft", want) as c:        # refused (OutputRefused) while another live process holds it
         if c.action == REUSE: return ...      # complete, same stamp
@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,8 +136,8 @@ def decide(
 def read_record(out: str | Path, before: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """OUT's ledger record ({stamp, state, reason, holder, updated}); without one, BEFORE (the record an older
     midtrain's stamp file implies), else {} (no stamp: compared as another output) when OUT holds any file but
-    its lease, else None (nothing there)."""
-    out = Path(out)
+    its lease, else None (nothing there). OUT: a path, or an object-store one (midtrain.locations: kept as is)."""
+    out = Path(out) if isinstance(out, str) else out
     record = read_stamp(out / RECORD)
     if record is not None:
         return record
@@ -372,6 +372,22 @@ class Claim:
             write_record(self.out, self.want, COMPLETE)
 
 
+# a stage's own wording of a refusal of another stamp (OutputRefused, and the record compared): the error raised
+Reword = Callable[[OutputRefused, Mapping[str, Any]], Exception]
+
+
+def _decide(
+    stage: str, out: Path, want: dict[str, Any], redo: bool, before: Mapping[str, Any] | None, reword: Reword | None
+) -> Decision:
+    record = read_record(out, before)
+    try:
+        return decide(stage, record, want, out, redo)
+    except OutputRefused as e:
+        if reword is None:
+            raise
+        raise reword(e, record or {}) from None
+
+
 @contextmanager
 def claim(
     out: str | Path,
@@ -381,18 +397,21 @@ def claim(
     stale_after: float = STALE_AFTER,
     hold: bool = True,
     before: Mapping[str, Any] | None = None,
+    reword: Reword | None = None,
 ) -> Iterator[Claim]:
     """Hold OUT's lease for STAGE's output stamped WANT while the block runs (see the module's docstring): the
     decision is made under the lease, the record says running until :meth:`Claim.complete`, and an exception
     records failed with its reason before it propagates. A REUSE leaves the record as it was. HOLD False: the
-    same decision without the lease (another rank of the holder's job); BEFORE: see :func:`read_record`."""
-    out = Path(out)
+    same decision without the lease (another rank of the holder's job, or an output in an object store, which has
+    no exclusive create for a lease); BEFORE: see :func:`read_record`; REWORD: raises what it returns for a
+    refusal of another stamp (a stage's own message and exception: prep's ConfigError, exit 2)."""
+    out = Path(out) if isinstance(out, str) else out
     if not hold:
-        yield Claim(out, stage, want, decide(stage, read_record(out, before), want, out, redo), None)
+        yield Claim(out, stage, want, _decide(stage, out, want, redo, before, reword), None)
         return
     lease = Lease(out, stage, stale_after=stale_after).acquire()
     try:
-        decision = decide(stage, read_record(out, before), want, out, redo)
+        decision = _decide(stage, out, want, redo, before, reword)
         if decision.changes:
             log.warning("%s: another %s output was there (%s); redone", out, stage, "; ".join(decision.changes))
         c = Claim(out, stage, want, decision, lease)

@@ -19,15 +19,26 @@ import json
 import logging
 import shlex
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from datatrove.data import DocumentsPipeline
 from datatrove.pipeline.base import PipelineStep
 
-from midtrain.formats.outputs import Fence, OutputInUse, OutputRefused
+from midtrain.formats.outputs import (
+    COMPLETE,
+    RECORD,
+    REUSE,
+    RUNNING,
+    START,
+    Claim,
+    Fence,
+    OutputInUse,
+    OutputRefused,
+    claim,
+)
 from midtrain.formats.run_split import RunSplit
 from midtrain.formats.run_split import decide as decide_split
 from midtrain.formats.run_split import read as read_split_file
@@ -349,16 +360,6 @@ def pack_stamp(cfg: PackConfig, key: str, names: list[str], prints: dict[str, st
 PACK_NOTES = ("workers", "executor")
 
 
-def _same_output(old: dict, want: dict) -> bool:
-    """Whether a finished manifest's stamp is WANT but for the notes (a manifest whose stamp still held the
-    throughput knobs as settings counts as the same output)."""
-    stamp = old.get("stamp")
-    if not isinstance(stamp, dict):
-        return False
-    config = {k: v for k, v in (stamp.get("config") or {}).items() if k not in PACK_NOTES}
-    return not stale_fields({**stamp, "config": config}, want)
-
-
 def run_key(want: dict, names: list[str]) -> str:
     """The digest of a pack stamp that names the output's run (its logs/KEY task markers; manifest run_key),
     computed as midtrain computed it before manifests held the stamp, so their outputs are still recognised."""
@@ -367,58 +368,67 @@ def run_key(want: dict, names: list[str]) -> str:
     return hashlib.sha256(json.dumps(raw).encode()).hexdigest()[:16]
 
 
-def _differences(old: dict, want: dict, names: list[str]) -> str:
-    """What differs between a finished manifest and this run's stamp: its stamp fields (a manifest from before
-    stamps: its config fields and input list), else the documents or the tokenizer."""
-    if isinstance(old.get("stamp"), dict):
-        changed = stale_fields(old["stamp"], want)
-    else:
-        changed = stale_fields({"config": old.get("config") or {}}, {"config": want["config"]})
-        changed += ["inputs"] if old.get("inputs") != names else []
-    return ", ".join(changed) + " differ" if changed else "the input documents or the tokenizer changed"
-
-
-def _prepare_output(out: Path, want: dict, names: list[str], dry_run: bool, overwrite: bool = False) -> dict | None:
-    """The finished manifest when OUT is already complete for this run's stamp WANT (its :func:`run_key`); else
-    make OUT ready for this run.
-
-    Another run's output (other settings or inputs, finished or not) is refused unless ``overwrite``: its
-    shards may be read by a running job, and mixing two runs' tasks would mix their data. With ``overwrite``
-    only what `midtrain pack` writes is removed. An unfinished run of the same settings keeps its outputs:
-    its finished tasks are skipped.
-    """
-    manifest_path = out / MANIFEST
+def older_record(out: Path, want: dict, names: list[str]) -> dict | None:
+    """The ledger record (formats.outputs.read_record's BEFORE) of a pack output without output.json (an older
+    midtrain's, or one in an object store, where no record is written): its manifest's stamp, complete (one
+    without a stamp, or whose stamp held the throughput knobs as settings, as an older midtrain wrote it); else
+    this run's unfinished tasks (logs/RUN_KEY), running; else None (read_record: another output when files are
+    there)."""
     key = run_key(want, names)
-    old = json.loads(manifest_path.read_text()) if manifest_path.exists() and not dry_run else None
-    if old is not None and (old.get("run_key") == key or _same_output(old, want)) and not overwrite:
-        log.info("%s is complete for this configuration and these inputs; nothing to do", out)
-        return old
-    ours = manifest_path.exists() or (out / "logs").is_dir()
-    if not ours and any((out / n).exists() for n in ("train", "valid")) and not dry_run:
+    manifest = read_stamp(out / MANIFEST)
+    if manifest is not None:
+        stamp = manifest.get("stamp")
+        if manifest.get("run_key") == key:
+            stamp = want
+        elif isinstance(stamp, dict):
+            stamp = {**stamp, "config": {k: v for k, v in stamp.get("config", {}).items() if k not in PACK_NOTES}}
+        else:  # from before stamps: its settings and inputs as the manifest lists them
+            stamp = output_stamp("pack", dict.fromkeys(manifest.get("inputs") or []), manifest.get("config") or {})
+        return {"stamp": stamp, "state": COMPLETE}
+    return {"stamp": want, "state": RUNNING} if (out / "logs" / key).is_dir() else None
+
+
+def _claim(out: Path, want: dict, names: list[str], overwrite: bool) -> AbstractContextManager[Claim]:
+    """OUT claimed for this pack (formats.outputs, policy ``pack``): an unfinished run of this stamp resumes (its
+    finished tasks are skipped), a finished one is reused; another run's output (other settings or inputs,
+    finished or not) is refused unless ``overwrite``: its shards may be read by a running job, and mixing two
+    runs' tasks would mix their data. An output that is not a pack's is refused, ``overwrite`` or not."""
+    if not any((out / n).exists() for n in (MANIFEST, "logs", RECORD)) and any(
+        (out / n).exists() for n in ("train", "valid")
+    ):
         raise OutputRefused(
             f"{out} holds train/ or valid/ but is not a `midtrain pack` output; choose another --output"
         )
-    resuming = (out / "logs" / key).exists() and old is None and not overwrite
-    if ours and not dry_run and not resuming and not overwrite:
+
+    def reword(refused: OutputRefused, record: Mapping) -> OutputRefused:
+        fields = ", ".join(c.split(":")[0] for c in refused.changes)
         what = (
-            f"a finished pack output made with other settings or inputs ({_differences(old, want, names)})"
-            if old is not None
+            f"a finished pack output made with other settings or inputs ({fields} differ)"
+            if (out / MANIFEST).exists()
             else "an unfinished pack run with other settings or inputs"
         )
-        raise OutputRefused(
-            f"{out} holds {what}; use a new --output, or --overwrite to delete it (shards a running job reads included)"
+        return OutputRefused(
+            f"{out} holds {what}; use a new --output, or --overwrite to delete it (shards a running job reads "
+            "included)",
+            refused.changes,
         )
-    if ours and not dry_run:
-        log.info(
-            "%s: %s",
-            out,
-            "resuming an unfinished run with these settings"
-            if resuming
-            else "--overwrite: removing the earlier pack output",
-        )
-    for name in ("train", "valid", "logs", MANIFEST, SPLIT_FILE) if ours and not dry_run else ():
+
+    before = older_record(out, want, names)
+    return claim(out, "pack", want, overwrite, hold=not is_url(str(out)), before=before, reword=reword)
+
+
+def _prepare_output(c: Claim, out: Path, overwrite: bool) -> dict | None:
+    """The finished manifest when OUT is complete for this claim's stamp (reused); else make OUT ready for it:
+    with ``overwrite`` only what `midtrain pack` writes is removed, a resumed run keeps its finished tasks."""
+    manifest = read_stamp(out / MANIFEST)
+    if c.action == REUSE and manifest is not None and not overwrite:
+        log.info("%s is complete for this configuration and these inputs; nothing to do", out)
+        return manifest
+    if c.action != START:
+        log.info("%s: %s", out, "--overwrite: removing the earlier pack output" if overwrite else "resuming")
+    for name in ("train", "valid", "logs", MANIFEST, SPLIT_FILE) if overwrite and c.action != START else ():
         p = out / name
-        if p.exists() and (not resuming or name == MANIFEST):
+        if p.exists():
             remove_tree(p) if p.is_dir() else p.unlink()
     ensure_dir(out)
     return None
@@ -451,12 +461,8 @@ def pack(
     one another run is writing (its lock, midtrain.runner.output_lock) is refused. ``cache_dir``: where the
     tokenize caches go instead of each input's PREP/tokenized/ (a read-only prep directory).
     """
-    if dry_run:
+    with naming_output(out_dir):
         return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir)
-    with output_lock(as_path(out_dir), "midtrain pack") as lease, naming_output(out_dir):
-        # local pool workers publish only under this lease; Slurm tasks outlive this process (no fence)
-        fence = lease.fence if lease is not None and cfg.executor == "local" else None
-        return _pack(cfg, inputs, out_dir, site, dry_run, overwrite, cache_dir, fence)
 
 
 def _pack(
@@ -467,7 +473,6 @@ def _pack(
     dry_run: bool,
     overwrite: bool,
     cache_root: str | Path | None = None,
-    fence: Fence | None = None,
 ) -> PackResult:
 
     cfg.validate()
@@ -492,10 +497,36 @@ def _pack(
     presplit = [h is not None and h["by"] == "presplit" for h in heldout]
     held_key = [[h["by"], h["heldout_groups"]] if h else None for h in heldout] if any(heldout) else []
     want = pack_stamp(cfg, key, names, prints, [*held_key, split.sha])
-    done_manifest = _prepare_output(out, want, names, dry_run, overwrite)
-    if done_manifest is not None:
-        return PackResult(manifest=done_manifest)
+    if dry_run:
+        return _stages(cfg, site, names, cache_dirs, out, prints, tok, key, want, split, presplit, None, True)
+    with _claim(out, want, names, overwrite) as c:
+        done = _prepare_output(c, out, overwrite)
+        if done is not None:
+            return PackResult(manifest=done)
+        # local pool workers publish only under this lease; Slurm tasks outlive this process (no fence)
+        fence = c.lease.fence if c.lease is not None and cfg.executor == "local" else None
+        result = _stages(cfg, site, names, cache_dirs, out, prints, tok, key, want, split, presplit, fence, False)
+        if result.manifest is not None:
+            c.complete()
+        return result
 
+
+def _stages(
+    cfg: PackConfig,
+    site,
+    names: list[str],
+    cache_dirs: list[str],
+    out: Path,
+    prints: dict[str, str],
+    tok: TokenizerInfo,
+    key: str,
+    want: dict,
+    split: RunSplit,
+    presplit: list[bool],
+    fence: Fence | None,
+    dry_run: bool,
+) -> PackResult:
+    """Run (or, DRY_RUN, give the scripts of) the tokenize, pack and manifest stages of a claimed output."""
     chain = StageChain(cfg.executor, site, cfg.workers, label="pack")
     for i, cache_dir in zip(names, cache_dirs):
         _tokenize_stage(

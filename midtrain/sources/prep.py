@@ -12,8 +12,9 @@ Layout of an output directory DIR::
     DIR/stats.json       documents and bytes in/out, every drop and skip by reason, errors, resolved configs;
                          written last, it marks a complete run (`midtrain pack` refuses a DIR without it)
     DIR/prep.json        the resolved run settings and what identifies the inputs' content (git HEAD, file
-                         sizes and mtimes, object ETags); a relaunch with other settings or changed inputs is
-                         refused (no mixing, nothing added left out) unless --overwrite
+                         sizes and mtimes, object ETags), and the command line as a note; a relaunch with other
+                         settings or changed inputs is refused (no mixing, nothing added left out) unless
+                         --overwrite (decided by formats.outputs, policy ``prep``: DIR/output.json its record)
 
 A relaunch of the same command resumes: datatrove skips the tasks whose completion markers exist.
 """
@@ -25,6 +26,8 @@ import importlib.util
 import json
 import logging
 import os
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,9 +38,20 @@ from datatrove.pipeline.base import PipelineStep
 from midtrain.config import ConfigError
 from midtrain.curate.stages import CurationConfig, curation_stages
 from midtrain.formats.documents import read_jsonl, write_jsonl_gz
-from midtrain.formats.stamp import NOTES, digest, output_stamp, read_stamp, stale_fields
+from midtrain.formats.outputs import (
+    COMPLETE,
+    LEASE,
+    RECORD,
+    RUNNING,
+    START,
+    Claim,
+    OutputRefused,
+    claim,
+    make_stamp,
+)
+from midtrain.formats.stamp import NOTES, digest, read_stamp
 from midtrain.locations import ensure_dir, is_url, location, remove_tree, write_text_atomic
-from midtrain.runner import LOCK_FILE, StageChain, naming_output, output_lock, stage_stats, stat_total, step_label
+from midtrain.runner import StageChain, naming_output, stage_stats, stat_total, step_label
 from midtrain.sources.common import ReaderConfig, expand_inputs
 from midtrain.sources.git import GitError, head_commit, is_git_repo
 from midtrain.sources.specs import SOURCE_SPECS
@@ -293,17 +307,18 @@ def _changed_inputs(old: dict[str, dict], new: dict[str, dict]) -> list[str]:
     ]
 
 
-def read_prep_stamp(path: Path) -> dict | None:
-    """OUTPUT/prep.json as a stamp (midtrain.formats.stamp): the settings are its config, the inputs' identity
-    its inputs (None in a prep.json from before identities were recorded: not compared). None when absent."""
-    flat = read_stamp(path) if path.exists() else None
+def older_record(output: Path, want: dict) -> dict | None:
+    """The ledger record (formats.outputs.read_record's BEFORE) of a prep output without output.json (an older
+    midtrain's, or one in an object store, where no record is written): its prep.json's stamp, complete when its
+    stats.json says so; {} (an output of unknown settings) when prep.json is unreadable, None without one. A
+    prep.json from before input identities were recorded: the settings alone decide (WANT's inputs stand in)."""
+    flat = read_stamp(output / PREP_STAMP)
     if flat is None:
-        if path.exists():
-            raise ConfigError(f"output: {path} is unreadable; use --overwrite to prepare the output again")
-        return None
+        return {} if (output / PREP_STAMP).exists() else None
     identity = flat.pop(IDENTITY_KEY, None)
-    notes = flat.pop(NOTES, None)
-    return output_stamp("prep", identity or {}, flat, notes) | {"inputs": identity}
+    stamp = make_stamp("prep", want["inputs"] if identity is None else identity, flat, flat.pop(NOTES, None))
+    done = (read_stamp(output / STATS_FILE) or {}).get("complete") is True
+    return {"stamp": stamp, "state": COMPLETE if done else RUNNING}
 
 
 def write_prep_stamp(path: Path, stamp: dict) -> None:
@@ -312,25 +327,27 @@ def write_prep_stamp(path: Path, stamp: dict) -> None:
     write_text_atomic(path, json.dumps({**stamp["config"], IDENTITY_KEY: stamp["inputs"], **notes}, indent=2))
 
 
-def refuse_stale(output: Path, old: dict, want: dict) -> None:
-    """ConfigError naming what differs when OUTPUT's stamp OLD is not the one of this run (WANT): other
-    settings (their shards would mix), or inputs changed since (finished tasks would be skipped: what was
-    added or changed since would be silently left out)."""
-    if old["inputs"] is None:  # recorded before identities: the settings alone decide
-        want = {**want, "inputs": None}
-    changed = stale_fields(old, want)
-    settings = [f.removeprefix("config.") for f in changed if f.startswith("config.")]
+def refusal(output: Path, refused: OutputRefused, old: dict, want: dict) -> ConfigError:
+    """The ledger's refusal of OUTPUT (recorded stamp OLD) as prep says it, naming what differs: other settings
+    (their shards would mix), or inputs changed since (finished tasks would be skipped: what was added or
+    changed since would be silently left out)."""
+    fields = [c.split(":")[0] for c in refused.changes]
+    settings = [f.removeprefix("config.") for f in fields if f.startswith("config.")]
+    if not old:
+        return ConfigError(
+            f"output: {output} holds files but no readable {PREP_STAMP} (what made them is unknown); use a new "
+            "--output or --overwrite"
+        )
     if settings:
-        raise ConfigError(
-            f"output: {output} was prepared with other settings ({', '.join(settings)} "
-            "differ); use a new --output or --overwrite"
+        return ConfigError(
+            f"output: {output} was prepared with other settings ({', '.join(settings)} differ); use a new "
+            "--output or --overwrite"
         )
-    if changed:
-        raise ConfigError(
-            f"output: the inputs changed since {output} was prepared ("
-            f"{'; '.join(_changed_inputs(old['inputs'], want['inputs'])[:5])}); use --overwrite to "
-            "prepare it again from the inputs as they are now, or a new --output"
-        )
+    return ConfigError(
+        f"output: the inputs changed since {output} was prepared ("
+        f"{'; '.join(_changed_inputs(old['inputs'], want['inputs'])[:5])}); use --overwrite to "
+        "prepare it again from the inputs as they are now, or a new --output"
+    )
 
 
 # -- running --------------------------------------------------------------------------------------------
@@ -399,28 +416,28 @@ class PrepRun:
     def stamp(self) -> dict:
         """What this run makes: a prep output of these settings, from the inputs as they are now."""
         notes = {"command": self.command} if self.command else None
-        return output_stamp("prep", input_identity(self.inputs, str(self.output)), self.settings(), notes)
+        return make_stamp("prep", input_identity(self.inputs, str(self.output)), self.settings(), notes)
 
-    def resume_plan(self, overwrite: bool) -> tuple[dict, bool]:
-        """Decide, changing nothing: (the stamp this run records, whether OUTPUT is cleared first). An output
-        prepared with other settings, or from inputs that changed since, is refused (ConfigError naming what
-        differs) unless ``overwrite``; one of this stamp resumes (datatrove skips its finished tasks)."""
-        want = self.stamp()
-        if overwrite:
-            return want, self.output.exists()
-        old = read_prep_stamp(self.output / PREP_STAMP)
-        if old is not None:
-            refuse_stale(self.output, old, want)
-        return want, False
+    def claim(self, overwrite: bool, hold: bool = True) -> AbstractContextManager[Claim]:
+        """OUTPUT claimed for this run (formats.outputs, policy ``prep``): one of this stamp resumes (datatrove
+        skips its finished tasks); one prepared with other settings, or from inputs that changed since, is
+        refused (ConfigError naming what differs) unless ``overwrite``. An output in an object store has no
+        lease: decided from its prep.json alone."""
+        want, out = self.stamp(), self.output
 
-    def check_resume(self, overwrite: bool) -> None:
-        """Make OUTPUT ready for this run as :meth:`resume_plan` decides: clear it (``overwrite``), record the
-        stamp, and, while a stage has work left, take away the completion mark (stats.json)."""
-        want, clear = self.resume_plan(overwrite)
-        if clear:
+        def reword(refused: OutputRefused, record: Mapping[str, Any]) -> ConfigError:
+            return refusal(out, refused, record.get("stamp") or {}, want)
+
+        hold = hold and not is_url(out)
+        return claim(out, "prep", want, overwrite, hold=hold, before=older_record(out, want), reword=reword)
+
+    def start(self, c: Claim, overwrite: bool) -> None:
+        """Make OUTPUT ready for this run as claimed: clear it (``overwrite`` of an output there), record prep.json
+        and, while a stage has work left, take away the completion mark (stats.json)."""
+        if overwrite and c.action != START:
             self._clear()
         ensure_dir(self.output)
-        write_prep_stamp(self.output / PREP_STAMP, want)
+        write_prep_stamp(self.output / PREP_STAMP, c.want)
         if not self._stages_complete():
             self._unmark_complete()
 
@@ -428,9 +445,9 @@ class PrepRun:
         log.info("--overwrite: removing %s", self.output)
         if is_url(self.output):
             remove_tree(self.output)
-        else:  # everything but the lock this run holds
+        else:  # everything but the lease this run holds and its record
             for child in self.output.iterdir():
-                if child.name != LOCK_FILE:
+                if child.name not in (LEASE, RECORD):
                     remove_tree(child) if child.is_dir() else child.unlink()
 
     def _unmark_complete(self) -> None:
@@ -538,6 +555,9 @@ def prep(
     """Library entry point of `midtrain prep` (see the module docstring for the output layout)."""
     check_inputs(inputs)
     run = build_run(source, inputs, output, overrides, **kw)
-    with output_lock(run.output, f"midtrain prep {run.source}"), naming_output(run.output):  # one run at a time
-        run.check_resume(overwrite)
-        return run.run()
+    with naming_output(run.output), run.claim(overwrite) as c:  # one run at a time; a full disk names OUTPUT
+        run.start(c, overwrite)
+        stats = run.run()
+        if stats is not None:  # local, finished (a Slurm chain finishes later: its rerun resumes)
+            c.complete()
+        return stats
