@@ -1,5 +1,6 @@
 """Which run a SWE-bench output directory's outputs are of: the run written there last (pending until it
-starts) and the claim at the start of run.sh that removes another checkpoint's or settings' outputs."""
+starts) and the claim at the start of run.sh (formats.outputs, policy ``swebench``) that removes another
+checkpoint's or settings' outputs."""
 
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import json
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
 
 from midtrain.eval.config import SweBenchConfig
+from midtrain.formats.outputs import LEASE, RECORD, REDO, RUNNING, claim, write_json
 from midtrain.formats.stamp import read_stamp, stale_fields, stamp
 
 log = logging.getLogger(__name__)
@@ -34,36 +35,39 @@ def run_pending(output: str | Path) -> str | None:
 
 
 def claim_run(output: str | Path, checkpoint: str | Path) -> list[str]:
-    """At the start of run.sh: OUTPUT's outputs stand for the checkpoint content and settings its stamp records,
-    else they are removed (returned) before anything runs. mini-swe-agent skips the instances already in
-    preds.json, the swebench harness those with a report.json under the run id, Scale's Pro grader those with an
-    _output.json: a rerun after a new midtraining run would report the old checkpoint's rates. A rerun on the
-    same content keeps them, so a requeued job resumes."""
+    """At the start of run.sh: OUTPUT claimed for the checkpoint content and settings (formats.outputs, policy
+    ``swebench``): outputs of another stamp are removed (returned) before anything runs. mini-swe-agent skips
+    the instances already in preds.json, the swebench harness those with a report.json under the run id, Scale's
+    Pro grader those with an _output.json: a rerun after a new midtraining run would report the old checkpoint's
+    rates. A rerun of the same stamp keeps them, so a requeued job resumes. RUN_STAMP records the stamp for
+    --collect and the report (an older midtrain's, without output.json, stands in for the ledger's record)."""
     out = Path(output)
     want = stamp(checkpoint, SweBenchConfig.from_yaml(out / "swebench_config.yaml").to_dict())
-    try:
-        old: dict[str, Any] | None = json.loads((out / RUN_STAMP).read_text())
-    except (OSError, ValueError):
-        old = None
-    removed: list[str] = []
-    if old is None or stale_fields(old, want):
-        keep = set(json.loads((out / GENERATED).read_text())) | {RUN_STAMP}
-        keep |= {str(d) for k in list(keep) for d in Path(k).parents}  # the directories that hold them
-        for f in sorted(out.rglob("*"), key=lambda q: -len(q.parts)):
-            rel = str(f.relative_to(out))
-            if rel in keep or not f.exists():
-                continue
-            shutil.rmtree(f) if f.is_dir() else f.unlink()
-            removed.append(rel)
+    old = read_stamp(out / RUN_STAMP)
+    with claim(out, "swebench", want, before=None if old is None else {"stamp": old, "state": RUNNING}) as c:
+        removed = _remove_outputs(out) if c.action == REDO else []
         if removed:
-            why = "no stamp" if old is None else ", ".join(stale_fields(old, want)) + " changed"
             log.warning(
-                "swebench: %s held results of another checkpoint or settings (%s); removed %d outputs "
+                "swebench: %s held results of another checkpoint or settings (%s changed); removed %d outputs "
                 "(e.g. %s) before this run",
                 out,
-                why,
+                ", ".join(change.split(":")[0] for change in c.decision.changes),
                 len(removed),
                 ", ".join(removed[:3]),
             )
-    (out / RUN_STAMP).write_text(json.dumps(want, indent=1))
+        write_json(out / RUN_STAMP, want)
+    return removed
+
+
+def _remove_outputs(out: Path) -> list[str]:
+    """Remove every file and folder under OUT but what write_run wrote, the stamp and the ledger's; return them."""
+    keep = set(json.loads((out / GENERATED).read_text())) | {RUN_STAMP, LEASE, RECORD}
+    keep |= {str(d) for k in list(keep) for d in Path(k).parents}  # the directories that hold them
+    removed: list[str] = []
+    for f in sorted(out.rglob("*"), key=lambda q: -len(q.parts)):
+        rel = str(f.relative_to(out))
+        if rel in keep or not f.exists():
+            continue
+        shutil.rmtree(f) if f.is_dir() else f.unlink()
+        removed.append(rel)
     return removed
