@@ -145,7 +145,9 @@ def test_a_rerun_after_a_new_checkpoint_removes_the_old_outputs_the_tools_would_
     out = tmp_path / "out"
     assert any("midtrain.eval.swebench_steps claim" in line for line in files["run"].read_text().splitlines()[:5])
     claim = [sys.executable, "-m", "midtrain.eval.swebench_steps", "claim", str(out), str(hf)]
-    subprocess.run(claim, check=True, capture_output=True)
+    first = subprocess.run(claim, check=True, capture_output=True, text=True)
+    # the scripts write_run made are this run's own, not another output: the first claim redoes nothing
+    assert "another swebench output" not in first.stderr and "removed" not in first.stderr, first.stderr
     left = [
         out / "verified" / "agent" / "preds.json",
         out / "verified" / "grading" / "logs" / "report.json",

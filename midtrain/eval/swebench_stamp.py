@@ -44,7 +44,10 @@ def claim_run(output: str | Path, checkpoint: str | Path) -> list[str]:
     out = Path(output)
     want = stamp(checkpoint, SweBenchConfig.from_yaml(out / "swebench_config.yaml").to_dict())
     old = read_stamp(out / RUN_STAMP)
-    with claim(out, "swebench", want, before=None if old is None else {"stamp": old, "state": RUNNING}) as c:
+    # write_run's scripts and configs are there before the first claim: not an output of another stamp
+    own = {Path(f).parts[0] for f in json.loads((out / GENERATED).read_text())} if (out / GENERATED).exists() else set()
+    before = None if old is None else {"stamp": old, "state": RUNNING}
+    with claim(out, "swebench", want, before=before, own=own) as c:
         removed = _remove_outputs(out) if c.action == REDO else []
         if removed:
             log.warning(

@@ -37,7 +37,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -133,17 +133,20 @@ def decide(
 
 
 # -- the ledger record -----------------------------------------------------------------------------------------
-def read_record(out: str | Path, before: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+def read_record(
+    out: str | Path, before: Mapping[str, Any] | None = None, own: Collection[str] = ()
+) -> dict[str, Any] | None:
     """OUT's ledger record ({stamp, state, reason, holder, updated}); without one, BEFORE (the record an older
     midtrain's stamp file implies), else {} (no stamp: compared as another output) when OUT holds any file but
-    its lease, else None (nothing there). OUT: a path, or an object-store one (midtrain.locations: kept as is)."""
+    its lease and OWN (the top-level names a stage writes there before it claims: a run's scripts), else None
+    (nothing there). OUT: a path, or an object-store one (midtrain.locations: kept as is)."""
     out = Path(out) if isinstance(out, str) else out
     record = read_stamp(out / RECORD)
     if record is not None:
         return record
     if before is not None:
         return dict(before)
-    if out.is_dir() and any(not p.name.startswith((LEASE, RECORD)) for p in out.iterdir()):
+    if out.is_dir() and any(not p.name.startswith((LEASE, RECORD)) and p.name not in own for p in out.iterdir()):
         return {}
     return None
 
@@ -377,9 +380,15 @@ Reword = Callable[[OutputRefused, Mapping[str, Any]], Exception]
 
 
 def _decide(
-    stage: str, out: Path, want: dict[str, Any], redo: bool, before: Mapping[str, Any] | None, reword: Reword | None
+    stage: str,
+    out: Path,
+    want: dict[str, Any],
+    redo: bool,
+    before: Mapping[str, Any] | None,
+    reword: Reword | None,
+    own: Collection[str] = (),
 ) -> Decision:
-    record = read_record(out, before)
+    record = read_record(out, before, own)
     try:
         return decide(stage, record, want, out, redo)
     except OutputRefused as e:
@@ -398,20 +407,21 @@ def claim(
     hold: bool = True,
     before: Mapping[str, Any] | None = None,
     reword: Reword | None = None,
+    own: Collection[str] = (),
 ) -> Iterator[Claim]:
     """Hold OUT's lease for STAGE's output stamped WANT while the block runs (see the module's docstring): the
     decision is made under the lease, the record says running until :meth:`Claim.complete`, and an exception
     records failed with its reason before it propagates. A REUSE leaves the record as it was. HOLD False: the
     same decision without the lease (another rank of the holder's job, or an output in an object store, which has
-    no exclusive create for a lease); BEFORE: see :func:`read_record`; REWORD: raises what it returns for a
+    no exclusive create for a lease); BEFORE, OWN: see :func:`read_record`; REWORD: raises what it returns for a
     refusal of another stamp (a stage's own message and exception: prep's ConfigError, exit 2)."""
     out = Path(out) if isinstance(out, str) else out
     if not hold:
-        yield Claim(out, stage, want, _decide(stage, out, want, redo, before, reword), None)
+        yield Claim(out, stage, want, _decide(stage, out, want, redo, before, reword, own), None)
         return
     lease = Lease(out, stage, stale_after=stale_after).acquire()
     try:
-        decision = _decide(stage, out, want, redo, before, reword)
+        decision = _decide(stage, out, want, redo, before, reword, own)
         if decision.changes:
             log.warning("%s: another %s output was there (%s); redone", out, stage, "; ".join(decision.changes))
         c = Claim(out, stage, want, decision, lease)
