@@ -58,9 +58,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # `heavy` tests (minutes each) first, in their order: xdist hands the first work units to different
-    # workers (with --no-loadscope-reorder, see the Makefile), so the longest run side by side from the start
-    items[:] = [i for i in items if "heavy" in i.keywords] + [i for i in items if "heavy" not in i.keywords]
+    # The Slurm tests (one work unit, about 20 minutes of mostly waiting on the queue: the longest) first, then
+    # the `heavy` tests (minutes each), in their order: xdist hands the first work units to different workers
+    # (with --no-loadscope-reorder, see the Makefile), so the longest run side by side from the start. Started
+    # after a heavy group, the Slurm unit ran last and alone, 10 minutes past the others.
+    def rank(item: pytest.Item) -> int:
+        return 0 if xdist_work_unit(item.nodeid) == "slurm_cluster" else 1 if "heavy" in item.keywords else 2
+
+    items.sort(key=rank)  # stable: collection order within each rank
     try:
         import torch
 

@@ -200,7 +200,7 @@ def group(cmd: str) -> str:
 
 
 GROUPS = ("demo", "train", "sweep", "data", "misc")
-# Minutes each: marked `heavy`, which tests/conftest.py schedules first (in this order, the longest first), so
+# Minutes each: marked `heavy`, which tests/conftest.py schedules first after the Slurm unit (in this order, the longest first), so
 # the xdist workers start them side by side and the short tests fill in around them.
 HEAVY = ("demo", "train", "sweep")
 
