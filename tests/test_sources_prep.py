@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -219,10 +220,17 @@ def test_slurm_executor_wiring_dry_run(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
+def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path, monkeypatch, caplog):
+    """Every source prepped; a rerun rewrites nothing; an edited sample trace is prepared again (it was skipped:
+    the demo reported the data as it was before the edit), the other sources left as they are."""
+    from midtrain.demo import stages
     from midtrain.demo.stages import SOURCES, prep_stage
 
-    result = Path(prep_stage(tmp_path))
+    samples = tmp_path / "samples"  # the demo's sample inputs, as a user's checkout has them, to edit below
+    shutil.copytree(stages.SAMPLES, samples, ignore=shutil.ignore_patterns("__pycache__", "*.py[co]"))
+    monkeypatch.setattr(stages, "SAMPLES", samples)
+    work = tmp_path / "work"
+    result = Path(prep_stage(work))
     for source in SOURCES:
         stats = json.loads((result / source / "stats.json").read_text())
         assert stats["complete"] and stats["documents_out"] >= 1, source
@@ -237,8 +245,19 @@ def test_demo_stage_runs_every_source_and_skips_on_rerun(tmp_path):
     # the sample pull requests are joined with their clone: both read their changed files at the base commit
     assert [bool(d["metadata"].get("context_files")) for d in read_documents(result / "pulls")] == [True, True]
     mtimes = {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
-    prep_stage(tmp_path)
+    prep_stage(work)
     assert mtimes == {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
+    trace = samples / "traces" / "acme__minicalc-14.traj.json"
+    data = json.loads(trace.read_text())
+    said = next(m for m in data["messages"] if m["role"] == "assistant")
+    said["content"] = f"{said['content']}\nEDITED-BY-THE-TEST"
+    trace.write_text(json.dumps(data))
+    with caplog.at_level("WARNING", logger="midtrain.demo.prep"):
+        prep_stage(work)
+    assert "prep traces: " in caplog.text and "preparing it again" in caplog.text, caplog.text
+    assert any("EDITED-BY-THE-TEST" in d["text"] for d in read_documents(result / "traces"))
+    after = {s: (result / s / "stats.json").stat().st_mtime_ns for s in SOURCES}
+    assert [s for s in SOURCES if after[s] != mtimes[s]] == ["traces"]
 
 
 def test_demo_fallback_sample_repository_has_history(tmp_path):

@@ -21,9 +21,11 @@ import logging
 from pathlib import Path
 
 from midtrain.chains import Runner
+from midtrain.config import ConfigError
 from midtrain.demo.inputs import SAMPLES, project_repo, run_build_tools, sample_git_repo, sample_pulls
 from midtrain.eval.config import SweBenchConfig
 from midtrain.formats.checkpoints import latest_step
+from midtrain.formats.outputs import OutputRefused
 from midtrain.protocol import ProtocolConfig, run_protocol
 from midtrain.train.initial_checkpoint import save_initial_checkpoint
 from midtrain.train.run_stamp import reuse_or_clear
@@ -65,14 +67,21 @@ def prep_stage(workdir: Path) -> str:
     }
     for source in SOURCES:
         out = prep_dir / source
-        if _prep_done(out):
+        # buildlogs' inputs are logs the demo's own build tools write, new each time: a finished prep of them is
+        # kept. Every other source is prepared again when its inputs changed (an edited sample trace, a new
+        # commit of this checkout): skipped, the demo would report numbers of the data as it was.
+        if source == "buildlogs" and _prep_done(out):
             log.info("prep %s: complete in %s, skipped", source, out)
             continue
         inputs = sources[source]
         if source == "buildlogs":
             inputs = [str(run_build_tools(inputs_dir / "buildlogs")), str(SAMPLES / "buildlogs" / "logs")]
         assert inputs is not None  # only buildlogs starts without (set just above)
-        stats = prep(source, inputs, out, overrides.get(source))
+        try:  # nothing to do when it is complete from these inputs
+            stats = prep(source, inputs, out, overrides.get(source))
+        except ConfigError as e:  # prepared from other inputs or settings
+            log.warning("prep %s: %s: preparing it again", source, str(e).split("; use ")[0])
+            stats = prep(source, inputs, out, overrides.get(source), overwrite=True)
         assert stats is not None
         log.info(
             "prep %s: %d records -> %d documents (%.1f KB), %d dropped",
@@ -114,7 +123,11 @@ def pack_stage(workdir: Path) -> str:
     # the run's one held-out split, decided from every input before the pack reads them; the probe applies it too
     split = decide_once(split_file(workdir), inputs, cfg.heldout_fraction, cfg.valid_fraction, "midtrain demo")
     cfg = cfg.replace(split=str(split.path))
-    pack(cfg, inputs, out)  # a no-op when the manifest already matches these inputs and settings
+    try:
+        pack(cfg, inputs, out)  # a no-op when the manifest already matches these inputs and settings
+    except OutputRefused as e:  # packed from inputs the prep stage has since prepared again
+        logging.getLogger("midtrain.demo.pack").warning("%s: packing again", e)
+        pack(cfg, inputs, out, overwrite=True)
     logging.getLogger("midtrain.demo.pack").info("\n%s", format_summary(summarize(out)))
     return str(out)
 
