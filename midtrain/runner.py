@@ -236,13 +236,15 @@ def unfinished_tasks(logging_dir: Any) -> list[UnfinishedTask]:
     per_job = int(ex.get("tasks_per_job") or 1)
     max_array = int(ex.get("max_array_size") or -1)
     logs_dir = ex.get("slurm_logs_folder")
+    newest: dict[int, Any] = {}  # element index -> its newest log (read once: a stage may have thousands)
+    for f in sorted(as_path(logs_dir).glob("*_*.out"), key=lambda f: f.stat().st_mtime) if logs_dir else []:
+        if f.stem.rsplit("_", 1)[1].isdigit():
+            newest[int(f.stem.rsplit("_", 1)[1])] = f
     out = []
     for pos, rank in enumerate(ranks):
         if (d / "completions" / f"{rank:05d}").exists():
             continue
-        index = pos // per_job % max_array if max_array > 0 else pos // per_job
-        found = sorted(as_path(logs_dir).glob(f"*_{index}.out"), key=lambda f: f.stat().st_mtime) if logs_dir else []
-        log = found[-1] if found else None
+        log = newest.get(pos // per_job % max_array if max_array > 0 else pos // per_job)
         out.append(UnfinishedTask(d.name, rank, log.stem if log else None, str(log) if log else None))
     return out
 
