@@ -28,14 +28,29 @@ def _train(recipe: Path, run_dir: Path) -> subprocess.Popen:
     )
 
 
-def test_a_second_training_of_one_run_dir_is_refused_naming_the_first(tmp_path):
+def _endless_recipe(tmp_path: Path, global_batch_size: int | None = None) -> Path:
+    """A tiny training too long to finish while a test runs (the test kills it), as a recipe file."""
     shards = write_shards(tmp_path / "shards", sequences=8, seq_length=64)
-    run_dir = tmp_path / "run"
     recipe = tmp_path / "tiny.yaml"
-    # long enough to still be training when the second starts; killed by the test once that one has been refused
     cfg = tiny_config(**{"optim.train_steps": 100000, "optim.warmup_steps": 1, "checkpoint.save_interval": 100000})
     cfg.data.path = str(shards)
+    if global_batch_size is not None:
+        cfg.optim.global_batch_size = global_batch_size
     cfg.save_yaml(recipe)
+    return recipe
+
+
+def _wait_gone(pids: list[int], what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while any(_alive(p) for p in pids):
+        assert time.monotonic() < deadline, f"still running after {what} died: {pids}"
+        time.sleep(0.05)
+
+
+def test_a_second_training_of_one_run_dir_is_refused_naming_the_first(tmp_path):
+    run_dir = tmp_path / "run"
+    # still training when the second starts; killed by the test once that one has been refused
+    recipe = _endless_recipe(tmp_path)
     first = _train(recipe, run_dir)
     try:
         deadline = time.monotonic() + WAIT_S
@@ -83,12 +98,7 @@ def _alive(pid: int) -> bool:
 def test_a_killed_trainer_leaves_no_checkpoint_helper_running(tmp_path):
     """kill -9 of the trainer alone (not its group): megatron's checkpoint-writer helper, which ignores SIGTERM,
     dies with it instead of living on (it was found alive, 316 MB, 50 minutes later)."""
-    shards = write_shards(tmp_path / "shards", sequences=8, seq_length=64)
-    recipe = tmp_path / "tiny.yaml"
-    cfg = tiny_config(**{"optim.train_steps": 100000, "optim.warmup_steps": 1, "checkpoint.save_interval": 100000})
-    cfg.data.path = str(shards)
-    cfg.save_yaml(recipe)
-    trainer = _train(recipe, tmp_path / "run")
+    trainer = _train(_endless_recipe(tmp_path), tmp_path / "run")
     helpers: list[int] = []
     try:
         deadline = time.monotonic() + WAIT_S
@@ -99,10 +109,7 @@ def test_a_killed_trainer_leaves_no_checkpoint_helper_running(tmp_path):
         assert helpers, "the trainer started no helper process"
         os.kill(trainer.pid, signal.SIGKILL)
         trainer.wait(WAIT_S)
-        deadline = time.monotonic() + WAIT_S
-        while any(_alive(p) for p in helpers):
-            assert time.monotonic() < deadline, f"still running after the trainer died: {helpers}"
-            time.sleep(0.05)
+        _wait_gone(helpers, "the trainer")
     finally:
         for p in helpers:
             if _alive(p):
@@ -114,12 +121,7 @@ def test_a_killed_trainer_leaves_no_checkpoint_helper_running(tmp_path):
 def test_a_killed_torchrun_leaves_no_rank_training(tmp_path):
     """kill -9 of torchrun alone (its agent, not the group): both ranks end with it instead of training on
     (they were fenced from publishing, but alive, holding what a requeued job needs)."""
-    shards = write_shards(tmp_path / "shards", sequences=8, seq_length=64)
-    recipe = tmp_path / "tiny.yaml"
-    cfg = tiny_config(**{"optim.train_steps": 100000, "optim.warmup_steps": 1, "checkpoint.save_interval": 100000})
-    cfg.data.path = str(shards)
-    cfg.optim.global_batch_size = 2
-    cfg.save_yaml(recipe)
+    recipe = _endless_recipe(tmp_path, global_batch_size=2)
     run_dir = tmp_path / "run"
     agent = subprocess.Popen(
         [TORCHRUN, "--standalone", "--nproc-per-node", "2", "-m", "midtrain.cli", "train", str(recipe)]
@@ -139,10 +141,7 @@ def test_a_killed_torchrun_leaves_no_rank_training(tmp_path):
         assert len(ranks) == 2, ranks
         os.kill(agent.pid, signal.SIGKILL)
         agent.wait(WAIT_S)
-        deadline = time.monotonic() + WAIT_S
-        while any(_alive(p) for p in ranks):
-            assert time.monotonic() < deadline, f"ranks still running after torchrun died: {ranks}"
-            time.sleep(0.05)
+        _wait_gone(ranks, "torchrun")
     finally:
         for p in ranks:
             if _alive(p):
