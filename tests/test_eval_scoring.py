@@ -39,3 +39,34 @@ def test_output_rows_gives_the_same_logits_at_the_chosen_rows():
     assert some.shape[1] == 3 and full.shape[1] == 32
     torch.testing.assert_close(some[0], full[0, rows])
     torch.testing.assert_close(after, full)  # the hook is gone after the block
+
+
+def test_token_nll_with_a_mask_scores_only_those_positions_and_skips_an_empty_one():
+    """The held-out loss asks for the loss positions only: the same values there, 0 elsewhere, and no forward
+    pass for a sequence without one."""
+    import torch
+
+    from midtrain.eval.scoring import Scorer
+
+    class Table(Scorer):  # logits of a position: a fixed row per token (positions select rows, as the models do)
+        def __init__(self) -> None:
+            self.table = torch.randn(50, 50, generator=torch.Generator().manual_seed(0))
+            self.calls: list[int] = []
+
+        def logits(self, tokens, position_ids, cu_seqlens, positions=None):
+            rows = tokens if positions is None else tokens[positions]
+            self.calls.append(len(rows))
+            return self.table[rows]
+
+    sc = Table()
+    tokens = torch.randint(0, 50, (16,), generator=torch.Generator().manual_seed(1))
+    labels = torch.roll(tokens, -1)
+    pos, cu = torch.arange(16), torch.tensor([0, 16])
+    mask = torch.zeros(16)
+    mask[[2, 3, 9]] = 1
+    full = sc.token_nll(tokens, labels, pos, cu)
+    some = sc.token_nll(tokens, labels, pos, cu, mask)
+    assert sc.calls == [16, 3]
+    torch.testing.assert_close(some[mask > 0], full[mask > 0])
+    assert not some[mask == 0].any()
+    assert not sc.token_nll(tokens, labels, pos, cu, torch.zeros(16)).any() and sc.calls == [16, 3]

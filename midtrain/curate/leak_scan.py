@@ -105,11 +105,27 @@ def scan_against(heldout: str | Path, shards: list[str], tokenizer: Any) -> list
 
 
 def split_index(shard_dir: str | Path, split: str, tokenizer: Any, n: int = 13) -> NgramIndex:
-    """The n-grams of a packed split's decoded sequences (the proxy's held-out documents: the reference pack's
-    validation split), one key per document id."""
+    """The n-grams of a packed split's documents of wholly scored sources (the proxy's held-out documents: the
+    reference pack's validation split; code and commits, not trajectories, whose scored assistant turns share the
+    agent's phrasing with every trajectory: the rule the pack decontaminates by, midtrain.pack.valid_overlap),
+    one key per sequence and piece."""
     tok = tokenizer if hasattr(tokenizer, "decode") else load_tokenizer(tokenizer, shared=True)
     ds = PackedDataset(shard_dir, split)
-    index = NgramIndex(n)
+    pieces: list[tuple[int, int, int, int, int]] = []  # (sequence, piece, source, start, end)
+    partial: set[int] = set()  # sources with a token left unscored: loss spans
     for i in range(len(ds)):
-        index.add(f"{split}:{i}", tok.decode(ds[i]["tokens"].tolist(), skip_special_tokens=True))
+        s = ds[i]
+        cu = s["cu_seqlens"].tolist()
+        for p, (a, b) in enumerate(zip(cu[:-1], cu[1:])):
+            src = int(s["source_ids"][a])
+            if src < 0 or b - a < 2:  # padding
+                continue
+            # every target but the piece's last (a cross-document target is never scored)
+            if not bool(s["loss_mask"][a : b - 1].all()):
+                partial.add(src)
+            pieces.append((i, p, src, a, b))
+    index = NgramIndex(n)
+    for i, p, src, a, b in pieces:
+        if src not in partial:
+            index.add(f"{split}:{i}:{p}", tok.decode(ds[i]["tokens"][a:b].tolist(), skip_special_tokens=True))
     return index

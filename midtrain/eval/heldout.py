@@ -39,8 +39,11 @@ def heldout_loss(
     n_seq = 0
     total = len(ds) if max_sequences is None else min(len(ds), max_sequences)
     for i, s in tqdm(iter_samples(ds, max_sequences), total=total, desc=f"held-out loss ({split})", leave=False):
-        nll = scorer.token_nll(s["tokens"], s["labels"], s["position_ids"], s["cu_seqlens"])
         mask = s["loss_mask"] > 0
+        n_seq += 1
+        if not mask.any():  # nothing scored here (shards packed before loss-free pieces were left out)
+            continue
+        nll = scorer.token_nll(s["tokens"], s["labels"], s["position_ids"], s["cu_seqlens"], mask)
         src = s["source_ids"]
         for k in torch.unique(src[mask]).tolist():
             sel = mask & (src == k)
@@ -56,7 +59,6 @@ def heldout_loss(
                 d = ids[int(row["doc"])]
                 doc_sums[d] = doc_sums.get(d, 0.0) + float(nll[cu[p] : cu[p + 1]][sel].double().sum())
                 doc_counts[d] = doc_counts.get(d, 0) + n
-        n_seq += 1
     if not counts:
         log.warning("held-out loss: no scored tokens in %s (%s, %d sequences)", shards, split, n_seq)
     per = {}

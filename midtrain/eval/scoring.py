@@ -61,14 +61,28 @@ class Scorer:
 
     @torch.no_grad()
     def token_nll(
-        self, tokens: torch.Tensor, labels: torch.Tensor, position_ids: torch.Tensor, cu_seqlens: torch.Tensor
+        self,
+        tokens: torch.Tensor,
+        labels: torch.Tensor,
+        position_ids: torch.Tensor,
+        cu_seqlens: torch.Tensor,
+        mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """-log p(labels[i] | tokens[:i+1]) per position, [S] float32."""
-        logits = self.logits(tokens, position_ids, cu_seqlens)
-        out = torch.empty(labels.shape[0], dtype=torch.float32)
-        for start in range(0, labels.shape[0], _CE_CHUNK):
+        """-log p(labels[i] | tokens[:i+1]) per position, [S] float32; with MASK only where it is set (0 elsewhere,
+        and the output layer runs on those positions alone: a trajectory's assistant turns are a third of it)."""
+        out = torch.zeros(labels.shape[0], dtype=torch.float32)
+        where = None if mask is None else torch.nonzero(mask > 0).flatten()
+        if where is not None and where.numel() == 0:
+            return out
+        logits = self.logits(tokens, position_ids, cu_seqlens, where)
+        target = labels if where is None else labels[where]
+        nll = torch.empty(target.shape[0], dtype=torch.float32)
+        for start in range(0, target.shape[0], _CE_CHUNK):
             sl = slice(start, start + _CE_CHUNK)
-            out[sl] = F.cross_entropy(logits[sl].float(), labels[sl], reduction="none")
+            nll[sl] = F.cross_entropy(logits[sl].float(), target[sl], reduction="none")
+        if where is None:
+            return nll
+        out[where] = nll
         return out
 
 

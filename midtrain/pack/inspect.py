@@ -46,6 +46,8 @@ def summarize(shard_dir: str | Path) -> dict:
         },
         "length_histogram_edges": m["length_histogram_edges"],
         "dropped_upstream": m.get("dropped_upstream", {}),
+        "valid_overlap": m.get("valid_overlap"),
+        "loss_free": {k: v["loss_free"] for k, v in m.get("splits", {}).items() if v.get("loss_free")},
     }
 
 
@@ -94,6 +96,15 @@ def format_summary(s: dict) -> str:
         lines.append(f"    {name:<12} " + "  ".join(cells))
     if s["dropped_upstream"]:
         lines.append(f"\n  dropped while tokenizing: {s['dropped_upstream']}")
+    for split, lf in s.get("loss_free", {}).items():
+        if lf["pieces"]:
+            lines.append(f"  {split}: {lf['pieces']} pieces ({_k(lf['tokens'])} tokens) with no loss target not packed")
+    if (v := s.get("valid_overlap")) and v["documents"]:
+        lines.append(
+            f"\n  dropped {v['documents']} training documents ({_k(v['tokens'])} tokens, {v['documents_by_source']}) "
+            f"sharing a word {v['ngram_size']}-gram with one of {v['validation_documents']} validation documents "
+            f"({v['reason']}; first: {v['examples'][0]['document']} ~ {v['examples'][0]['validation_document']})"
+        )
     return "\n".join(lines)
 
 

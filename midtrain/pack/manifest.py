@@ -16,7 +16,7 @@ from midtrain.formats.run_split import FIX_COMMIT, RunSplit
 from midtrain.formats.shard_reader import MANIFEST
 from midtrain.formats.shards import HIST_EDGES
 from midtrain.locations import as_path, write_text_atomic
-from midtrain.pack.pack_step import SPLITS, PackConfig, global_plan
+from midtrain.pack.pack_step import LOSS_FREE, SPLITS, PackConfig, global_plan
 
 FORMAT = "midtrain-packed/1"
 
@@ -78,6 +78,12 @@ def _merge_split(cfg: PackConfig, out: Path, split: str, per_source: dict[str, d
         "split_documents": sum(s["split_documents"] for s in stats),
         # headers repeated at the start of continuation pieces (counted in tokens, not in the input)
         "repeated_header_tokens": sum(s.get("repeated_header_tokens", 0) for s in stats),
+        # pieces of documents with loss spans that hold no target (midtrain.pack.pack_step.LOSS_FREE): not packed
+        "loss_free": {
+            "reason": LOSS_FREE,
+            "pieces": sum((s.get("loss_free") or {}).get("pieces", 0) for s in stats),
+            "tokens": sum((s.get("loss_free") or {}).get("tokens", 0) for s in stats),
+        },
         "documents": sum(s["documents"] for s in stats),
         "tokens_by_source": dict(sorted(by_source.items())),
         "tasks": [
@@ -122,6 +128,25 @@ def _heldout_excluded(cfg: PackConfig, out: Path) -> dict:
     return {**total, "instances": len(instances), "instance_ids": sorted(instances), FIX_COMMIT: fixes}
 
 
+def _valid_overlap(cfg: PackConfig, out: Path) -> dict | None:
+    """The training documents the pack tasks dropped for quoting a validation document (midtrain.pack.valid_overlap;
+    each task counts its own; summed), None when the check was off."""
+    tasks = [s.get("valid_overlap") for s in _read_task_stats(cfg, out, "train")]
+    if not any(tasks):
+        return None
+    total: dict = {"documents": 0, "tokens": 0, "documents_by_source": {}, "tokens_by_source": {}, "examples": []}
+    for t in filter(None, tasks):
+        total["documents"] += t["documents"]
+        total["tokens"] += t["tokens"]
+        for key in ("documents_by_source", "tokens_by_source"):
+            for name, n in t[key].items():
+                _add(total[key], name, n)
+        total["examples"] += t["examples"][: max(0, 20 - len(total["examples"]))]
+        # every task indexes the same validation documents
+        total.update({k: t[k] for k in ("reason", "ngram_size", "validation_documents")})
+    return total
+
+
 def build_manifest(
     cfg: PackConfig,
     out_dir: str | Path,
@@ -135,11 +160,14 @@ def build_manifest(
     plan = global_plan(cfg, cache_dirs, split)
     per_source = _source_entries(plan)
     splits = {split: _merge_split(cfg, out, split, per_source) for split in SPLITS}
+    overlap = _valid_overlap(cfg, out)
     train = splits["train"]
     natural = not cfg.mixture.weights and not cfg.mixture.tokens
     for name, src in per_source.items():
         # The plan estimated each source's training share before the split; now it is known exactly.
-        src["available_tokens"] = plan.tokens_by_source.get(name, 0) - src["valid_tokens"]
+        # (less what quoted a validation document)
+        dropped = (overlap or {}).get("tokens_by_source", {}).get(name, 0)
+        src["available_tokens"] = plan.tokens_by_source.get(name, 0) - src["valid_tokens"] - dropped
         if natural:  # the natural mixture's target is every training token, once
             src["target_tokens"] = src["available_tokens"]
         src["achieved_fraction_of_target"] = src["tokens"] / src["target_tokens"] if src["target_tokens"] else None
@@ -174,6 +202,8 @@ def build_manifest(
         # trace sets' held-out documents (the SFT probe's evaluation set, INPUT/heldout.json): left out of the
         # training split (in the validation split: scored, never trained)
         "heldout_excluded": _heldout_excluded(cfg, out),
+        # training documents that quote a validation document (a commit's diff of a validation file): dropped
+        "valid_overlap": overlap,
         # the run's split applied (midtrain.formats.run_split): its file (None: decided from these inputs), hash
         "split": split.summary(),
         # per source with repositories: validation by the run's repositories (>= 2 in the run) or by document

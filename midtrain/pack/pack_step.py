@@ -33,7 +33,7 @@ from midtrain.formats.run_split import FIX_COMMIT, RunSplit, doc_repo
 from midtrain.formats.shards import PackedShardWriter, Piece, padded_length, shard_prefix
 from midtrain.formats.source_specs import doc_traits
 from midtrain.formats.stamp import content_id
-from midtrain.formats.tokenizer import newline_table
+from midtrain.formats.tokenizer import load_tokenizer, newline_table
 from midtrain.formats.trace_split import DEFAULT_FRACTION, RULE
 from midtrain.locations import as_path, is_url, local_copy, local_folder
 from midtrain.pack.mixture import (
@@ -45,11 +45,19 @@ from midtrain.pack.mixture import (
 )
 from midtrain.pack.packer import best_fit_decreasing, split_points
 from midtrain.pack.tokenize import TASK_FILES, TokenizedShard
+from midtrain.pack.valid_overlap import REASON, ValidOverlap, decoder
 
 log = logging.getLogger(__name__)
 
 SPLITS = ("train", "valid")
+# a piece of a document with loss spans that holds no target (a trajectory's run of tool output): not packed,
+# counted; it would train nothing (an optimizer step on no loss) and score nothing
+LOSS_FREE = "dropped_loss_free_piece"
 TOKENIZE_VERSION = "1"  # bump when the tokenized cache layout changes
+# bump when the same inputs and settings pack other sequences (2: loss-free pieces left out, training documents
+# quoting a validation document dropped): a pack's stamp and the probe's data key name it, so no older output is
+# reused as if it were this one
+PACK_VERSION = "2"
 
 
 @dataclass
@@ -77,6 +85,11 @@ class PackConfig(Config):
     # sources whose split pieces repeat the document's header (the text before its first boundary, e.g.
     # ``<|repo_name|>owner/name``), so every piece says which repository it comes from
     repeat_header: list[str] = field(default_factory=lambda: ["repo"])
+    # a training document sharing a word n-gram of this size with a wholly scored validation document (a commit
+    # quoting a validation file) is dropped, counted dropped_valid_ngram (midtrain.pack.valid_overlap); 13 is
+    # SWE-bench's rule, which the real-model sweep uses. 0 = off: templated code (generated files, fixtures)
+    # shares 13-grams across documents, so a run turns it on where its validation split is a measurement
+    valid_decontam_ngrams: int = 0
     mixture: MixtureConfig = field(default_factory=MixtureConfig)
     tokenize_tasks: int = 8  # per input (at most its number of files)
     tasks: int = 1  # pack tasks, each writing its own shard per split
@@ -96,6 +109,11 @@ class PackConfig(Config):
         require(self.tasks >= 1, "tasks", "must be >= 1")
         require(self.tokenize_tasks >= 1, "tokenize_tasks", "must be >= 1")
         require(self.workers >= 1, "workers", "must be >= 1")
+        require(
+            self.valid_decontam_ngrams == 0 or self.valid_decontam_ngrams >= 8,
+            "valid_decontam_ngrams",
+            "must be 0 (off) or >= 8 (shorter word n-grams match by chance)",
+        )
 
 
 def pack_config(
@@ -294,6 +312,16 @@ def global_plan(cfg: PackConfig, cache_dirs: Sequence[str | Path], split: RunSpl
     )
 
 
+def doc_role(plan: GlobalPlan, meta: dict, presplit: bool) -> tuple[str, str | None]:
+    """Where the run's split puts a tokenized document: ("fix", instance) for a held-out instance's fix commit (no
+    split), ("valid", held-out instance or None), or ("train", None). PRESPLIT: its input is one split already."""
+    split = plan.split
+    if fixed := split.fix_commit(meta["id"]):
+        return "fix", fixed
+    held = None if presplit else split.heldout_doc(meta["id"], meta.get("source"))
+    return ("valid" if held or plan.valid(meta) else "train"), held
+
+
 def _key64(seed: int, *parts: object) -> int:
     h = hashlib.blake2b(":".join(map(str, (seed,) + parts)).encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") >> 1  # fits int64
@@ -341,7 +369,6 @@ class PackStep(PipelineStep):
 
         cfg = PackConfig.from_dict(self.cfg_dict).validate()
         plan = global_plan(cfg, self.cache_dirs, RunSplit(self.split))
-        source_index = {s: i for i, s in enumerate(plan.sources)}
         prefixes = [tokenized_prefixes(d) for d in self.cache_dirs]
         presplit_of = {str(p): pre for ps, pre in zip(prefixes, self.presplit) for p in ps}
         local = not is_url(self.output_folder)  # an object-store output has no exclusive create for the record
@@ -349,11 +376,12 @@ class PackStep(PipelineStep):
         shards = [open_tokenized(p, scratch) for p in mine]
         rules = [presplit_of[str(p)] for p in mine]
         newline = newline_table(self.tokenizer_file)
-        S, mult, seed = cfg.seq_length, cfg.pad_multiple, cfg.seed
-        limit = S - S % mult
+        S, seed = cfg.seq_length, cfg.seed
+        limit = S - S % cfg.pad_multiple
 
         # Select: validation documents once; training documents by the mixture, per source.
-        chosen, train_by_source, excluded = self._select(cfg, plan, shards, rules)
+        overlap = self._valid_overlap(cfg, plan, prefixes, presplit_of, scratch) if cfg.valid_decontam_ngrams else None
+        chosen, train_by_source, excluded = self._select(cfg, plan, shards, rules, overlap)
         for src, docs in sorted(train_by_source.items()):
             reps = select_copies(
                 plan.plans[src].rate,
@@ -362,11 +390,49 @@ class PackStep(PipelineStep):
             )
             chosen.extend(("train", k, d, r) for (k, d), r in zip(docs, reps) if r)
 
-        # items: (shard k, doc d, start, end, source idx, part, parts, copy, header tokens) per split
+        items, selected, split_docs, header_tokens, loss_free = self._items(cfg, plan, shards, chosen, newline)
+
+        stats = {}
+        for split in SPLITS:
+            stats[split] = self._write_split(cfg, plan, shards, split, items[split], rank, limit, out)
+            written = stats[split]["tokens_by_source"]
+            if written != dict(sorted(selected[split].items())):
+                raise RuntimeError(
+                    f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
+                    f"{selected[split]}; nothing may be lost"
+                )
+            stats[split]["split_documents"] = split_docs[split]
+            stats[split]["repeated_header_tokens"] = header_tokens[split]
+            stats[split]["loss_free"] = loss_free[split]
+            if loss_free[split]["pieces"]:
+                self.stat_update(f"{split}_{LOSS_FREE}", value=loss_free[split]["pieces"])
+            stats[split]["selected_tokens"] = sum(selected[split].values())
+            stats[split]["heldout_excluded"] = excluded
+            stats[split]["valid_overlap"] = overlap.counts if overlap is not None else None
+            Path(f"{shard_prefix(out, split, rank)}.stats.json").write_text(json.dumps(stats[split], indent=1))
+            self.stat_update(f"{split}_sequences", value=stats[split]["sequences"])
+            self.stat_update(f"{split}_tokens", value=stats[split]["tokens"])
+        log.info(
+            "pack task %d/%d: %s",
+            rank,
+            world_size,
+            ", ".join(f"{s}: {stats[s]['sequences']} sequences, fill {stats[s]['fill']:.4f}" for s in SPLITS),
+        )
+
+    def _items(
+        self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], chosen: list[tuple], newline: np.ndarray
+    ) -> tuple[dict[str, list[tuple]], dict[str, dict[str, int]], dict[str, int], dict[str, int], dict[str, dict]]:
+        """The pieces of the CHOSEN documents per split, (shard k, doc d, start, end, source idx, part, parts, copy,
+        header tokens) each: over-long documents cut at their boundaries, loss-free pieces left out (counted);
+        with the tokens selected per source, the split documents, the repeated header tokens and the loss-free
+        count."""
+        S, mult = cfg.seq_length, cfg.pad_multiple
+        source_index = {s: i for i, s in enumerate(plan.sources)}
         items: dict[str, list[tuple]] = {s: [] for s in SPLITS}
         selected: dict[str, dict[str, int]] = {s: {} for s in SPLITS}
         split_docs = dict.fromkeys(SPLITS, 0)
         header_tokens = dict.fromkeys(SPLITS, 0)
+        loss_free = {s: {"reason": LOSS_FREE, "pieces": 0, "tokens": 0} for s in SPLITS}
         for split, k, d, copies in chosen:
             shard = shards[k]
             meta = shard.docs[d]
@@ -382,41 +448,50 @@ class PackStep(PipelineStep):
                 cuts = split_points(n, S - head, bounds, fallback, mult)
                 split_docs[split] += 1
             starts = [0] + cuts[:-1]
+            parts = list(enumerate(zip(starts, cuts)))
+            if meta.get("spans"):  # a piece with no target in its loss spans trains and scores nothing
+                kept = []
+                for part, (a, b) in parts:
+                    if shard.mask(d, a, b - a).any():
+                        kept.append((part, (a, b)))
+                    else:
+                        loss_free[split]["pieces"] += copies
+                        loss_free[split]["tokens"] += copies * (b - a + (head if part else 0))
+                parts = kept
             for c in range(copies):
-                for part, (a, b) in enumerate(zip(starts, cuts)):
+                for part, (a, b) in parts:
                     items[split].append((k, d, a, b, source_index[src], part, len(cuts), c, head if part else 0))
-            selected[split][src] = selected[split].get(src, 0) + copies * (n + head * (len(cuts) - 1))
-            header_tokens[split] += copies * head * (len(cuts) - 1)
+            size = sum(b - a + (head if part else 0) for part, (a, b) in parts)
+            selected[split][src] = selected[split].get(src, 0) + copies * size
+            header_tokens[split] += copies * head * sum(1 for part, _ in parts if part)
 
-        stats = {}
-        for split in SPLITS:
-            stats[split] = self._write_split(cfg, plan, shards, split, items[split], rank, limit, out)
-            written = stats[split]["tokens_by_source"]
-            if written != dict(sorted(selected[split].items())):
-                raise RuntimeError(
-                    f"pack task {rank} ({split}): wrote {written} tokens per source but selected "
-                    f"{selected[split]}; nothing may be lost"
-                )
-            stats[split]["split_documents"] = split_docs[split]
-            stats[split]["repeated_header_tokens"] = header_tokens[split]
-            stats[split]["selected_tokens"] = sum(selected[split].values())
-            stats[split]["heldout_excluded"] = excluded
-            Path(f"{shard_prefix(out, split, rank)}.stats.json").write_text(json.dumps(stats[split], indent=1))
-            self.stat_update(f"{split}_sequences", value=stats[split]["sequences"])
-            self.stat_update(f"{split}_tokens", value=stats[split]["tokens"])
-        log.info(
-            "pack task %d/%d: %s",
-            rank,
-            world_size,
-            ", ".join(f"{s}: {stats[s]['sequences']} sequences, fill {stats[s]['fill']:.4f}" for s in SPLITS),
-        )
+        return items, selected, split_docs, header_tokens, loss_free
+
+    def _valid_overlap(
+        self, cfg: PackConfig, plan: GlobalPlan, prefixes: list[list[Path]], presplit_of: dict[str, bool], scratch: Path
+    ) -> ValidOverlap:
+        """The n-grams of the run's wholly scored validation documents, from every task's inputs (each task
+        reads them all: a training document of this task may quote a validation document of another)."""
+        tok = load_tokenizer(self.tokenizer_file, shared=True)
+        overlap = ValidOverlap(cfg.valid_decontam_ngrams, decoder(tok))
+        for p in (p for ps in prefixes for p in ps):
+            shard = open_tokenized(p, scratch)
+            for d, meta in enumerate(shard.docs):
+                if doc_role(plan, meta, presplit_of[str(p)])[0] == "valid":
+                    overlap.add(shard, d)
+        return overlap
 
     def _select(
-        self, cfg: PackConfig, plan: GlobalPlan, shards: list[TokenizedShard], presplit: list[bool]
+        self,
+        cfg: PackConfig,
+        plan: GlobalPlan,
+        shards: list[TokenizedShard],
+        presplit: list[bool],
+        overlap: ValidOverlap | None = None,
     ) -> tuple[list[tuple[str, int, int, int]], dict[str, list[tuple[int, int]]], dict[str, Any]]:
         """(validation choices, training documents per source, the held-out instances' count): held-out
-        instances and the validation split go to "valid" once, held-out fix commits nowhere; the rest await
-        the mixture."""
+        instances and the validation split go to "valid" once, held-out fix commits nowhere, training documents
+        quoting a validation document (OVERLAP) nowhere; the rest await the mixture."""
         chosen: list[tuple[str, int, int, int]] = []  # (split, shard k, doc d, copies)
         train_by_source: dict[str, list[tuple[int, int]]] = {}
         # the SFT probe's held-out task instances: traces, task rows and pull requests of one are never trained
@@ -434,21 +509,24 @@ class PackStep(PipelineStep):
         }
         for k, shard in enumerate(shards):
             for d, meta in enumerate(shard.docs):
-                if fixed := split.fix_commit(meta["id"]):  # a held-out task's gold patch: in no split
+                role, inst = doc_role(plan, meta, presplit[k])
+                if role == "fix":  # a held-out task's gold patch: in no split
                     fc = excluded[FIX_COMMIT]
                     fc["documents"] += 1
                     fc["tokens"] += int(meta["tokens"])
-                    fc["instances"].add(fixed)
+                    fc["instances"].add(inst)
                     continue
-                held = None if presplit[k] else split.heldout_doc(meta["id"], meta.get("source"))
-                if held:  # never trained: the validation split (scored only), counted
+                if inst:  # never trained: the validation split (scored only), counted
                     excluded["documents"] += 1
                     excluded["tokens"] += int(meta["tokens"])
-                    excluded["instances"].add(held)
+                    excluded["instances"].add(inst)
                     for key, n in (("tokens_by_source", int(meta["tokens"])), ("documents_by_source", 1)):
                         excluded[key][meta["source"]] = excluded[key].get(meta["source"], 0) + n
-                if held or plan.valid(meta):
+                if role == "valid":
                     chosen.append(("valid", k, d, 1))
+                elif overlap is not None and (hit := overlap.hit(shard, d)):
+                    overlap.drop(meta, hit)
+                    self.stat_update(REASON)
                 else:
                     train_by_source.setdefault(meta["source"], []).append((k, d))
         excluded["instances"] = sorted(excluded["instances"])

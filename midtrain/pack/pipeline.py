@@ -49,6 +49,7 @@ from midtrain.locations import as_path, ensure_dir, is_url, remove_tree, signatu
 from midtrain.pack.manifest import build_manifest, write_manifest
 from midtrain.pack.mixture import heldout_fraction, heldout_rules
 from midtrain.pack.pack_step import (
+    PACK_VERSION,
     SPLIT_FILE,
     PackConfig,
     PackStep,
@@ -351,7 +352,7 @@ def pack_stamp(cfg: PackConfig, key: str, names: list[str], prints: dict[str, st
     inputs: dict[str, object] = {"tokenizer": key, **{i: prints[i] for i in names}}
     if held_key:
         inputs["heldout"] = held_key
-    settings = cfg.to_dict()
+    settings = {**cfg.to_dict(), "pack_version": PACK_VERSION}
     notes = {k: settings.pop(k) for k in PACK_NOTES}
     return output_stamp("pack", inputs, settings, notes)
 

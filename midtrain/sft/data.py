@@ -42,7 +42,7 @@ from midtrain.formats.trace_split import (
     is_heldout,
     shard_instances,
 )
-from midtrain.pack.pack_step import PackConfig
+from midtrain.pack.pack_step import PACK_VERSION, PackConfig
 from midtrain.sft.config import SFTConfig
 from midtrain.sources.traces import chat_template_sha, render_chat_template
 
@@ -198,7 +198,7 @@ def input_content(cfg: SFTConfig) -> dict[str, Any]:
 def data_key(cfg: SFTConfig, splits: dict[str, dict], content: dict[str, Any]) -> str:
     """The identity of the probe's data dir: its settings, the held-out split and the content of its inputs
     (CONTENT, :func:`input_content`): a trace edited at the same path is other data, never "reusing"."""
-    return f"{cfg.data_hash()}-{split_sha(splits)}-{digest(content)[:8]}"
+    return f"{cfg.data_hash()}-{split_sha(splits)}-{digest({**content, 'pack': PACK_VERSION})[:8]}"
 
 
 def _mark_split(docs_dir: Path, role: str) -> None:

@@ -172,9 +172,10 @@ def proxy_scan_markdown(scans: list[dict[str, Any]]) -> list[str]:
     return [
         "## The proxy's held-out documents in training, by content",
         "",
-        "The reference pack's validation split (what the proxy scores), its word 13-grams looked up in each "
-        "variant's training sequences (midtrain.curate.leak_scan; not removed: the numbers say how far the proxy "
-        "measures memory rather than generalisation):",
+        "The reference pack's validation split (what the proxy scores: its code and commits, whose every token "
+        "is scored), its word 13-grams looked up in each variant's training sequences (midtrain.curate.leak_scan). "
+        "A pack with `valid_decontam_ngrams` drops the training documents that quote one; what is found here is "
+        "what training still holds:",
         "",
         *[f"- {s['variant']}: {describe(s)}" for s in scans],
         "",
