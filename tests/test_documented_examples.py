@@ -156,6 +156,8 @@ PLAN: dict[str, str] = {
     "midtrain sweep sweep_demo --submit --site-set train.gpus_per_node=0 --dry-run": RUN,
     "midtrain sweep sweep_swe_ablations --submit --site slurm/site.example.yaml --dry-run": RUN,
     "midtrain sweep sweep_demo --report": RUN,
+    "midtrain sweep sweep_real_gpu --dry-run": RUN,
+    "midtrain sweep sweep_real_gpu --submit --site slurm/site.example.yaml --dry-run": RUN,
 }
 
 # The docs' absolute paths, placed inside the workspace.
