@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml constraints-cpu.txt
 demo: $(STAMP)
 	$(VENV)/bin/midtrain demo
 
-# the real-model experiment (docs/real_model.md): SmolLM2-135M through the paper's comparison, 18-27 min on 2 cores
+# the real-model experiment (docs/real_model.md): SmolLM2-135M through the paper's comparison, ~50 min on 2 AVX2 cores
 demo-real: $(STAMP)
 	$(VENV)/bin/midtrain demo --model smollm2
 

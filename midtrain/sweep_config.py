@@ -8,6 +8,7 @@ own token budget (midtraining length). Everything else — start checkpoint, see
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from midtrain.config import Config, require
@@ -61,6 +62,22 @@ class SweepConfig(Config):
     # A variant trained at LR 0 (one step through the trainer): its probe must give the baseline's results
     # exactly, else the report fails (the arms are not comparable: something other than midtraining differs).
     null_arm: str | None = None
+
+    def pre_register(self, arm: str, about: str, seeds: Sequence[int], hypothesis: str, null_tokens: int) -> None:
+        """Add the primary comparison's arm (ARM, then ARM.s<SEED> for each further seed: one variant per
+        midtraining seed, the first at the sweep's seed) and the null arm ``null_lr0`` (one step of NULL_TOKENS
+        at LR 0 through the trainer), and name them as the primary and the null arm, stating HYPOTHESIS."""
+        for seed in seeds:
+            name = arm if seed == self.seed else f"{arm}.s{seed}"
+            self.variants[name] = Variant(about=f"{about}; seed {seed}", seed=seed)
+            self.primary.append(name)
+        self.variants["null_lr0"] = Variant(
+            about=f"one midtraining step at LR 0 (must equal {self.baseline})",
+            train=["optim.lr=0", "optim.min_lr=0"],
+            tokens=null_tokens,
+        )
+        self.null_arm = "null_lr0"
+        self.primary_about = hypothesis
 
     def check(self) -> None:
         require(len(self.variants) > 0, "variants", "name at least one variant")

@@ -11,7 +11,7 @@ the traces are a public agent-trajectory set prepped with ``midtrain prep traces
 from midtrain.eval.config import SweBenchConfig
 from midtrain.protocol import ProtocolConfig
 from midtrain.sft.config import SFTConfig
-from midtrain.sweep_config import SweepConfig, Variant
+from midtrain.sweep_config import SweepConfig
 from midtrain.train.config import TrainConfig
 from recipes import recipe
 from recipes.models import midtrain_config, variant
@@ -80,22 +80,14 @@ def sweep_real_gpu() -> SweepConfig:
     cfg.pack.valid_decontam_ngrams = 13
     cfg.pack.tasks = 16
     cfg.pack.tokenize_tasks = 16
-    about = "code, commit histories and agent traces (natural mixture)"
-    cfg.variants = {
-        ("all_sources" if s == cfg.seed else f"all_sources.s{s}"): Variant(about=f"{about}; seed {s}", seed=s)
-        for s in SEEDS
-    }
-    cfg.variants["null_lr0"] = Variant(
-        about="one midtraining step at LR 0 (must equal no_midtraining)",
-        train=["optim.lr=0", "optim.min_lr=0"],
-        tokens=8 * SEQ,
-    )
-    cfg.primary = list(cfg.variants)[: len(SEEDS)]
-    cfg.primary_about = (
+    cfg.pre_register(
+        "all_sources",
+        "code, commit histories and agent traces (natural mixture)",
+        SEEDS,
         "midtraining Qwen3-1.7B-Base on 200M tokens of code, commit histories and agent traces lowers the SFT "
-        "probe's held-out assistant-token loss against the same probe from the base model"
+        "probe's held-out assistant-token loss against the same probe from the base model",
+        null_tokens=8 * SEQ,
     )
-    cfg.null_arm = "null_lr0"
     proto = ProtocolConfig(
         name="real_gpu",
         checkpoints={"no_midtraining": cfg.base or ""},

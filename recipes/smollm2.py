@@ -15,7 +15,7 @@ from typing import Any
 from midtrain.eval.config import SweBenchConfig
 from midtrain.protocol import ProtocolConfig
 from midtrain.sft.config import SFTConfig
-from midtrain.sweep_config import SweepConfig, Variant
+from midtrain.sweep_config import SweepConfig
 from midtrain.train.config import ModelConfig, TrainConfig
 from midtrain.train.gpu_choices import cpu_dtype
 from recipes import recipe
@@ -136,26 +136,16 @@ def sweep_smollm2() -> SweepConfig:
     cfg.train_overrides = ["checkpoint.save_interval=1000", "log.tensorboard=false"]
     # The pre-registered primary comparison: all sources (natural mixture) over MIDTRAIN_SEEDS midtraining seeds
     # against no midtraining, each through the probe's 2 seeds, scored on 5 held-out trajectories. The secondary
-    # arms of the first run (code_only, long) are left out of the CPU budget; a GPU run adds them back.
-    about = "code, this repository's commit history and agent traces (natural mixture)"
-    cfg.variants = {
-        ("all_sources" if seed == cfg.seed else f"all_sources.s{seed}"): Variant(
-            about=f"{about}; seed {seed}", seed=seed
-        )
-        for seed in MIDTRAIN_SEEDS
-    }
-    # the null arm: one step at LR 0 through the trainer; its probe must give the baseline's results exactly
-    cfg.variants["null_lr0"] = Variant(
-        about="one midtraining step at LR 0 (must equal no_midtraining)",
-        train=["optim.lr=0", "optim.min_lr=0"],
-        tokens=SEQ_LENGTH,
-    )
-    cfg.primary = list(cfg.variants)[: len(MIDTRAIN_SEEDS)]
-    cfg.primary_about = (
+    # arms of the first run (code_only, long) are left out of the CPU budget; a GPU run adds them back. The null
+    # arm (null_lr0, one step at LR 0 through the trainer) must give the baseline's probe results exactly.
+    cfg.pre_register(
+        "all_sources",
+        "code, this repository's commit history and agent traces (natural mixture)",
+        MIDTRAIN_SEEDS,
         "midtraining SmolLM2-135M for 12 steps on this repository's code, its history and agent traces lowers the "
-        "SFT probe's held-out assistant-token loss against the same probe from the unmidtrained model"
+        "SFT probe's held-out assistant-token loss against the same probe from the unmidtrained model",
+        null_tokens=SEQ_LENGTH,
     )
-    cfg.null_arm = "null_lr0"
     # the sweep replaces its checkpoints (baseline + variants), output, report dir and notes
     proto = ProtocolConfig(
         name="smollm2",

@@ -37,6 +37,8 @@ RUN, SUBMIT, GPU, OTHER = "run", "submit", "gpu", "other"
 
 PLAN: dict[str, str] = {
     "make demo": OTHER,  # the Makefile's demo target is `midtrain demo` (checked below), run as `midtrain demo --workdir .demo`
+    "make demo-real": OTHER,  # the Makefile's demo-real target is `midtrain demo --model smollm2` (checked below);
+    # its ~50 minutes run by hand (docs/real_model.md); tests/test_real_model.py runs its stages at a small size
     "make test": OTHER,  # this test suite
     "make lint": OTHER,  # run by make test (ruff and mypy)
     ".venv/bin/pre-commit install": OTHER,  # run by tests/test_precommit.py in a scratch repository, then commits
@@ -250,6 +252,8 @@ def test_markdown_examples_reads_fenced_and_indented_blocks(tmp_path):
 def test_make_demo_is_midtrain_demo():
     recipe = (REPO / "Makefile").read_text().split("\ndemo:", 1)[1].split("\n\n", 1)[0]
     assert "midtrain demo" in recipe
+    real = (REPO / "Makefile").read_text().split("\ndemo-real:", 1)[1].split("\n\n", 1)[0]
+    assert "midtrain demo --model smollm2" in real
 
 
 @pytest.mark.parametrize("cmd", [c for c, kind in PLAN.items() if kind != OTHER and c.split()[0] != "aws"])

@@ -90,3 +90,17 @@ def test_the_primary_names_variants_of_distinct_seeds(kw, field):
         return
     with pytest.raises(ConfigError, match=field):
         cfg.check()
+
+
+def test_pre_register_adds_one_variant_per_seed_and_the_null_arm():
+    cfg = SweepConfig(inputs={"repos": "x"}, seed=7)
+    cfg.pre_register("mid", "all sources", [7, 8, 9], "midtraining helps", null_tokens=512)
+    assert cfg.primary == ["mid", "mid.s8", "mid.s9"] and cfg.null_arm == "null_lr0"
+    assert [cfg.variants[n].seed for n in cfg.primary] == [7, 8, 9]
+    null = cfg.variants["null_lr0"]
+    assert null.tokens == 512 and "optim.lr=0" in null.train and cfg.primary_about == "midtraining helps"
+    cfg.check()
+    bad = SweepConfig(inputs={"repos": "x"}, seed=7)
+    bad.pre_register("m", "a", [8, 8], "h", 1)  # one seed twice is one sample, not two
+    with pytest.raises(ConfigError, match="primary"):
+        bad.check()
