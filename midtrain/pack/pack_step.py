@@ -88,7 +88,9 @@ class PackConfig(Config):
     # a training document sharing a word n-gram of this size with a wholly scored validation document (a commit
     # quoting a validation file) is dropped, counted dropped_valid_ngram (midtrain.pack.valid_overlap); 13 is
     # SWE-bench's rule, which the real-model sweep uses. 0 = off: templated code (generated files, fixtures)
-    # shares 13-grams across documents, so a run turns it on where its validation split is a measurement
+    # shares 13-grams across documents, so a run turns it on where its validation split is a measurement. Cost:
+    # every task decodes its training documents (~1M tokens/s) and reads every input's validation documents (an
+    # object-store input's tokenized files are copied to each task's scratch)
     valid_decontam_ngrams: int = 0
     mixture: MixtureConfig = field(default_factory=MixtureConfig)
     tokenize_tasks: int = 8  # per input (at most its number of files)
