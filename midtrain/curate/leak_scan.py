@@ -111,7 +111,7 @@ def split_index(shard_dir: str | Path, split: str, tokenizer: Any, n: int = 13) 
     one key per sequence and piece."""
     tok = tokenizer if hasattr(tokenizer, "decode") else load_tokenizer(tokenizer, shared=True)
     ds = PackedDataset(shard_dir, split)
-    pieces: list[tuple[int, int, int, int, int]] = []  # (sequence, piece, source, start, end)
+    pieces: list[tuple[int, int, int, list[int]]] = []  # (sequence, piece, source, its tokens)
     partial: set[int] = set()  # sources with a token left unscored: loss spans
     for i in range(len(ds)):
         s = ds[i]
@@ -123,9 +123,9 @@ def split_index(shard_dir: str | Path, split: str, tokenizer: Any, n: int = 13) 
             # every target but the piece's last (a cross-document target is never scored)
             if not bool(s["loss_mask"][a : b - 1].all()):
                 partial.add(src)
-            pieces.append((i, p, src, a, b))
+            pieces.append((i, p, src, s["tokens"][a:b].tolist()))
     index = NgramIndex(n)
-    for i, p, src, a, b in pieces:
+    for i, p, src, ids in pieces:
         if src not in partial:
-            index.add(f"{split}:{i}:{p}", tok.decode(ds[i]["tokens"][a:b].tolist(), skip_special_tokens=True))
+            index.add(f"{split}:{i}:{p}", tok.decode(ids, skip_special_tokens=True))
     return index
